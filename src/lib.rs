@@ -1,1 +1,5 @@
+//! nmo: a Kubernetes node maintenance operator, drop-in compatible with the medik8s
+//! Node Maintenance Operator.
+
 pub mod crd;
+pub mod sim;

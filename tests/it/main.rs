@@ -1,1 +1,3 @@
+//! The one integration test binary (each test binary is large and slow to link).
 
+mod sim;

@@ -1,0 +1,1 @@
+//! The simulated Kubernetes API server used by tests, the demo and the benchmarks.
