@@ -1,1 +1,159 @@
+//! The `NodeMaintenance` custom resource, wire compatible with the medik8s Node Maintenance
+//! Operator (`nodemaintenance.medik8s.io/v1beta1`).
+//!
+//! Field names follow the Go operator's JSON tags exactly (`totalpods` is lower case there), so
+//! objects written by either operator can be read by the other. Doc comments on the fields become
+//! the descriptions in the generated CRD.
+//!
+//! Unknown fields are tolerated on read (ignored, never an error): an object written by a newer
+//! operator must not stop nmo from undoing its maintenance. They are never erased either, because
+//! nmo writes status with merge patches of the fields it knows, which leave other fields alone.
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use kube::core::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// The finalizer nmo (and the Go operator) puts on every NodeMaintenance, so that the node is
+/// restored before the object goes away.
+pub const FINALIZER: &str = "foregroundDeleteNodeMaintenance";
+
+/// The desired state of a NodeMaintenance.
+// Each `printcolumn(...)` repeats the same keys, which clippy mistakes for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[kube(
+    group = "nodemaintenance.medik8s.io",
+    version = "v1beta1",
+    kind = "NodeMaintenance",
+    plural = "nodemaintenances",
+    singular = "nodemaintenance",
+    shortname = "nm",
+    status = "NodeMaintenanceStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "NodeMaintenance puts a node into maintenance: cordoned, tainted and drained, until the object is deleted.",
+    printcolumn(
+        name = "Node",
+        type_ = "string",
+        json_path = ".spec.nodeName",
+        description = "The node in maintenance"
+    ),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Running, Succeeded or Failed"
+    ),
+    printcolumn(
+        name = "Progress",
+        type_ = "integer",
+        json_path = ".status.drainProgress",
+        description = "Percentage of the pods to evict that are gone"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".spec.reason",
+        description = "Why the node is in maintenance"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeMaintenanceSpec {
+    /// Node name to apply maintenance on. Immutable once the object is created.
+    pub node_name: String,
+    /// Reason for the maintenance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The observed state of a NodeMaintenance, with the Go operator's field names.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeMaintenanceStatus {
+    /// Phase is the state of the maintenance: Running, Succeeded or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<MaintenancePhase>,
+    /// Percentage of the pods to evict that have been removed (0 to 100).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_progress: Option<i32>,
+    /// The last time the status was updated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_update: Option<Time>,
+    /// The latest error, if any, of the maintenance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    /// Names of the pods that still have to leave the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_pods: Option<Vec<String>>,
+    /// References (namespace and name) of the pods that still have to leave the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_pods_refs: Option<Vec<PodReference>>,
+    /// Number of pods on the node when the maintenance began.
+    #[serde(rename = "totalpods", default, skip_serializing_if = "Option::is_none")]
+    pub total_pods: Option<i32>,
+    /// Number of pods to evict when the maintenance began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_pods: Option<i32>,
+    /// Number of failures to take or keep the node lease once evictions began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_on_lease_count: Option<i32>,
+    /// nmo addition: for each pod still pending, why it has not left yet (for example the
+    /// PodDisruptionBudget that refuses its eviction, with the budget's numbers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_pods_details: Option<Vec<PendingPodDetail>>,
+    /// nmo addition: standard conditions (for example whether nmo waits for the node lease or
+    /// is draining), so a waiting maintenance is distinguishable from a draining one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+}
+
+/// The phase of a maintenance.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+pub enum MaintenancePhase {
+    /// The node is being (or waiting to be) put into maintenance.
+    Running,
+    /// The node is cordoned, tainted and drained.
+    Succeeded,
+    /// The maintenance cannot proceed; `lastError` says why.
+    Failed,
+}
+
+/// A reference to a pod, as the Go operator writes it in `pendingPodsRefs`.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+pub struct PodReference {
+    /// Namespace of the pod.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Name of the pod.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+}
+
+/// nmo addition: a pending pod and why it is still on the node.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+pub struct PendingPodDetail {
+    /// Namespace of the pod.
+    pub namespace: String,
+    /// Name of the pod.
+    pub name: String,
+    /// Why the pod has not left the node yet.
+    pub reason: String,
+}
+
+/// The CustomResourceDefinition of NodeMaintenance, as `deploy/crd.yaml` holds it.
+pub fn definition() -> CustomResourceDefinition {
+    NodeMaintenance::crd()
+}
+
+/// The CRD rendered as YAML, exactly what `nmo crd` prints and `deploy/crd.yaml` contains.
+pub fn definition_yaml() -> Result<String, serde_yaml::Error> {
+    serde_yaml::to_string(&definition())
+}

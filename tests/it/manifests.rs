@@ -1,0 +1,168 @@
+//! Every manifest under deploy/ must load into its typed Kubernetes struct with nothing left
+//! over, so that a typo in a field name fails here rather than on a cluster.
+
+use std::path::{Path, PathBuf};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+fn deploy_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy")
+}
+
+/// The YAML files under `dir`, recursively, except kustomize's own files.
+fn manifest_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(current) = pending.pop() {
+        for entry in std::fs::read_dir(&current).expect("deploy/ is readable") {
+            let path = entry.expect("directory entry").path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if path.is_dir() {
+                pending.push(path);
+            } else if name.ends_with(".yaml") && name != "kustomization.yaml" {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+/// Every path present in `original` but missing or different in `reparsed`.
+fn lost_fields(original: &Value, reparsed: &Value, path: &str, out: &mut Vec<String>) {
+    match (original, reparsed) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (key, value) in a {
+                let here = format!("{path}.{key}");
+                match b.get(key) {
+                    Some(other) => lost_fields(value, other, &here, out),
+                    None => out.push(here),
+                }
+            }
+        }
+        (Value::Array(a), Value::Array(b)) if a.len() == b.len() => {
+            for (index, (x, y)) in a.iter().zip(b).enumerate() {
+                lost_fields(x, y, &format!("{path}[{index}]"), out);
+            }
+        }
+        // YAML has no distinction a typed struct keeps between 1 and "1" for quantities and
+        // int-or-string ports: compare their text.
+        (Value::Number(n), Value::String(s)) | (Value::String(s), Value::Number(n)) => {
+            if n.to_string() != *s {
+                out.push(path.to_string());
+            }
+        }
+        (a, b) if a == b => {}
+        _ => out.push(path.to_string()),
+    }
+}
+
+/// Parses `document` as `T` and reports every field the typed struct did not keep.
+fn check_typed<T: DeserializeOwned + serde::Serialize>(document: &Value) -> Result<(), String> {
+    let typed: T = serde_json::from_value(document.clone()).map_err(|e| e.to_string())?;
+    let reparsed = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
+    let mut lost = Vec::new();
+    lost_fields(document, &reparsed, "", &mut lost);
+    if lost.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("unknown or mistyped fields: {}", lost.join(", ")))
+    }
+}
+
+fn check_document(document: &Value) -> Result<(), String> {
+    let api_version = document["apiVersion"].as_str().unwrap_or_default();
+    let kind = document["kind"].as_str().unwrap_or_default();
+    match (api_version, kind) {
+        ("v1", "Namespace") => check_typed::<Namespace>(document),
+        ("v1", "ServiceAccount") => check_typed::<ServiceAccount>(document),
+        ("v1", "Service") => check_typed::<Service>(document),
+        ("apps/v1", "Deployment") => check_typed::<Deployment>(document),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => check_typed::<ClusterRole>(document),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
+            check_typed::<ClusterRoleBinding>(document)
+        }
+        ("rbac.authorization.k8s.io/v1", "Role") => check_typed::<Role>(document),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => check_typed::<RoleBinding>(document),
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
+            check_typed::<CustomResourceDefinition>(document)
+        }
+        _ => Err(format!(
+            "no typed check for {api_version} {kind}: add one to this test"
+        )),
+    }
+}
+
+fn documents(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).expect("manifest is readable");
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).expect("manifest is YAML"))
+        .filter(|doc| !doc.is_null())
+        .collect()
+}
+
+#[test]
+fn every_manifest_loads_into_its_typed_struct_with_no_field_lost() {
+    let files = manifest_files(&deploy_dir());
+    assert!(
+        files.len() >= 5,
+        "expected the deploy/ manifests, found {files:?}"
+    );
+    let mut failures = Vec::new();
+    for file in &files {
+        for (index, document) in documents(file).iter().enumerate() {
+            if let Err(error) = check_document(document) {
+                failures.push(format!("{} document {index}: {error}", file.display()));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn a_misspelt_field_is_caught() {
+    let document: Value = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "nmo", "namspace": "nmo-system"}
+    });
+    let error = check_document(&document).expect_err("a typo must be reported");
+    assert!(error.contains(".metadata.namspace"), "{error}");
+}
+
+#[test]
+fn kustomization_lists_every_manifest_in_deploy() {
+    #[derive(Deserialize)]
+    struct Kustomization {
+        resources: Vec<String>,
+    }
+    let dir = deploy_dir();
+    let text = std::fs::read_to_string(dir.join("kustomization.yaml")).expect("readable");
+    let kustomization: Kustomization = serde_yaml::from_str(&text).expect("kustomization parses");
+    for resource in &kustomization.resources {
+        assert!(
+            dir.join(resource).exists(),
+            "kustomization names missing {resource}"
+        );
+    }
+    let top_level: Vec<String> = manifest_files(&dir)
+        .iter()
+        .filter(|path| path.parent() == Some(dir.as_path()))
+        .filter_map(|path| path.file_name()?.to_str().map(str::to_string))
+        .collect();
+    for file in top_level {
+        assert!(
+            kustomization.resources.contains(&file),
+            "{file} is not in kustomization.yaml"
+        );
+    }
+}
