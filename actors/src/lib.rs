@@ -3,5 +3,7 @@
 //! Kubernetes is reached only through the [`ports::Cluster`] trait, so this crate knows no
 //! Kubernetes client.
 
+pub mod config;
 pub mod model;
+pub mod plan;
 pub mod ports;
