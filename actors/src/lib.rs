@@ -1,1 +1,9 @@
-pub fn placeholder() {}
+//! nmo's maintenance logic: a supervisor keeps one node actor per NodeMaintenance, every eviction
+//! goes through one shared eviction actor, and all decisions are pure functions in [`plan`].
+//! Kubernetes is reached only through the [`ports::Cluster`] trait, so this crate knows no
+//! Kubernetes client.
+
+pub mod config;
+pub mod model;
+pub mod plan;
+pub mod ports;

@@ -1,0 +1,141 @@
+//! Tunables of the actor system, and the clock the actors read wall time from.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+/// Source of wall-clock time for lease and status timestamps. Tests use [`TokioClock`] so that
+/// paused tokio time and lease validity move together.
+pub trait Clock: Send + Sync + 'static {
+    /// The current time.
+    fn now(&self) -> DateTime<Utc>;
+}
+
+/// The system clock.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> DateTime<Utc> {
+        Utc::now()
+    }
+}
+
+/// Wall time derived from tokio's clock: an anchor plus tokio's elapsed time, so that
+/// `tokio::time::pause`/`advance` also moves this clock.
+#[derive(Debug, Clone, Copy)]
+pub struct TokioClock {
+    wall: DateTime<Utc>,
+    instant: tokio::time::Instant,
+}
+
+impl TokioClock {
+    /// Anchors the clock at `wall` now.
+    pub fn starting_at(wall: DateTime<Utc>) -> Self {
+        TokioClock {
+            wall,
+            instant: tokio::time::Instant::now(),
+        }
+    }
+}
+
+impl Clock for TokioClock {
+    fn now(&self) -> DateTime<Utc> {
+        let elapsed = self.instant.elapsed();
+        // chrono::Duration cannot overflow for any realistic test or process lifetime; fall
+        // back to the anchor rather than panic.
+        chrono::Duration::from_std(elapsed)
+            .ok()
+            .and_then(|d| self.wall.checked_add_signed(d))
+            .unwrap_or(self.wall)
+    }
+}
+
+/// Every tunable of the actor system.
+#[derive(Clone)]
+pub struct Config {
+    /// Namespace of the node leases (`LEASE_NAMESPACE`, default `medik8s-leases`).
+    pub lease_namespace: String,
+    /// `leaseDurationSeconds` written into the lease (3600 like NMO).
+    pub lease_duration: Duration,
+    /// How often a node actor renews its lease (default: a third of `lease_duration`).
+    pub lease_renew_interval: Duration,
+    /// Re-check interval of anything unfinished: lease wait, drain, failed steps (5 s, NMO's
+    /// requeue).
+    pub retry_interval: Duration,
+    /// Cluster-wide evictions per second (token bucket refill rate).
+    pub eviction_rate_per_sec: f64,
+    /// Token bucket size (burst).
+    pub eviction_burst: u32,
+    /// Maximum evictions in flight at once.
+    pub eviction_max_in_flight: usize,
+    /// Maximum eviction requests held by the eviction actor (queued, parked or in flight);
+    /// beyond it requests are refused back to the asker.
+    pub eviction_queue_bound: usize,
+    /// First backoff after a 429 (per PodDisruptionBudget, or global for throttling).
+    pub backoff_base: Duration,
+    /// Backoff ceiling.
+    pub backoff_max: Duration,
+    /// Prefix of node actor names (`<prefix>node/<nm-name>`); None = unnamed actors.
+    pub actor_name_prefix: Option<String>,
+    /// Wall clock.
+    pub clock: Arc<dyn Clock>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let lease_duration = Duration::from_secs(3600);
+        Config {
+            lease_namespace: "medik8s-leases".to_string(),
+            lease_duration,
+            lease_renew_interval: lease_duration / 3,
+            retry_interval: Duration::from_secs(5),
+            eviction_rate_per_sec: 50.0,
+            eviction_burst: 100,
+            eviction_max_in_flight: 32,
+            eviction_queue_bound: 10_000,
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+            actor_name_prefix: Some(String::new()),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl Config {
+    /// The defaults with the lease namespace taken from `LEASE_NAMESPACE` when set.
+    pub fn from_env() -> Self {
+        let mut config = Config::default();
+        if let Ok(ns) = std::env::var("LEASE_NAMESPACE")
+            && !ns.is_empty()
+        {
+            config.lease_namespace = ns;
+        }
+        config
+    }
+
+    /// The current wall time.
+    pub fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("lease_namespace", &self.lease_namespace)
+            .field("lease_duration", &self.lease_duration)
+            .field("lease_renew_interval", &self.lease_renew_interval)
+            .field("retry_interval", &self.retry_interval)
+            .field("eviction_rate_per_sec", &self.eviction_rate_per_sec)
+            .field("eviction_burst", &self.eviction_burst)
+            .field("eviction_max_in_flight", &self.eviction_max_in_flight)
+            .field("eviction_queue_bound", &self.eviction_queue_bound)
+            .field("backoff_base", &self.backoff_base)
+            .field("backoff_max", &self.backoff_max)
+            .field("actor_name_prefix", &self.actor_name_prefix)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,159 @@
+//! The port to Kubernetes: every operation the actors need, in domain types. The root crate
+//! implements it for `kube::Client`; [`crate::fake`] implements it in memory for tests.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+
+use crate::model::{
+    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState, PodInfo,
+};
+
+/// A failed cluster operation.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClusterError {
+    /// The object does not exist (404).
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Optimistic concurrency failed: stale resourceVersion (409) or a failed JSON patch `test`.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// Create of an object that already exists (409 AlreadyExists).
+    #[error("already exists: {0}")]
+    AlreadyExists(String),
+    /// The request was refused as invalid (400/422 other than a failed `test`).
+    #[error("invalid: {0}")]
+    Invalid(String),
+    /// RBAC refused the request (401/403).
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// A failure worth retrying: timeout, connection error, 429 throttling, 5xx.
+    #[error("transient: {0}")]
+    Transient(String),
+    /// Anything else.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The result of one `policy/v1` Eviction request that reached the API server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvictionOutcome {
+    /// 201: the pod is being deleted with its own grace period.
+    Evicted,
+    /// 404: the pod is already gone (counts as success).
+    NotFound,
+    /// 429 with a disruption budget cause: evicting now would violate a PodDisruptionBudget.
+    BlockedByPdb {
+        /// The budget's name when the API names it (cause / message), else None.
+        pdb: Option<String>,
+        /// The API's cause text, e.g. "The disruption budget web needs 2 healthy pods and has 2
+        /// currently".
+        message: String,
+        /// `Retry-After`, if the server sent one.
+        retry_after: Option<Duration>,
+    },
+    /// 500 "This pod has more than one PodDisruptionBudget, which the eviction subresource does
+    /// not support."
+    TooManyPdbs {
+        /// The API's message.
+        message: String,
+    },
+    /// 429 without a disruption budget cause: API priority and fairness throttling.
+    Throttled {
+        /// `Retry-After`, if the server sent one.
+        retry_after: Option<Duration>,
+    },
+    /// 403 with cause NamespaceTerminating: the pod's namespace is being deleted; wait.
+    NamespaceTerminating,
+}
+
+/// Every Kubernetes operation the actors use. Object safe; used as `Arc<dyn Cluster>`.
+///
+/// Conventions: cluster-scoped names only for NodeMaintenances and Nodes; a 404 is
+/// `ClusterError::NotFound` except where a method returns `Option` or says otherwise.
+#[async_trait]
+pub trait Cluster: Send + Sync + 'static {
+    // --- NodeMaintenance -------------------------------------------------------------------
+
+    /// Reads one NodeMaintenance; None if it does not exist.
+    async fn get_maintenance(&self, name: &str) -> Result<Option<Maintenance>, ClusterError>;
+
+    /// Adds the finalizer `foregroundDeleteNodeMaintenance` if absent, keeping other finalizers.
+    async fn add_finalizer(&self, name: &str) -> Result<(), ClusterError>;
+
+    /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others.
+    /// A missing object is Ok (nothing left to release).
+    async fn remove_finalizer(&self, name: &str) -> Result<(), ClusterError>;
+
+    /// Replaces `status` (status subresource) with `status`.
+    async fn write_status(
+        &self,
+        name: &str,
+        status: &MaintenanceStatus,
+    ) -> Result<(), ClusterError>;
+
+    /// Emits an event (namespace `default`).
+    async fn emit_event(&self, event: &Event) -> Result<(), ClusterError>;
+
+    // --- Node -----------------------------------------------------------------------------
+
+    /// Reads a node; None if it does not exist.
+    async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError>;
+
+    /// Applies label + taints + cordon as one JSON patch whose first op tests the taints (see
+    /// [`NodePatch`]); returns the node as written. A failed test is `Conflict`.
+    async fn patch_node(&self, patch: &NodePatch) -> Result<NodeState, ClusterError>;
+
+    /// Watches one node (`fieldSelector=metadata.name=<name>`): yields the current state at
+    /// start and after every change, None while the node does not exist. The adapter retries
+    /// watch errors itself; the stream ends only if it gives up (the actor then re-subscribes).
+    fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>>;
+
+    // --- Lease ----------------------------------------------------------------------------
+
+    /// Creates the namespace if it does not exist (leases live in their own namespace).
+    async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError>;
+
+    /// Reads a lease; None if it does not exist.
+    async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, ClusterError>;
+
+    /// Creates a lease with an ownerReference to `owner` (`v1/Node`). `AlreadyExists` if taken.
+    async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError>;
+
+    /// Updates a lease's spec, with `lease.resource_version` as precondition (stale = `Conflict`).
+    async fn update_lease(&self, lease: &Lease) -> Result<Lease, ClusterError>;
+
+    /// Deletes a lease with `lease.resource_version` as precondition (stale = `Conflict`,
+    /// gone = `NotFound`).
+    async fn delete_lease(&self, lease: &Lease) -> Result<(), ClusterError>;
+
+    // --- Pods -----------------------------------------------------------------------------
+
+    /// Lists every pod on a node (`fieldSelector=spec.nodeName=<node>`).
+    async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError>;
+
+    /// Watches the pods of a node (`fieldSelector=spec.nodeName=<node>`): yields the complete
+    /// list at start and after every change. Same retry contract as [`Cluster::watch_node`].
+    fn watch_pods(&self, node: &str) -> BoxStream<'static, Vec<PodInfo>>;
+
+    /// Whether a DaemonSet exists (to tell an orphan DaemonSet pod from a managed one).
+    async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError>;
+
+    /// Deletes a pod with the given grace period (None = the pod's own). Gone = `NotFound`.
+    async fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<(), ClusterError>;
+
+    /// Evicts a pod through `policy/v1` Eviction (the pod's own grace period). Refusals the
+    /// drain understands are `Ok(outcome)`; anything else is `Err`.
+    async fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<EvictionOutcome, ClusterError>;
+}
