@@ -108,7 +108,7 @@ pub struct NodeMaintenanceStatus {
     /// nmo addition: for each pod still pending, why it has not left yet (for example the
     /// PodDisruptionBudget that refuses its eviction, with the budget's numbers).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_pods_details: Option<Vec<PendingPodDetail>>,
+    pub pending_pods_reasons: Option<Vec<PendingPodReason>>,
     /// nmo addition: standard conditions (for example whether nmo waits for the node lease or
     /// is draining), so a waiting maintenance is distinguishable from a draining one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,13 +139,20 @@ pub struct PodReference {
 
 /// nmo addition: a pending pod and why it is still on the node.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
-pub struct PendingPodDetail {
+pub struct PendingPodReason {
     /// Namespace of the pod.
     pub namespace: String,
     /// Name of the pod.
     pub name: String,
-    /// Why the pod has not left the node yet.
+    /// Why the pod is still there, in one word, e.g. `BlockedByPodDisruptionBudget`,
+    /// `Evicting`, `Terminating`.
     pub reason: String,
+    /// The PodDisruptionBudget refusing the eviction, when one does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pdb: Option<String>,
+    /// The detail, e.g. the API's message with the budget's numbers.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 /// The CustomResourceDefinition of NodeMaintenance, as `deploy/crd.yaml` holds it.

@@ -1,0 +1,334 @@
+//! Conversions between Kubernetes objects and the actors' domain types.
+
+use chrono::{DateTime, Utc};
+use k8s_openapi::api::coordination::v1::{Lease as KubeLease, LeaseSpec};
+use k8s_openapi::api::core::v1::{Node, Pod, Taint as KubeTaint};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition as KubeCondition, MicroTime, ObjectMeta, OwnerReference, Time,
+};
+use k8s_openapi::jiff::Timestamp;
+use nmo_actors::model::{
+    Condition, Lease, MIRROR_ANNOTATION, Maintenance, MaintenanceStatus, NodeOwner, NodeState,
+    OwnerRef, PendingPodReason, Phase, PodInfo, PodPhase, PodRef, Taint,
+};
+
+use crate::crd::{self, MaintenancePhase, NodeMaintenance, NodeMaintenanceStatus};
+
+/// A Kubernetes timestamp as chrono's (the actors' clock type).
+pub fn from_timestamp(ts: &Timestamp) -> DateTime<Utc> {
+    // Both count nanoseconds since the Unix epoch; jiff's range fits chrono's.
+    DateTime::from_timestamp(ts.as_second(), ts.subsec_nanosecond().unsigned_abs())
+        .unwrap_or_default()
+}
+
+/// A chrono timestamp as a Kubernetes one.
+pub fn to_timestamp(time: &DateTime<Utc>) -> Timestamp {
+    Timestamp::new(time.timestamp(), time.timestamp_subsec_nanos() as i32).unwrap_or_default()
+}
+
+fn time(value: &DateTime<Utc>) -> Time {
+    Time(to_timestamp(value))
+}
+
+// --- NodeMaintenance ------------------------------------------------------------------------
+
+/// The domain view of a NodeMaintenance.
+pub fn maintenance(object: &NodeMaintenance) -> Maintenance {
+    let meta = &object.metadata;
+    Maintenance {
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        resource_version: meta.resource_version.clone().unwrap_or_default(),
+        node_name: object.spec.node_name.clone(),
+        reason: object.spec.reason.clone().unwrap_or_default(),
+        creation_timestamp: meta
+            .creation_timestamp
+            .as_ref()
+            .map(|t| from_timestamp(&t.0))
+            .unwrap_or_default(),
+        deleting: meta.deletion_timestamp.is_some(),
+        finalizers: meta.finalizers.clone().unwrap_or_default(),
+        status: object.status.as_ref().map(maintenance_status),
+    }
+}
+
+fn phase(value: MaintenancePhase) -> Phase {
+    match value {
+        MaintenancePhase::Running => Phase::Running,
+        MaintenancePhase::Succeeded => Phase::Succeeded,
+        MaintenancePhase::Failed => Phase::Failed,
+    }
+}
+
+fn crd_phase(value: Phase) -> MaintenancePhase {
+    match value {
+        Phase::Running => MaintenancePhase::Running,
+        Phase::Succeeded => MaintenancePhase::Succeeded,
+        Phase::Failed => MaintenancePhase::Failed,
+    }
+}
+
+fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
+    MaintenanceStatus {
+        phase: status.phase.map(phase),
+        drain_progress: status.drain_progress.unwrap_or_default(),
+        last_update: status.last_update.as_ref().map(|t| from_timestamp(&t.0)),
+        last_error: status.last_error.clone().filter(|e| !e.is_empty()),
+        pending_pods: status.pending_pods.clone().unwrap_or_default(),
+        pending_pods_refs: status
+            .pending_pods_refs
+            .iter()
+            .flatten()
+            .map(|r| PodRef {
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+            })
+            .collect(),
+        total_pods: status.total_pods.unwrap_or_default(),
+        eviction_pods: status.eviction_pods.unwrap_or_default(),
+        error_on_lease_count: status.error_on_lease_count.unwrap_or_default(),
+        conditions: status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| Condition {
+                type_: c.type_.clone(),
+                status: c.status.clone(),
+                reason: c.reason.clone(),
+                message: c.message.clone(),
+                last_transition_time: from_timestamp(&c.last_transition_time.0),
+            })
+            .collect(),
+        pending_pods_reasons: status
+            .pending_pods_reasons
+            .iter()
+            .flatten()
+            .map(|r| PendingPodReason {
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                reason: r.reason.clone(),
+                pdb: r.pdb.clone(),
+                message: r.message.clone(),
+            })
+            .collect(),
+    }
+}
+
+/// The CRD status for a domain status. Every field the Go operator knows is written, empty
+/// lists and zero counts included, so that a merge patch replaces stale values.
+pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
+    NodeMaintenanceStatus {
+        phase: status.phase.map(crd_phase),
+        drain_progress: Some(status.drain_progress),
+        last_update: status.last_update.as_ref().map(time),
+        last_error: Some(status.last_error.clone().unwrap_or_default()),
+        pending_pods: Some(status.pending_pods.clone()),
+        pending_pods_refs: Some(
+            status
+                .pending_pods_refs
+                .iter()
+                .map(|r| crd::PodReference {
+                    namespace: r.namespace.clone(),
+                    name: r.name.clone(),
+                })
+                .collect(),
+        ),
+        total_pods: Some(status.total_pods),
+        eviction_pods: Some(status.eviction_pods),
+        error_on_lease_count: Some(status.error_on_lease_count),
+        pending_pods_reasons: Some(
+            status
+                .pending_pods_reasons
+                .iter()
+                .map(|r| crd::PendingPodReason {
+                    namespace: r.namespace.clone(),
+                    name: r.name.clone(),
+                    reason: r.reason.clone(),
+                    pdb: r.pdb.clone(),
+                    message: r.message.clone(),
+                })
+                .collect(),
+        ),
+        conditions: Some(
+            status
+                .conditions
+                .iter()
+                .map(|c| KubeCondition {
+                    type_: c.type_.clone(),
+                    status: c.status.clone(),
+                    reason: c.reason.clone(),
+                    message: c.message.clone(),
+                    last_transition_time: time(&c.last_transition_time),
+                    observed_generation: None,
+                })
+                .collect(),
+        ),
+    }
+}
+
+// --- Node -----------------------------------------------------------------------------------
+
+/// The domain view of a Node.
+pub fn node_state(node: &Node) -> NodeState {
+    let spec = node.spec.as_ref();
+    NodeState {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        uid: node.metadata.uid.clone().unwrap_or_default(),
+        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
+        taints: spec
+            .and_then(|s| s.taints.as_ref())
+            .iter()
+            .copied()
+            .flatten()
+            .map(taint)
+            .collect(),
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        resource_version: node.metadata.resource_version.clone().unwrap_or_default(),
+    }
+}
+
+fn taint(value: &KubeTaint) -> Taint {
+    Taint {
+        key: value.key.clone(),
+        value: value.value.clone(),
+        effect: value.effect.clone(),
+        time_added: value.time_added.as_ref().map(|t| from_timestamp(&t.0)),
+    }
+}
+
+/// A domain taint as the API writes it.
+pub fn kube_taint(value: &Taint) -> KubeTaint {
+    KubeTaint {
+        key: value.key.clone(),
+        value: value.value.clone(),
+        effect: value.effect.clone(),
+        time_added: value.time_added.as_ref().map(time),
+    }
+}
+
+// --- Pod ------------------------------------------------------------------------------------
+
+/// The domain view of a Pod.
+pub fn pod_info(pod: &Pod) -> PodInfo {
+    let meta = &pod.metadata;
+    let spec = pod.spec.as_ref();
+    let phase = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+        Some("Running") => PodPhase::Running,
+        Some("Succeeded") => PodPhase::Succeeded,
+        Some("Failed") => PodPhase::Failed,
+        Some("Unknown") => PodPhase::Unknown,
+        _ => PodPhase::Pending,
+    };
+    PodInfo {
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+        phase,
+        controller: meta
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|o| o.controller == Some(true))
+            .map(|o| OwnerRef {
+                kind: o.kind.clone(),
+                name: o.name.clone(),
+            }),
+        is_mirror: meta
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
+        has_empty_dir: spec
+            .and_then(|s| s.volumes.as_ref())
+            .is_some_and(|volumes| volumes.iter().any(|v| v.empty_dir.is_some())),
+        terminating: meta.deletion_timestamp.is_some(),
+        grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
+    }
+}
+
+// --- Lease ----------------------------------------------------------------------------------
+
+/// The domain view of a Lease.
+pub fn lease(value: &KubeLease) -> Lease {
+    let spec = value.spec.clone().unwrap_or_default();
+    Lease {
+        namespace: value.metadata.namespace.clone().unwrap_or_default(),
+        name: value.metadata.name.clone().unwrap_or_default(),
+        holder_identity: spec.holder_identity,
+        lease_duration_seconds: spec.lease_duration_seconds,
+        acquire_time: spec.acquire_time.as_ref().map(|t| from_timestamp(&t.0)),
+        renew_time: spec.renew_time.as_ref().map(|t| from_timestamp(&t.0)),
+        lease_transitions: spec.lease_transitions,
+        resource_version: value.metadata.resource_version.clone().unwrap_or_default(),
+    }
+}
+
+/// A domain lease as the API writes it; with `owner`, owned by that Node so it is garbage
+/// collected with it.
+pub fn kube_lease(value: &Lease, owner: Option<&NodeOwner>) -> KubeLease {
+    let micro = |t: &DateTime<Utc>| MicroTime(to_timestamp(t));
+    KubeLease {
+        metadata: ObjectMeta {
+            name: Some(value.name.clone()),
+            namespace: Some(value.namespace.clone()),
+            resource_version: Some(value.resource_version.clone()).filter(|v| !v.is_empty()),
+            owner_references: owner.map(|node| {
+                vec![OwnerReference {
+                    api_version: "v1".into(),
+                    kind: "Node".into(),
+                    name: node.name.clone(),
+                    uid: node.uid.clone(),
+                    ..OwnerReference::default()
+                }]
+            }),
+            ..ObjectMeta::default()
+        },
+        spec: Some(LeaseSpec {
+            holder_identity: value.holder_identity.clone(),
+            lease_duration_seconds: value.lease_duration_seconds,
+            acquire_time: value.acquire_time.as_ref().map(micro),
+            renew_time: value.renew_time.as_ref().map(micro),
+            lease_transitions: value.lease_transitions,
+            ..LeaseSpec::default()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_survive_the_trip_between_clock_types() {
+        let now = DateTime::parse_from_rfc3339("2026-11-29T10:00:05.123456Z")
+            .expect("valid")
+            .with_timezone(&Utc);
+        assert_eq!(from_timestamp(&to_timestamp(&now)), now);
+    }
+
+    #[test]
+    fn a_status_keeps_every_field_through_the_crd_type() {
+        let status = MaintenanceStatus {
+            phase: Some(Phase::Running),
+            drain_progress: 40,
+            last_update: Some(DateTime::from_timestamp(1_800_000_000, 0).expect("valid")),
+            last_error: Some("blocked by web".into()),
+            pending_pods: vec!["web-1".into()],
+            pending_pods_refs: vec![PodRef {
+                namespace: "shop".into(),
+                name: "web-1".into(),
+            }],
+            total_pods: 7,
+            eviction_pods: 5,
+            error_on_lease_count: 1,
+            conditions: vec![],
+            pending_pods_reasons: vec![PendingPodReason {
+                namespace: "shop".into(),
+                name: "web-1".into(),
+                reason: "BlockedByPodDisruptionBudget".into(),
+                pdb: Some("web".into()),
+                message: "needs 2 has 2".into(),
+            }],
+        };
+        assert_eq!(maintenance_status(&crd_status(&status)), status);
+    }
+}

@@ -1,0 +1,188 @@
+//! How API errors map to the port's domain errors and eviction outcomes.
+
+use std::time::Duration;
+
+use kube::core::Status;
+use nmo_actors::ports::{ClusterError, EvictionOutcome};
+
+/// The cause type the eviction subresource puts on a refusal by a PodDisruptionBudget.
+const DISRUPTION_BUDGET_CAUSE: &str = "DisruptionBudget";
+/// The cause type of a refusal because the pod's namespace is being deleted.
+const NAMESPACE_TERMINATING_CAUSE: &str = "NamespaceTerminating";
+/// The phrase of the 500 the eviction subresource returns when several budgets match a pod.
+const MORE_THAN_ONE_PDB: &str = "more than one PodDisruptionBudget";
+
+/// Maps a kube client error to the port's error, keeping the server's message.
+pub fn to_cluster_error(error: kube::Error) -> ClusterError {
+    match error {
+        kube::Error::Api(status) => status_to_error(&status),
+        other => ClusterError::Transient(other.to_string()),
+    }
+}
+
+fn status_to_error(status: &Status) -> ClusterError {
+    let message = status.message.clone();
+    if status.is_already_exists() {
+        return ClusterError::AlreadyExists(message);
+    }
+    match status.code {
+        404 => ClusterError::NotFound(message),
+        409 => ClusterError::Conflict(message),
+        401 | 403 => ClusterError::Forbidden(message),
+        400 | 422 if is_failed_patch_test(status) => ClusterError::Conflict(message),
+        400 | 422 => ClusterError::Invalid(message),
+        408 | 429 | 500..=599 => ClusterError::Transient(message),
+        _ => ClusterError::Other(message),
+    }
+}
+
+/// A JSON patch whose `test` op did not match: someone changed the object since it was read.
+fn is_failed_patch_test(status: &Status) -> bool {
+    let message = status.message.to_ascii_lowercase();
+    message.contains("test operation") || message.contains("testing value")
+}
+
+/// Reads the result of an eviction request.
+pub fn eviction_outcome(
+    result: Result<Status, kube::Error>,
+) -> Result<EvictionOutcome, ClusterError> {
+    let status = match result {
+        Ok(_) => return Ok(EvictionOutcome::Evicted),
+        Err(kube::Error::Api(status)) => status,
+        Err(other) => return Err(ClusterError::Transient(other.to_string())),
+    };
+    let causes = status
+        .details
+        .as_ref()
+        .map(|d| d.causes.as_slice())
+        .unwrap_or_default();
+    let retry_after = status
+        .details
+        .as_ref()
+        .map(|d| d.retry_after_seconds)
+        .filter(|seconds| *seconds > 0)
+        .map(|seconds| Duration::from_secs(u64::from(seconds)));
+    match status.code {
+        404 => Ok(EvictionOutcome::NotFound),
+        429 => match causes.iter().find(|c| c.reason == DISRUPTION_BUDGET_CAUSE) {
+            Some(cause) => Ok(EvictionOutcome::BlockedByPdb {
+                pdb: budget_name(&cause.message),
+                message: cause.message.clone(),
+                retry_after,
+            }),
+            None if status.message.contains("disruption budget") => {
+                Ok(EvictionOutcome::BlockedByPdb {
+                    pdb: None,
+                    message: status.message.clone(),
+                    retry_after,
+                })
+            }
+            None => Ok(EvictionOutcome::Throttled { retry_after }),
+        },
+        500 if status.message.contains(MORE_THAN_ONE_PDB) => Ok(EvictionOutcome::TooManyPdbs {
+            message: status.message.clone(),
+        }),
+        _ if causes
+            .iter()
+            .any(|c| c.reason == NAMESPACE_TERMINATING_CAUSE) =>
+        {
+            Ok(EvictionOutcome::NamespaceTerminating)
+        }
+        _ => Err(status_to_error(&status)),
+    }
+}
+
+/// The budget's name from the cause text `The disruption budget <name> needs ...` or
+/// `The disruption budget <name> is still being processed by the server.`.
+fn budget_name(cause: &str) -> Option<String> {
+    let rest = cause.strip_prefix("The disruption budget ")?;
+    let name = rest.split_whitespace().next()?;
+    Some(name.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::core::response::{StatusCause, StatusDetails};
+
+    fn refusal(code: u16, message: &str, causes: Vec<StatusCause>) -> kube::Error {
+        let details = StatusDetails {
+            name: "web-1".into(),
+            group: String::new(),
+            kind: "pods".into(),
+            uid: String::new(),
+            causes,
+            retry_after_seconds: 0,
+        };
+        kube::Error::Api(
+            Status::failure(message, "TooManyRequests")
+                .with_code(code)
+                .with_details(details)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn a_pdb_refusal_names_the_budget_and_keeps_its_numbers() {
+        let cause = StatusCause {
+            reason: "DisruptionBudget".into(),
+            message: "The disruption budget web needs 2 healthy pods and has 2 currently".into(),
+            field: String::new(),
+        };
+        let outcome = eviction_outcome(Err(refusal(
+            429,
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            vec![cause],
+        )));
+        assert_eq!(
+            outcome,
+            Ok(EvictionOutcome::BlockedByPdb {
+                pdb: Some("web".into()),
+                message: "The disruption budget web needs 2 healthy pods and has 2 currently"
+                    .into(),
+                retry_after: None,
+            })
+        );
+    }
+
+    #[test]
+    fn a_429_without_a_budget_is_throttling() {
+        let outcome = eviction_outcome(Err(refusal(429, "Too many requests", vec![])));
+        assert_eq!(
+            outcome,
+            Ok(EvictionOutcome::Throttled { retry_after: None })
+        );
+    }
+
+    #[test]
+    fn several_budgets_and_missing_pods_are_told_apart() {
+        let several = eviction_outcome(Err(refusal(
+            500,
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+            vec![],
+        )));
+        assert!(matches!(several, Ok(EvictionOutcome::TooManyPdbs { .. })));
+        let missing = eviction_outcome(Err(refusal(404, "pods \"web-1\" not found", vec![])));
+        assert_eq!(missing, Ok(EvictionOutcome::NotFound));
+        let other = eviction_outcome(Err(refusal(500, "etcd timeout", vec![])));
+        assert!(matches!(other, Err(ClusterError::Transient(_))));
+    }
+
+    #[test]
+    fn a_failed_patch_test_is_a_conflict() {
+        let status = Status::failure(
+            "the server rejected our request due to an error in our request: testing value /spec/taints failed",
+            "Invalid",
+        )
+        .with_code(422);
+        assert!(matches!(
+            status_to_error(&status),
+            ClusterError::Conflict(_)
+        ));
+        let invalid = Status::failure("spec.foo: Invalid value", "Invalid").with_code(422);
+        assert!(matches!(
+            status_to_error(&invalid),
+            ClusterError::Invalid(_)
+        ));
+    }
+}

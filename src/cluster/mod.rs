@@ -1,0 +1,351 @@
+//! The actors' [`Cluster`] port implemented with kube-rs: the only place where the maintenance
+//! logic meets the Kubernetes API.
+
+mod convert;
+mod errors;
+mod node_patch;
+mod watch;
+
+pub use convert::maintenance;
+
+use async_trait::async_trait;
+use futures::stream::{BoxStream, StreamExt};
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::coordination::v1::Lease as KubeLease;
+use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
+use kube::api::{
+    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
+};
+use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
+use kube::runtime::watcher;
+use kube::{Api, Client};
+use nmo_actors::model::{
+    Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
+    NodeState, PodInfo,
+};
+use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
+use serde_json::json;
+
+use crate::crd::{FINALIZER, NodeMaintenance};
+use errors::{eviction_outcome, to_cluster_error};
+
+/// The name nmo reports its events and field manager under.
+pub const CONTROLLER_NAME: &str = "nmo";
+
+/// [`Cluster`] over a kube client.
+#[derive(Clone)]
+pub struct KubeCluster {
+    client: Client,
+    recorder: Recorder,
+}
+
+impl KubeCluster {
+    /// Wraps `client`; events are reported by `nmo`, instance `instance` (the pod name, say).
+    pub fn new(client: Client, instance: Option<String>) -> Self {
+        let reporter = Reporter {
+            controller: CONTROLLER_NAME.into(),
+            instance,
+        };
+        let recorder = Recorder::new(client.clone(), reporter);
+        KubeCluster { client, recorder }
+    }
+
+    fn maintenances(&self) -> Api<NodeMaintenance> {
+        Api::all(self.client.clone())
+    }
+
+    fn nodes(&self) -> Api<Node> {
+        Api::all(self.client.clone())
+    }
+
+    fn pods(&self, namespace: &str) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    fn leases(&self, namespace: &str) -> Api<KubeLease> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// Writes the finalizer list with a JSON patch that first tests the list it was computed
+    /// from, so a concurrent change by someone else is a conflict, never a lost finalizer.
+    async fn set_finalizers(
+        &self,
+        name: &str,
+        change: impl Fn(&mut Vec<String>),
+    ) -> Result<(), ClusterError> {
+        let Some(object) = self
+            .maintenances()
+            .get_opt(name)
+            .await
+            .map_err(to_cluster_error)?
+        else {
+            return Err(ClusterError::NotFound(format!("nodemaintenance {name}")));
+        };
+        let current = object.metadata.finalizers.clone().unwrap_or_default();
+        let mut desired = current.clone();
+        change(&mut desired);
+        if desired == current {
+            return Ok(());
+        }
+        let test = if object.metadata.finalizers.is_some() {
+            json!(current)
+        } else {
+            json!(null)
+        };
+        let patch: json_patch::Patch = serde_json::from_value(json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": test},
+            {"op": "add", "path": "/metadata/finalizers", "value": desired},
+        ]))
+        .map_err(|e| ClusterError::Other(e.to_string()))?;
+        self.maintenances()
+            .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
+            .await
+            .map(drop)
+            .map_err(to_cluster_error)
+    }
+}
+
+fn event_reference(target: &EventTarget) -> ObjectReference {
+    match target {
+        EventTarget::Maintenance { name, uid } => ObjectReference {
+            api_version: Some("nodemaintenance.medik8s.io/v1beta1".into()),
+            kind: Some("NodeMaintenance".into()),
+            name: Some(name.clone()),
+            uid: Some(uid.clone()),
+            // Cluster-scoped objects' events go to `default`, like the Go operator's.
+            namespace: Some("default".into()),
+            ..ObjectReference::default()
+        },
+        EventTarget::Node { name, uid } => ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(name.clone()),
+            uid: Some(uid.clone()).filter(|u| !u.is_empty()),
+            namespace: Some("default".into()),
+            ..ObjectReference::default()
+        },
+    }
+}
+
+#[async_trait]
+impl Cluster for KubeCluster {
+    async fn get_maintenance(&self, name: &str) -> Result<Option<Maintenance>, ClusterError> {
+        let object = self
+            .maintenances()
+            .get_opt(name)
+            .await
+            .map_err(to_cluster_error)?;
+        Ok(object.as_ref().map(convert::maintenance))
+    }
+
+    async fn add_finalizer(&self, name: &str) -> Result<(), ClusterError> {
+        self.set_finalizers(name, |list| {
+            if !list.iter().any(|f| f == FINALIZER) {
+                list.push(FINALIZER.to_string());
+            }
+        })
+        .await
+    }
+
+    async fn remove_finalizer(&self, name: &str) -> Result<(), ClusterError> {
+        match self
+            .set_finalizers(name, |list| list.retain(|f| f != FINALIZER))
+            .await
+        {
+            Err(ClusterError::NotFound(_)) => Ok(()),
+            other => other,
+        }
+    }
+
+    async fn write_status(
+        &self,
+        name: &str,
+        status: &MaintenanceStatus,
+    ) -> Result<(), ClusterError> {
+        let body = json!({ "status": convert::crd_status(status) });
+        self.maintenances()
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            .await
+            .map(drop)
+            .map_err(to_cluster_error)
+    }
+
+    async fn emit_event(&self, event: &Event) -> Result<(), ClusterError> {
+        let kube_event = KubeEvent {
+            type_: match event.type_ {
+                EventType::Normal => KubeEventType::Normal,
+                EventType::Warning => KubeEventType::Warning,
+            },
+            reason: event.reason.clone(),
+            note: Some(event.message.clone()),
+            action: event.reason.clone(),
+            secondary: None,
+        };
+        self.recorder
+            .publish(&kube_event, &event_reference(&event.target))
+            .await
+            .map_err(to_cluster_error)
+    }
+
+    async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError> {
+        let node = self.nodes().get_opt(name).await.map_err(to_cluster_error)?;
+        Ok(node.as_ref().map(convert::node_state))
+    }
+
+    async fn patch_node(&self, patch: &NodePatch) -> Result<NodeState, ClusterError> {
+        let document: json_patch::Patch = serde_json::from_value(node_patch::json_patch(patch))
+            .map_err(|e| ClusterError::Other(e.to_string()))?;
+        let node = self
+            .nodes()
+            .patch(
+                &patch.node,
+                &PatchParams::default(),
+                &Patch::<()>::Json(document),
+            )
+            .await
+            .map_err(to_cluster_error)?;
+        Ok(convert::node_state(&node))
+    }
+
+    fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
+        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+        watch::snapshots(self.nodes(), config, convert::node_state)
+            .map(|nodes| nodes.into_iter().next())
+            .boxed()
+    }
+
+    async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        if api
+            .get_opt(namespace)
+            .await
+            .map_err(to_cluster_error)?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let object: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}}))
+            .map_err(|e| ClusterError::Other(e.to_string()))?;
+        match api
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(to_cluster_error)
+        {
+            Ok(_) | Err(ClusterError::AlreadyExists(_)) => Ok(()),
+            Err(other) => Err(other),
+        }
+    }
+
+    async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, ClusterError> {
+        let lease = self
+            .leases(namespace)
+            .get_opt(name)
+            .await
+            .map_err(to_cluster_error)?;
+        Ok(lease.as_ref().map(convert::lease))
+    }
+
+    async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError> {
+        let mut object = convert::kube_lease(lease, Some(owner));
+        object.metadata.resource_version = None;
+        let created = self
+            .leases(&lease.namespace)
+            .create(&PostParams::default(), &object)
+            .await
+            .map_err(to_cluster_error)?;
+        Ok(convert::lease(&created))
+    }
+
+    async fn update_lease(&self, lease: &Lease) -> Result<Lease, ClusterError> {
+        // A read-modify-write keeps what nmo does not model (owner references, labels); the
+        // resourceVersion nmo read is the precondition.
+        let api = self.leases(&lease.namespace);
+        let mut object = api.get(&lease.name).await.map_err(to_cluster_error)?;
+        if object.metadata.resource_version.as_deref() != Some(lease.resource_version.as_str()) {
+            return Err(ClusterError::Conflict(format!(
+                "lease {} changed since it was read",
+                lease.name
+            )));
+        }
+        object.spec = convert::kube_lease(lease, None).spec;
+        let updated = api
+            .replace(&lease.name, &PostParams::default(), &object)
+            .await
+            .map_err(to_cluster_error)?;
+        Ok(convert::lease(&updated))
+    }
+
+    async fn delete_lease(&self, lease: &Lease) -> Result<(), ClusterError> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                resource_version: Some(lease.resource_version.clone()),
+                uid: None,
+            }),
+            ..DeleteParams::default()
+        };
+        self.leases(&lease.namespace)
+            .delete(&lease.name, &params)
+            .await
+            .map(drop)
+            .map_err(to_cluster_error)
+    }
+
+    async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError> {
+        let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        let pods = Api::<Pod>::all(self.client.clone())
+            .list(&params)
+            .await
+            .map_err(to_cluster_error)?;
+        Ok(pods.items.iter().map(convert::pod_info).collect())
+    }
+
+    fn watch_pods(&self, node: &str) -> BoxStream<'static, Vec<PodInfo>> {
+        let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+        watch::snapshots(
+            Api::<Pod>::all(self.client.clone()),
+            config,
+            convert::pod_info,
+        )
+    }
+
+    async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
+        let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), namespace);
+        let found = api.get_opt(name).await.map_err(to_cluster_error)?;
+        Ok(found.is_some())
+    }
+
+    async fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<(), ClusterError> {
+        let params = DeleteParams {
+            grace_period_seconds: grace_period_seconds.and_then(|s| u32::try_from(s).ok()),
+            ..DeleteParams::default()
+        };
+        self.pods(namespace)
+            .delete(name, &params)
+            .await
+            .map(drop)
+            .map_err(to_cluster_error)
+    }
+
+    async fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<EvictionOutcome, ClusterError> {
+        let params = EvictParams {
+            delete_options: grace_period_seconds
+                .and_then(|s| u32::try_from(s).ok())
+                .map(|seconds| DeleteParams {
+                    grace_period_seconds: Some(seconds),
+                    ..DeleteParams::default()
+                }),
+            ..EvictParams::default()
+        };
+        eviction_outcome(self.pods(namespace).evict(name, &params).await)
+    }
+}
