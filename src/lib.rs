@@ -3,4 +3,5 @@
 
 pub mod cluster;
 pub mod crd;
+pub mod leader;
 pub mod sim;
