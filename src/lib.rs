@@ -5,3 +5,4 @@ pub mod cluster;
 pub mod crd;
 pub mod leader;
 pub mod sim;
+pub mod telemetry;
