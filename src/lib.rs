@@ -3,6 +3,8 @@
 
 pub mod cluster;
 pub mod crd;
+pub mod http;
 pub mod leader;
+pub mod metrics;
 pub mod sim;
 pub mod telemetry;
