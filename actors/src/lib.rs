@@ -4,6 +4,11 @@
 //! Kubernetes client.
 
 pub mod config;
+pub mod eviction;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+pub mod messages;
 pub mod model;
+pub mod node;
 pub mod plan;
 pub mod ports;
