@@ -12,3 +12,12 @@ pub mod model;
 pub mod node;
 pub mod plan;
 pub mod ports;
+pub mod supervisor;
+pub mod system;
+
+pub use config::{Clock, Config, SystemClock, TokioClock};
+pub use messages::SupervisorMsg;
+pub use system::{ActorSystem, StartError, start};
+
+#[cfg(test)]
+mod tests;
