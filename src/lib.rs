@@ -2,9 +2,11 @@
 //! Node Maintenance Operator.
 
 pub mod cluster;
+pub mod controller;
 pub mod crd;
 pub mod http;
 pub mod leader;
 pub mod metrics;
+pub mod operator;
 pub mod sim;
 pub mod telemetry;
