@@ -96,7 +96,10 @@ pub struct NodeActorState {
     pods: Option<Vec<crate::model::PodInfo>>,
     daemonsets: HashMap<(String, String), bool>,
     /// The last drain pass's pending pods and their actions.
-    pending: Vec<(PodRef, PodAction, Option<i64>)>,
+    pending: Vec<PendingPod>,
+    /// Uids of pods whose eviction was accepted or which were deleted: a watch snapshot that
+    /// still shows them (it may lag) must not cause a second call.
+    handled: HashSet<String>,
     /// Pods handed to the eviction actor and not finally answered.
     asked: HashSet<PodRef>,
     reasons: BTreeMap<PodRef, PendingPodReason>,
@@ -106,6 +109,15 @@ pub struct NodeActorState {
     node_watch: Option<JoinHandle<()>>,
     pod_watch: Option<JoinHandle<()>>,
     span: tracing::Span,
+}
+
+/// A pod the drain still waits for.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingPod {
+    pod: PodRef,
+    uid: String,
+    action: PodAction,
+    grace: Option<i64>,
 }
 
 fn abort(handle: &mut Option<JoinHandle<()>>) {
@@ -161,13 +173,16 @@ impl NodeActorState {
                 self.repair = false;
                 self.spawn_reconcile(myself);
             }
+            // The pod watch's first snapshot is on its way: no need to LIST as well.
+            Stage::Draining if self.pods.is_none() && self.pod_watch.is_some() => return,
             Stage::Draining => {
                 let snapshot = self.pods.clone();
                 let known = self.daemonsets.clone();
+                let handled = self.handled.clone();
                 let span = tracing::info_span!(parent: &span, "drain_pass");
                 tokio::spawn(
                     async move {
-                        let pass = ops::drain_pass(ctx, snapshot, known).await;
+                        let pass = ops::drain_pass(ctx, snapshot, known, handled).await;
                         let _ = actor.cast(NodeMsg::Op(OpResult::Drained(pass)));
                     }
                     .instrument(span),
@@ -412,17 +427,34 @@ impl NodeActorState {
         }
         self.daemonsets.extend(pass.daemonsets);
         self.drain_errors = pass.errors;
+        self.handled.extend(pass.deleted);
         self.pending = pass
             .pods
             .iter()
             .filter(|(_, action)| action.is_pending())
-            .map(|(pod, action)| (pod.pod_ref(), *action, pod.grace_period_seconds))
+            .map(|(pod, action)| PendingPod {
+                pod: pod.pod_ref(),
+                uid: pod.uid.clone(),
+                action: *action,
+                grace: pod.grace_period_seconds,
+            })
             .collect();
-        let present: HashSet<PodRef> = self.pending.iter().map(|(p, _, _)| p.clone()).collect();
+        let present: HashSet<PodRef> = self.pending.iter().map(|p| p.pod.clone()).collect();
+        let uids: HashSet<&String> = pass.pods.iter().map(|(p, _)| &p.uid).collect();
+        self.handled.retain(|uid| uids.contains(uid));
         self.asked.retain(|p| present.contains(p));
         self.reasons.retain(|p, _| present.contains(p));
-        for (pod, action, grace) in self.pending.clone() {
-            if action != PodAction::Evict || self.asked.contains(&pod) {
+        for pending in self.pending.clone() {
+            let PendingPod {
+                pod,
+                uid,
+                action,
+                grace,
+            } = pending;
+            if action != PodAction::Evict
+                || self.asked.contains(&pod)
+                || self.handled.contains(&uid)
+            {
                 continue;
             }
             let request = EvictionRequest {
@@ -499,7 +531,12 @@ impl NodeActorState {
         if final_ {
             self.asked.remove(&pod);
         }
-        if self.pending.iter().any(|(p, _, _)| *p == pod) {
+        if reason == "Evicted"
+            && let Some(p) = self.pending.iter().find(|p| p.pod == pod)
+        {
+            self.handled.insert(p.uid.clone());
+        }
+        if self.pending.iter().any(|p| p.pod == pod) {
             self.reasons.insert(
                 pod.clone(),
                 PendingPodReason {
@@ -559,6 +596,7 @@ impl Actor for NodeActor {
             daemonsets: HashMap::new(),
             pending: Vec::new(),
             asked: HashSet::new(),
+            handled: HashSet::new(),
             reasons: BTreeMap::new(),
             drain_errors: Vec::new(),
             tick: None,
