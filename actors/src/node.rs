@@ -88,6 +88,8 @@ pub struct NodeActorState {
     repair: bool,
     /// `spec.reason` when the maintenance failed for a missing node (retry on change).
     failed_reason: Option<String>,
+    /// Uid of the node (the lease's owner), once read.
+    node_uid: String,
     /// The node part of the undo is due after giving up.
     fail_undo: bool,
     /// We held the lease at least once (lease failures count from then on, like NMO).
@@ -118,6 +120,10 @@ pub(crate) struct PendingPod {
     uid: String,
     action: PodAction,
     grace: Option<i64>,
+}
+
+fn missing_node(node: &str) -> String {
+    format!("node {node} not found")
 }
 
 fn abort(handle: &mut Option<JoinHandle<()>>) {
@@ -353,6 +359,9 @@ impl NodeActorState {
             }
             if self.status.phase == Some(Phase::Failed) {
                 self.stage = Stage::Failed;
+                if self.status.last_error.as_deref() == Some(&missing_node(&self.ctx.node_name)) {
+                    self.failed_reason = Some(self.nm.reason.clone());
+                }
                 return;
             }
         }
@@ -369,6 +378,7 @@ impl NodeActorState {
             ReconcileOutcome::Ready { node, lease } => {
                 tracing::debug!(parent: &self.span, node = %node.name, lease = %lease.name, "node in maintenance");
                 self.held_lease = true;
+                self.node_uid = node.uid.clone();
                 status::lease_acquired(&mut self.status, now);
                 self.start_node_watch(myself);
                 self.start_renewal(myself);
@@ -382,7 +392,7 @@ impl NodeActorState {
                 }
             }
             ReconcileOutcome::NodeMissing => {
-                let error = format!("node {} not found", self.ctx.node_name);
+                let error = missing_node(&self.ctx.node_name);
                 let already = self.written.as_ref().is_some_and(|w| {
                     w.phase == Some(Phase::Failed) && w.last_error.as_deref() == Some(&error)
                 });
@@ -590,6 +600,7 @@ impl Actor for NodeActor {
             repair: false,
             failed_reason: None,
             fail_undo: false,
+            node_uid: String::new(),
             held_lease: false,
             renew_busy: false,
             pods: None,
@@ -671,7 +682,8 @@ impl Actor for NodeActor {
                 if matches!(
                     state.stage,
                     Stage::Starting | Stage::WaitingForLease | Stage::Draining | Stage::Undoing
-                ) {
+                ) || (state.stage == Stage::Failed && state.fail_undo)
+                {
                     state.kick(&myself);
                 }
             }
@@ -680,17 +692,12 @@ impl Actor for NodeActor {
                     state.renew_busy = true;
                     let ctx = state.ctx.clone();
                     let actor = myself.clone();
-                    let node_uid = state.nm.uid.clone();
+                    let node_uid = state.node_uid.clone();
                     let span = tracing::info_span!(parent: &state.span, "renew_lease");
                     tokio::spawn(
                         async move {
-                            // The owner uid only matters on create, which renewal of an existing
-                            // lease does not do; a vanished lease is re-created owned by the node.
-                            let uid = match ctx.cluster.get_node(&ctx.node_name).await {
-                                Ok(Some(node)) => node.uid,
-                                _ => node_uid,
-                            };
-                            let result = ops::acquire_lease(&ctx, &uid).await;
+                            // The node uid only matters if the lease vanished and is re-created.
+                            let result = ops::acquire_lease(&ctx, &node_uid).await;
                             let _ = actor.cast(NodeMsg::LeaseRenewed(result));
                         }
                         .instrument(span),
@@ -709,7 +716,7 @@ impl Actor for NodeActor {
                             state.flush_status(&myself);
                         }
                     }
-                    Err(LeaseProblem::HeldByOther { holder }) => {
+                    Err(LeaseProblem::HeldByOther { holder, .. }) => {
                         state.lease_failed(&myself, format!("lease taken by {holder}"));
                     }
                     Err(LeaseProblem::Api(err)) => {
@@ -764,10 +771,8 @@ impl Actor for NodeActor {
                         Err(error) => {
                             tracing::warn!(parent: &state.span, %error, "undo failed, retrying");
                             if !finalizer && state.stage == Stage::Failed {
-                                // Retry the node part on the next failure path; a deletion
-                                // will undo everything anyway.
-                                state.status.last_error = Some(error);
-                                state.flush_status(&myself);
+                                // Retried on the next tick, like the deletion's undo.
+                                state.fail_undo = true;
                             }
                         }
                     },

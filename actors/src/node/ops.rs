@@ -200,8 +200,8 @@ pub(crate) async fn acquire_lease(ctx: &OpCtx, node_uid: &str) -> Result<Lease, 
             ctx.config.lease_duration,
         );
         let result = match action {
-            LeaseAction::HeldByOther { holder, .. } => {
-                return Err(LeaseProblem::HeldByOther { holder });
+            LeaseAction::HeldByOther { holder, until } => {
+                return Err(LeaseProblem::HeldByOther { holder, until });
             }
             LeaseAction::Create(lease) => {
                 let owner = NodeOwner {
@@ -357,17 +357,7 @@ pub(crate) async fn reconcile(
     };
     let lease = match acquire_lease(&ctx, &node.uid).await {
         Ok(lease) => lease,
-        Err(LeaseProblem::HeldByOther { holder }) => {
-            let until = ctx
-                .cluster
-                .get_lease(
-                    &ctx.config.lease_namespace,
-                    &plan::lease_name(&ctx.node_name),
-                )
-                .await
-                .ok()
-                .flatten()
-                .and_then(|l| plan::lease_expiry(&l));
+        Err(LeaseProblem::HeldByOther { holder, until }) => {
             done.outcome = ReconcileOutcome::LeaseHeld { holder, until };
             return done;
         }
