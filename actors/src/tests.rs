@@ -949,3 +949,80 @@ async fn rate_limit_spreads_evictions() {
     );
     h.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn missing_node_retried_when_the_spec_changes() {
+    let cluster = FakeCluster::new();
+    let h = Harness::new(cluster.clone()).await;
+    cluster.create_maintenance("nm1", "late", t0());
+    assert!(
+        eventually(Duration::from_secs(10), || phase(&cluster, "nm1")
+            == Some(Phase::Failed))
+        .await
+    );
+    cluster.add_node("late");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        phase(&cluster, "nm1"),
+        Some(Phase::Failed),
+        "no retry on its own"
+    );
+    let mut nm = cluster.maintenance("nm1").unwrap();
+    nm.reason = "node is back".into();
+    cluster.put_maintenance(nm);
+    assert!(
+        eventually(Duration::from_secs(30), || phase(&cluster, "nm1")
+            == Some(Phase::Succeeded))
+        .await
+    );
+    assert_in_maintenance(&cluster, "late");
+    assert_eq!(cluster.status("nm1").last_error, None);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lease_taken_by_another_holder_counts_and_fails() {
+    let cluster = cluster_with_node("n1", 1);
+    let h = Harness::with_config(cluster.clone(), |c| {
+        c.lease_renew_interval = Duration::from_secs(10);
+    })
+    .await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(30), || phase(&cluster, "nm1")
+            == Some(Phase::Succeeded))
+        .await
+    );
+    // Another operator grabs a valid lease (it should not, but nmo must cope).
+    cluster.put_lease(foreign_lease(h.now(), 3600, 9));
+    assert!(
+        eventually(Duration::from_secs(20), || cluster
+            .status("nm1")
+            .error_on_lease_count
+            >= 1)
+        .await
+    );
+    assert!(
+        eventually(Duration::from_secs(60), || phase(&cluster, "nm1")
+            == Some(Phase::Failed))
+        .await
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || !cluster
+            .node("n1")
+            .unwrap()
+            .unschedulable)
+        .await
+    );
+    assert_released(&cluster, "n1");
+    // Their lease is not ours to delete.
+    assert_eq!(
+        cluster
+            .lease(NS, "node-n1")
+            .unwrap()
+            .holder_identity
+            .as_deref(),
+        Some("node-healthcheck")
+    );
+    h.stop().await;
+}
