@@ -66,6 +66,8 @@ pub enum LeaseProblem {
     HeldByOther {
         /// Their holder identity.
         holder: String,
+        /// When their lease expires, if known.
+        until: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// The API call failed.
     Api(ClusterError),

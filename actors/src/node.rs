@@ -88,6 +88,8 @@ pub struct NodeActorState {
     repair: bool,
     /// `spec.reason` when the maintenance failed for a missing node (retry on change).
     failed_reason: Option<String>,
+    /// Uid of the node (the lease's owner), once read.
+    node_uid: String,
     /// The node part of the undo is due after giving up.
     fail_undo: bool,
     /// We held the lease at least once (lease failures count from then on, like NMO).
@@ -96,7 +98,10 @@ pub struct NodeActorState {
     pods: Option<Vec<crate::model::PodInfo>>,
     daemonsets: HashMap<(String, String), bool>,
     /// The last drain pass's pending pods and their actions.
-    pending: Vec<(PodRef, PodAction, Option<i64>)>,
+    pending: Vec<PendingPod>,
+    /// Uids of pods whose eviction was accepted or which were deleted: a watch snapshot that
+    /// still shows them (it may lag) must not cause a second call.
+    handled: HashSet<String>,
     /// Pods handed to the eviction actor and not finally answered.
     asked: HashSet<PodRef>,
     reasons: BTreeMap<PodRef, PendingPodReason>,
@@ -106,6 +111,19 @@ pub struct NodeActorState {
     node_watch: Option<JoinHandle<()>>,
     pod_watch: Option<JoinHandle<()>>,
     span: tracing::Span,
+}
+
+/// A pod the drain still waits for.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingPod {
+    pod: PodRef,
+    uid: String,
+    action: PodAction,
+    grace: Option<i64>,
+}
+
+fn missing_node(node: &str) -> String {
+    format!("node {node} not found")
 }
 
 fn abort(handle: &mut Option<JoinHandle<()>>) {
@@ -161,13 +179,16 @@ impl NodeActorState {
                 self.repair = false;
                 self.spawn_reconcile(myself);
             }
+            // The pod watch's first snapshot is on its way: no need to LIST as well.
+            Stage::Draining if self.pods.is_none() && self.pod_watch.is_some() => return,
             Stage::Draining => {
                 let snapshot = self.pods.clone();
                 let known = self.daemonsets.clone();
+                let handled = self.handled.clone();
                 let span = tracing::info_span!(parent: &span, "drain_pass");
                 tokio::spawn(
                     async move {
-                        let pass = ops::drain_pass(ctx, snapshot, known).await;
+                        let pass = ops::drain_pass(ctx, snapshot, known, handled).await;
                         let _ = actor.cast(NodeMsg::Op(OpResult::Drained(pass)));
                     }
                     .instrument(span),
@@ -338,6 +359,9 @@ impl NodeActorState {
             }
             if self.status.phase == Some(Phase::Failed) {
                 self.stage = Stage::Failed;
+                if self.status.last_error.as_deref() == Some(&missing_node(&self.ctx.node_name)) {
+                    self.failed_reason = Some(self.nm.reason.clone());
+                }
                 return;
             }
         }
@@ -354,6 +378,7 @@ impl NodeActorState {
             ReconcileOutcome::Ready { node, lease } => {
                 tracing::debug!(parent: &self.span, node = %node.name, lease = %lease.name, "node in maintenance");
                 self.held_lease = true;
+                self.node_uid = node.uid.clone();
                 status::lease_acquired(&mut self.status, now);
                 self.start_node_watch(myself);
                 self.start_renewal(myself);
@@ -367,7 +392,7 @@ impl NodeActorState {
                 }
             }
             ReconcileOutcome::NodeMissing => {
-                let error = format!("node {} not found", self.ctx.node_name);
+                let error = missing_node(&self.ctx.node_name);
                 let already = self.written.as_ref().is_some_and(|w| {
                     w.phase == Some(Phase::Failed) && w.last_error.as_deref() == Some(&error)
                 });
@@ -412,17 +437,34 @@ impl NodeActorState {
         }
         self.daemonsets.extend(pass.daemonsets);
         self.drain_errors = pass.errors;
+        self.handled.extend(pass.deleted);
         self.pending = pass
             .pods
             .iter()
             .filter(|(_, action)| action.is_pending())
-            .map(|(pod, action)| (pod.pod_ref(), *action, pod.grace_period_seconds))
+            .map(|(pod, action)| PendingPod {
+                pod: pod.pod_ref(),
+                uid: pod.uid.clone(),
+                action: *action,
+                grace: pod.grace_period_seconds,
+            })
             .collect();
-        let present: HashSet<PodRef> = self.pending.iter().map(|(p, _, _)| p.clone()).collect();
+        let present: HashSet<PodRef> = self.pending.iter().map(|p| p.pod.clone()).collect();
+        let uids: HashSet<&String> = pass.pods.iter().map(|(p, _)| &p.uid).collect();
+        self.handled.retain(|uid| uids.contains(uid));
         self.asked.retain(|p| present.contains(p));
         self.reasons.retain(|p, _| present.contains(p));
-        for (pod, action, grace) in self.pending.clone() {
-            if action != PodAction::Evict || self.asked.contains(&pod) {
+        for pending in self.pending.clone() {
+            let PendingPod {
+                pod,
+                uid,
+                action,
+                grace,
+            } = pending;
+            if action != PodAction::Evict
+                || self.asked.contains(&pod)
+                || self.handled.contains(&uid)
+            {
                 continue;
             }
             let request = EvictionRequest {
@@ -499,7 +541,12 @@ impl NodeActorState {
         if final_ {
             self.asked.remove(&pod);
         }
-        if self.pending.iter().any(|(p, _, _)| *p == pod) {
+        if reason == "Evicted"
+            && let Some(p) = self.pending.iter().find(|p| p.pod == pod)
+        {
+            self.handled.insert(p.uid.clone());
+        }
+        if self.pending.iter().any(|p| p.pod == pod) {
             self.reasons.insert(
                 pod.clone(),
                 PendingPodReason {
@@ -553,12 +600,14 @@ impl Actor for NodeActor {
             repair: false,
             failed_reason: None,
             fail_undo: false,
+            node_uid: String::new(),
             held_lease: false,
             renew_busy: false,
             pods: None,
             daemonsets: HashMap::new(),
             pending: Vec::new(),
             asked: HashSet::new(),
+            handled: HashSet::new(),
             reasons: BTreeMap::new(),
             drain_errors: Vec::new(),
             tick: None,
@@ -633,7 +682,8 @@ impl Actor for NodeActor {
                 if matches!(
                     state.stage,
                     Stage::Starting | Stage::WaitingForLease | Stage::Draining | Stage::Undoing
-                ) {
+                ) || (state.stage == Stage::Failed && state.fail_undo)
+                {
                     state.kick(&myself);
                 }
             }
@@ -642,17 +692,12 @@ impl Actor for NodeActor {
                     state.renew_busy = true;
                     let ctx = state.ctx.clone();
                     let actor = myself.clone();
-                    let node_uid = state.nm.uid.clone();
+                    let node_uid = state.node_uid.clone();
                     let span = tracing::info_span!(parent: &state.span, "renew_lease");
                     tokio::spawn(
                         async move {
-                            // The owner uid only matters on create, which renewal of an existing
-                            // lease does not do; a vanished lease is re-created owned by the node.
-                            let uid = match ctx.cluster.get_node(&ctx.node_name).await {
-                                Ok(Some(node)) => node.uid,
-                                _ => node_uid,
-                            };
-                            let result = ops::acquire_lease(&ctx, &uid).await;
+                            // The node uid only matters if the lease vanished and is re-created.
+                            let result = ops::acquire_lease(&ctx, &node_uid).await;
                             let _ = actor.cast(NodeMsg::LeaseRenewed(result));
                         }
                         .instrument(span),
@@ -671,7 +716,7 @@ impl Actor for NodeActor {
                             state.flush_status(&myself);
                         }
                     }
-                    Err(LeaseProblem::HeldByOther { holder }) => {
+                    Err(LeaseProblem::HeldByOther { holder, .. }) => {
                         state.lease_failed(&myself, format!("lease taken by {holder}"));
                     }
                     Err(LeaseProblem::Api(err)) => {
@@ -726,10 +771,8 @@ impl Actor for NodeActor {
                         Err(error) => {
                             tracing::warn!(parent: &state.span, %error, "undo failed, retrying");
                             if !finalizer && state.stage == Stage::Failed {
-                                // Retry the node part on the next failure path; a deletion
-                                // will undo everything anyway.
-                                state.status.last_error = Some(error);
-                                state.flush_status(&myself);
+                                // Retried on the next tick, like the deletion's undo.
+                                state.fail_undo = true;
                             }
                         }
                     },

@@ -2,7 +2,7 @@
 //! is cast back to the actor (so its mailbox, lease ticks included, never waits on the API).
 //! Each operation is idempotent and decides from what it reads, never from the actor's memory.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -114,6 +114,8 @@ pub struct DrainPass {
     pub daemonsets: HashMap<(String, String), bool>,
     /// Failures (listing, deleting), for `lastError`.
     pub errors: Vec<String>,
+    /// Uids of the pods deleted by this pass.
+    pub deleted: Vec<String>,
 }
 
 /// Emits an event; a failure is only logged (events are best effort).
@@ -198,8 +200,8 @@ pub(crate) async fn acquire_lease(ctx: &OpCtx, node_uid: &str) -> Result<Lease, 
             ctx.config.lease_duration,
         );
         let result = match action {
-            LeaseAction::HeldByOther { holder, .. } => {
-                return Err(LeaseProblem::HeldByOther { holder });
+            LeaseAction::HeldByOther { holder, until } => {
+                return Err(LeaseProblem::HeldByOther { holder, until });
             }
             LeaseAction::Create(lease) => {
                 let owner = NodeOwner {
@@ -355,17 +357,7 @@ pub(crate) async fn reconcile(
     };
     let lease = match acquire_lease(&ctx, &node.uid).await {
         Ok(lease) => lease,
-        Err(LeaseProblem::HeldByOther { holder }) => {
-            let until = ctx
-                .cluster
-                .get_lease(
-                    &ctx.config.lease_namespace,
-                    &plan::lease_name(&ctx.node_name),
-                )
-                .await
-                .ok()
-                .flatten()
-                .and_then(|l| plan::lease_expiry(&l));
+        Err(LeaseProblem::HeldByOther { holder, until }) => {
             done.outcome = ReconcileOutcome::LeaseHeld { holder, until };
             return done;
         }
@@ -394,6 +386,7 @@ pub(crate) async fn drain_pass(
     ctx: OpCtx,
     snapshot: Option<Vec<PodInfo>>,
     known_daemonsets: HashMap<(String, String), bool>,
+    handled: HashSet<String>,
 ) -> DrainPass {
     let mut pass = DrainPass::default();
     let pods = match snapshot {
@@ -410,7 +403,10 @@ pub(crate) async fn drain_pass(
     let mut errors = Vec::new();
     let classified = classify_all(&ctx, pods, &known_daemonsets, &mut learned, &mut errors).await;
     for (pod, action) in &classified {
-        if *action != PodAction::Delete || ctx.deleting.load(Ordering::SeqCst) {
+        if *action != PodAction::Delete
+            || handled.contains(&pod.uid)
+            || ctx.deleting.load(Ordering::SeqCst)
+        {
             continue;
         }
         match ctx
@@ -418,7 +414,7 @@ pub(crate) async fn drain_pass(
             .delete_pod(&pod.namespace, &pod.name, pod.grace_period_seconds)
             .await
         {
-            Ok(()) | Err(ClusterError::NotFound(_)) => {}
+            Ok(()) | Err(ClusterError::NotFound(_)) => pass.deleted.push(pod.uid.clone()),
             Err(err) => errors.push(format!(
                 "cannot delete pod {}/{}: {err}",
                 pod.namespace, pod.name

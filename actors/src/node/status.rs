@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
+use super::PendingPod;
 use super::ops::InitialCounts;
 use crate::model::{MaintenanceStatus, PendingPodReason, Phase, PodRef, conditions};
 use crate::plan::{self, PodAction};
@@ -90,7 +91,7 @@ pub(super) fn fail(status: &mut MaintenanceStatus, error: String, now: DateTime<
 /// status then says Succeeded).
 pub(super) fn drain(
     status: &mut MaintenanceStatus,
-    pending: &[(PodRef, PodAction, Option<i64>)],
+    pending: &[PendingPod],
     reasons: &BTreeMap<PodRef, PendingPodReason>,
     errors: &[String],
     now: DateTime<Utc>,
@@ -120,11 +121,11 @@ pub(super) fn drain(
         status.drain_progress,
         running,
     );
-    status.pending_pods = pending.iter().map(|(p, _, _)| p.name.clone()).collect();
-    status.pending_pods_refs = pending.iter().map(|(p, _, _)| p.clone()).collect();
+    status.pending_pods = pending.iter().map(|p| p.pod.name.clone()).collect();
+    status.pending_pods_refs = pending.iter().map(|p| p.pod.clone()).collect();
     status.pending_pods_reasons = pending
         .iter()
-        .map(|(pod, action, _)| {
+        .map(|PendingPod { pod, action, .. }| {
             reasons
                 .get(pod)
                 .cloned()
