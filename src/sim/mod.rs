@@ -23,6 +23,7 @@ pub mod faults;
 pub mod kubeconfig;
 pub mod kubelet;
 mod lifecycle;
+pub mod openapi;
 pub mod patch;
 pub mod pdb;
 pub mod rbac;

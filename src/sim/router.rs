@@ -241,6 +241,17 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
             }
             return value_response(200, &sh.accounting.to_json());
         }
+        ["openapi", "v3"] => {
+            count_nonresource(&path);
+            return value_response(200, &super::openapi::root(&sh.api.registry));
+        }
+        ["openapi", "v3", rest @ ..] => {
+            count_nonresource(&path);
+            return match super::openapi::group_version(&sh.api.registry, &rest.join("/")) {
+                Some(d) => value_response(200, &d),
+                None => ApiError::path_not_found().into_response(),
+            };
+        }
         ["api"] => {
             count_nonresource(&path);
             return value_response(200, &discovery::core_versions(&sh.addr));

@@ -429,7 +429,8 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
     let mut counter = 0usize;
     let mut next = || {
         counter += 1;
-        suffix(counter)
+        // Spread the letters so names look like the real random suffixes.
+        suffix(counter.wrapping_mul(2_654_435_761) % 14_348_907)
     };
     for (ni, (node_name, node_uid, ip)) in node_meta.iter().enumerate() {
         for (dname, duid) in &ds_meta {
