@@ -4,6 +4,7 @@ mod common;
 mod crud;
 mod patch;
 mod watch;
+mod eviction;
 
 /// Not a test: serves a simulator for manual poking (`cargo test --test it sim::serve -- --ignored --nocapture`).
 #[tokio::test]
