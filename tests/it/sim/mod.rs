@@ -5,6 +5,7 @@ mod crud;
 mod patch;
 mod watch;
 mod eviction;
+mod cluster;
 
 /// Not a test: serves a simulator for manual poking (`cargo test --test it sim::serve -- --ignored --nocapture`).
 #[tokio::test]
