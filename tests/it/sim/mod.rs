@@ -6,6 +6,7 @@ mod patch;
 mod watch;
 mod eviction;
 mod cluster;
+mod hooks;
 
 /// Not a test: serves a simulator for manual poking (`cargo test --test it sim::serve -- --ignored --nocapture`).
 #[tokio::test]
