@@ -7,6 +7,7 @@ mod watch;
 mod eviction;
 mod cluster;
 mod hooks;
+mod kubectl;
 
 /// Not a test: serves a simulator for manual poking (`cargo test --test it sim::serve -- --ignored --nocapture`).
 #[tokio::test]
