@@ -8,6 +8,7 @@ mod eviction;
 mod cluster;
 mod hooks;
 mod kubectl;
+mod misc;
 
 /// Not a test: serves a simulator for manual poking (`cargo test --test it sim::serve -- --ignored --nocapture`).
 #[tokio::test]
