@@ -47,21 +47,54 @@ pub fn accepted_patch_types(custom: bool) -> Vec<&'static str> {
     v
 }
 
-/// Applies a JSON patch (RFC 6902). A failing operation, including a failed `test`, is a 422
-/// with the real server's generic message, and changes nothing.
+/// Applies a JSON patch (RFC 6902) with the API server's semantics. A failing operation,
+/// including a failed `test`, is a 422 with the real server's generic message and the patch
+/// library's own text in a cause, and changes nothing.
+///
+/// Like the Go library the API server uses, a `test` whose value is `null` succeeds on a
+/// missing member (the Go operator relies on it to test an absent taint list).
 pub fn json_patch(doc: &Value, body: &[u8]) -> Result<Value, ApiError> {
     let p: json_patch::Patch =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let mut out = doc.clone();
-    json_patch::patch(&mut out, &p).map_err(|_| {
-        ApiError::new(
-            422,
-            "Invalid",
-            "the server rejected our request due to an error in our request",
-        )
-        .with_details(serde_json::json!({}))
-    })?;
+    for op in p.0 {
+        if let json_patch::PatchOperation::Test(test) = &op
+            && test.value.is_null()
+            && out.pointer(test.path.as_str()).is_none()
+        {
+            continue;
+        }
+        // The cause text is the Go library's, which clients match on.
+        let failure = |e: json_patch::PatchError| {
+            let text = match e.kind {
+                json_patch::PatchErrorKind::TestFailed => {
+                    format!("testing value {} failed: test failed", e.path)
+                }
+                _ => format!("{} operation does not apply: {}", op_name(&op), e),
+            };
+            ApiError::new(
+                422,
+                "Invalid",
+                "the server rejected our request due to an error in our request",
+            )
+            .with_details(serde_json::json!({
+                "causes": [super::errors::cause("UnexpectedServerResponse", &text, None)]
+            }))
+        };
+        json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(failure)?;
+    }
     Ok(out)
+}
+
+fn op_name(op: &json_patch::PatchOperation) -> &'static str {
+    match op {
+        json_patch::PatchOperation::Add(_) => "add",
+        json_patch::PatchOperation::Remove(_) => "remove",
+        json_patch::PatchOperation::Replace(_) => "replace",
+        json_patch::PatchOperation::Move(_) => "move",
+        json_patch::PatchOperation::Copy(_) => "copy",
+        json_patch::PatchOperation::Test(_) => "test",
+    }
 }
 
 /// Applies a JSON merge patch (RFC 7386).

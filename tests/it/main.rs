@@ -2,4 +2,5 @@
 
 mod crd;
 mod manifests;
+mod operator;
 mod sim;
