@@ -151,3 +151,129 @@ pub fn taint_keys(node: &Value) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// Creates a Running pod bound to `node` with label `app=<app>` and no owner (nothing
+/// replaces it once evicted).
+pub async fn create_pod(client: &kube::Client, namespace: &str, name: &str, node: &str, app: &str) {
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let pod = serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "spec": {
+            "nodeName": node,
+            "terminationGracePeriodSeconds": 5,
+            "containers": [{"name": "main", "image": "registry.invalid/app:1"}]
+        }
+    }))
+    .expect("a valid pod");
+    api.create(&Default::default(), &pod)
+        .await
+        .expect("the pod is created");
+}
+
+/// Creates a PodDisruptionBudget over `app=<app>` with `minAvailable`.
+pub async fn create_pdb(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    app: &str,
+    min_available: i32,
+) {
+    let api: kube::Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let pdb = serde_json::from_value(json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}}
+    }))
+    .expect("a valid PDB");
+    api.create(&Default::default(), &pdb)
+        .await
+        .expect("the PDB is created");
+}
+
+/// Lowers a PodDisruptionBudget's `minAvailable`, as an admin freeing a drain would.
+pub async fn relax_pdb(client: &kube::Client, namespace: &str, name: &str, min_available: i32) {
+    let api: kube::Api<k8s_openapi::api::policy::v1::PodDisruptionBudget> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let patch = json!({"spec": {"minAvailable": min_available}});
+    api.patch(name, &Default::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .expect("the PDB is patched");
+}
+
+/// Creates a namespace.
+pub async fn create_namespace(client: &kube::Client, name: &str) {
+    let api: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(client.clone());
+    let namespace =
+        serde_json::from_value(json!({"metadata": {"name": name}})).expect("a valid namespace");
+    api.create(&Default::default(), &namespace)
+        .await
+        .expect("the namespace is created");
+}
+
+/// Whether a pod exists.
+pub fn pod_exists(sim: &SimHandle, namespace: &str, name: &str) -> bool {
+    sim.get_json("", "pods", namespace, name).is_some()
+}
+
+/// Creates the node lease as another medik8s operator would hold it, renewed `renewed_ago`
+/// before now.
+pub async fn create_foreign_lease(
+    client: &kube::Client,
+    node: &str,
+    holder: &str,
+    renewed_ago: Duration,
+) {
+    let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+        kube::Api::all(client.clone());
+    if namespaces
+        .get_opt("medik8s-leases")
+        .await
+        .expect("namespace lookup")
+        .is_none()
+    {
+        create_namespace(client, "medik8s-leases").await;
+    }
+    let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), "medik8s-leases");
+    let renewed =
+        chrono::Utc::now() - chrono::Duration::from_std(renewed_ago).expect("a small duration");
+    let renewed = renewed.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+    let lease = serde_json::from_value(json!({
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": format!("node-{node}"), "namespace": "medik8s-leases"},
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 3600,
+            "acquireTime": renewed,
+            "renewTime": renewed,
+            "leaseTransitions": 2
+        }
+    }))
+    .expect("a valid lease");
+    api.create(&Default::default(), &lease)
+        .await
+        .expect("the lease is created");
+}
+
+/// Deletes the node lease, as its foreign holder releasing it would.
+pub async fn delete_lease(client: &kube::Client, node: &str) {
+    let api: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+        kube::Api::namespaced(client.clone(), "medik8s-leases");
+    api.delete(&format!("node-{node}"), &Default::default())
+        .await
+        .expect("the lease is deleted");
+}
+
+/// Applies a JSON merge patch to a node, as another controller or an admin would.
+pub async fn patch_node(client: &kube::Client, node: &str, patch: Value) {
+    let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    api.patch(node, &Default::default(), &kube::api::Patch::Merge(&patch))
+        .await
+        .expect("the node is patched");
+}

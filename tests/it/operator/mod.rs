@@ -4,3 +4,7 @@
 mod cluster;
 mod drain;
 mod harness;
+mod lease;
+mod pdb;
+mod restart;
+mod safety;
