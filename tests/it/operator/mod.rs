@@ -8,3 +8,4 @@ mod lease;
 mod pdb;
 mod restart;
 mod safety;
+mod traffic;
