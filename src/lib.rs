@@ -4,3 +4,4 @@
 pub mod cluster;
 pub mod crd;
 pub mod sim;
+pub mod webhook;
