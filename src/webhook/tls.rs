@@ -5,6 +5,7 @@
 use std::fmt;
 use std::fs;
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -149,10 +150,16 @@ impl CertFiles {
         })
     }
 
-    /// What changes when either file is replaced: modification time and size. Metadata follows
-    /// symlinks, so the kubelet's atomic `..data` swap of a secret volume shows up too.
+    /// What changes when either file is replaced: inode, modification time and size. Metadata
+    /// follows symlinks, so the kubelet's atomic `..data` swap of a secret volume shows up too.
     fn stamp(&self) -> io::Result<Stamp> {
-        let of = |path: &Path| fs::metadata(path).map(|m| (m.modified().ok(), m.len()));
+        let of = |path: &Path| {
+            fs::metadata(path).map(|m| FileStamp {
+                inode: m.ino(),
+                modified: m.modified().ok(),
+                len: m.len(),
+            })
+        };
         Ok(Stamp {
             cert: of(&self.cert)?,
             key: of(&self.key)?,
@@ -162,8 +169,15 @@ impl CertFiles {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Stamp {
-    cert: (Option<SystemTime>, u64),
-    key: (Option<SystemTime>, u64),
+    cert: FileStamp,
+    key: FileStamp,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct FileStamp {
+    inode: u64,
+    modified: Option<SystemTime>,
+    len: u64,
 }
 
 /// A [`ResolvesServerCert`] that serves the files' current certificate: on each handshake it
@@ -315,5 +329,45 @@ mod tests {
         let error = server_config(dir.path(), false).unwrap_err();
         assert!(matches!(error, TlsError::Pem { .. }), "{error}");
         assert!(error.to_string().contains("tls.crt"), "{error}");
+    }
+
+    /// A self-signed certificate for `localhost` with the given serial, and its key, as PEM.
+    fn certificate(serial: u64) -> (rcgen::Certificate, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+        params.serial_number = Some(rcgen::SerialNumber::from(serial));
+        (params.self_signed(&key).unwrap(), key.serialize_pem())
+    }
+
+    /// Replaces `path` the way the kubelet updates a secret volume: a new file renamed over.
+    fn replace(path: &Path, contents: &str) {
+        let temp = path.with_extension("tmp");
+        std::fs::write(&temp, contents).unwrap();
+        std::fs::rename(&temp, path).unwrap();
+    }
+
+    #[test]
+    fn a_half_written_rotation_keeps_the_old_certificate_until_the_key_arrives() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert1, key1) = certificate(1);
+        let (cert2, key2) = certificate(2);
+        let files = CertFiles {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+        };
+        replace(&files.cert, &cert1.pem());
+        replace(&files.key, &key1);
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let resolver = ReloadingCert::new(files.clone(), provider).unwrap();
+        assert_eq!(resolver.current().cert[0], *cert1.der());
+
+        // New certificate, old key: does not load, the old pair keeps being served.
+        replace(&files.cert, &cert2.pem());
+        assert_eq!(resolver.current().cert[0], *cert1.der());
+        assert_eq!(resolver.current().cert[0], *cert1.der());
+
+        // The key follows: the new pair is served.
+        replace(&files.key, &key2);
+        assert_eq!(resolver.current().cert[0], *cert2.der());
     }
 }

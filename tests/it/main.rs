@@ -3,3 +3,4 @@
 mod crd;
 mod manifests;
 mod sim;
+mod webhook;
