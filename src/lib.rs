@@ -1,7 +1,14 @@
 //! nmo: a Kubernetes node maintenance operator, drop-in compatible with the medik8s
 //! Node Maintenance Operator.
 
+pub mod bench;
 pub mod cluster;
+pub mod controller;
 pub mod crd;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod operator;
 pub mod sim;
+pub mod telemetry;
 pub mod webhook;

@@ -4,6 +4,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use nmo::operator::{self, OperatorOptions};
+use nmo::telemetry::{self, LogFormat};
 
 /// nmo: Kubernetes node maintenance operator (drop-in for the medik8s Node Maintenance Operator).
 #[derive(Parser, Debug)]
@@ -15,6 +17,14 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run the operator against the cluster of the kubeconfig (or in-cluster config).
+    Run {
+        #[command(flatten)]
+        options: OperatorOptions,
+        /// Log line format.
+        #[arg(long, value_enum, default_value = "text")]
+        log_format: LogFormat,
+    },
     /// Print the NodeMaintenance CustomResourceDefinition as YAML (what deploy/crd.yaml holds).
     Crd,
 }
@@ -25,14 +35,23 @@ enum CliError {
     /// The CRD could not be rendered as YAML.
     #[error("cannot render the CRD as YAML: {0}")]
     Yaml(#[from] serde_yaml::Error),
-    /// Standard output could not be written.
-    #[error("cannot write to standard output: {0}")]
-    Stdout(#[from] std::io::Error),
+    /// Standard output could not be written, or the runtime could not start.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Logging or tracing could not start.
+    #[error(transparent)]
+    Telemetry(#[from] telemetry::TelemetryError),
+    /// No cluster configuration was found or it is unusable.
+    #[error("cannot reach a cluster: {0}")]
+    Kube(#[from] kube::Error),
+    /// The operator stopped with an error.
+    #[error(transparent)]
+    Operator(#[from] operator::OperatorError),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    match dispatch(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("nmo: {error}");
@@ -41,12 +60,59 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<(), CliError> {
+fn dispatch(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         Command::Crd => {
             let yaml = nmo::crd::definition_yaml()?;
             std::io::stdout().lock().write_all(yaml.as_bytes())?;
             Ok(())
         }
+        Command::Run {
+            options,
+            log_format,
+        } => runtime()?.block_on(run_operator(options, log_format)),
     }
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
+async fn run_operator(options: OperatorOptions, log_format: LogFormat) -> Result<(), CliError> {
+    let telemetry = telemetry::init(log_format)?;
+    let outcome = async {
+        let client = kube::Client::try_default().await?;
+        operator::run(client, options, termination()).await?;
+        Ok(())
+    }
+    .await;
+    telemetry.shutdown().await;
+    outcome
+}
+
+/// Completes on SIGTERM (what the kubelet sends) or Ctrl-C.
+async fn termination() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut sigterm) => {
+                tokio::select! {
+                    _ = sigterm.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; only Ctrl-C stops nmo");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+    tracing::info!("termination requested");
 }

@@ -4,6 +4,20 @@
 //! Kubernetes client.
 
 pub mod config;
+pub mod eviction;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
+pub mod messages;
 pub mod model;
+pub mod node;
 pub mod plan;
 pub mod ports;
+pub mod supervisor;
+pub mod system;
+
+pub use config::{Clock, Config, SystemClock, TokioClock};
+pub use messages::SupervisorMsg;
+pub use system::{ActorSystem, StartError, start};
+
+#[cfg(test)]
+mod tests;

@@ -57,6 +57,9 @@ pub mod conditions {
     pub const DRAIN_COMPLETE: &str = "DrainComplete";
     /// Reason: maintenance failed.
     pub const FAILED: &str = "Failed";
+    /// True on a NodeMaintenance that is Failed because another one drives its node; such a
+    /// NodeMaintenance never touches the node, not even after a restart.
+    pub const DUPLICATE: &str = "DuplicateMaintenance";
 }
 
 /// A NodeMaintenance object as the controller sees it.

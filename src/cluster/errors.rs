@@ -37,9 +37,21 @@ fn status_to_error(status: &Status) -> ClusterError {
 }
 
 /// A JSON patch whose `test` op did not match: someone changed the object since it was read.
+/// The API server answers 422 with a generic message and puts the patch library's own text
+/// ("testing value /spec/taints failed: test failed") in a cause.
 fn is_failed_patch_test(status: &Status) -> bool {
-    let message = status.message.to_ascii_lowercase();
-    message.contains("test operation") || message.contains("testing value")
+    let mentions_test = |text: &str| {
+        let text = text.to_ascii_lowercase();
+        text.contains("testing value")
+            || text.contains("test failed")
+            || text.contains("test operation")
+    };
+    mentions_test(&status.message)
+        || status
+            .details
+            .iter()
+            .flat_map(|details| details.causes.iter())
+            .any(|cause| mentions_test(&cause.message))
 }
 
 /// Reads the result of an eviction request.
@@ -170,11 +182,25 @@ mod tests {
 
     #[test]
     fn a_failed_patch_test_is_a_conflict() {
+        let cause = StatusCause {
+            reason: "UnexpectedServerResponse".into(),
+            message: "testing value /spec/taints failed: test failed".into(),
+            field: String::new(),
+        };
+        let details = StatusDetails {
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            causes: vec![cause],
+            retry_after_seconds: 0,
+        };
         let status = Status::failure(
-            "the server rejected our request due to an error in our request: testing value /spec/taints failed",
+            "the server rejected our request due to an error in our request",
             "Invalid",
         )
-        .with_code(422);
+        .with_code(422)
+        .with_details(details);
         assert!(matches!(
             status_to_error(&status),
             ClusterError::Conflict(_)

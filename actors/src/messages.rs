@@ -1,0 +1,164 @@
+//! The messages of the three actors.
+
+use ractor::RpcReplyPort;
+
+use crate::model::{Maintenance, NodeState, PodInfo, PodRef};
+use crate::node::OpResult;
+use crate::ports::ClusterError;
+
+/// Messages to the supervisor. The controller sends `Upsert` for every NodeMaintenance it sees
+/// (create, change, relist) and `Deleted` when one is gone from the API.
+#[derive(Debug)]
+pub enum SupervisorMsg {
+    /// The current state of a NodeMaintenance (created, changed, or seen again in a relist).
+    Upsert(Box<Maintenance>),
+    /// The NodeMaintenance no longer exists in the API.
+    Deleted {
+        /// `metadata.name`.
+        name: String,
+    },
+    /// Names of the NodeMaintenances that have a live node actor (introspection, tests).
+    Active(RpcReplyPort<Vec<String>>),
+    /// Internal: respawn the node actor of this NodeMaintenance after a crash.
+    Respawn(String),
+}
+
+/// Which watch of a node actor ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchKind {
+    /// The Node watch.
+    Node,
+    /// The node's pods watch.
+    Pods,
+}
+
+/// Messages to a node actor.
+#[derive(Debug)]
+pub enum NodeMsg {
+    /// The NodeMaintenance changed (from the supervisor).
+    Update(Box<Maintenance>),
+    /// Retry timer: re-check whatever is unfinished.
+    Tick,
+    /// Lease renewal timer.
+    RenewLease,
+    /// The Node changed (None = it does not exist).
+    NodeChanged(Option<NodeState>),
+    /// The node's pods changed (complete list).
+    PodsChanged(Vec<PodInfo>),
+    /// A watch stream ended; re-subscribe later.
+    WatchEnded(WatchKind),
+    /// Internal: re-subscribe a watch.
+    Resubscribe(WatchKind),
+    /// Internal: a spawned operation finished.
+    Op(OpResult),
+    /// Internal: the status write finished (with the status written).
+    StatusWritten(Result<crate::model::MaintenanceStatus, ClusterError>),
+    /// Internal: a lease renewal finished.
+    LeaseRenewed(Result<crate::model::Lease, LeaseProblem>),
+    /// An eviction outcome from the eviction actor.
+    Eviction(EvictionReport),
+}
+
+/// Why taking or keeping the lease failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseProblem {
+    /// Someone else holds a valid lease.
+    HeldByOther {
+        /// Their holder identity.
+        holder: String,
+        /// When their lease expires, if known.
+        until: Option<chrono::DateTime<chrono::Utc>>,
+    },
+    /// The API call failed.
+    Api(ClusterError),
+}
+
+/// Messages to the eviction actor.
+#[derive(Debug)]
+pub enum EvictionMsg {
+    /// Evict a pod; the outcome goes to `reply_to`.
+    Evict(EvictionRequest),
+    /// Forget every request of this NodeMaintenance that has not been sent yet.
+    Cancel {
+        /// NodeMaintenance name.
+        maintenance: String,
+    },
+    /// Internal: dispatch what the rate limit and the in-flight cap allow.
+    Pump,
+    /// Internal: a PodDisruptionBudget's backoff elapsed.
+    GateOpen(String),
+    /// Internal: an eviction call returned.
+    Done {
+        /// The pod.
+        pod: PodRef,
+        /// What the API said.
+        result: Result<crate::ports::EvictionOutcome, ClusterError>,
+    },
+    /// Counters (introspection, tests).
+    Stats(RpcReplyPort<EvictionStats>),
+}
+
+/// One eviction asked of the eviction actor.
+#[derive(Debug, Clone)]
+pub struct EvictionRequest {
+    /// The pod.
+    pub pod: PodRef,
+    /// The pod's grace period (None = its own).
+    pub grace_period_seconds: Option<i64>,
+    /// NodeMaintenance name of the asker (for cancellation).
+    pub maintenance: String,
+    /// Who gets the outcome.
+    pub reply_to: ractor::ActorRef<NodeMsg>,
+    /// The asker's span: the eviction's span is its child, so a maintenance reads as one trace.
+    pub span: tracing::Span,
+}
+
+/// An outcome reported to the asking node actor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EvictionReport {
+    /// The pod.
+    pub pod: PodRef,
+    /// What happened.
+    pub reply: EvictionReply,
+}
+
+/// What happened to an eviction request. Every variant but `Blocked` is final: the request is
+/// no longer held and the asker re-asks on its retry tick if the pod is still there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EvictionReply {
+    /// Evicted, or already gone.
+    Done,
+    /// Refused by a PodDisruptionBudget; still held, retried with the budget's backoff.
+    Blocked {
+        /// The budget, when known.
+        pdb: Option<String>,
+        /// The API's explanation (with the budget's numbers).
+        message: String,
+    },
+    /// More than one PodDisruptionBudget matches the pod: eviction impossible until fixed.
+    TooManyPdbs {
+        /// The API's message.
+        message: String,
+    },
+    /// The pod's namespace is terminating.
+    NamespaceTerminating,
+    /// The eviction queue is full: ask again later.
+    Refused,
+    /// The API call failed.
+    Failed(String),
+}
+
+/// Counters of the eviction actor.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EvictionStats {
+    /// Eviction calls made.
+    pub calls: u64,
+    /// Calls refused by a PodDisruptionBudget.
+    pub blocked: u64,
+    /// Calls refused by throttling.
+    pub throttled: u64,
+    /// Requests refused because the queue was full.
+    pub refused: u64,
+    /// Requests currently held.
+    pub held: usize,
+}

@@ -1,0 +1,3 @@
+//! Benchmarks of concurrent drains against the simulated cluster (`nmo bench`, `cargo bench`).
+
+pub mod procstat;

@@ -1,0 +1,93 @@
+//! Feeds the supervisor: every NodeMaintenance the watch sees is sent as `Upsert`, every one
+//! that disappears as `Deleted`. The supervisor and its node actors do the rest.
+
+use std::collections::BTreeSet;
+
+use futures::StreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch};
+use kube::{Api, Client, ResourceExt};
+use nmo_actors::messages::SupervisorMsg;
+use ractor::ActorRef;
+
+use crate::cluster::maintenance;
+use crate::crd::NodeMaintenance;
+use crate::metrics::Readiness;
+
+/// Why the controller stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// The supervisor is gone, so nothing can act on what the watch sees.
+    #[error("the supervisor stopped: {0}")]
+    SupervisorGone(String),
+    /// The watch stream ended, which kube-runtime's watcher never does on its own.
+    #[error("the NodeMaintenance watch ended")]
+    WatchEnded,
+}
+
+/// Watches NodeMaintenances until an error; marks `readiness` once the first listing is in.
+pub async fn run(
+    client: Client,
+    supervisor: ActorRef<SupervisorMsg>,
+    readiness: Readiness,
+) -> ControllerError {
+    let api: Api<NodeMaintenance> = Api::all(client);
+    let mut stream = watch(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    // Names the supervisor was told about; a relist that misses one means it was deleted
+    // while the watch was down.
+    let mut known: BTreeSet<String> = BTreeSet::new();
+    let mut relisted: BTreeSet<String> = BTreeSet::new();
+    while let Some(event) = stream.next().await {
+        let sent = match event {
+            Ok(Event::Init) => {
+                relisted.clear();
+                Ok(())
+            }
+            Ok(Event::InitApply(object)) => {
+                relisted.insert(object.name_any());
+                upsert(&supervisor, &object)
+            }
+            Ok(Event::InitDone) => {
+                let gone: Vec<String> = known.difference(&relisted).cloned().collect();
+                known = std::mem::take(&mut relisted);
+                readiness.set_ready();
+                gone.into_iter()
+                    .try_for_each(|name| deleted(&supervisor, name))
+            }
+            Ok(Event::Apply(object)) => {
+                known.insert(object.name_any());
+                upsert(&supervisor, &object)
+            }
+            Ok(Event::Delete(object)) => {
+                let name = object.name_any();
+                known.remove(&name);
+                deleted(&supervisor, name)
+            }
+            Err(error) => {
+                tracing::warn!(%error, "NodeMaintenance watch failed; retrying with backoff");
+                Ok(())
+            }
+        };
+        if let Err(error) = sent {
+            return error;
+        }
+    }
+    ControllerError::WatchEnded
+}
+
+fn upsert(
+    supervisor: &ActorRef<SupervisorMsg>,
+    object: &NodeMaintenance,
+) -> Result<(), ControllerError> {
+    supervisor
+        .cast(SupervisorMsg::Upsert(Box::new(maintenance(object))))
+        .map_err(|e| ControllerError::SupervisorGone(e.to_string()))
+}
+
+fn deleted(supervisor: &ActorRef<SupervisorMsg>, name: String) -> Result<(), ControllerError> {
+    supervisor
+        .cast(SupervisorMsg::Deleted { name })
+        .map_err(|e| ControllerError::SupervisorGone(e.to_string()))
+}

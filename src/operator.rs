@@ -1,0 +1,221 @@
+//! `nmo run`: the operator process. Serves metrics and probes, optionally waits to be elected
+//! leader, then runs the actor system fed by the NodeMaintenance watch until it is told to stop.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use nmo_actors::config::Config;
+use nmo_actors::system::{self, StartError};
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+use crate::cluster::KubeCluster;
+use crate::controller::{self, ControllerError};
+use crate::http::{self, parse_bind_address};
+use crate::leader::{LeaderConfig, LeaderElector, LeaderError};
+use crate::metrics::{self, Readiness};
+
+/// The operator's flags (the Go operator's names where it has them).
+#[derive(Debug, Clone, clap::Args)]
+pub struct OperatorOptions {
+    /// Where to serve Prometheus metrics (`:8080` = every interface); `0` disables it.
+    #[arg(long, default_value = ":8080")]
+    pub metrics_bind_address: String,
+    /// Where to serve `/healthz` and `/readyz`; `0` disables it.
+    #[arg(long, default_value = ":8081")]
+    pub health_probe_bind_address: String,
+    /// Run only while holding the leader election lease `135b1886.medik8s.io`.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Allow HTTP/2 on nmo's servers (off: HTTP/1.1 only).
+    #[arg(long)]
+    pub enable_http2: bool,
+    /// Namespace of the node leases shared with the other medik8s operators.
+    #[arg(long, env = "LEASE_NAMESPACE", default_value = "medik8s-leases")]
+    pub lease_namespace: String,
+    /// Cluster-wide evictions per second.
+    #[arg(long, default_value_t = 50.0)]
+    pub eviction_rate: f64,
+    /// Evictions allowed in a burst above the rate.
+    #[arg(long, default_value_t = 100)]
+    pub eviction_burst: u32,
+    /// Evictions in flight at once, cluster wide.
+    #[arg(long, default_value_t = 32)]
+    pub max_evictions_in_flight: usize,
+    /// How often each node lease is renewed (default: a third of its 3600 s duration).
+    #[arg(long, value_parser = parse_seconds)]
+    pub lease_renew_interval: Option<Duration>,
+}
+
+fn parse_seconds(text: &str) -> Result<Duration, String> {
+    let trimmed = text.strip_suffix('s').unwrap_or(text);
+    trimmed
+        .parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|_| format!("`{text}` is not a number of seconds"))
+}
+
+impl Default for OperatorOptions {
+    fn default() -> Self {
+        OperatorOptions {
+            metrics_bind_address: ":8080".into(),
+            health_probe_bind_address: ":8081".into(),
+            leader_elect: false,
+            enable_http2: false,
+            lease_namespace: "medik8s-leases".into(),
+            eviction_rate: 50.0,
+            eviction_burst: 100,
+            max_evictions_in_flight: 32,
+            lease_renew_interval: None,
+        }
+    }
+}
+
+impl OperatorOptions {
+    /// The actor system's configuration for these options.
+    pub fn actor_config(&self) -> Config {
+        let mut config = Config {
+            lease_namespace: self.lease_namespace.clone(),
+            eviction_rate_per_sec: self.eviction_rate,
+            eviction_burst: self.eviction_burst,
+            eviction_max_in_flight: self.max_evictions_in_flight,
+            // Unnamed actors: several operators can share a process (tests, the demo).
+            actor_name_prefix: None,
+            ..Config::default()
+        };
+        if let Some(interval) = self.lease_renew_interval {
+            config.lease_renew_interval = interval;
+        }
+        config
+    }
+}
+
+/// Why the operator stopped other than being asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum OperatorError {
+    /// A server address could not be parsed or bound.
+    #[error("cannot serve on {address}: {reason}")]
+    Bind {
+        /// The address.
+        address: String,
+        /// Why.
+        reason: String,
+    },
+    /// The actor system did not start.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// Leader election failed or leadership was lost.
+    #[error(transparent)]
+    Leader(#[from] LeaderError),
+    /// The NodeMaintenance controller stopped.
+    #[error(transparent)]
+    Controller(#[from] ControllerError),
+}
+
+async fn bind(address: &str) -> Result<Option<TcpListener>, OperatorError> {
+    if address == "0" || address.is_empty() {
+        return Ok(None);
+    }
+    let error = |reason: String| OperatorError::Bind {
+        address: address.to_string(),
+        reason,
+    };
+    let socket = parse_bind_address(address).map_err(|e| error(e.to_string()))?;
+    let listener = TcpListener::bind(socket)
+        .await
+        .map_err(|e| error(e.to_string()))?;
+    Ok(Some(listener))
+}
+
+/// Runs the operator against `client` until `shutdown` completes (then it stops the actors,
+/// leaving every node as it is for the next leader) or until it fails.
+pub async fn run(
+    client: Client,
+    options: OperatorOptions,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), OperatorError> {
+    let readiness = Readiness::default();
+    let registry = Arc::new(Registry::default());
+    let (stop_servers, servers_stopped) = watch::channel(false);
+    let stopped = move || {
+        let mut receiver = servers_stopped.clone();
+        async move {
+            let _ = receiver.wait_for(|stop| *stop).await;
+        }
+    };
+    if let Some(listener) = bind(&options.metrics_bind_address).await? {
+        let router = metrics::metrics_router(registry.clone());
+        tokio::spawn(http::serve(
+            listener,
+            router,
+            options.enable_http2,
+            stopped(),
+        ));
+    }
+    if let Some(listener) = bind(&options.health_probe_bind_address).await? {
+        let router = metrics::probes_router(readiness.clone());
+        tokio::spawn(http::serve(
+            listener,
+            router,
+            options.enable_http2,
+            stopped(),
+        ));
+    }
+
+    tokio::pin!(shutdown);
+    let elector = if options.leader_elect {
+        let namespace = client.default_namespace().to_string();
+        let identity = leader_identity();
+        let elector = LeaderElector::new(client.clone(), LeaderConfig::new(namespace, identity));
+        // A standby is ready: it serves probes and waits; only the leader watches.
+        readiness.set_ready();
+        tokio::select! {
+            () = &mut shutdown => {
+                let _ = stop_servers.send(true);
+                return Ok(());
+            }
+            acquired = elector.acquire() => acquired?,
+        }
+        Some(elector)
+    } else {
+        None
+    };
+
+    let cluster = Arc::new(KubeCluster::new(
+        client.clone(),
+        std::env::var("HOSTNAME").ok(),
+    ));
+    let actors = system::start(cluster, options.actor_config()).await?;
+    let controller = controller::run(client, actors.supervisor.clone(), readiness);
+    let leadership = async {
+        match &elector {
+            Some(elector) => elector.hold().await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        () = &mut shutdown => Ok(()),
+        error = controller => Err(OperatorError::from(error)),
+        lost = leadership => Err(OperatorError::from(lost)),
+    };
+    tracing::info!("stopping the actors");
+    actors.shutdown().await;
+    if let Some(elector) = &elector
+        && outcome.is_ok()
+        && let Err(error) = elector.release().await
+    {
+        tracing::warn!(%error, "could not release the leader lease; a standby takes over when it expires");
+    }
+    let _ = stop_servers.send(true);
+    outcome
+}
+
+/// This replica's identity in the election: the pod name (HOSTNAME) plus a random suffix, so
+/// a restarted pod with the same name does not inherit its predecessor's leadership.
+fn leader_identity() -> String {
+    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "nmo".to_string());
+    format!("{host}_{:016x}", rand::random::<u64>())
+}

@@ -1,0 +1,130 @@
+//! Logs and traces: a `tracing` subscriber that writes logs (text or JSON, filtered by
+//! `RUST_LOG`) and, when an OTLP endpoint is configured through the standard OpenTelemetry
+//! environment variables, exports spans over OTLP/gRPC (Jaeger receives it natively on 4317).
+
+use std::time::Duration;
+
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::SpanExporter;
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::trace::SdkTracerProvider;
+use tracing::Level;
+use tracing_subscriber::filter::{EnvFilter, Targets};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, Registry};
+
+/// The service name traces carry when `OTEL_SERVICE_NAME` does not say otherwise.
+const DEFAULT_SERVICE_NAME: &str = "nmo";
+/// How long shutdown waits for the last spans to reach the collector.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human readable lines.
+    Text,
+    /// One JSON object per line, with the fields of every enclosing span.
+    Json,
+}
+
+/// Why telemetry could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum TelemetryError {
+    /// The OTLP exporter could not be built from the environment.
+    #[error("cannot build the OTLP exporter: {0}")]
+    Exporter(#[from] opentelemetry_otlp::ExporterBuildError),
+    /// A global subscriber was already installed.
+    #[error("cannot install the tracing subscriber: {0}")]
+    Subscriber(#[from] tracing_subscriber::util::TryInitError),
+}
+
+/// The installed telemetry; call [`Telemetry::shutdown`] before exiting so the last spans are
+/// exported.
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+/// Whether the environment names an OTLP endpoint for traces.
+pub fn otlp_configured() -> bool {
+    [
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ]
+    .iter()
+    .any(|name| std::env::var(name).is_ok_and(|value| !value.trim().is_empty()))
+}
+
+/// The tracer provider for the standard environment variables, or None when no endpoint is set
+/// (then nothing is exported and nothing complains). Must run inside a multi-thread tokio
+/// runtime: the gRPC channel lives there.
+pub fn tracer_provider() -> Result<Option<SdkTracerProvider>, TelemetryError> {
+    if !otlp_configured() {
+        return Ok(None);
+    }
+    // The exporter reads the endpoint, headers, timeout and compression from OTEL_EXPORTER_OTLP_*.
+    let exporter = SpanExporter::builder().with_tonic().build()?;
+    let mut resource = Resource::builder();
+    if std::env::var("OTEL_SERVICE_NAME").is_err() {
+        resource = resource.with_service_name(DEFAULT_SERVICE_NAME);
+    }
+    // The sampler comes from OTEL_TRACES_SAMPLER / OTEL_TRACES_SAMPLER_ARG (the SDK's default
+    // configuration reads them).
+    let provider = SdkTracerProvider::builder()
+        .with_resource(resource.build())
+        .with_batch_exporter(exporter)
+        .build();
+    Ok(Some(provider))
+}
+
+/// Which spans go to OpenTelemetry: nmo's own at INFO and above. ractor wraps every actor's whole
+/// life in an INFO span `Actor`: kept, every timer tick would join one endless trace.
+pub fn otel_filter() -> Targets {
+    Targets::new()
+        .with_default(Level::INFO)
+        .with_target("ractor", Level::WARN)
+}
+
+/// Installs the global subscriber: logs filtered by `RUST_LOG` (default `info`), and spans
+/// exported over OTLP when configured.
+pub fn init(format: LogFormat) -> Result<Telemetry, TelemetryError> {
+    let provider = tracer_provider()?;
+    let otel_layer = provider.as_ref().map(|provider| {
+        tracing_opentelemetry::layer()
+            .with_tracer(provider.tracer("nmo"))
+            .with_filter(otel_filter())
+    });
+    let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let log_layer = match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer().boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .boxed(),
+    }
+    .with_filter(log_filter);
+    Registry::default()
+        .with(otel_layer)
+        .with(log_layer)
+        .try_init()?;
+    Ok(Telemetry { provider })
+}
+
+impl Telemetry {
+    /// Exports what is still buffered and stops the exporter. The SDK blocks while flushing, so
+    /// it runs on a blocking thread, never on the runtime's workers.
+    pub async fn shutdown(self) {
+        let Some(provider) = self.provider else {
+            return;
+        };
+        let flushed =
+            tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(FLUSH_TIMEOUT))
+                .await;
+        match flushed {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => eprintln!("nmo: exporting the last spans failed: {error}"),
+            Err(error) => eprintln!("nmo: the span flush task failed: {error}"),
+        }
+    }
+}
