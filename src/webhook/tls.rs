@@ -195,6 +195,8 @@ struct State {
     loaded: Stamp,
     /// A stamp whose files failed to load: not retried (nor logged) on every handshake.
     failed: Option<Stamp>,
+    /// The files could not be stat'ed at the last handshake (already logged).
+    stat_failing: bool,
     current: Arc<CertifiedKey>,
 }
 
@@ -221,6 +223,7 @@ impl ReloadingCert {
             state: Mutex::new(State {
                 loaded: stamp,
                 failed: None,
+                stat_failing: false,
                 current,
             }),
         })
@@ -230,7 +233,11 @@ impl ReloadingCert {
     pub fn current(&self) -> Arc<CertifiedKey> {
         // A panic while holding the lock leaves consistent data (fields are replaced whole).
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match self.files.stamp() {
+        let stamp = self.files.stamp();
+        if stamp.is_ok() {
+            state.stat_failing = false;
+        }
+        match stamp {
             Ok(stamp) if stamp != state.loaded && state.failed != Some(stamp) => {
                 match self.files.load(&self.provider) {
                     Ok(key) => {
@@ -247,10 +254,12 @@ impl ReloadingCert {
             }
             Ok(_) => {}
             Err(error) => {
-                // Mid-rotation the files may briefly vanish: keep serving what we have.
-                if state.failed.is_none() {
+                // Mid-rotation the files may briefly vanish: keep serving what we have, and say
+                // so once rather than on every handshake.
+                if !state.stat_failing {
                     warn!(%error, cert = %self.files.cert.display(), "cannot stat the webhook serving certificate; serving the previous one");
                 }
+                state.stat_failing = true;
             }
         }
         Arc::clone(&state.current)
@@ -368,6 +377,10 @@ mod tests {
 
         // The key follows: the new pair is served.
         replace(&files.key, &key2);
+        assert_eq!(resolver.current().cert[0], *cert2.der());
+
+        // Files briefly gone (a volume being swapped): the loaded pair stays.
+        std::fs::remove_file(&files.key).unwrap();
         assert_eq!(resolver.current().cert[0], *cert2.der());
     }
 }

@@ -822,7 +822,9 @@ async fn a_rotated_certificate_is_served_without_a_restart() {
     harness.stop().await;
 }
 
-async fn negotiated_protocol(harness: &Harness) -> Option<Vec<u8>> {
+/// Connects offering h2 and http/1.1; returns the protocol chosen and, when it is h2, the
+/// answer to a review sent over HTTP/2.
+async fn negotiated_protocol(harness: &Harness) -> (Option<Vec<u8>>, Option<Value>) {
     let mut store = RootCertStore::empty();
     store.add(harness.ca.der()).unwrap();
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -837,21 +839,45 @@ async fn negotiated_protocol(harness: &Harness) -> Option<Vec<u8>> {
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap();
-    tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec)
+    let protocol = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    if protocol.as_deref() != Some(b"h2") {
+        return (protocol, None);
+    }
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let review = admission("CREATE", Some(maintenance("nm-1", "worker-9")), None);
+    let request = Request::post(format!("https://localhost{VALIDATE_PATH}"))
+        .header("content-type", "application/json")
+        .body(Body::from(review.to_string()))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
+        .await
+        .unwrap();
+    let answer: Value = serde_json::from_slice(&bytes).unwrap();
+    (protocol, Some(answer["response"].clone()))
 }
 
 #[tokio::test]
 async fn http2_is_offered_only_when_enabled() {
     let http1 = Harness::start(Cluster::default()).await;
-    assert_eq!(
-        negotiated_protocol(&http1).await.as_deref(),
-        Some(&b"http/1.1"[..])
-    );
+    let (protocol, _) = negotiated_protocol(&http1).await;
+    assert_eq!(protocol.as_deref(), Some(&b"http/1.1"[..]));
     http1.stop().await;
+
     let http2 = Harness::start_with(Cluster::default(), true).await;
-    assert_eq!(
-        negotiated_protocol(&http2).await.as_deref(),
-        Some(&b"h2"[..])
+    let (protocol, response) = negotiated_protocol(&http2).await;
+    assert_eq!(protocol.as_deref(), Some(&b"h2"[..]));
+    // Reviews work over HTTP/2 too.
+    assert_denied(
+        &response.unwrap(),
+        "invalid nodeName, no node with name worker-9 found",
     );
     http2.stop().await;
 }
