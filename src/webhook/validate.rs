@@ -33,6 +33,10 @@ pub fn update(old: &NodeMaintenance, new: &NodeMaintenance) -> Result<(), Denial
 }
 
 async fn create_unbounded(client: &Client, node_name: &str) -> Result<(), Denial> {
+    if node_name.is_empty() {
+        // No node has an empty name; asking would only fail client-side and say "try again".
+        rules::node_exists(node_name, None)?;
+    }
     let node = lookups::node(client, node_name).await.map_err(|e| {
         Denial::lookup_failed(
             &format!("get node {node_name} for validating spec.NodeName"),

@@ -501,6 +501,8 @@ async fn create_for_a_missing_node_is_denied_naming_it() {
         &response,
         "invalid nodeName, no node with name worker-9 found",
     );
+    let response = harness.create("nm-2", "").await;
+    assert_denied(&response, "invalid nodeName, no node with name  found");
     harness.stop().await;
 }
 
