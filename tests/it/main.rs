@@ -2,5 +2,6 @@
 
 mod crd;
 mod manifests;
+mod operator;
 mod sim;
 mod webhook;
