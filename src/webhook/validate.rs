@@ -32,6 +32,17 @@ pub fn update(old: &NodeMaintenance, new: &NodeMaintenance) -> Result<(), Denial
     rules::node_name_unchanged(old, new)
 }
 
+/// A kube error in one line for the user: the API server's own message when it sent one (its
+/// Display also dumps the whole Status structure).
+fn describe(error: kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) if !status.message.is_empty() => {
+            format!("{} ({})", status.message, status.code)
+        }
+        other => other.to_string(),
+    }
+}
+
 async fn create_unbounded(client: &Client, node_name: &str) -> Result<(), Denial> {
     if node_name.is_empty() {
         // No node has an empty name; asking would only fail client-side and say "try again".
@@ -40,13 +51,16 @@ async fn create_unbounded(client: &Client, node_name: &str) -> Result<(), Denial
     let node = lookups::node(client, node_name).await.map_err(|e| {
         Denial::lookup_failed(
             &format!("get node {node_name} for validating spec.NodeName"),
-            e,
+            describe(e),
         )
     })?;
     let node = rules::node_exists(node_name, node.as_ref())?;
 
     let existing = lookups::maintenances(client).await.map_err(|e| {
-        Denial::lookup_failed("list NodeMaintenances for validating spec.NodeName", e)
+        Denial::lookup_failed(
+            "list NodeMaintenances for validating spec.NodeName",
+            describe(e),
+        )
     })?;
     rules::no_other_maintenance(node_name, &existing)?;
 
@@ -60,7 +74,7 @@ async fn create_unbounded(client: &Client, node_name: &str) -> Result<(), Denial
                 "list PodDisruptionBudgets in {} for control-plane quorum validation",
                 rules::ETCD_NAMESPACE
             ),
-            e,
+            describe(e),
         )
     })?;
     match rules::etcd_guard(node_name, &pdbs)? {
@@ -71,7 +85,7 @@ async fn create_unbounded(client: &Client, node_name: &str) -> Result<(), Denial
                 .map_err(|e| {
                     Denial::lookup_failed(
                         &format!("list etcd guard pods ({selector}) on node {node_name}"),
-                        e,
+                        describe(e),
                     )
                 })?;
             rules::guard_pods_allow(node_name, &pods)
@@ -85,7 +99,10 @@ async fn create_unbounded(client: &Client, node_name: &str) -> Result<(), Denial
             let control_plane = lookups::control_plane_node_names(client)
                 .await
                 .map_err(|e| {
-                    Denial::lookup_failed("list control-plane nodes for quorum validation", e)
+                    Denial::lookup_failed(
+                        "list control-plane nodes for quorum validation",
+                        describe(e),
+                    )
                 })?;
             rules::no_other_control_plane_in_maintenance(node_name, &existing, &control_plane)
         }

@@ -1,195 +1,123 @@
 //! The admission webhook end to end: real AdmissionReviews over HTTPS (a throwaway CA made
-//! here), the webhook reading the cluster through a real kube client.
-//!
-//! The cluster is a small stub API server in this module (it serves exactly the GETs and LISTs
-//! the webhook makes, with real Kubernetes JSON, and records them). Once the simulated API server
-//! (`nmo::sim`) is on main, these tests can switch to it.
+//! here), the webhook reading the simulated cluster (`nmo::sim`) through a real kube client,
+//! with the RBAC of deploy/rbac.yaml enforced on it.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Body;
-use axum::extract::{Query, State};
-use axum::http::{Request, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
+use axum::http::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::DeleteParams;
 use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
+use nmo::sim::{ClientOptions, FaultRule, Query, Rbac, SimConfig, SimHandle, Simulator};
 use nmo::webhook::{self, VALIDATE_PATH, Webhook, WebhookConfig, WebhookError};
 use rustls::RootCertStore;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_rustls::TlsConnector;
 
 // ---------------------------------------------------------------------------------------------
-// The stub API server.
+// The simulated cluster.
 
-/// What the stub cluster holds, and what it was asked.
+/// What the cluster holds when the webhook starts.
 #[derive(Default)]
 struct Cluster {
     nodes: Vec<Value>,
     maintenances: Vec<Value>,
+    /// NodeMaintenances (among `maintenances`) deleted before the test, kept by their finalizer.
+    deleting: Vec<&'static str>,
     etcd_pdbs: Vec<Value>,
     etcd_pods: Vec<Value>,
-    /// Requests whose path ends with one of these answer 500.
-    failing: Vec<String>,
-    /// Every request, as `path?query`.
-    requests: Vec<String>,
 }
 
-type Shared = Arc<Mutex<Cluster>>;
+/// The webhook's identity in the simulator: its requests are counted and authorized apart.
+const WEBHOOK_USER: &str = "system:serviceaccount:nmo-system:nmo";
+const WEBHOOK_TOKEN: &str = "webhook-token";
+const WEBHOOK_AGENT: &str = "nmo-webhook";
 
-fn status(code: u16, reason: &str, message: &str) -> Response {
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure", "message": message, "reason": reason, "code": code,
-    });
-    (
-        StatusCode::from_u16(code).unwrap(),
-        [("content-type", "application/json")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-fn list(kind: &str, api_version: &str, items: Vec<Value>) -> Response {
-    axum::Json(json!({
-        "kind": kind, "apiVersion": api_version,
-        "metadata": {"resourceVersion": "7"}, "items": items,
-    }))
-    .into_response()
-}
-
-fn label_matches(object: &Value, selector: &str) -> bool {
-    selector.split(',').all(|term| {
-        let labels = &object["metadata"]["labels"];
-        match term.split_once('=') {
-            Some((key, value)) => labels[key] == value,
-            None => !labels[term].is_null(),
-        }
-    })
-}
-
-fn field_matches(object: &Value, selector: &str) -> bool {
-    selector.split(',').all(|term| match term.split_once('=') {
-        Some(("spec.nodeName", node)) => object["spec"]["nodeName"] == node,
-        _ => panic!("the stub does not know field selector {term}"),
-    })
-}
-
-fn select(items: &[Value], query: &BTreeMap<String, String>) -> Vec<Value> {
-    items
-        .iter()
-        .filter(|o| {
-            query
-                .get("labelSelector")
-                .is_none_or(|s| label_matches(o, s))
-        })
-        .filter(|o| {
-            query
-                .get("fieldSelector")
-                .is_none_or(|s| field_matches(o, s))
-        })
-        .cloned()
-        .collect()
-}
-
-async fn api(
-    State(cluster): State<Shared>,
-    Query(query): Query<BTreeMap<String, String>>,
-    uri: Uri,
-) -> Response {
-    let mut cluster = cluster.lock().unwrap();
-    cluster.requests.push(uri.to_string());
-    let path = uri.path();
-    if cluster.failing.iter().any(|f| path.ends_with(f.as_str())) {
-        return status(500, "InternalError", "etcdserver: request timed out");
+/// A simulator with the CRD, no controllers (the objects keep the status the test gives them),
+/// deploy/rbac.yaml enforced for the webhook's user, seeded with `cluster`.
+async fn start_sim(cluster: Cluster) -> (SimHandle, kube::Client) {
+    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml");
+    let mut config = SimConfig::default()
+        .crd(&nmo::crd::definition())
+        .unwrap()
+        .token(WEBHOOK_TOKEN, WEBHOOK_USER)
+        .token("admin-token", "admin");
+    config.controllers = false;
+    config.rbac = Some(Rbac::from_path(WEBHOOK_USER, &rbac).unwrap());
+    let sim = Simulator::start(config).await.unwrap();
+    let create = |group: &str, plural: &str, ns: &str, object: &Value| {
+        sim.create_json(group, plural, ns, object.clone(), true)
+            .unwrap_or_else(|e| panic!("seeding {plural}: {e:?}"));
+    };
+    for object in &cluster.nodes {
+        create("", "nodes", "", object);
     }
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    match segments.as_slice() {
-        ["api", "v1", "nodes", name] => {
-            match cluster
-                .nodes
-                .iter()
-                .find(|n| n["metadata"]["name"] == *name)
-            {
-                Some(node) => axum::Json(node.clone()).into_response(),
-                None => status(404, "NotFound", &format!("nodes \"{name}\" not found")),
-            }
-        }
-        ["api", "v1", "nodes"] => list("NodeList", "v1", select(&cluster.nodes, &query)),
-        [
-            "apis",
-            "nodemaintenance.medik8s.io",
-            "v1beta1",
-            "nodemaintenances",
-        ] => list(
-            "NodeMaintenanceList",
-            "nodemaintenance.medik8s.io/v1beta1",
-            select(&cluster.maintenances, &query),
-        ),
-        [
-            "apis",
-            "policy",
-            "v1",
-            "namespaces",
-            "openshift-etcd",
-            "poddisruptionbudgets",
-        ] => list(
-            "PodDisruptionBudgetList",
-            "policy/v1",
-            select(&cluster.etcd_pdbs, &query),
-        ),
-        ["api", "v1", "namespaces", "openshift-etcd", "pods"] => {
-            list("PodList", "v1", select(&cluster.etcd_pods, &query))
-        }
-        _ => status(404, "NotFound", &format!("the stub does not serve {path}")),
+    for object in &cluster.maintenances {
+        create("nodemaintenance.medik8s.io", "nodemaintenances", "", object);
     }
-}
-
-async fn start_stub(cluster: Shared) -> kube::Client {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let app = Router::new().fallback(api).with_state(cluster);
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let config = kube::Config::new(format!("http://{address}").parse().unwrap());
-    kube::Client::try_from(config).unwrap()
+    if !cluster.etcd_pdbs.is_empty() || !cluster.etcd_pods.is_empty() {
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": "openshift-etcd"}});
+        create("", "namespaces", "", &namespace);
+    }
+    for object in &cluster.etcd_pdbs {
+        create("policy", "poddisruptionbudgets", "openshift-etcd", object);
+    }
+    for object in &cluster.etcd_pods {
+        create("", "pods", "openshift-etcd", object);
+    }
+    let admin = sim
+        .kube_client_with(&ClientOptions {
+            token: Some("admin-token".into()),
+            user_agent: "webhook-test".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    for name in &cluster.deleting {
+        kube::Api::<NodeMaintenance>::all(admin.clone())
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let client = sim
+        .kube_client_with(&ClientOptions {
+            token: Some(WEBHOOK_TOKEN.into()),
+            user_agent: WEBHOOK_AGENT.into(),
+            ..Default::default()
+        })
+        .unwrap();
+    (sim, client)
 }
 
 // ---------------------------------------------------------------------------------------------
 // Cluster objects, as the real API server returns them.
 
 fn node(name: &str, labels: &[&str]) -> Value {
-    let labels: serde_json::Map<String, Value> = labels
-        .iter()
-        .map(|l| (l.to_string(), json!("")))
-        .chain([("kubernetes.io/hostname".to_string(), json!(name))])
-        .collect();
-    let node: Node = serde_json::from_value(json!({
-        "apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": name, "uid": format!("uid-{name}"), "resourceVersion": "3", "labels": labels},
-        "spec": {"podCIDR": "10.244.1.0/24"},
-        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
-    }))
-    .unwrap();
-    serde_json::to_value(node).unwrap()
+    let mut node = nmo::sim::scenario::node(name, name.len());
+    for label in labels {
+        node["metadata"]["labels"][*label] = json!("");
+    }
+    node
 }
 
 fn maintenance(name: &str, node_name: &str) -> Value {
-    let nm = NodeMaintenance::new(
+    let mut nm = NodeMaintenance::new(
         name,
         NodeMaintenanceSpec {
             node_name: node_name.to_string(),
             reason: Some("test".to_string()),
         },
     );
+    nm.metadata.finalizers = Some(vec![nmo::crd::FINALIZER.to_string()]);
     serde_json::to_value(nm).unwrap()
 }
 
@@ -198,7 +126,7 @@ fn guard_pdb(name: &str, disruptions_allowed: i32) -> Value {
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": name, "namespace": "openshift-etcd"},
         "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "guard"}}},
-        "status": {"currentHealthy": 3 - (1 - disruptions_allowed).max(0), "desiredHealthy": 2,
+        "status": {"currentHealthy": 2 + disruptions_allowed, "desiredHealthy": 2,
                    "disruptionsAllowed": disruptions_allowed, "expectedPods": 3},
     }))
     .unwrap();
@@ -284,7 +212,7 @@ struct Harness {
     address: SocketAddr,
     ca: Ca,
     cert_dir: tempfile::TempDir,
-    cluster: Shared,
+    sim: SimHandle,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<Result<(), WebhookError>>,
 }
@@ -295,8 +223,7 @@ impl Harness {
     }
 
     async fn start_with(cluster: Cluster, enable_http2: bool) -> Self {
-        let cluster = Arc::new(Mutex::new(cluster));
-        let client = start_stub(cluster.clone()).await;
+        let (sim, client) = start_sim(cluster).await;
         let ca = Ca::new("nmo test CA");
         let cert_dir = tempfile::tempdir().unwrap();
         let (cert, key) = ca.serving(1);
@@ -325,14 +252,27 @@ impl Harness {
             address,
             ca,
             cert_dir,
-            cluster,
+            sim,
             stop: Some(stop),
             served,
         }
     }
 
-    fn requests(&self) -> Vec<String> {
-        self.cluster.lock().unwrap().requests.clone()
+    /// How many requests the webhook made, of `verb` on `resource`.
+    fn requests(&self, verb: &str, resource: &str) -> u64 {
+        self.sim.requests(
+            &Query::all()
+                .user_agent(WEBHOOK_AGENT)
+                .verb(verb)
+                .resource(resource),
+        )
+    }
+
+    /// Makes every `verb` on `resource` fail with a 500 from now on.
+    fn fail(&self, verb: &str, resource: &str) {
+        self.sim
+            .faults()
+            .add(FaultRule::on(Some(verb), Some(resource)).errors(1.0, 500));
     }
 
     /// POSTs `body` to `path` on a new TLS connection trusting `roots` (the harness CA when
@@ -419,6 +359,7 @@ impl Harness {
             .expect("the webhook stops when asked")
             .unwrap()
             .unwrap();
+        self.sim.shutdown().await;
     }
 }
 
@@ -481,10 +422,11 @@ async fn create_for_an_existing_worker_is_allowed_without_quorum_lookups() {
     })
     .await;
     assert_allowed(&harness.create("nm-1", "worker-1").await);
-    let requests = harness.requests();
-    assert!(
-        requests.iter().all(|r| !r.contains("openshift-etcd")),
-        "a worker never costs an etcd lookup: {requests:?}"
+    assert_eq!(harness.requests("get", "nodes"), 1);
+    assert_eq!(
+        harness.requests("list", "poddisruptionbudgets") + harness.requests("list", "nodes"),
+        0,
+        "a worker never costs a quorum lookup"
     );
     harness.stop().await;
 }
@@ -508,15 +450,22 @@ async fn create_for_a_missing_node_is_denied_naming_it() {
 
 #[tokio::test]
 async fn a_second_maintenance_for_a_node_is_denied_even_while_the_first_is_deleted() {
-    let mut being_deleted = maintenance("old", "worker-2");
-    being_deleted["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-    being_deleted["metadata"]["finalizers"] = json!(["foregroundDeleteNodeMaintenance"]);
     let harness = Harness::start(Cluster {
         nodes: vec![node("worker-1", &[]), node("worker-2", &[])],
-        maintenances: vec![maintenance("first", "worker-1"), being_deleted],
+        maintenances: vec![
+            maintenance("first", "worker-1"),
+            maintenance("old", "worker-2"),
+        ],
+        // Deleted, but its finalizer keeps it (its node is being restored).
+        deleting: vec!["old"],
         ..Default::default()
     })
     .await;
+    let old = harness
+        .sim
+        .get_json("nodemaintenance.medik8s.io", "nodemaintenances", "", "old")
+        .unwrap();
+    assert!(!old["metadata"]["deletionTimestamp"].is_null(), "{old}");
     assert_denied(
         &harness.create("second", "worker-1").await,
         "invalid nodeName, a NodeMaintenance for node worker-1 already exists",
@@ -549,10 +498,12 @@ async fn updates_may_change_anything_but_the_node_name() {
             .await,
         "updating spec.NodeName isn't allowed",
     );
-    assert!(
-        harness.requests().is_empty(),
-        "updates need no lookups: {:?}",
-        harness.requests()
+    assert_eq!(
+        harness
+            .sim
+            .requests(&Query::all().user_agent(WEBHOOK_AGENT)),
+        0,
+        "updates need no lookups"
     );
     harness.stop().await;
 }
@@ -616,17 +567,7 @@ async fn openshift_exhausted_guard_denies_while_the_nodes_guard_pod_is_ready() {
     );
     // master-1's etcd is already the disrupted one: maintaining it costs nothing more.
     assert_allowed(&harness.create("nm-1", "master-1").await);
-    let pod_lists: Vec<String> = harness
-        .requests()
-        .into_iter()
-        .filter(|r| r.contains("/pods"))
-        .collect();
-    assert!(
-        pod_lists
-            .iter()
-            .all(|r| r.contains("labelSelector=app%3Dguard")),
-        "guard pods are selected by the PDB's selector: {pod_lists:?}"
-    );
+    assert_eq!(harness.requests("list", "pods"), 2);
     harness.stop().await;
 }
 
@@ -696,17 +637,19 @@ async fn without_a_guard_one_control_plane_node_at_a_time_is_allowed() {
 
 #[tokio::test]
 async fn lookup_failures_deny_asking_to_try_again() {
-    for failing in [
-        "/nodes/master-0",
-        "/nodemaintenances",
-        "/poddisruptionbudgets",
-        "/api/v1/nodes",
+    for (verb, resource) in [
+        ("get", "nodes"),
+        ("list", "nodemaintenances"),
+        ("list", "poddisruptionbudgets"),
+        // The control-plane node lists of the one-at-a-time rule.
+        ("list", "nodes"),
     ] {
+        let failing = format!("{verb} {resource}");
         let mut cluster = openshift(Vec::new(), Vec::new());
         cluster.nodes.push(node("worker-1", &[]));
         cluster.maintenances = vec![maintenance("worker-upgrade", "worker-1")];
-        cluster.failing = vec![failing.to_string()];
         let harness = Harness::start(cluster).await;
+        harness.fail(verb, resource);
         let response = harness.create("nm-0", "master-0").await;
         assert_eq!(response["allowed"], false, "{failing}: {response}");
         let message = response["status"]["message"].as_str().unwrap();
@@ -714,15 +657,22 @@ async fn lookup_failures_deny_asking_to_try_again() {
             message.ends_with("please try again"),
             "{failing}: {message}"
         );
+        assert!(
+            message.contains("(500)") && !message.contains("Status {"),
+            "the API server's message, in one line: {message}"
+        );
         harness.stop().await;
     }
 }
 
 #[tokio::test]
 async fn guard_pod_lookup_failure_denies() {
-    let mut cluster = openshift(vec![guard_pdb("etcd-guard-pdb", 0)], Vec::new());
-    cluster.failing = vec!["/pods".to_string()];
+    let cluster = openshift(
+        vec![guard_pdb("etcd-guard-pdb", 0)],
+        vec![guard_pod("master-0", false)],
+    );
     let harness = Harness::start(cluster).await;
+    harness.fail("list", "pods");
     let response = harness.create("nm-0", "master-0").await;
     assert_eq!(response["allowed"], false, "{response}");
     assert!(
@@ -884,10 +834,14 @@ async fn http2_is_offered_only_when_enabled() {
     http2.stop().await;
 }
 
+/// A kube client for tests in which the webhook never reaches the cluster.
+fn unused_client() -> kube::Client {
+    kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap()
+}
+
 #[tokio::test]
 async fn cert_manager_file_names_are_accepted() {
-    let cluster = Arc::new(Mutex::new(Cluster::default()));
-    let client = start_stub(cluster).await;
+    let client = unused_client();
     let ca = Ca::new("cert-manager CA");
     let dir = tempfile::tempdir().unwrap();
     let (cert, key) = ca.serving(7);
@@ -903,7 +857,7 @@ async fn cert_manager_file_names_are_accepted() {
 
 #[tokio::test]
 async fn a_missing_certificate_fails_startup_naming_the_path() {
-    let client = start_stub(Arc::new(Mutex::new(Cluster::default()))).await;
+    let client = unused_client();
     let dir = tempfile::tempdir().unwrap();
     let config = WebhookConfig {
         port: 9443,
@@ -934,7 +888,7 @@ async fn a_missing_certificate_fails_startup_naming_the_path() {
 
 #[tokio::test]
 async fn a_disabled_webhook_needs_no_certificate_and_waits_for_shutdown() {
-    let client = start_stub(Arc::new(Mutex::new(Cluster::default()))).await;
+    let client = unused_client();
     let config = WebhookConfig {
         port: 0,
         cert_dir: "/nonexistent".into(),
