@@ -11,3 +11,4 @@ pub mod metrics;
 pub mod operator;
 pub mod sim;
 pub mod telemetry;
+pub mod webhook;

@@ -4,3 +4,4 @@ mod crd;
 mod manifests;
 mod operator;
 mod sim;
+mod webhook;
