@@ -2,6 +2,7 @@
 //! leader, then runs the actor system fed by the NodeMaintenance watch until it is told to stop.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,6 +18,7 @@ use crate::controller::{self, ControllerError};
 use crate::http::{self, parse_bind_address};
 use crate::leader::{LeaderConfig, LeaderElector, LeaderError};
 use crate::metrics::{self, Readiness};
+use crate::webhook::{self, WebhookConfig, WebhookError};
 
 /// The operator's flags (the Go operator's names where it has them).
 #[derive(Debug, Clone, clap::Args)]
@@ -48,6 +50,13 @@ pub struct OperatorOptions {
     /// How often each node lease is renewed (default: a third of its 3600 s duration).
     #[arg(long, value_parser = parse_seconds)]
     pub lease_renew_interval: Option<Duration>,
+    /// Port of the validating admission webhook (HTTPS); 0 disables it.
+    #[arg(long, default_value_t = webhook::DEFAULT_PORT)]
+    pub webhook_port: u16,
+    /// Directory with the webhook's serving certificate (`apiserver.crt`/`apiserver.key`, or
+    /// `tls.crt`/`tls.key`); reloaded when the files change.
+    #[arg(long, default_value = webhook::DEFAULT_CERT_DIR)]
+    pub webhook_cert_dir: PathBuf,
 }
 
 fn parse_seconds(text: &str) -> Result<Duration, String> {
@@ -70,6 +79,9 @@ impl Default for OperatorOptions {
             eviction_burst: 100,
             max_evictions_in_flight: 32,
             lease_renew_interval: None,
+            // Embedded operators (tests, the demo) have no serving certificate.
+            webhook_port: 0,
+            webhook_cert_dir: PathBuf::from(webhook::DEFAULT_CERT_DIR),
         }
     }
 }
@@ -113,6 +125,12 @@ pub enum OperatorError {
     /// The NodeMaintenance controller stopped.
     #[error(transparent)]
     Controller(#[from] ControllerError),
+    /// The admission webhook could not start (its certificate is missing, say).
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
+    /// The admission webhook's task ended unexpectedly.
+    #[error("the admission webhook stopped: {0}")]
+    WebhookStopped(String),
 }
 
 async fn bind(address: &str) -> Result<Option<TcpListener>, OperatorError> {
@@ -165,6 +183,33 @@ pub async fn run(
         ));
     }
 
+    // The webhook runs on every replica, leader or not: its Service sends to all of them.
+    let webhook_config = WebhookConfig {
+        port: options.webhook_port,
+        cert_dir: options.webhook_cert_dir.clone(),
+        enable_http2: options.enable_http2,
+    };
+    // Bound before anything else starts: without its certificate nmo refuses to start.
+    let webhook_task = match webhook::bind_port(&webhook_config, client.clone()).await {
+        Ok(Some(bound)) => Some(tokio::spawn(bound.run(stopped()))),
+        Ok(None) => None,
+        Err(error) => {
+            let _ = stop_servers.send(true);
+            return Err(error.into());
+        }
+    };
+    let webhook_failed = async move {
+        match webhook_task {
+            Some(task) => match task.await {
+                Ok(Ok(())) => std::future::pending().await,
+                Ok(Err(error)) => OperatorError::from(error),
+                Err(join) => OperatorError::WebhookStopped(join.to_string()),
+            },
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(webhook_failed);
+
     tokio::pin!(shutdown);
     let elector = if options.leader_elect {
         let namespace = client.default_namespace().to_string();
@@ -178,6 +223,10 @@ pub async fn run(
                 return Ok(());
             }
             acquired = elector.acquire() => acquired?,
+            error = &mut webhook_failed => {
+                let _ = stop_servers.send(true);
+                return Err(error);
+            }
         }
         Some(elector)
     } else {
@@ -200,6 +249,7 @@ pub async fn run(
         () = &mut shutdown => Ok(()),
         error = controller => Err(OperatorError::from(error)),
         lost = leadership => Err(OperatorError::from(lost)),
+        error = &mut webhook_failed => Err(error),
     };
     tracing::info!("stopping the actors");
     actors.shutdown().await;
