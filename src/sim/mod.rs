@@ -313,6 +313,15 @@ impl SimHandle {
         self.shared.accounting.count(q)
     }
 
+    /// The requests RBAC refused so far (empty when RBAC is off).
+    pub fn rbac_denials(&self) -> Vec<String> {
+        self.shared
+            .rbac
+            .as_ref()
+            .map(|r| r.denials())
+            .unwrap_or_default()
+    }
+
     /// Fault injection controls.
     pub fn faults(&self) -> &Faults {
         &self.shared.faults

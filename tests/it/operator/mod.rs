@@ -6,6 +6,7 @@ mod drain;
 mod harness;
 mod lease;
 mod pdb;
+mod rbac;
 mod restart;
 mod safety;
 mod traffic;
