@@ -32,6 +32,15 @@ pub struct OperatorOptions {
     /// Run only while holding the leader election lease `135b1886.medik8s.io`.
     #[arg(long)]
     pub leader_elect: bool,
+    /// How long a leader election lease is valid after its last renewal.
+    #[arg(long, value_parser = parse_seconds, default_value = "15")]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it stops leading.
+    #[arg(long, value_parser = parse_seconds, default_value = "10")]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often replicas try to acquire or renew the leader election lease.
+    #[arg(long, value_parser = parse_seconds, default_value = "2")]
+    pub leader_elect_retry_period: Duration,
     /// Allow HTTP/2 on nmo's servers (off: HTTP/1.1 only).
     #[arg(long)]
     pub enable_http2: bool,
@@ -59,12 +68,14 @@ pub struct OperatorOptions {
     pub webhook_cert_dir: PathBuf,
 }
 
+/// Seconds, possibly fractional, with an optional `s` suffix (`15`, `15s`, `0.5s`).
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     let trimmed = text.strip_suffix('s').unwrap_or(text);
     trimmed
-        .parse::<u64>()
-        .map(Duration::from_secs)
-        .map_err(|_| format!("`{text}` is not a number of seconds"))
+        .parse::<f64>()
+        .ok()
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+        .ok_or_else(|| format!("`{text}` is not a number of seconds"))
 }
 
 impl Default for OperatorOptions {
@@ -73,6 +84,9 @@ impl Default for OperatorOptions {
             metrics_bind_address: ":8080".into(),
             health_probe_bind_address: ":8081".into(),
             leader_elect: false,
+            leader_elect_lease_duration: Duration::from_secs(15),
+            leader_elect_renew_deadline: Duration::from_secs(10),
+            leader_elect_retry_period: Duration::from_secs(2),
             enable_http2: false,
             lease_namespace: "medik8s-leases".into(),
             eviction_rate: 50.0,
@@ -214,7 +228,13 @@ pub async fn run(
     let elector = if options.leader_elect {
         let namespace = client.default_namespace().to_string();
         let identity = leader_identity();
-        let elector = LeaderElector::new(client.clone(), LeaderConfig::new(namespace, identity));
+        let config = LeaderConfig {
+            lease_duration: options.leader_elect_lease_duration,
+            renew_deadline: options.leader_elect_renew_deadline,
+            retry_period: options.leader_elect_retry_period,
+            ..LeaderConfig::new(namespace, identity)
+        };
+        let elector = LeaderElector::new(client.clone(), config);
         // A standby is ready: it serves probes and waits; only the leader watches.
         readiness.set_ready();
         tokio::select! {

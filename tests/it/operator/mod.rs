@@ -4,6 +4,7 @@
 mod cluster;
 mod drain;
 mod harness;
+mod leader;
 mod lease;
 mod pdb;
 mod rbac;
