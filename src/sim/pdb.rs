@@ -14,6 +14,7 @@ use super::errors::ApiError;
 use super::resources::names;
 use super::rest::{Api, now_rfc3339};
 use super::selectors::{Filter, LabelSelector};
+use super::store::StoredObject;
 
 /// How long an eviction stays in `disruptedPods` without the pod being deleted.
 const DELETION_TIMEOUT_SECS: i64 = 120;
@@ -77,101 +78,54 @@ fn scaled_up(v: &Value, total: i64) -> Result<i64, String> {
     }
 }
 
-fn controller_ref(pod: &Value) -> Option<(String, String, String)> {
-    pod.pointer("/metadata/ownerReferences")
-        .and_then(|o| o.as_array())?
-        .iter()
-        .find(|o| o.get("controller").and_then(|c| c.as_bool()) == Some(true))
-        .map(|o| {
-            let s = |k: &str| {
-                o.get(k)
-                    .and_then(|x| x.as_str())
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            (s("kind"), s("name"), s("uid"))
-        })
-}
-
 /// The expected scale: sum of the replicas of the pods' controllers (ReplicaSets here; other
 /// controllers have no scale the simulator knows, which the real controller reports as an error).
-fn expected_scale(api: &Api, ns: &str, pods: &[Value]) -> Result<i64, String> {
+fn expected_scale(api: &Api, pods: &[Arc<StoredObject>]) -> Result<i64, String> {
+    let rs_key = format!("{}/{}", names::REPLICASETS.0, names::REPLICASETS.1);
     let rsdef = api.def(names::REPLICASETS).map_err(|e| e.message)?;
     let mut seen = HashSet::new();
     let mut total = 0;
     for p in pods {
-        let name = p
-            .pointer("/metadata/name")
-            .and_then(|n| n.as_str())
-            .unwrap_or_default();
-        let Some((kind, cname, uid)) = controller_ref(p) else {
-            return Err(format!("found no controller ref for pod {name:?}"));
+        let Some(uid) = &p.controller_uid else {
+            return Err(format!("found no controller ref for pod {:?}", p.name));
         };
         if !seen.insert(uid.clone()) {
             continue;
         }
-        if kind != "ReplicaSet" {
-            return Err(format!("found no controllers for pod {name:?}"));
+        let missing = || format!("found no controllers for pod {:?}", p.name);
+        let (tkey, key) = api.store.lookup_uid(uid).ok_or_else(missing)?;
+        if tkey != rs_key {
+            return Err(missing());
         }
-        let rs = api
-            .store
-            .get(&rsdef, ns, &cname)
-            .filter(|r| r.uid == uid)
-            .ok_or_else(|| format!("found no controllers for pod {name:?}"))?;
+        let rs = api.store.get(&rsdef, &key.0, &key.1).ok_or_else(missing)?;
         let v = rs.value().map_err(|e| e.message)?;
-        total += v
-            .pointer("/spec/replicas")
-            .and_then(|r| r.as_i64())
-            .unwrap_or(1);
+        total += v.pointer("/spec/replicas").and_then(|r| r.as_i64()).unwrap_or(1);
     }
     Ok(total)
 }
 
 /// The status of one PDB given the pods of its namespace.
-pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Value]) -> Value {
-    let generation = pdb
-        .pointer("/metadata/generation")
-        .and_then(|g| g.as_i64())
-        .unwrap_or(1);
+pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> Value {
+    let generation = pdb.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(1);
     let old = pdb.get("status").cloned().unwrap_or(json!({}));
     let sel = pdb
         .pointer("/spec/selector")
         .map(LabelSelector::from_object)
         .and_then(|s| s.ok());
-    let pods: Vec<Value> = match &sel {
+    let pods: Vec<Arc<StoredObject>> = match &sel {
         // A null selector matches nothing, an empty one everything (policy/v1).
         None => Vec::new(),
-        Some(s) => ns_pods
-            .iter()
-            .filter(|p| {
-                let labels: Vec<(String, String)> = p
-                    .pointer("/metadata/labels")
-                    .and_then(|l| l.as_object())
-                    .map(|l| {
-                        l.iter()
-                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                s.matches(&labels)
-            })
-            .cloned()
-            .collect(),
+        Some(s) => ns_pods.iter().filter(|p| s.matches(&p.labels)).cloned().collect(),
     };
-    let ns = pdb
-        .pointer("/metadata/namespace")
-        .and_then(|n| n.as_str())
-        .unwrap_or_default();
     let counts = if let Some(mu) = pdb.pointer("/spec/maxUnavailable") {
-        expected_scale(api, ns, &pods).and_then(|expected| {
+        expected_scale(api, &pods).and_then(|expected| {
             let mu = scaled_up(mu, expected)?;
             Ok((expected, (expected - mu).max(0)))
         })
     } else if let Some(ma) = pdb.pointer("/spec/minAvailable") {
         match ma {
             Value::Number(n) => Ok((pods.len() as i64, n.as_i64().unwrap_or(0))),
-            _ => expected_scale(api, ns, &pods)
-                .and_then(|expected| Ok((expected, scaled_up(ma, expected)?))),
+            _ => expected_scale(api, &pods).and_then(|expected| Ok((expected, scaled_up(ma, expected)?))),
         }
     } else {
         Ok((pods.len() as i64, 0))
@@ -202,23 +156,16 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Value]) -> Value {
     let mut disrupted = serde_json::Map::new();
     if let Some(d) = old.get("disruptedPods").and_then(|d| d.as_object()) {
         for (name, ts) in d {
-            let Some(p) = pods
-                .iter()
-                .find(|p| p.pointer("/metadata/name").and_then(|n| n.as_str()) == Some(name))
-            else {
+            let Some(p) = pods.iter().find(|p| &p.name == name) else {
                 continue;
             };
-            if p.pointer("/metadata/deletionTimestamp")
-                .is_some_and(|d| !d.is_null())
-            {
+            if p.deleting {
                 continue;
             }
             let fresh = ts
                 .as_str()
                 .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                .is_some_and(|t| {
-                    (now - t.with_timezone(&chrono::Utc)).num_seconds() < DELETION_TIMEOUT_SECS
-                });
+                .is_some_and(|t| (now - t.with_timezone(&chrono::Utc)).num_seconds() < DELETION_TIMEOUT_SECS);
             if fresh {
                 disrupted.insert(name.clone(), ts.clone());
             }
@@ -226,18 +173,7 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Value]) -> Value {
     }
     let healthy = pods
         .iter()
-        .filter(|p| {
-            p.pointer("/metadata/deletionTimestamp")
-                .is_none_or(|d| d.is_null())
-        })
-        .filter(|p| {
-            let n = p
-                .pointer("/metadata/name")
-                .and_then(|n| n.as_str())
-                .unwrap_or_default();
-            !disrupted.contains_key(n)
-        })
-        .filter(|p| pod_ready(p))
+        .filter(|p| !p.deleting && !disrupted.contains_key(&p.name) && p.ready)
         .count() as i64;
     let mut allowed = healthy - desired;
     if expected <= 0 || allowed <= 0 {
@@ -272,13 +208,7 @@ pub fn sync_namespace(api: &Api, ns: &str) -> Result<(), ApiError> {
         return Ok(());
     }
     let pods = api.def(names::PODS)?;
-    let ns_pods: Vec<Value> = api
-        .store
-        .list(&pods, &filter, None, 0)
-        .0
-        .iter()
-        .filter_map(|p| p.value().ok())
-        .collect();
+    let ns_pods = api.store.list(&pods, &filter, None, 0).0;
     for p in list {
         api.mutate(&pdbs, ns, &p.name, |v| {
             let st = compute_status(api, v, &ns_pods);

@@ -112,11 +112,7 @@ pub struct ScenarioReport {
 }
 
 fn hexs(n: usize) -> String {
-    use rand::Rng;
-    let mut r = rand::rng();
-    (0..n)
-        .map(|_| format!("{:x}", r.random_range(0..16u8)))
-        .collect()
+    super::kubelet::rand_hex(n)
 }
 
 /// A realistic Node (10-15 KiB of JSON).
@@ -426,6 +422,14 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
     } else {
         None
     };
+    // Pod specs are identical per app: build each once.
+    let mut specs: std::collections::HashMap<(String, bool), Value> = std::collections::HashMap::new();
+    let mut spec = |app: &str, emptydir: bool| -> Value {
+        specs
+            .entry((app.to_string(), emptydir))
+            .or_insert_with(|| pod_spec(app, emptydir))
+            .clone()
+    };
     let mut counter = 0usize;
     let mut next = || {
         counter += 1;
@@ -441,7 +445,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                 ip,
                 json!({"app": dname, "controller-revision-hash": "6d4f8b9c7"}),
                 Some(owner("DaemonSet", "apps/v1", dname, duid)),
-                pod_spec(dname, false),
+                spec(dname, false),
             );
             api.create(&pods, "kube-system", v, false, true)?;
             rep.pods += 1;
@@ -456,7 +460,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                 Some(
                     json!({"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": true}),
                 ),
-                pod_spec("static-web", false),
+                spec("static-web", false),
             );
             v["metadata"]["annotations"] = json!({
                 "kubernetes.io/config.hash": hexs(32), "kubernetes.io/config.mirror": hexs(32),
@@ -473,7 +477,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                 ip,
                 json!({"app": "cache", "pod-template-hash": "6b7c9d8f5e"}),
                 Some(owner("ReplicaSet", "apps/v1", cname, cuid)),
-                pod_spec("cache", true),
+                spec("cache", true),
             );
             api.create(&pods, WORKLOAD_NS, v, false, true)?;
             rep.pods += 1;
@@ -486,7 +490,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                 ip,
                 json!({"app": "standalone"}),
                 None,
-                pod_spec("standalone", false),
+                spec("standalone", false),
             );
             api.create(&pods, WORKLOAD_NS, v, false, true)?;
             rep.pods += 1;
@@ -499,7 +503,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                 ip,
                 json!({"app": "batch"}),
                 None,
-                pod_spec("batch", false),
+                spec("batch", false),
             );
             v["spec"]["restartPolicy"] = json!("Never");
             v["status"]["phase"] = json!("Succeeded");
@@ -531,7 +535,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                 ip,
                 json!({"app": app, "pod-template-hash": hash}),
                 Some(owner("ReplicaSet", "apps/v1", rname, ruid)),
-                pod_spec(app, false),
+                spec(app, false),
             );
             api.create(&pods, WORKLOAD_NS, v, false, true)?;
             rep.pods += 1;

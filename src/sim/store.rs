@@ -41,6 +41,10 @@ pub struct StoredObject {
     pub owner_uids: Vec<String>,
     /// metadata.deletionTimestamp is set.
     pub deleting: bool,
+    /// status.conditions has Ready=True (pods and nodes).
+    pub ready: bool,
+    /// uid of the owner reference with `controller: true`.
+    pub controller_uid: Option<String>,
 }
 
 impl StoredObject {
@@ -71,6 +75,21 @@ impl StoredObject {
                     .collect()
             })
             .unwrap_or_default();
+        let controller_uid = meta
+            .and_then(|m| m.get("ownerReferences"))
+            .and_then(|o| o.as_array())
+            .and_then(|a| a.iter().find(|o| o.get("controller").and_then(|c| c.as_bool()) == Some(true)))
+            .and_then(|o| o.get("uid").and_then(|u| u.as_str()))
+            .map(String::from);
+        let ready = v
+            .pointer("/status/conditions")
+            .and_then(|c| c.as_array())
+            .is_some_and(|c| {
+                c.iter().any(|x| {
+                    x.get("type").and_then(|t| t.as_str()) == Some("Ready")
+                        && x.get("status").and_then(|t| t.as_str()) == Some("True")
+                })
+            });
         let json = serde_json::to_vec(v).map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(StoredObject {
             json: Bytes::from(json),
@@ -84,6 +103,8 @@ impl StoredObject {
             deleting: meta
                 .and_then(|m| m.get("deletionTimestamp"))
                 .is_some_and(|d| !d.is_null()),
+            ready,
+            controller_uid,
         })
     }
 
@@ -337,6 +358,14 @@ impl Store {
             .get(&def.key())
             .and_then(|t| t.index.get(value))
             .map_or(0, |s| s.len())
+    }
+
+    /// (objects, bytes of JSON) over all resources.
+    pub fn stats(&self) -> (usize, usize) {
+        let inner = self.lock();
+        inner.tables.values().fold((0, 0), |(n, b), t| {
+            (n + t.objects.len(), b + t.objects.values().map(|o| o.json.len()).sum::<usize>())
+        })
     }
 
     /// Number of objects of a resource.

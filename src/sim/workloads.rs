@@ -10,7 +10,6 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::controller::next_batch;
-use super::pdb::pod_ready;
 use super::resources::names;
 use super::rest::{Api, DeleteOpts};
 use super::selectors::{Filter, LabelSelector};
@@ -91,7 +90,7 @@ fn sync_rs(api: &Api, key: &Key) {
             .map(|p| {
                 let rank = if p.fields.first().is_none_or(|n| n.is_empty()) {
                     0
-                } else if p.value().is_ok_and(|v| !pod_ready(&v)) {
+                } else if !p.ready {
                     1
                 } else {
                     2
@@ -106,12 +105,8 @@ fn sync_rs(api: &Api, key: &Key) {
     }
     // Status from the pods as they are now.
     let owned = owned_pods(api, &key.0, &rs.uid, &selector);
-    let act: Vec<Value> = owned
-        .iter()
-        .filter(|p| active(p))
-        .filter_map(|p| p.value().ok())
-        .collect();
-    let ready = act.iter().filter(|p| pod_ready(p)).count();
+    let act: Vec<&Arc<StoredObject>> = owned.iter().filter(|p| active(p)).collect();
+    let ready = act.iter().filter(|p| p.ready).count();
     let generation = v
         .pointer("/metadata/generation")
         .cloned()
@@ -142,12 +137,8 @@ fn sync_ds(api: &Api, key: &Key) {
     let Ok(v) = ds.value() else { return };
     let selector = v.pointer("/spec/selector").cloned().unwrap_or(json!({}));
     let owned = owned_pods(api, &key.0, &ds.uid, &selector);
-    let act: Vec<Value> = owned
-        .iter()
-        .filter(|p| active(p))
-        .filter_map(|p| p.value().ok())
-        .collect();
-    let ready = act.iter().filter(|p| pod_ready(p)).count();
+    let act: Vec<&Arc<StoredObject>> = owned.iter().filter(|p| active(p)).collect();
+    let ready = act.iter().filter(|p| p.ready).count();
     let desired = api.store.count(&nodes);
     let status = json!({
         "currentNumberScheduled": act.len(),

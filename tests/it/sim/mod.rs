@@ -9,6 +9,7 @@ mod cluster;
 mod hooks;
 mod kubectl;
 mod misc;
+mod scale;
 
 /// Not a test: serves a simulator for manual poking (`cargo test --test it sim::serve -- --ignored --nocapture`).
 #[tokio::test]
