@@ -2,7 +2,7 @@
 //! `desiredHealthy`, `disruptionsAllowed`, `expectedPods`, `observedGeneration`, `disruptedPods`,
 //! the `DisruptionAllowed` condition) the way kube-controller-manager does.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ use super::errors::ApiError;
 use super::resources::names;
 use super::rest::{Api, now_rfc3339};
 use super::selectors::{Filter, LabelSelector};
-use super::store::StoredObject;
+use super::store::{EventType, StoredObject};
 
 /// How long an eviction stays in `disruptedPods` without the pod being deleted.
 const DELETION_TIMEOUT_SECS: i64 = 120;
@@ -196,14 +196,24 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> 
     st
 }
 
-/// Recomputes the PDBs of one namespace; writes statuses that changed.
+/// Recomputes the PDBs of one namespace (all, or the named ones); writes statuses that changed.
 pub fn sync_namespace(api: &Api, ns: &str) -> Result<(), ApiError> {
+    sync_pdbs(api, ns, None)
+}
+
+fn sync_pdbs(api: &Api, ns: &str, only: Option<&HashSet<String>>) -> Result<(), ApiError> {
     let pdbs = api.def(names::PDBS)?;
     let filter = Filter {
         namespace: Some(ns.to_string()),
         ..Default::default()
     };
-    let list = api.store.list(&pdbs, &filter, None, 0).0;
+    let list: Vec<_> = api
+        .store
+        .list(&pdbs, &filter, None, 0)
+        .0
+        .into_iter()
+        .filter(|p| only.is_none_or(|o| o.contains(&p.name)))
+        .collect();
     if list.is_empty() {
         return Ok(());
     }
@@ -222,28 +232,66 @@ pub fn sync_namespace(api: &Api, ns: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Namespaces that hold PDBs.
-fn pdb_namespaces(api: &Api) -> HashSet<String> {
-    match api.def(names::PDBS) {
-        Ok(d) => api
-            .store
-            .list(&d, &Filter::default(), None, 0)
-            .0
+/// The selectors of every PDB, by namespace, to route pod changes to the PDBs they concern.
+#[derive(Default)]
+struct Selectors(HashMap<String, HashMap<String, Option<LabelSelector>>>);
+
+impl Selectors {
+    fn load(api: &Api) -> Self {
+        let mut s = Selectors::default();
+        if let Ok(d) = api.def(names::PDBS) {
+            for p in api.store.list(&d, &Filter::default(), None, 0).0 {
+                s.update(&p);
+            }
+        }
+        s
+    }
+
+    fn update(&mut self, p: &StoredObject) {
+        let sel = p
+            .value()
+            .ok()
+            .and_then(|v| v.pointer("/spec/selector").map(LabelSelector::from_object))
+            .and_then(|r| r.ok());
+        self.0.entry(p.namespace.clone()).or_default().insert(p.name.clone(), sel);
+    }
+
+    fn remove(&mut self, p: &StoredObject) {
+        if let Some(m) = self.0.get_mut(&p.namespace) {
+            m.remove(&p.name);
+        }
+    }
+
+    fn all(&self) -> HashMap<String, HashSet<String>> {
+        self.0
             .iter()
-            .map(|p| p.namespace.clone())
-            .collect(),
-        Err(_) => HashSet::new(),
+            .map(|(ns, m)| (ns.clone(), m.keys().cloned().collect()))
+            .collect()
+    }
+
+    fn matching(&self, ns: &str, labels: &[&[(String, String)]]) -> Vec<String> {
+        self.0
+            .get(ns)
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, s)| s.as_ref().is_some_and(|s| labels.iter().any(|l| s.matches(l))))
+                    .map(|(n, _)| n.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
-/// Runs the controller until shutdown.
+/// Runs the controller until shutdown. Only the PDBs whose selector matches a changed pod (before
+/// or after the change) are recomputed.
 pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
     let mut rx = api.store.subscribe();
-    let mut dirty = pdb_namespaces(&api);
+    let mut sels = Selectors::load(&api);
+    let mut dirty = sels.all();
     let mut last_full = tokio::time::Instant::now();
     loop {
-        for ns in dirty.drain() {
-            if let Err(e) = sync_namespace(&api, &ns) {
+        for (ns, names) in dirty.drain() {
+            if let Err(e) = sync_pdbs(&api, &ns, Some(&names)) {
                 tracing::debug!(namespace = %ns, error = %e, "PDB sync failed");
             }
         }
@@ -252,13 +300,33 @@ pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
         };
         // Periodic resync expires old disruptedPods entries.
         if batch.resync || last_full.elapsed() > Duration::from_secs(10) {
-            dirty = pdb_namespaces(&api);
+            sels = Selectors::load(&api);
+            dirty = sels.all();
             last_full = tokio::time::Instant::now();
         }
         for ev in &batch.events {
             let gp = (ev.def.group.as_str(), ev.def.plural.as_str());
-            if gp == names::PODS || gp == names::PDBS || gp == names::REPLICASETS {
-                dirty.insert(ev.obj.namespace.clone());
+            let ns = &ev.obj.namespace;
+            if gp == names::PDBS {
+                if ev.kind == EventType::Deleted {
+                    sels.remove(&ev.obj);
+                } else {
+                    sels.update(&ev.obj);
+                    dirty.entry(ns.clone()).or_default().insert(ev.obj.name.clone());
+                }
+            } else if gp == names::PODS {
+                let mut labels: Vec<&[(String, String)]> = vec![&ev.obj.labels];
+                if let Some(p) = &ev.prev {
+                    labels.push(&p.labels);
+                }
+                let hit = sels.matching(ns, &labels);
+                if !hit.is_empty() {
+                    dirty.entry(ns.clone()).or_default().extend(hit);
+                }
+            } else if gp == names::REPLICASETS
+                && let Some(m) = sels.0.get(ns)
+            {
+                dirty.entry(ns.clone()).or_default().extend(m.keys().cloned());
             }
         }
     }

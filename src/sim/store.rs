@@ -295,7 +295,7 @@ pub struct Store {
 impl Store {
     /// An empty store keeping `history_limit` events per resource for watches.
     pub fn new(history_limit: usize) -> Arc<Self> {
-        let (internal, _) = broadcast::channel(65536);
+        let (internal, _) = broadcast::channel(16384);
         Arc::new(Store {
             inner: Mutex::new(Inner::default()),
             current_rv: AtomicU64::new(0),
@@ -366,6 +366,15 @@ impl Store {
         inner.tables.values().fold((0, 0), |(n, b), t| {
             (n + t.objects.len(), b + t.objects.values().map(|o| o.json.len()).sum::<usize>())
         })
+    }
+
+    /// Sizes of every index bucket (pods per node).
+    pub fn index_sizes(&self, def: &ResourceDef) -> HashMap<String, usize> {
+        self.lock()
+            .tables
+            .get(&def.key())
+            .map(|t| t.index.iter().map(|(k, v)| (k.clone(), v.len())).collect())
+            .unwrap_or_default()
     }
 
     /// Number of objects of a resource.
