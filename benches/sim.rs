@@ -60,8 +60,9 @@ where
     let n = done.load(Ordering::Relaxed);
     let rate = n as f64 / start.elapsed().as_secs_f64();
     println!(
-        "{name:<34} {rate:>9.0} req/s  ({n} ok, {} errors, {conc} concurrent)",
-        errors.load(Ordering::Relaxed)
+        "{name:<34} {rate:>9.0} req/s  ({n} ok, {} errors, {conc} concurrent; RSS {:.0} MiB)",
+        errors.load(Ordering::Relaxed),
+        rss_mib()
     );
     rate
 }
@@ -75,7 +76,10 @@ async fn main() {
     let t = Instant::now();
     // maxUnavailable 100%: evictions go through the PDB path without being refused.
     let scenario = Scenario::new(nodes, per_node).pdb(Some(json!({"maxUnavailable": "100%"})));
-    let sim = Simulator::start(SimConfig::default().scenario(scenario)).await.expect("simulator");
+    let mut cfg = SimConfig::default().scenario(scenario);
+    cfg.controllers = env("SIM_CONTROLLERS", 1) == 1;
+    cfg.history_limit = env("SIM_HISTORY", 5000);
+    let sim = Simulator::start(cfg).await.expect("simulator");
     let (objects, bytes) = sim.store().stats();
     println!(
         "seeded {nodes} nodes x {per_node} pods in {:.2}s: {objects} objects, {:.0} MiB JSON, RSS {:.0} MiB",
@@ -115,10 +119,9 @@ async fn main() {
     })
     .await;
     let victims: Vec<String> = sim
-        .list_json("", "pods", "workloads")
+        .names("", "pods", "workloads")
         .into_iter()
-        .filter(|p| p["metadata"]["name"].as_str().is_some_and(|s| s.starts_with("app-")))
-        .filter_map(|p| p["metadata"]["name"].as_str().map(String::from))
+        .filter(|n| n.starts_with("app-"))
         .collect();
     let victims = Arc::new(victims);
     let pods: Api<Pod> = Api::namespaced(client.clone(), "workloads");
@@ -135,10 +138,14 @@ async fn main() {
         }
     })
     .await;
+    let (objects, bytes) = sim.store().stats();
+    let (events, hbytes) = sim.store().history_stats();
     println!(
-        "requests served: {}, RSS {:.0} MiB",
+        "requests served: {}, RSS {:.0} MiB; store {objects} objects / {:.0} MiB, watch history {events} events / {:.0} MiB",
         sim.requests(&Query::all()),
-        rss_mib()
+        rss_mib(),
+        bytes as f64 / (1 << 20) as f64,
+        hbytes as f64 / (1 << 20) as f64
     );
     sim.shutdown().await;
 }

@@ -384,6 +384,16 @@ impl SimHandle {
             .collect()
     }
 
+    /// Names of the objects of a resource (namespace "" for all), without parsing them.
+    pub fn names(&self, group: &str, plural: &str, ns: &str) -> Vec<String> {
+        let Ok(def) = self.shared.api.def((group, plural)) else { return Vec::new() };
+        let filter = selectors::Filter {
+            namespace: (!ns.is_empty()).then(|| ns.to_string()),
+            ..Default::default()
+        };
+        self.shared.api.store.list(&def, &filter, None, 0).0.iter().map(|o| o.name.clone()).collect()
+    }
+
     /// Stops serving, ends watches and stops the controllers.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);

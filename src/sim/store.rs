@@ -368,6 +368,21 @@ impl Store {
         })
     }
 
+    /// (events, bytes of JSON they reference) kept in the watch histories.
+    pub fn history_stats(&self) -> (usize, usize) {
+        let inner = self.lock();
+        inner.tables.values().fold((0, 0), |(n, b), t| {
+            (
+                n + t.history.len(),
+                b + t
+                    .history
+                    .iter()
+                    .map(|e| e.obj.json.len() + e.prev.as_ref().map_or(0, |p| p.json.len()))
+                    .sum::<usize>(),
+            )
+        })
+    }
+
     /// Sizes of every index bucket (pods per node).
     pub fn index_sizes(&self, def: &ResourceDef) -> HashMap<String, usize> {
         self.lock()
