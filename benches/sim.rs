@@ -14,16 +14,21 @@ use nmo::sim::{Query, Scenario, SimConfig, Simulator};
 use serde_json::json;
 
 fn env(k: &str, d: usize) -> usize {
-    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
 }
 
 fn rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1).and_then(|x| x.parse::<f64>().ok()))
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|x| x.parse::<f64>().ok())
+            })
         })
         .map_or(0.0, |kb| kb / 1024.0)
 }
@@ -112,9 +117,13 @@ async fn main() {
         let a = a.clone();
         async move {
             let p = json!({"metadata": {"labels": {"bench": i.to_string()}}});
-            a.patch(&format!("node-{}", i % n), &PatchParams::default(), &Patch::Strategic(&p))
-                .await
-                .is_ok()
+            a.patch(
+                &format!("node-{}", i % n),
+                &PatchParams::default(),
+                &Patch::Strategic(&p),
+            )
+            .await
+            .is_ok()
         }
     })
     .await;

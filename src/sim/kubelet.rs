@@ -38,7 +38,9 @@ impl Default for Timing {
 pub fn rand_hex(n: usize) -> String {
     const HEX: &[u8] = b"0123456789abcdef";
     let mut r = rand::rng();
-    (0..n).map(|_| HEX[r.random_range(0..16usize)] as char).collect()
+    (0..n)
+        .map(|_| HEX[r.random_range(0..16usize)] as char)
+        .collect()
 }
 
 /// A random pod IP.

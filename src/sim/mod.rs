@@ -215,7 +215,10 @@ impl Simulator {
             let thread = std::thread::Builder::new()
                 .name("sim-controllers".into())
                 .spawn(move || {
-                    let rt = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                    let rt = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
                         Ok(rt) => rt,
                         Err(e) => {
                             tracing::error!(error = %e, "simulator controllers could not start");
@@ -386,12 +389,21 @@ impl SimHandle {
 
     /// Names of the objects of a resource (namespace "" for all), without parsing them.
     pub fn names(&self, group: &str, plural: &str, ns: &str) -> Vec<String> {
-        let Ok(def) = self.shared.api.def((group, plural)) else { return Vec::new() };
+        let Ok(def) = self.shared.api.def((group, plural)) else {
+            return Vec::new();
+        };
         let filter = selectors::Filter {
             namespace: (!ns.is_empty()).then(|| ns.to_string()),
             ..Default::default()
         };
-        self.shared.api.store.list(&def, &filter, None, 0).0.iter().map(|o| o.name.clone()).collect()
+        self.shared
+            .api
+            .store
+            .list(&def, &filter, None, 0)
+            .0
+            .iter()
+            .map(|o| o.name.clone())
+            .collect()
     }
 
     /// Stops serving, ends watches and stops the controllers.
@@ -400,7 +412,11 @@ impl SimHandle {
         let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
         if let Some(t) = self.controllers {
             // The controllers see the stop signal at their next wake-up.
-            let _ = tokio::time::timeout(Duration::from_secs(5), tokio::task::spawn_blocking(move || t.join())).await;
+            let _ = tokio::time::timeout(
+                Duration::from_secs(5),
+                tokio::task::spawn_blocking(move || t.join()),
+            )
+            .await;
         }
     }
 }

@@ -31,17 +31,28 @@ fn hash(reg: &Registry) -> String {
 pub fn root(reg: &Registry) -> Value {
     let h = hash(reg);
     let mut paths = Map::new();
-    paths.insert("api".into(), json!({"serverRelativeURL": format!("/openapi/v3/api?hash={h}")}));
-    paths.insert("apis".into(), json!({"serverRelativeURL": format!("/openapi/v3/apis?hash={h}")}));
+    paths.insert(
+        "api".into(),
+        json!({"serverRelativeURL": format!("/openapi/v3/api?hash={h}")}),
+    );
+    paths.insert(
+        "apis".into(),
+        json!({"serverRelativeURL": format!("/openapi/v3/apis?hash={h}")}),
+    );
     for d in reg.all() {
         let p = gv_path(&d.group, &d.version);
-        paths.insert(p.clone(), json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={h}")}));
+        paths.insert(
+            p.clone(),
+            json!({"serverRelativeURL": format!("/openapi/v3/{p}?hash={h}")}),
+        );
     }
     json!({"paths": paths})
 }
 
 fn operation(d: &ResourceDef, verb: &str, action: &str) -> Value {
-    let mut params = vec![json!({"name": "pretty", "in": "query", "schema": {"type": "string", "uniqueItems": true}})];
+    let mut params = vec![
+        json!({"name": "pretty", "in": "query", "schema": {"type": "string", "uniqueItems": true}}),
+    ];
     if matches!(verb, "patch" | "put" | "post") {
         params.push(json!({"name": "dryRun", "in": "query", "schema": {"type": "string", "uniqueItems": true}}));
         params.push(json!({"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": true}}));
@@ -62,7 +73,11 @@ fn operation(d: &ResourceDef, verb: &str, action: &str) -> Value {
 
 /// `/openapi/v3/<gv>`; None when nothing is served there.
 pub fn group_version(reg: &Registry, gv: &str) -> Option<Value> {
-    let defs: Vec<_> = reg.all().into_iter().filter(|d| gv_path(&d.group, &d.version) == gv).collect();
+    let defs: Vec<_> = reg
+        .all()
+        .into_iter()
+        .filter(|d| gv_path(&d.group, &d.version) == gv)
+        .collect();
     if defs.is_empty() {
         return None;
     }

@@ -99,14 +99,20 @@ fn expected_scale(api: &Api, pods: &[Arc<StoredObject>]) -> Result<i64, String> 
         }
         let rs = api.store.get(&rsdef, &key.0, &key.1).ok_or_else(missing)?;
         let v = rs.value().map_err(|e| e.message)?;
-        total += v.pointer("/spec/replicas").and_then(|r| r.as_i64()).unwrap_or(1);
+        total += v
+            .pointer("/spec/replicas")
+            .and_then(|r| r.as_i64())
+            .unwrap_or(1);
     }
     Ok(total)
 }
 
 /// The status of one PDB given the pods of its namespace.
 pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> Value {
-    let generation = pdb.pointer("/metadata/generation").and_then(|g| g.as_i64()).unwrap_or(1);
+    let generation = pdb
+        .pointer("/metadata/generation")
+        .and_then(|g| g.as_i64())
+        .unwrap_or(1);
     let old = pdb.get("status").cloned().unwrap_or(json!({}));
     let sel = pdb
         .pointer("/spec/selector")
@@ -115,7 +121,11 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> 
     let pods: Vec<Arc<StoredObject>> = match &sel {
         // A null selector matches nothing, an empty one everything (policy/v1).
         None => Vec::new(),
-        Some(s) => ns_pods.iter().filter(|p| s.matches(&p.labels)).cloned().collect(),
+        Some(s) => ns_pods
+            .iter()
+            .filter(|p| s.matches(&p.labels))
+            .cloned()
+            .collect(),
     };
     let counts = if let Some(mu) = pdb.pointer("/spec/maxUnavailable") {
         expected_scale(api, &pods).and_then(|expected| {
@@ -125,7 +135,8 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> 
     } else if let Some(ma) = pdb.pointer("/spec/minAvailable") {
         match ma {
             Value::Number(n) => Ok((pods.len() as i64, n.as_i64().unwrap_or(0))),
-            _ => expected_scale(api, &pods).and_then(|expected| Ok((expected, scaled_up(ma, expected)?))),
+            _ => expected_scale(api, &pods)
+                .and_then(|expected| Ok((expected, scaled_up(ma, expected)?))),
         }
     } else {
         Ok((pods.len() as i64, 0))
@@ -165,7 +176,9 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> 
             let fresh = ts
                 .as_str()
                 .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                .is_some_and(|t| (now - t.with_timezone(&chrono::Utc)).num_seconds() < DELETION_TIMEOUT_SECS);
+                .is_some_and(|t| {
+                    (now - t.with_timezone(&chrono::Utc)).num_seconds() < DELETION_TIMEOUT_SECS
+                });
             if fresh {
                 disrupted.insert(name.clone(), ts.clone());
             }
@@ -253,7 +266,10 @@ impl Selectors {
             .ok()
             .and_then(|v| v.pointer("/spec/selector").map(LabelSelector::from_object))
             .and_then(|r| r.ok());
-        self.0.entry(p.namespace.clone()).or_default().insert(p.name.clone(), sel);
+        self.0
+            .entry(p.namespace.clone())
+            .or_default()
+            .insert(p.name.clone(), sel);
     }
 
     fn remove(&mut self, p: &StoredObject) {
@@ -274,7 +290,10 @@ impl Selectors {
             .get(ns)
             .map(|m| {
                 m.iter()
-                    .filter(|(_, s)| s.as_ref().is_some_and(|s| labels.iter().any(|l| s.matches(l))))
+                    .filter(|(_, s)| {
+                        s.as_ref()
+                            .is_some_and(|s| labels.iter().any(|l| s.matches(l)))
+                    })
                     .map(|(n, _)| n.clone())
                     .collect()
             })
@@ -312,7 +331,10 @@ pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
                     sels.remove(&ev.obj);
                 } else {
                     sels.update(&ev.obj);
-                    dirty.entry(ns.clone()).or_default().insert(ev.obj.name.clone());
+                    dirty
+                        .entry(ns.clone())
+                        .or_default()
+                        .insert(ev.obj.name.clone());
                 }
             } else if gp == names::PODS {
                 let mut labels: Vec<&[(String, String)]> = vec![&ev.obj.labels];
@@ -326,7 +348,10 @@ pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
             } else if gp == names::REPLICASETS
                 && let Some(m) = sels.0.get(ns)
             {
-                dirty.entry(ns.clone()).or_default().extend(m.keys().cloned());
+                dirty
+                    .entry(ns.clone())
+                    .or_default()
+                    .extend(m.keys().cloned());
             }
         }
     }

@@ -17,6 +17,9 @@ use super::errors::ApiError;
 use super::resources::ResourceDef;
 use super::selectors::{FieldTarget, Filter, field_value};
 
+/// Stands for the resourceVersion while an object is serialized outside the store lock.
+const RV_PLACEHOLDER: &str = "@@sim-rv@@";
+
 /// (namespace, name); namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);
 
@@ -78,7 +81,10 @@ impl StoredObject {
         let controller_uid = meta
             .and_then(|m| m.get("ownerReferences"))
             .and_then(|o| o.as_array())
-            .and_then(|a| a.iter().find(|o| o.get("controller").and_then(|c| c.as_bool()) == Some(true)))
+            .and_then(|a| {
+                a.iter()
+                    .find(|o| o.get("controller").and_then(|c| c.as_bool()) == Some(true))
+            })
             .and_then(|o| o.get("uid").and_then(|u| u.as_str()))
             .map(String::from);
         let ready = v
@@ -364,7 +370,10 @@ impl Store {
     pub fn stats(&self) -> (usize, usize) {
         let inner = self.lock();
         inner.tables.values().fold((0, 0), |(n, b), t| {
-            (n + t.objects.len(), b + t.objects.values().map(|o| o.json.len()).sum::<usize>())
+            (
+                n + t.objects.len(),
+                b + t.objects.values().map(|o| o.json.len()).sum::<usize>(),
+            )
         })
     }
 
@@ -491,6 +500,22 @@ impl Store {
     ) -> Result<Arc<StoredObject>, CommitError> {
         let key: Key = (ns.to_string(), name.to_string());
         let tkey = def.key();
+        let (mut value, deleting) = match write {
+            Write::Put(v) => (v, false),
+            Write::Delete(v) => (v, true),
+        };
+        // Serialize outside the lock with a placeholder resourceVersion, and splice the real one
+        // in under the lock: writers then serialize in parallel and the lock stays short.
+        if let Some(m) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            m.insert("resourceVersion".into(), json!(RV_PLACEHOLDER));
+        }
+        let mut fresh = StoredObject::from_value(def, &value).map_err(CommitError::Api)?;
+        let needle = format!("\"resourceVersion\":\"{RV_PLACEHOLDER}\"");
+        let at = fresh
+            .json
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+            .map(|p| p + needle.len() - RV_PLACEHOLDER.len() - 1);
         let mut inner = self.lock();
         let current = inner
             .tables
@@ -504,14 +529,16 @@ impl Store {
             _ => {}
         }
         let rv = inner.rv + 1;
-        let (mut value, deleting) = match write {
-            Write::Put(v) => (v, false),
-            Write::Delete(v) => (v, true),
-        };
-        if let Some(m) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            m.insert("resourceVersion".into(), json!(rv.to_string()));
+        if let Some(at) = at {
+            let rvs = rv.to_string();
+            let mut out = Vec::with_capacity(fresh.json.len() + rvs.len());
+            out.extend_from_slice(&fresh.json[..at]);
+            out.extend_from_slice(rvs.as_bytes());
+            out.extend_from_slice(&fresh.json[at + RV_PLACEHOLDER.len()..]);
+            fresh.json = Bytes::from(out);
         }
-        let stored = Arc::new(StoredObject::from_value(def, &value).map_err(CommitError::Api)?);
+        fresh.rv = rv;
+        let stored = Arc::new(fresh);
         inner.rv = rv;
         let inner = &mut *inner;
         // Owner and uid indexes.

@@ -26,7 +26,9 @@ fn active(p: &StoredObject) -> bool {
 /// The pods a controller owns, through the store's owner index (O(owned pods)). Adoption of
 /// orphans matching the selector is not simulated.
 fn owned_pods(api: &Api, ns: &str, uid: &str) -> Vec<Arc<StoredObject>> {
-    let Ok(pods) = api.def(names::PODS) else { return Vec::new() };
+    let Ok(pods) = api.def(names::PODS) else {
+        return Vec::new();
+    };
     let pods_key = pods.key();
     api.store
         .dependents(uid)

@@ -48,7 +48,9 @@ pub fn nm_crd() -> Value {
 
 /// Starts a simulator with the NodeMaintenance CRD, a scenario, and a fast clock.
 pub async fn start(scenario: Option<Scenario>, time_scale: f64) -> SimHandle {
-    let mut cfg = SimConfig::default().crd_json(nm_crd()).time_scale(time_scale);
+    let mut cfg = SimConfig::default()
+        .crd_json(nm_crd())
+        .time_scale(time_scale);
     cfg.scenario = scenario;
     cfg.timing.pod_startup = Duration::from_millis(500);
     cfg.bookmark_interval = Duration::from_millis(300);
@@ -86,7 +88,11 @@ pub struct Out {
 impl Kubectl {
     /// None (with a notice) when kubectl is missing, unless CI=true (then it panics).
     pub fn new(sim: &SimHandle) -> Option<Kubectl> {
-        let found = Command::new("kubectl").arg("version").arg("--client").output().is_ok();
+        let found = Command::new("kubectl")
+            .arg("version")
+            .arg("--client")
+            .output()
+            .is_ok();
         if !found {
             if std::env::var("CI").as_deref() == Ok("true") {
                 panic!("kubectl is required when CI=true");
@@ -149,7 +155,9 @@ pub async fn raw(
     if let Some(ct) = content_type {
         b = b.header("content-type", ct);
     }
-    let bytes = body.map(|v| serde_json::to_vec(&v).unwrap()).unwrap_or_default();
+    let bytes = body
+        .map(|v| serde_json::to_vec(&v).unwrap())
+        .unwrap_or_default();
     let req = b.body(kube::client::Body::from(bytes)).unwrap();
     let resp = client.send(req).await.expect("request sent");
     let code = resp.status().as_u16();

@@ -1,15 +1,15 @@
 //! Conformance tests of the simulated API server.
 
+mod cluster;
 mod common;
 mod crud;
-mod patch;
-mod watch;
 mod eviction;
-mod cluster;
 mod hooks;
 mod kubectl;
 mod misc;
+mod patch;
 mod scale;
+mod watch;
 
 /// Not a test: serves a simulator for manual poking (`cargo test --test it sim::serve -- --ignored --nocapture`).
 #[tokio::test]
@@ -20,7 +20,10 @@ async fn serve_for_manual_poking() {
     sim.write_kubeconfig(p).unwrap();
     println!("serving at {}", sim.base_url());
     tokio::time::sleep(std::time::Duration::from_secs(
-        std::env::var("POKE_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(120),
+        std::env::var("POKE_SECS")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(120),
     ))
     .await;
 }
