@@ -8,4 +8,5 @@ mod hooks;
 mod kubectl;
 mod misc;
 mod patch;
+mod scale;
 mod watch;
