@@ -439,7 +439,10 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
             c.require_ns()?;
             let o = api.get(def, c.ns(), c.name())?;
             Ok(match c.table() {
-                Some(inc) => value_response(200, &table::table(def, &[o.clone()], o.rv, None, inc)),
+                Some(inc) => value_response(
+                    200,
+                    &table::table(def, std::slice::from_ref(&o), o.rv, None, inc),
+                ),
                 None => object_response(200, &o),
             })
         }

@@ -1,6 +1,6 @@
 //! Helpers shared by the simulator conformance tests.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -135,11 +135,6 @@ impl Kubectl {
         let p = self.dir.path().join(name);
         std::fs::write(&p, content).expect("write");
         p
-    }
-
-    /// The temp dir.
-    pub fn path(&self) -> &Path {
-        self.dir.path()
     }
 }
 

@@ -19,7 +19,10 @@ async fn two_thousand_nodes_load_quickly_and_node_scoped_reads_stay_small() {
     let sim = Simulator::start(cfg).await.unwrap();
     let load = t.elapsed();
     let (objects, bytes) = sim.store().stats();
-    eprintln!("{nodes}x30 loaded in {load:?}: {objects} objects, {} MiB of JSON", bytes / (1 << 20));
+    eprintln!(
+        "{nodes}x30 loaded in {load:?}: {objects} objects, {} MiB of JSON",
+        bytes / (1 << 20)
+    );
     assert!(load < Duration::from_secs(25), "{load:?}");
     // Nodes, 30 pods each, 5 namespaces, 1 DaemonSet, 21 ReplicaSets, 20 PDBs.
     assert_eq!(objects, 31 * nodes + 47);
