@@ -232,31 +232,6 @@ fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, out: &mut V
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn prunes_defaults_and_requires() {
-        let schema = json!({"type": "object", "properties": {
-            "spec": {"type": "object", "required": ["nodeName"], "properties": {
-                "nodeName": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "immutable"}]},
-                "reason": {"type": "string", "default": "none"}}}}});
-        let mut obj = json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"bogus": 1}, "junk": 2});
-        default_and_prune(&mut obj, &schema);
-        assert_eq!(
-            obj,
-            json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"reason": "none"}})
-        );
-        let errs = validate(&obj, None, &schema);
-        assert_eq!(errs[0].1, "spec.nodeName");
-        let new = json!({"spec": {"nodeName": "b"}});
-        let old = json!({"spec": {"nodeName": "a"}});
-        assert_eq!(validate(&new, Some(&old), &schema).len(), 1);
-    }
-}
-
 /// The fields pruning would drop from `obj` (dotted paths), for `fieldValidation=Strict`.
 pub fn unknown_fields(obj: &Value, schema: &Value) -> Vec<String> {
     let mut pruned = obj.clone();
@@ -289,5 +264,30 @@ fn removed(before: &Value, after: &Value, prefix: &str, out: &mut Vec<String>) {
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn prunes_defaults_and_requires() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["nodeName"], "properties": {
+                "nodeName": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "immutable"}]},
+                "reason": {"type": "string", "default": "none"}}}}});
+        let mut obj = json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"bogus": 1}, "junk": 2});
+        default_and_prune(&mut obj, &schema);
+        assert_eq!(
+            obj,
+            json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"reason": "none"}})
+        );
+        let errs = validate(&obj, None, &schema);
+        assert_eq!(errs[0].1, "spec.nodeName");
+        let new = json!({"spec": {"nodeName": "b"}});
+        let old = json!({"spec": {"nodeName": "a"}});
+        assert_eq!(validate(&new, Some(&old), &schema).len(), 1);
     }
 }
