@@ -118,6 +118,15 @@ async fn kubectl_applies_a_crd_then_a_nodemaintenance() {
     );
     let o = k.run(&["apply", "-f", nm.to_str().unwrap()]).await;
     assert!(o.stdout.contains("unchanged"), "{o:?}");
+    // Unknown fields are refused (kubectl asks for strict field validation).
+    let bad = k.file("bad.yaml", "apiVersion: nodemaintenance.medik8s.io/v1beta1\nkind: NodeMaintenance\nmetadata:\n  name: nm-bad\nspec:\n  nodeName: node-0\n  bogus: 1\n");
+    let o = k.run(&["apply", "-f", bad.to_str().unwrap()]).await;
+    assert!(!o.ok);
+    assert!(
+        o.stderr
+            .contains("strict decoding error: unknown field \"spec.bogus\""),
+        "{o:?}"
+    );
     // Status through the subresource, shown in the printer columns.
     let o = k
         .run(&[
