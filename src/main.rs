@@ -96,7 +96,10 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 async fn run_operator(options: OperatorOptions, log_format: LogFormat) -> Result<(), CliError> {
     let telemetry = telemetry::init(log_format)?;
     let outcome = async {
-        let client = kube::Client::try_default().await?;
+        let config = kube::Config::infer()
+            .await
+            .map_err(kube::Error::InferConfig)?;
+        let client = operator::client(config)?;
         operator::run(client, options, termination()).await?;
         Ok(())
     }

@@ -119,6 +119,15 @@ impl OperatorOptions {
     }
 }
 
+/// The kube client nmo runs with. kube's built-in retry is off: it resends a 429 up to 15
+/// times with growing waits, so a refusal by a PodDisruptionBudget would hang inside one call
+/// for minutes, holding an eviction slot, and the eviction actor's own per-budget backoff
+/// (which decides when to ask again) would never start.
+pub fn client(mut config: kube::Config) -> Result<Client, kube::Error> {
+    config.default_retry = false;
+    Client::try_from(config)
+}
+
 /// Why the operator stopped other than being asked to.
 #[derive(Debug, thiserror::Error)]
 pub enum OperatorError {

@@ -79,3 +79,36 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
     operator.stop().await.expect("clean stop");
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_eviction_reaches_nmo_at_once_not_after_client_retries() {
+    let sim = cluster::start(Scenario::plain(1, 1).pdb(None)).await;
+    let uri: http::Uri = sim.base_url().parse().expect("a URL");
+    let client = nmo::operator::client(kube::Config::new(uri)).expect("a client");
+    sim.faults().add(
+        nmo::sim::FaultRule::on(Some("create"), Some("pods"))
+            .subresource("eviction")
+            .errors(1.0, 429),
+    );
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client, "workloads");
+    let name = sim.list_json("", "pods", "workloads")[0]["metadata"]["name"]
+        .as_str()
+        .expect("a pod")
+        .to_string();
+    let started = std::time::Instant::now();
+    let refused = tokio::time::timeout(
+        Duration::from_secs(10),
+        pods.evict(&name, &Default::default()),
+    )
+    .await
+    .expect("the refusal comes back at once, not after the client's own retries");
+    assert!(refused.is_err(), "the injected 429 comes back");
+    assert_eq!(
+        sim.requests(&Query::all().subresource("eviction")),
+        1,
+        "one request, no retries"
+    );
+    assert!(started.elapsed() < Duration::from_secs(5));
+    sim.shutdown().await;
+}
