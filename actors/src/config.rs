@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::observe::{self, Observer};
+
 /// Source of wall-clock time for lease and status timestamps. Tests use [`TokioClock`] so that
 /// paused tokio time and lease validity move together.
 pub trait Clock: Send + Sync + 'static {
@@ -82,6 +84,8 @@ pub struct Config {
     pub actor_name_prefix: Option<String>,
     /// Wall clock.
     pub clock: Arc<dyn Clock>,
+    /// Receives metrics-worthy happenings and new trace roots.
+    pub observer: Arc<dyn Observer>,
 }
 
 impl Default for Config {
@@ -100,6 +104,7 @@ impl Default for Config {
             backoff_max: Duration::from_secs(60),
             actor_name_prefix: Some(String::new()),
             clock: Arc::new(SystemClock),
+            observer: observe::noop(),
         }
     }
 }
