@@ -387,7 +387,7 @@ impl EvictionState {
                 if let Some(delay) = delay {
                     span.record("backoff_ms", duration_ms(delay));
                 }
-                tracing::info!(parent: &span, %message, "blocked by a PodDisruptionBudget, waiting for its backoff");
+                tracing::info!(parent: &span, refusal = %message, "blocked by a PodDisruptionBudget, waiting for its backoff");
                 if let Some(mut h) = held {
                     reply(&h.req, EvictionReply::Blocked { pdb, message });
                     h.at = Where::Parked;

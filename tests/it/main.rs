@@ -2,4 +2,7 @@
 
 mod crd;
 mod manifests;
+mod obs_support;
+mod otlp_receiver;
 mod sim;
+mod traces;
