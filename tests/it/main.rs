@@ -1,8 +1,11 @@
 //! The one integration test binary (each test binary is large and slow to link).
 
+mod api_requests;
 mod crd;
 mod manifests;
+mod metrics;
 mod obs_support;
 mod otlp_receiver;
+mod probes;
 mod sim;
 mod traces;

@@ -29,7 +29,6 @@ pub const REFUSALS: usize = 2;
 
 /// The actor system fed by a fake cluster's NodeMaintenance changes.
 pub struct FakeOperator {
-    pub cluster: FakeCluster,
     system: Option<ActorSystem>,
     feeder: JoinHandle<()>,
 }
@@ -60,7 +59,6 @@ impl FakeOperator {
             }
         });
         FakeOperator {
-            cluster,
             system: Some(system),
             feeder,
         }
