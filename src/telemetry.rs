@@ -111,6 +111,24 @@ pub fn otel_filter() -> Targets {
         .with_target("ractor", Level::WARN)
 }
 
+/// The log line writer (unfiltered): each line names its enclosing spans with their fields, so
+/// a line inside a maintenance carries the maintenance's `node` and `trace_id`.
+pub fn log_layer<S, W>(format: LogFormat, writer: W) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'span> LookupSpan<'span>,
+    W: for<'writer> tracing_subscriber::fmt::MakeWriter<'writer> + Send + Sync + 'static,
+{
+    match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(writer).boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
+            .json()
+            .with_current_span(true)
+            .with_span_list(true)
+            .with_writer(writer)
+            .boxed(),
+    }
+}
+
 /// Installs the global subscriber: logs filtered by `RUST_LOG` (default `info`), and spans
 /// exported over OTLP when configured.
 pub fn init(format: LogFormat) -> Result<Telemetry, TelemetryError> {
@@ -118,15 +136,7 @@ pub fn init(format: LogFormat) -> Result<Telemetry, TelemetryError> {
     let provider = tracer_provider()?.unwrap_or_else(|| SdkTracerProvider::builder().build());
     let otel_layer = otel_layer(&provider);
     let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let log_layer = match format {
-        LogFormat::Text => tracing_subscriber::fmt::layer().boxed(),
-        LogFormat::Json => tracing_subscriber::fmt::layer()
-            .json()
-            .with_current_span(true)
-            .with_span_list(true)
-            .boxed(),
-    }
-    .with_filter(log_filter);
+    let log_layer = log_layer(format, std::io::stdout).with_filter(log_filter);
     Registry::default()
         .with(otel_layer)
         .with(log_layer)

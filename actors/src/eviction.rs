@@ -387,7 +387,7 @@ impl EvictionState {
                 if let Some(delay) = delay {
                     span.record("backoff_ms", duration_ms(delay));
                 }
-                tracing::info!(parent: &span, refusal = %message, "blocked by a PodDisruptionBudget, waiting for its backoff");
+                span.in_scope(|| tracing::info!(refusal = %message, "blocked by a PodDisruptionBudget, waiting for its backoff"));
                 if let Some(mut h) = held {
                     reply(&h.req, EvictionReply::Blocked { pdb, message });
                     h.at = Where::Parked;
@@ -411,7 +411,9 @@ impl EvictionState {
                     self.global_until = Some(now + delay);
                     span.record("backoff_ms", duration_ms(delay));
                 }
-                tracing::info!(parent: &span, "throttled by the API server, pausing every eviction");
+                span.in_scope(|| {
+                    tracing::info!("throttled by the API server, pausing every eviction")
+                });
                 if let Some(mut h) = held {
                     h.at = Where::Ready;
                     self.held.insert(pod.clone(), h);
@@ -430,7 +432,7 @@ impl EvictionState {
             }
             Err(err) => {
                 span.record("otel.status_code", "ERROR");
-                tracing::warn!(parent: &span, error = %err, "eviction failed");
+                span.in_scope(|| tracing::warn!(error = %err, "eviction failed"));
                 if let Some(h) = held {
                     reply(&h.req, EvictionReply::Failed(err.to_string()));
                 }

@@ -358,7 +358,10 @@ impl NodeActorState {
         if self.stage == Stage::Undoing {
             return;
         }
-        tracing::info!(parent: &self.span, "maintenance deleted, undoing");
+        // Log lines are emitted inside the span (not with `parent:`): JSON logs list the spans
+        // entered, so that is how a line gets the maintenance's node and trace id.
+        self.span
+            .in_scope(|| tracing::info!("maintenance deleted, undoing"));
         self.note_phase();
         self.forget_phase();
         self.ctx.deleting.store(true, Ordering::SeqCst);
@@ -444,7 +447,7 @@ impl NodeActorState {
         }
         match done.outcome {
             ReconcileOutcome::Ready { node, lease } => {
-                tracing::debug!(parent: &self.span, node = %node.name, lease = %lease.name, "node in maintenance");
+                self.span.in_scope(|| tracing::debug!(node = %node.name, lease = %lease.name, "node in maintenance"));
                 self.held_lease = true;
                 self.node_uid = node.uid.clone();
                 status::lease_acquired(&mut self.status, now);
@@ -488,7 +491,8 @@ impl NodeActorState {
                 self.status.last_error = Some(error);
             }
             ReconcileOutcome::Error(error) => {
-                tracing::warn!(parent: &self.span, %error, "maintenance step failed, retrying");
+                self.span
+                    .in_scope(|| tracing::warn!(%error, "maintenance step failed, retrying"));
                 self.status.last_error = Some(error);
             }
             ReconcileOutcome::Gone => {
@@ -814,7 +818,9 @@ impl Actor for NodeActor {
                     && matches!(state.stage, Stage::Draining | Stage::Succeeded)
                     && plan::maintenance_patch(&node, state.now()).is_some()
                 {
-                    tracing::info!(parent: &state.span, "node changed under maintenance, repairing");
+                    state
+                        .span
+                        .in_scope(|| tracing::info!("node changed under maintenance, repairing"));
                     state.repair = true;
                     state.kick(&myself);
                 }
@@ -854,7 +860,9 @@ impl Actor for NodeActor {
                         }
                         Ok(()) => {}
                         Err(error) => {
-                            tracing::warn!(parent: &state.span, %error, "undo failed, retrying");
+                            state
+                                .span
+                                .in_scope(|| tracing::warn!(%error, "undo failed, retrying"));
                             if !finalizer && state.stage == Stage::Failed {
                                 // Retried on the next tick, like the deletion's undo.
                                 state.fail_undo = true;
@@ -876,7 +884,9 @@ impl Actor for NodeActor {
                     }
                     Err(ClusterError::NotFound(_)) => {}
                     Err(err) => {
-                        tracing::warn!(parent: &state.span, error = %err, "cannot write status, retrying");
+                        state.span.in_scope(
+                            || tracing::warn!(error = %err, "cannot write status, retrying"),
+                        );
                     }
                 }
             }

@@ -2,6 +2,7 @@
 
 mod api_requests;
 mod crd;
+mod logs;
 mod manifests;
 mod metrics;
 mod obs_support;

@@ -431,7 +431,9 @@ pub(crate) async fn reconcile(
         }
         Err(err) => {
             span.record("otel.status_code", "ERROR");
-            tracing::warn!(parent: &span, error = %err, "cannot label, taint and cordon the node");
+            span.in_scope(
+                || tracing::warn!(error = %err, "cannot label, taint and cordon the node"),
+            );
             done.outcome = ReconcileOutcome::Error(format!("cannot cordon node: {err}"));
         }
     }
@@ -549,6 +551,7 @@ pub(crate) async fn undo(ctx: OpCtx, finalizer: bool) -> Result<(), String> {
         )
         .await;
     }
+    tracing::info!(finalizer_removed = finalizer, "node out of maintenance");
     Ok(())
 }
 
