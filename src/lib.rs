@@ -13,3 +13,4 @@ pub mod operator;
 pub mod operator_metrics;
 pub mod sim;
 pub mod telemetry;
+pub mod webhook;

@@ -27,6 +27,8 @@ enum Command {
     },
     /// Print the NodeMaintenance CustomResourceDefinition as YAML (what deploy/crd.yaml holds).
     Crd,
+    /// Serve a simulated cluster (NodeMaintenance CRD installed) and write a kubeconfig for it.
+    Sim(nmo::sim::cli::SimArgs),
 }
 
 /// Why a command failed.
@@ -47,6 +49,12 @@ enum CliError {
     /// The operator stopped with an error.
     #[error(transparent)]
     Operator(#[from] operator::OperatorError),
+    /// The simulated cluster failed.
+    #[error("simulated cluster: {0}")]
+    Sim(#[from] nmo::sim::SimError),
+    /// The CRD could not be turned into JSON for the simulator.
+    #[error("cannot convert the CRD: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +79,11 @@ fn dispatch(cli: Cli) -> Result<(), CliError> {
             options,
             log_format,
         } => runtime()?.block_on(run_operator(options, log_format)),
+        Command::Sim(args) => {
+            let crd = serde_json::to_value(nmo::crd::definition())?;
+            runtime()?.block_on(nmo::sim::cli::run_with_crds(args, vec![crd]))?;
+            Ok(())
+        }
     }
 }
 

@@ -80,6 +80,9 @@ pub struct Config {
     pub backoff_base: Duration,
     /// Backoff ceiling.
     pub backoff_max: Duration,
+    /// Minimum time between two status writes that only report progress (a phase change is
+    /// written at once): a burst of pods leaving costs one write, not one per pod.
+    pub status_coalesce: Duration,
     /// Prefix of node actor names (`<prefix>node/<nm-name>`); None = unnamed actors.
     pub actor_name_prefix: Option<String>,
     /// Wall clock.
@@ -102,6 +105,7 @@ impl Default for Config {
             eviction_queue_bound: 10_000,
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
+            status_coalesce: Duration::from_secs(1),
             actor_name_prefix: Some(String::new()),
             clock: Arc::new(SystemClock),
             observer: observe::noop(),
@@ -140,6 +144,7 @@ impl fmt::Debug for Config {
             .field("eviction_queue_bound", &self.eviction_queue_bound)
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
+            .field("status_coalesce", &self.status_coalesce)
             .field("actor_name_prefix", &self.actor_name_prefix)
             .finish_non_exhaustive()
     }

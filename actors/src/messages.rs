@@ -39,6 +39,9 @@ pub enum NodeMsg {
     Update(Box<Maintenance>),
     /// Retry timer: re-check whatever is unfinished.
     Tick,
+    /// A deferred status write is due (progress writes are coalesced, see
+    /// `Config::status_coalesce`).
+    FlushStatus,
     /// Lease renewal timer.
     RenewLease,
     /// The Node changed (None = it does not exist).

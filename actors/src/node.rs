@@ -80,6 +80,9 @@ pub struct NodeActorState {
     /// What the API has (last written or read).
     written: Option<MaintenanceStatus>,
     status_busy: bool,
+    /// Until when progress-only writes wait (coalescing), and whether a write is scheduled.
+    status_hold_until: Option<tokio::time::Instant>,
+    status_flush_scheduled: bool,
     /// An operation ([`ops`]) is running; `dirty` asks for another one after it.
     busy: bool,
     dirty: bool,
@@ -238,6 +241,16 @@ impl NodeActorState {
         if !differs || self.status.phase.is_none() {
             return;
         }
+        let phase_changes = self.written.as_ref().map(|w| w.phase) != Some(self.status.phase);
+        let now = tokio::time::Instant::now();
+        if !phase_changes && let Some(until) = self.status_hold_until.filter(|until| *until > now) {
+            if !self.status_flush_scheduled {
+                self.status_flush_scheduled = true;
+                myself.send_after(until - now, || NodeMsg::FlushStatus);
+            }
+            return;
+        }
+        self.status_hold_until = Some(now + self.ctx.config.status_coalesce);
         self.status.last_update = Some(self.now());
         self.status_busy = true;
         let cluster = self.ctx.cluster.clone();
@@ -680,6 +693,8 @@ impl Actor for NodeActor {
             nm,
             stage: Stage::Starting,
             status_busy: false,
+            status_hold_until: None,
+            status_flush_scheduled: false,
             busy: false,
             dirty: false,
             refreshed: false,
@@ -765,6 +780,10 @@ impl Actor for NodeActor {
                     state.nm.reason = nm.reason;
                     state.nm.finalizers = nm.finalizers;
                 }
+            }
+            NodeMsg::FlushStatus => {
+                state.status_flush_scheduled = false;
+                state.flush_status(&myself);
             }
             NodeMsg::Tick => {
                 state.flush_status(&myself);

@@ -1,0 +1,139 @@
+//! Request accounting by verb, resource, subresource and client identity.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+/// What one request is counted under.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct RequestKey {
+    /// Kubernetes verb: get, list, watch, create, update, patch, delete, deletecollection
+    /// (discovery and other non-resource requests: the HTTP method, lower case).
+    pub verb: String,
+    /// API group ("" for core).
+    pub group: String,
+    /// Resource plural ("" for non-resource requests, whose path is in `subresource`).
+    pub resource: String,
+    /// Subresource ("status", "eviction"), or the path of a non-resource request.
+    pub subresource: String,
+    /// The user the bearer token maps to ("" when anonymous).
+    pub user: String,
+    /// The User-Agent header.
+    pub user_agent: String,
+}
+
+/// A filter over counted requests; `None` fields match anything.
+#[derive(Debug, Clone, Default)]
+pub struct Query {
+    /// Verb.
+    pub verb: Option<String>,
+    /// Resource plural.
+    pub resource: Option<String>,
+    /// Subresource ("" for the main resource).
+    pub subresource: Option<String>,
+    /// User (bearer token identity).
+    pub user: Option<String>,
+    /// User-Agent substring.
+    pub user_agent: Option<String>,
+}
+
+impl Query {
+    /// Everything.
+    pub fn all() -> Self {
+        Self::default()
+    }
+    /// Filter by verb.
+    pub fn verb(mut self, v: &str) -> Self {
+        self.verb = Some(v.into());
+        self
+    }
+    /// Filter by resource plural.
+    pub fn resource(mut self, r: &str) -> Self {
+        self.resource = Some(r.into());
+        self
+    }
+    /// Filter by subresource ("" for the main resource).
+    pub fn subresource(mut self, s: &str) -> Self {
+        self.subresource = Some(s.into());
+        self
+    }
+    /// Filter by user.
+    pub fn user(mut self, u: &str) -> Self {
+        self.user = Some(u.into());
+        self
+    }
+    /// Filter by User-Agent substring.
+    pub fn user_agent(mut self, ua: &str) -> Self {
+        self.user_agent = Some(ua.into());
+        self
+    }
+
+    fn matches(&self, k: &RequestKey) -> bool {
+        self.verb.as_ref().is_none_or(|v| v == &k.verb)
+            && self.resource.as_ref().is_none_or(|r| r == &k.resource)
+            && self
+                .subresource
+                .as_ref()
+                .is_none_or(|s| s == &k.subresource)
+            && self.user.as_ref().is_none_or(|u| u == &k.user)
+            && self
+                .user_agent
+                .as_ref()
+                .is_none_or(|u| k.user_agent.contains(u.as_str()))
+    }
+}
+
+/// The counters.
+#[derive(Debug, Default)]
+pub struct Accounting {
+    counts: Mutex<HashMap<RequestKey, u64>>,
+}
+
+impl Accounting {
+    /// Counts one request.
+    pub fn record(&self, key: RequestKey) {
+        let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        *c.entry(key).or_insert(0) += 1;
+    }
+
+    /// All counters.
+    pub fn snapshot(&self) -> Vec<(RequestKey, u64)> {
+        let c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v: Vec<(RequestKey, u64)> = c.iter().map(|(k, n)| (k.clone(), *n)).collect();
+        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v
+    }
+
+    /// Sum of the counters a query matches.
+    pub fn count(&self, q: &Query) -> u64 {
+        let c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        c.iter()
+            .filter(|(k, _)| q.matches(k))
+            .map(|(_, n)| *n)
+            .sum()
+    }
+
+    /// Forgets everything.
+    pub fn reset(&self) {
+        self.counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+
+    /// The counters as JSON (for the debug endpoint).
+    pub fn to_json(&self) -> serde_json::Value {
+        let items: Vec<serde_json::Value> = self
+            .snapshot()
+            .into_iter()
+            .map(|(k, n)| {
+                let mut v = serde_json::to_value(&k).unwrap_or_default();
+                v["count"] = serde_json::json!(n);
+                v
+            })
+            .collect();
+        let total: u64 = items.iter().filter_map(|i| i["count"].as_u64()).sum();
+        serde_json::json!({"total": total, "requests": items})
+    }
+}

@@ -1,0 +1,349 @@
+//! PATCH bodies: JSON patch, JSON merge patch, strategic merge patch (for the fields and lists nmo
+//! and kubectl patch), and a simplified server-side apply.
+
+use serde_json::{Map, Value};
+
+use super::errors::ApiError;
+
+/// The patch flavours, by Content-Type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PatchType {
+    /// `application/json-patch+json`.
+    Json,
+    /// `application/merge-patch+json`.
+    Merge,
+    /// `application/strategic-merge-patch+json`.
+    Strategic,
+    /// `application/apply-patch+yaml` (server-side apply).
+    Apply,
+}
+
+impl PatchType {
+    /// From a Content-Type header.
+    pub fn from_content_type(ct: &str) -> Option<Self> {
+        let base = ct.split(';').next().unwrap_or_default().trim();
+        match base {
+            "application/json-patch+json" => Some(PatchType::Json),
+            "application/merge-patch+json" => Some(PatchType::Merge),
+            "application/strategic-merge-patch+json" => Some(PatchType::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" => {
+                Some(PatchType::Apply)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// The media types a resource accepts for PATCH (custom resources have no strategic merge).
+pub fn accepted_patch_types(custom: bool) -> Vec<&'static str> {
+    let mut v = vec![
+        "application/json-patch+json",
+        "application/merge-patch+json",
+    ];
+    if !custom {
+        v.push("application/strategic-merge-patch+json");
+    }
+    v.push("application/apply-patch+yaml");
+    v
+}
+
+/// Applies a JSON patch (RFC 6902) with the API server's semantics. A failing operation,
+/// including a failed `test`, is a 422 with the real server's generic message and the patch
+/// library's own text in a cause, and changes nothing.
+///
+/// Like the Go library the API server uses, a `test` whose value is `null` succeeds on a
+/// missing member (the Go operator relies on it to test an absent taint list).
+pub fn json_patch(doc: &Value, body: &[u8]) -> Result<Value, ApiError> {
+    let p: json_patch::Patch =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let mut out = doc.clone();
+    for op in p.0 {
+        if let json_patch::PatchOperation::Test(test) = &op
+            && test.value.is_null()
+            && out.pointer(test.path.as_str()).is_none()
+        {
+            continue;
+        }
+        // The cause text is the Go library's, which clients match on.
+        let failure = |e: json_patch::PatchError| {
+            let text = match e.kind {
+                json_patch::PatchErrorKind::TestFailed => {
+                    format!("testing value {} failed: test failed", e.path)
+                }
+                _ => format!("{} operation does not apply: {}", op_name(&op), e),
+            };
+            ApiError::new(
+                422,
+                "Invalid",
+                "the server rejected our request due to an error in our request",
+            )
+            .with_details(serde_json::json!({
+                "causes": [super::errors::cause("UnexpectedServerResponse", &text, None)]
+            }))
+        };
+        json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(failure)?;
+    }
+    Ok(out)
+}
+
+fn op_name(op: &json_patch::PatchOperation) -> &'static str {
+    match op {
+        json_patch::PatchOperation::Add(_) => "add",
+        json_patch::PatchOperation::Remove(_) => "remove",
+        json_patch::PatchOperation::Replace(_) => "replace",
+        json_patch::PatchOperation::Move(_) => "move",
+        json_patch::PatchOperation::Copy(_) => "copy",
+        json_patch::PatchOperation::Test(_) => "test",
+    }
+}
+
+/// Applies a JSON merge patch (RFC 7386).
+pub fn merge_patch(doc: &Value, body: &[u8]) -> Result<Value, ApiError> {
+    let p: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    if !p.is_object() {
+        return Err(ApiError::bad_request("patch body must be a JSON object"));
+    }
+    let mut out = doc.clone();
+    json_patch::merge(&mut out, &p);
+    Ok(out)
+}
+
+/// The merge key of a list field, as the built-in types declare it (`patchMergeKey`). `None` for
+/// lists that are replaced atomically (e.g. `spec.taints`, `tolerations`).
+fn merge_key(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "volumes"
+        | "env"
+        | "imagePullSecrets"
+        | "containerStatuses"
+        | "initContainerStatuses"
+        | "ephemeralContainerStatuses" => "name",
+        "ports" => "containerPort",
+        "volumeMounts" => "mountPath",
+        "volumeDevices" => "devicePath",
+        "conditions" | "addresses" => "type",
+        "ownerReferences" => "uid",
+        "hostAliases" | "podIPs" | "hostIPs" => "ip",
+        "topologySpreadConstraints" => "topologyKey",
+        _ => return None,
+    })
+}
+
+/// Primitive lists with `patchStrategy: merge` (union instead of replace).
+fn merges_primitives(field: &str) -> bool {
+    field == "finalizers"
+}
+
+/// Applies a strategic merge patch.
+pub fn strategic_merge(doc: &Value, body: &[u8]) -> Result<Value, ApiError> {
+    let p: Value =
+        serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let Value::Object(pm) = p else {
+        return Err(ApiError::bad_request("patch body must be a JSON object"));
+    };
+    let mut out = doc.clone();
+    match &mut out {
+        Value::Object(dm) => merge_map(dm, &pm)?,
+        other => *other = Value::Object(strip_directives(&pm)),
+    }
+    Ok(out)
+}
+
+/// A simplified server-side apply: the applied configuration is merged like a strategic merge
+/// patch (lists with merge keys merged by key, other lists replaced). Field ownership is not
+/// tracked, so fields a manager stops applying are not removed.
+pub fn apply(doc: &Value, applied: &Value) -> Result<Value, ApiError> {
+    let Value::Object(pm) = applied else {
+        return Err(ApiError::bad_request(
+            "apply configuration must be an object",
+        ));
+    };
+    let mut out = doc.clone();
+    if let Value::Object(dm) = &mut out {
+        merge_map(dm, pm)?;
+    }
+    Ok(out)
+}
+
+fn strip_directives(m: &Map<String, Value>) -> Map<String, Value> {
+    m.iter()
+        .filter(|(k, _)| !k.starts_with('$'))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn merge_map(doc: &mut Map<String, Value>, patch: &Map<String, Value>) -> Result<(), ApiError> {
+    match patch.get("$patch").and_then(|v| v.as_str()) {
+        Some("replace") => {
+            *doc = strip_directives(patch);
+            return Ok(());
+        }
+        Some("delete") => {
+            doc.clear();
+            return Ok(());
+        }
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "unknown patch type: {other}"
+            )));
+        }
+        None => {}
+    }
+    for (k, pv) in patch {
+        if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
+            if let (Some(Value::Array(list)), Value::Array(del)) = (doc.get_mut(field), pv) {
+                list.retain(|x| !del.contains(x));
+            }
+            continue;
+        }
+        if k.starts_with("$setElementOrder/") || k == "$retainKeys" {
+            continue;
+        }
+        if k.starts_with('$') {
+            continue;
+        }
+        match pv {
+            Value::Null => {
+                doc.remove(k);
+            }
+            Value::Object(pm) => {
+                if pm.get("$patch").and_then(|v| v.as_str()) == Some("delete") {
+                    doc.remove(k);
+                    continue;
+                }
+                match doc.get_mut(k) {
+                    Some(Value::Object(dm)) => merge_map(dm, pm)?,
+                    _ => {
+                        let mut fresh = Map::new();
+                        merge_map(&mut fresh, pm)?;
+                        doc.insert(k.clone(), Value::Object(fresh));
+                    }
+                }
+            }
+            Value::Array(pl) => {
+                let merged = merge_list(k, doc.get(k), pl)?;
+                doc.insert(k.clone(), merged);
+            }
+            other => {
+                doc.insert(k.clone(), other.clone());
+            }
+        }
+    }
+    if let Some(Value::Array(keep)) = patch.get("$retainKeys") {
+        let keep: Vec<&str> = keep.iter().filter_map(|v| v.as_str()).collect();
+        doc.retain(|k, _| keep.contains(&k.as_str()));
+    }
+    Ok(())
+}
+
+fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<Value, ApiError> {
+    let cur: Vec<Value> = current
+        .and_then(|v| v.as_array())
+        .cloned()
+        .unwrap_or_default();
+    if merges_primitives(field) {
+        let mut out = cur;
+        for v in patch {
+            if !out.contains(v) {
+                out.push(v.clone());
+            }
+        }
+        return Ok(Value::Array(out));
+    }
+    let Some(key) = merge_key(field) else {
+        // Atomic list: replaced as a whole.
+        return Ok(Value::Array(patch.to_vec()));
+    };
+    if patch
+        .iter()
+        .any(|p| p.get("$patch").and_then(|v| v.as_str()) == Some("replace"))
+    {
+        return Ok(Value::Array(
+            patch
+                .iter()
+                .filter(|p| p.get("$patch").is_none())
+                .cloned()
+                .collect(),
+        ));
+    }
+    let mut out = cur;
+    for p in patch {
+        let Value::Object(pm) = p else {
+            return Err(ApiError::bad_request(format!(
+                "unable to find api field in struct for the list {field}: items must be objects"
+            )));
+        };
+        let Some(kv) = pm.get(key) else {
+            return Err(ApiError::bad_request(format!(
+                "map: {pm:?} does not contain declared merge key: {key}"
+            )));
+        };
+        let pos = out.iter().position(|x| x.get(key) == Some(kv));
+        if pm.get("$patch").and_then(|v| v.as_str()) == Some("delete") {
+            if let Some(i) = pos {
+                out.remove(i);
+            }
+            continue;
+        }
+        match pos {
+            Some(i) => {
+                if let Value::Object(dm) = &mut out[i] {
+                    merge_map(dm, pm)?;
+                }
+            }
+            None => {
+                let mut fresh = Map::new();
+                merge_map(&mut fresh, pm)?;
+                out.push(Value::Object(fresh));
+            }
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn strategic_merges_containers_by_name_and_replaces_taints() {
+        let doc = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}],
+                          "taints": [{"key": "k1", "effect": "NoSchedule"}]}});
+        let patch = json!({"spec": {"containers": [{"name": "b", "image": "z"}],
+                            "taints": [{"key": "k2", "effect": "NoSchedule"}]}});
+        let out = strategic_merge(&doc, patch.to_string().as_bytes()).unwrap();
+        assert_eq!(out["spec"]["containers"][0]["image"], "x");
+        assert_eq!(out["spec"]["containers"][1]["image"], "z");
+        assert_eq!(
+            out["spec"]["taints"],
+            json!([{"key": "k2", "effect": "NoSchedule"}])
+        );
+    }
+
+    #[test]
+    fn strategic_directives() {
+        let doc = json!({"metadata": {"finalizers": ["a", "b"], "labels": {"x": "1", "y": "2"}},
+                         "spec": {"containers": [{"name": "a"}, {"name": "b"}]}});
+        let patch = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a"], "labels": {"x": null}},
+                           "spec": {"containers": [{"name": "a", "$patch": "delete"}],
+                                    "$setElementOrder/containers": [{"name": "b"}]}});
+        let out = strategic_merge(&doc, patch.to_string().as_bytes()).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["b"]));
+        assert_eq!(out["metadata"]["labels"], json!({"y": "2"}));
+        assert_eq!(out["spec"]["containers"], json!([{"name": "b"}]));
+    }
+
+    #[test]
+    fn failing_test_op_is_422() {
+        let doc = json!({"spec": {"taints": []}});
+        let patch = json!([{"op": "test", "path": "/spec/taints", "value": [{"key": "x"}]},
+                           {"op": "replace", "path": "/spec/taints", "value": []}]);
+        let err = json_patch(&doc, patch.to_string().as_bytes()).unwrap_err();
+        assert_eq!(err.code, 422);
+    }
+}

@@ -1,0 +1,335 @@
+//! The disruption controller: computes PodDisruptionBudget status (`currentHealthy`,
+//! `desiredHealthy`, `disruptionsAllowed`, `expectedPods`, `observedGeneration`, `disruptedPods`,
+//! the `DisruptionAllowed` condition) the way kube-controller-manager does.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::controller::next_batch;
+use super::errors::ApiError;
+use super::resources::names;
+use super::rest::{Api, now_rfc3339};
+use super::selectors::{Filter, LabelSelector};
+
+/// How long an eviction stays in `disruptedPods` without the pod being deleted.
+const DELETION_TIMEOUT_SECS: i64 = 120;
+
+/// The pod's Ready condition is True.
+pub fn pod_ready(pod: &Value) -> bool {
+    pod.pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .is_some_and(|c| {
+            c.iter().any(|x| {
+                x.get("type").and_then(|t| t.as_str()) == Some("Ready")
+                    && x.get("status").and_then(|t| t.as_str()) == Some("True")
+            })
+        })
+}
+
+/// Sets the DisruptionAllowed condition, keeping its transition time when unchanged.
+pub fn set_condition(status: &mut Value, allowed: i64, generation: i64) {
+    let (st, reason) = if allowed > 0 {
+        ("True", "SufficientPods")
+    } else {
+        ("False", "InsufficientPods")
+    };
+    let prev = status
+        .get("conditions")
+        .and_then(|c| c.as_array())
+        .and_then(|c| {
+            c.iter()
+                .find(|x| x.get("type").and_then(|t| t.as_str()) == Some("DisruptionAllowed"))
+        })
+        .cloned();
+    let ltt = match &prev {
+        Some(p) if p.get("status").and_then(|s| s.as_str()) == Some(st) => p
+            .get("lastTransitionTime")
+            .cloned()
+            .unwrap_or(json!(now_rfc3339())),
+        _ => json!(now_rfc3339()),
+    };
+    status["conditions"] = json!([{
+        "type": "DisruptionAllowed", "status": st, "reason": reason, "message": "",
+        "observedGeneration": generation, "lastTransitionTime": ltt
+    }]);
+}
+
+/// `GetScaledValueFromIntOrPercent` with rounding up.
+fn scaled_up(v: &Value, total: i64) -> Result<i64, String> {
+    match v {
+        Value::Number(n) => n.as_i64().ok_or_else(|| "invalid value".to_string()),
+        Value::String(s) => match s.strip_suffix('%') {
+            Some(p) => {
+                let p: i64 = p
+                    .parse()
+                    .map_err(|_| format!("invalid value for IntOrString: invalid value {s:?}"))?;
+                Ok((p * total + 99) / 100)
+            }
+            None => s.parse().map_err(|_| {
+                format!("invalid value for IntOrString: invalid type: string is not a percentage")
+            }),
+        },
+        _ => Err("invalid value".into()),
+    }
+}
+
+fn controller_ref(pod: &Value) -> Option<(String, String, String)> {
+    pod.pointer("/metadata/ownerReferences")
+        .and_then(|o| o.as_array())?
+        .iter()
+        .find(|o| o.get("controller").and_then(|c| c.as_bool()) == Some(true))
+        .map(|o| {
+            let s = |k: &str| {
+                o.get(k)
+                    .and_then(|x| x.as_str())
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (s("kind"), s("name"), s("uid"))
+        })
+}
+
+/// The expected scale: sum of the replicas of the pods' controllers (ReplicaSets here; other
+/// controllers have no scale the simulator knows, which the real controller reports as an error).
+fn expected_scale(api: &Api, ns: &str, pods: &[Value]) -> Result<i64, String> {
+    let rsdef = api.def(names::REPLICASETS).map_err(|e| e.message)?;
+    let mut seen = HashSet::new();
+    let mut total = 0;
+    for p in pods {
+        let name = p
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default();
+        let Some((kind, cname, uid)) = controller_ref(p) else {
+            return Err(format!("found no controller ref for pod {name:?}"));
+        };
+        if !seen.insert(uid.clone()) {
+            continue;
+        }
+        if kind != "ReplicaSet" {
+            return Err(format!("found no controllers for pod {name:?}"));
+        }
+        let rs = api
+            .store
+            .get(&rsdef, ns, &cname)
+            .filter(|r| r.uid == uid)
+            .ok_or_else(|| format!("found no controllers for pod {name:?}"))?;
+        let v = rs.value().map_err(|e| e.message)?;
+        total += v
+            .pointer("/spec/replicas")
+            .and_then(|r| r.as_i64())
+            .unwrap_or(1);
+    }
+    Ok(total)
+}
+
+/// The status of one PDB given the pods of its namespace.
+pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Value]) -> Value {
+    let generation = pdb
+        .pointer("/metadata/generation")
+        .and_then(|g| g.as_i64())
+        .unwrap_or(1);
+    let old = pdb.get("status").cloned().unwrap_or(json!({}));
+    let sel = pdb
+        .pointer("/spec/selector")
+        .map(LabelSelector::from_object)
+        .and_then(|s| s.ok());
+    let pods: Vec<Value> = match &sel {
+        // A null selector matches nothing, an empty one everything (policy/v1).
+        None => Vec::new(),
+        Some(s) => ns_pods
+            .iter()
+            .filter(|p| {
+                let labels: Vec<(String, String)> = p
+                    .pointer("/metadata/labels")
+                    .and_then(|l| l.as_object())
+                    .map(|l| {
+                        l.iter()
+                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                s.matches(&labels)
+            })
+            .cloned()
+            .collect(),
+    };
+    let ns = pdb
+        .pointer("/metadata/namespace")
+        .and_then(|n| n.as_str())
+        .unwrap_or_default();
+    let counts = if let Some(mu) = pdb.pointer("/spec/maxUnavailable") {
+        expected_scale(api, ns, &pods).and_then(|expected| {
+            let mu = scaled_up(mu, expected)?;
+            Ok((expected, (expected - mu).max(0)))
+        })
+    } else if let Some(ma) = pdb.pointer("/spec/minAvailable") {
+        match ma {
+            Value::Number(n) => Ok((pods.len() as i64, n.as_i64().unwrap_or(0))),
+            _ => expected_scale(api, ns, &pods)
+                .and_then(|expected| Ok((expected, scaled_up(ma, expected)?))),
+        }
+    } else {
+        Ok((pods.len() as i64, 0))
+    };
+    let (expected, desired) = match counts {
+        Ok(c) => c,
+        Err(msg) => {
+            // failSafe: no disruption allowed, everything else kept.
+            let mut st = old.clone();
+            st["disruptionsAllowed"] = json!(0);
+            st["observedGeneration"] = json!(generation);
+            st["conditions"] = json!([{
+                "type": "DisruptionAllowed", "status": "False", "reason": "SyncFailed",
+                "message": msg, "observedGeneration": generation, "lastTransitionTime": now_rfc3339()
+            }]);
+            if let Some(prev) = old.get("conditions").and_then(|c| c.get(0))
+                && prev.get("reason") == Some(&json!("SyncFailed"))
+                && prev.get("message") == Some(&json!(msg))
+            {
+                st["conditions"] = json!([prev]);
+            }
+            return st;
+        }
+    };
+    // disruptedPods: keep entries whose pod still exists, is not being deleted, and whose
+    // eviction is recent.
+    let now = chrono::Utc::now();
+    let mut disrupted = serde_json::Map::new();
+    if let Some(d) = old.get("disruptedPods").and_then(|d| d.as_object()) {
+        for (name, ts) in d {
+            let Some(p) = pods
+                .iter()
+                .find(|p| p.pointer("/metadata/name").and_then(|n| n.as_str()) == Some(name))
+            else {
+                continue;
+            };
+            if p.pointer("/metadata/deletionTimestamp")
+                .is_some_and(|d| !d.is_null())
+            {
+                continue;
+            }
+            let fresh = ts
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .is_some_and(|t| {
+                    (now - t.with_timezone(&chrono::Utc)).num_seconds() < DELETION_TIMEOUT_SECS
+                });
+            if fresh {
+                disrupted.insert(name.clone(), ts.clone());
+            }
+        }
+    }
+    let healthy = pods
+        .iter()
+        .filter(|p| {
+            p.pointer("/metadata/deletionTimestamp")
+                .is_none_or(|d| d.is_null())
+        })
+        .filter(|p| {
+            let n = p
+                .pointer("/metadata/name")
+                .and_then(|n| n.as_str())
+                .unwrap_or_default();
+            !disrupted.contains_key(n)
+        })
+        .filter(|p| pod_ready(p))
+        .count() as i64;
+    let mut allowed = healthy - desired;
+    if expected <= 0 || allowed <= 0 {
+        allowed = 0;
+    }
+    let mut st = json!({
+        "observedGeneration": generation,
+        "disruptionsAllowed": allowed,
+        "currentHealthy": healthy,
+        "desiredHealthy": desired,
+        "expectedPods": expected,
+    });
+    if !disrupted.is_empty() {
+        st["disruptedPods"] = Value::Object(disrupted);
+    }
+    if let Some(c) = old.get("conditions") {
+        st["conditions"] = c.clone();
+    }
+    set_condition(&mut st, allowed, generation);
+    st
+}
+
+/// Recomputes the PDBs of one namespace; writes statuses that changed.
+pub fn sync_namespace(api: &Api, ns: &str) -> Result<(), ApiError> {
+    let pdbs = api.def(names::PDBS)?;
+    let filter = Filter {
+        namespace: Some(ns.to_string()),
+        ..Default::default()
+    };
+    let list = api.store.list(&pdbs, &filter, None, 0).0;
+    if list.is_empty() {
+        return Ok(());
+    }
+    let pods = api.def(names::PODS)?;
+    let ns_pods: Vec<Value> = api
+        .store
+        .list(&pods, &filter, None, 0)
+        .0
+        .iter()
+        .filter_map(|p| p.value().ok())
+        .collect();
+    for p in list {
+        api.mutate(&pdbs, ns, &p.name, |v| {
+            let st = compute_status(api, v, &ns_pods);
+            if v.get("status") == Some(&st) {
+                return Ok(false);
+            }
+            v["status"] = st;
+            Ok(true)
+        })?;
+    }
+    Ok(())
+}
+
+/// Namespaces that hold PDBs.
+fn pdb_namespaces(api: &Api) -> HashSet<String> {
+    match api.def(names::PDBS) {
+        Ok(d) => api
+            .store
+            .list(&d, &Filter::default(), None, 0)
+            .0
+            .iter()
+            .map(|p| p.namespace.clone())
+            .collect(),
+        Err(_) => HashSet::new(),
+    }
+}
+
+/// Runs the controller until shutdown.
+pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
+    let mut rx = api.store.subscribe();
+    let mut dirty = pdb_namespaces(&api);
+    let mut last_full = tokio::time::Instant::now();
+    loop {
+        for ns in dirty.drain() {
+            if let Err(e) = sync_namespace(&api, &ns) {
+                tracing::debug!(namespace = %ns, error = %e, "PDB sync failed");
+            }
+        }
+        let Some(batch) = next_batch(&mut rx, &mut shutdown, Duration::from_secs(1)).await else {
+            return;
+        };
+        // Periodic resync expires old disruptedPods entries.
+        if batch.resync || last_full.elapsed() > Duration::from_secs(10) {
+            dirty = pdb_namespaces(&api);
+            last_full = tokio::time::Instant::now();
+        }
+        for ev in &batch.events {
+            let gp = (ev.def.group.as_str(), ev.def.plural.as_str());
+            if gp == names::PODS || gp == names::PDBS || gp == names::REPLICASETS {
+                dirty.insert(ev.obj.namespace.clone());
+            }
+        }
+    }
+}

@@ -1,0 +1,1021 @@
+//! The REST semantics shared by the HTTP layer and the in-process controllers: create (names,
+//! uids, defaults), update with optimistic concurrency, status subresource masking, generation,
+//! graceful deletion and finalizers, patches, lists with pagination.
+
+use std::sync::Arc;
+
+use rand::Rng;
+use serde_json::{Value, json};
+
+use super::errors::{ApiError, cause};
+use super::patch::{self, PatchType};
+use super::resources::{self, Registry, ResourceDef, names};
+use super::schema;
+use super::selectors::Filter;
+use super::store::{CommitError, Expect, Key, Store, StoredObject, Write};
+
+/// Which part of an object a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sub {
+    /// The main resource (status changes are ignored when there is a status subresource).
+    Main,
+    /// The `status` subresource (only status changes are kept).
+    Status,
+}
+
+/// DeleteOptions.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOpts {
+    /// gracePeriodSeconds.
+    pub grace: Option<i64>,
+    /// preconditions.uid.
+    pub uid: Option<String>,
+    /// preconditions.resourceVersion.
+    pub rv: Option<String>,
+    /// propagationPolicy.
+    pub propagation: Option<String>,
+    /// dryRun=All.
+    pub dry_run: bool,
+}
+
+impl DeleteOpts {
+    /// From a DeleteOptions object (request body or an Eviction's deleteOptions).
+    pub fn from_value(v: &Value) -> Self {
+        DeleteOpts {
+            grace: v.get("gracePeriodSeconds").and_then(|g| g.as_i64()),
+            uid: v
+                .pointer("/preconditions/uid")
+                .and_then(|x| x.as_str())
+                .map(String::from),
+            rv: v
+                .pointer("/preconditions/resourceVersion")
+                .and_then(|x| x.as_str())
+                .map(String::from),
+            propagation: v
+                .get("propagationPolicy")
+                .and_then(|x| x.as_str())
+                .map(String::from),
+            dry_run: v
+                .get("dryRun")
+                .and_then(|d| d.as_array())
+                .is_some_and(|a| !a.is_empty()),
+        }
+    }
+}
+
+/// The outcome of a DELETE.
+#[derive(Debug)]
+pub enum Deleted {
+    /// Removed from storage (its last state).
+    Gone(Arc<StoredObject>),
+    /// Still there, being deleted (grace period or finalizers).
+    Pending(Arc<StoredObject>),
+}
+
+/// A page of a list.
+#[derive(Debug)]
+pub struct ListPage {
+    /// Items.
+    pub items: Vec<Arc<StoredObject>>,
+    /// The list's resourceVersion.
+    pub rv: u64,
+    /// The continue token, when more items remain.
+    pub cont: Option<String>,
+}
+
+/// Now as a `metav1.Time`.
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// `now + secs` as a `metav1.Time`.
+pub fn later_rfc3339(secs: i64) -> String {
+    (chrono::Utc::now() + chrono::Duration::seconds(secs))
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A random UUID (v4) string.
+pub fn new_uid() -> String {
+    let mut b = [0u8; 16];
+    rand::rng().fill(&mut b);
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The random suffix of generateName (the real alphabet: no vowels, no confusable digits).
+pub fn name_suffix() -> String {
+    const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut r = rand::rng();
+    (0..5)
+        .map(|_| ALPHA[r.random_range(0..ALPHA.len())] as char)
+        .collect()
+}
+
+fn meta(v: &Value, k: &str) -> Option<Value> {
+    v.get("metadata").and_then(|m| m.get(k)).cloned()
+}
+
+fn set_meta(v: &mut Value, k: &str, val: Option<Value>) {
+    if !v.get("metadata").is_some_and(|m| m.is_object()) {
+        v["metadata"] = json!({});
+    }
+    if let Some(m) = v.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        match val {
+            Some(x) => {
+                m.insert(k.into(), x);
+            }
+            None => {
+                m.remove(k);
+            }
+        }
+    }
+}
+
+fn finalizers(v: &Value) -> Vec<String> {
+    v.pointer("/metadata/finalizers")
+        .and_then(|f| f.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn is_deleting(v: &Value) -> bool {
+    v.pointer("/metadata/deletionTimestamp")
+        .is_some_and(|d| !d.is_null())
+}
+
+/// The pod's QoS class, as the API server computes it on create.
+fn qos_class(pod: &Value) -> &'static str {
+    let containers = pod
+        .pointer("/spec/containers")
+        .and_then(|c| c.as_array())
+        .cloned()
+        .unwrap_or_default();
+    let mut any = false;
+    let mut guaranteed = !containers.is_empty();
+    for c in &containers {
+        let req = c.pointer("/resources/requests").and_then(|r| r.as_object());
+        let lim = c.pointer("/resources/limits").and_then(|r| r.as_object());
+        if req.is_some_and(|r| !r.is_empty()) || lim.is_some_and(|l| !l.is_empty()) {
+            any = true;
+        }
+        for res in ["cpu", "memory"] {
+            let l = lim.and_then(|l| l.get(res));
+            let r = req.and_then(|r| r.get(res)).or(l);
+            if l.is_none() || r != l {
+                guaranteed = false;
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+/// Everything but metadata (and status when `skip_status`): what `generation` tracks.
+fn spec_part(v: &Value, skip_status: bool) -> Value {
+    let mut c = v.clone();
+    if let Some(m) = c.as_object_mut() {
+        m.remove("metadata");
+        if skip_status {
+            m.remove("status");
+        }
+    }
+    c
+}
+
+fn hex(s: &str) -> String {
+    s.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<String> {
+    if !s.len().is_multiple_of(2) {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect();
+    String::from_utf8(bytes?).ok()
+}
+
+/// The API semantics over the store.
+pub struct Api {
+    /// Served resources.
+    pub registry: Arc<Registry>,
+    /// Objects.
+    pub store: Arc<Store>,
+}
+
+impl Api {
+    /// A def by (group, plural), or a 404.
+    pub fn def(&self, gp: (&str, &str)) -> Result<Arc<ResourceDef>, ApiError> {
+        self.registry
+            .by_name(gp)
+            .ok_or_else(ApiError::path_not_found)
+    }
+
+    /// GET.
+    pub fn get(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        self.store
+            .get(def, ns, name)
+            .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
+    }
+
+    /// LIST with `limit`/`continue`.
+    pub fn list(
+        &self,
+        def: &ResourceDef,
+        filter: &Filter,
+        limit: usize,
+        cont: Option<&str>,
+    ) -> Result<ListPage, ApiError> {
+        let after: Option<Key> = match cont {
+            Some(c) if !c.is_empty() => {
+                let bad = || ApiError::bad_request(format!("continue key is not valid: {c}"));
+                let text = unhex(c).ok_or_else(bad)?;
+                let v: Value = serde_json::from_str(&text).map_err(|_| bad())?;
+                Some((
+                    v.get("ns")
+                        .and_then(|x| x.as_str())
+                        .unwrap_or_default()
+                        .to_string(),
+                    v.get("name")
+                        .and_then(|x| x.as_str())
+                        .ok_or_else(bad)?
+                        .to_string(),
+                ))
+            }
+            _ => None,
+        };
+        let (items, rv, more) = self.store.list(def, filter, after.as_ref(), limit);
+        let cont = match (more, items.last()) {
+            (true, Some(last)) => Some(hex(
+                &json!({"v": "meta.k8s.io/v1", "rv": rv, "ns": last.namespace, "name": last.name})
+                    .to_string(),
+            )),
+            _ => None,
+        };
+        Ok(ListPage { items, rv, cont })
+    }
+
+    /// The NamespaceLifecycle admission check for creating `name` of `def` in `ns`.
+    pub fn check_namespace_for(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        self.check_namespace(def, ns, name)
+    }
+
+    fn check_namespace(&self, def: &ResourceDef, ns: &str, name: &str) -> Result<(), ApiError> {
+        if !def.namespaced {
+            return Ok(());
+        }
+        let nsdef = self.def(names::NAMESPACES)?;
+        let Some(nso) = self.store.get(&nsdef, "", ns) else {
+            return Err(ApiError::not_found("", "namespaces", ns));
+        };
+        let v = nso.value()?;
+        if is_deleting(&v)
+            || v.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Terminating")
+        {
+            let mut e = ApiError::forbidden(
+                &def.group,
+                &def.plural,
+                name,
+                &format!(
+                    "unable to create new content in namespace {ns} because it is being terminated"
+                ),
+            );
+            if let Some(d) = e.details.as_mut() {
+                d["causes"] = json!([cause(
+                    "NamespaceTerminating",
+                    &format!("namespace {ns} is being terminated"),
+                    Some("metadata.namespace")
+                )]);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// CREATE. `keep_status` keeps a status given on create (seeding: pods already Running).
+    pub fn create(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        mut v: Value,
+        dry_run: bool,
+        keep_status: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        if !v.is_object() {
+            return Err(ApiError::bad_request(
+                "the object provided is not a JSON object",
+            ));
+        }
+        self.check_type(def, &mut v)?;
+        let body_ns = meta(&v, "namespace")
+            .and_then(|n| n.as_str().map(String::from))
+            .unwrap_or_default();
+        if def.namespaced {
+            if !body_ns.is_empty() && body_ns != ns {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            set_meta(&mut v, "namespace", Some(json!(ns)));
+        } else {
+            set_meta(&mut v, "namespace", None);
+        }
+        let mut name = meta(&v, "name")
+            .and_then(|n| n.as_str().map(String::from))
+            .unwrap_or_default();
+        if name.is_empty() {
+            match meta(&v, "generateName").and_then(|n| n.as_str().map(String::from)) {
+                Some(g) if !g.is_empty() => {
+                    name = format!("{g}{}", name_suffix());
+                    set_meta(&mut v, "name", Some(json!(name)));
+                }
+                _ => {
+                    return Err(ApiError::invalid(
+                        &def.group,
+                        &def.kind,
+                        "",
+                        vec![(
+                            "FieldValueRequired".into(),
+                            "metadata.name".into(),
+                            "Required value: name or generateName is required".into(),
+                        )],
+                    ));
+                }
+            }
+        }
+        self.check_namespace(def, ns, &name)?;
+        self.prepare_create(def, &mut v, keep_status);
+        if def.custom
+            && let Some(s) = &def.schema
+        {
+            schema::default_and_prune(&mut v, s);
+            let errs = schema::validate(&v, None, s);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(&def.group, &def.kind, &name, errs));
+            }
+        }
+        if dry_run {
+            if self.store.get(def, ns, &name).is_some() {
+                return Err(ApiError::already_exists(&def.group, &def.plural, &name));
+            }
+            return Ok(Arc::new(StoredObject::from_value(def, &v)?));
+        }
+        let stored = match self
+            .store
+            .commit(def, ns, &name, Expect::Absent, Write::Put(v))
+        {
+            Ok(s) => s,
+            Err(CommitError::Exists) => {
+                return Err(ApiError::already_exists(&def.group, &def.plural, &name));
+            }
+            Err(CommitError::Api(e)) => return Err(e),
+            Err(_) => return Err(ApiError::internal("unexpected store state")),
+        };
+        if def.group == "apiextensions.k8s.io" && def.plural == "customresourcedefinitions" {
+            return self.established_crd(def, &stored);
+        }
+        Ok(stored)
+    }
+
+    /// Registers a CRD's resources and writes the status the apiextensions controller would.
+    fn established_crd(
+        &self,
+        def: &Arc<ResourceDef>,
+        stored: &Arc<StoredObject>,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let v = stored.value()?;
+        self.registry.register_crd(&v).map_err(|e| {
+            ApiError::invalid(
+                &def.group,
+                &def.kind,
+                &stored.name,
+                vec![("FieldValueInvalid".into(), "spec".into(), e.to_string())],
+            )
+        })?;
+        let status = resources::crd_status(&v, &now_rfc3339());
+        self.mutate(def, "", &stored.name, |o| {
+            o["status"] = status.clone();
+            Ok(true)
+        })?
+        .ok_or_else(|| ApiError::internal("CRD vanished"))
+    }
+
+    fn check_type(&self, def: &ResourceDef, v: &mut Value) -> Result<(), ApiError> {
+        let av = def.api_version();
+        match v.get("apiVersion").and_then(|a| a.as_str()) {
+            Some(a) if a != av => {
+                return Err(ApiError::bad_request(format!(
+                    "the API version in the data ({a}) does not match the expected API version ({av})"
+                )));
+            }
+            _ => v["apiVersion"] = json!(av),
+        }
+        match v.get("kind").and_then(|a| a.as_str()) {
+            Some(k) if k != def.kind => {
+                return Err(ApiError::bad_request(format!(
+                    "the kind in the data ({k}) does not match the expected kind ({})",
+                    def.kind
+                )));
+            }
+            _ => v["kind"] = json!(def.kind),
+        }
+        Ok(())
+    }
+
+    fn prepare_create(&self, def: &ResourceDef, v: &mut Value, keep_status: bool) {
+        set_meta(v, "uid", Some(json!(new_uid())));
+        set_meta(v, "creationTimestamp", Some(json!(now_rfc3339())));
+        set_meta(v, "generation", Some(json!(1)));
+        set_meta(v, "resourceVersion", None);
+        set_meta(v, "deletionTimestamp", None);
+        set_meta(v, "deletionGracePeriodSeconds", None);
+        let kind = (def.group.as_str(), def.plural.as_str());
+        if kind == names::PODS {
+            let spec = &mut v["spec"];
+            if spec.get("terminationGracePeriodSeconds").is_none() {
+                spec["terminationGracePeriodSeconds"] = json!(30);
+            }
+            for (k, d) in [
+                ("restartPolicy", "Always"),
+                ("dnsPolicy", "ClusterFirst"),
+                ("schedulerName", "default-scheduler"),
+                ("serviceAccountName", "default"),
+            ] {
+                if spec.get(k).is_none() {
+                    spec[k] = json!(d);
+                }
+            }
+            if spec.get("priority").is_none() {
+                spec["priority"] = json!(0);
+            }
+            // The DefaultTolerationSeconds admission plugin.
+            let mut tol = spec
+                .get("tolerations")
+                .and_then(|t| t.as_array())
+                .cloned()
+                .unwrap_or_default();
+            for key in [
+                "node.kubernetes.io/not-ready",
+                "node.kubernetes.io/unreachable",
+            ] {
+                if !tol
+                    .iter()
+                    .any(|t| t.get("key").and_then(|k| k.as_str()) == Some(key))
+                {
+                    tol.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+                }
+            }
+            spec["tolerations"] = Value::Array(tol);
+            if let Some(cs) = spec.get_mut("containers").and_then(|c| c.as_array_mut()) {
+                for c in cs {
+                    if c.get("terminationMessagePath").is_none() {
+                        c["terminationMessagePath"] = json!("/dev/termination-log");
+                    }
+                    if c.get("terminationMessagePolicy").is_none() {
+                        c["terminationMessagePolicy"] = json!("File");
+                    }
+                    if c.get("imagePullPolicy").is_none() {
+                        let latest = c
+                            .get("image")
+                            .and_then(|i| i.as_str())
+                            .is_some_and(|i| i.ends_with(":latest") || !i.contains(':'));
+                        c["imagePullPolicy"] =
+                            json!(if latest { "Always" } else { "IfNotPresent" });
+                    }
+                }
+            }
+            if !keep_status {
+                let q = qos_class(v);
+                v["status"] = json!({"phase": "Pending", "qosClass": q});
+            } else if v.pointer("/status/qosClass").is_none() {
+                let q = qos_class(v);
+                v["status"]["qosClass"] = json!(q);
+            }
+        } else if kind == names::NAMESPACES {
+            let name = meta(v, "name").unwrap_or(json!(""));
+            let mut labels = meta(v, "labels").unwrap_or(json!({}));
+            labels["kubernetes.io/metadata.name"] = name;
+            set_meta(v, "labels", Some(labels));
+            v["spec"] = json!({"finalizers": ["kubernetes"]});
+            v["status"] = json!({"phase": "Active"});
+        } else if kind == names::NODES {
+            // Nodes may be created with their status (the kubelet registers that way).
+        } else if def.status_subresource && !keep_status {
+            if let Some(m) = v.as_object_mut() {
+                m.remove("status");
+            }
+        }
+    }
+
+    /// Applies the update strategy: immutable metadata, status masking, finalizer rules,
+    /// schema, generation.
+    fn finish_update(
+        &self,
+        def: &ResourceDef,
+        sub: Sub,
+        old: &Value,
+        new: Value,
+    ) -> Result<Value, ApiError> {
+        let mut new = new;
+        if !new.is_object() {
+            return Err(ApiError::bad_request(
+                "the object provided is not a JSON object",
+            ));
+        }
+        let name = old
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_string();
+        self.check_type(def, &mut new)?;
+        if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
+            && n != name
+        {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({n}) does not match the name on the URL ({name})"
+            )));
+        }
+        if def.namespaced {
+            let ons = meta(old, "namespace");
+            if let Some(n) = meta(&new, "namespace")
+                && Some(&n) != ons.as_ref()
+                && n != json!("")
+            {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+        }
+        if sub == Sub::Status {
+            let st = new.get("status").cloned();
+            new = old.clone();
+            match st {
+                Some(s) => new["status"] = s,
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        } else if def.status_subresource {
+            match old.get("status") {
+                Some(s) => new["status"] = s.clone(),
+                None => {
+                    if let Some(m) = new.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+        }
+        for k in [
+            "name",
+            "namespace",
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
+            set_meta(&mut new, k, meta(old, k));
+        }
+        if is_deleting(old) {
+            let before = finalizers(old);
+            let added: Vec<String> = finalizers(&new)
+                .into_iter()
+                .filter(|f| !before.contains(f))
+                .collect();
+            if !added.is_empty() {
+                return Err(ApiError::invalid(
+                    &def.group,
+                    &def.kind,
+                    &name,
+                    vec![(
+                        "FieldValueForbidden".into(),
+                        "metadata.finalizers".into(),
+                        format!(
+                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                        ),
+                    )],
+                ));
+            }
+        }
+        if def.custom
+            && let Some(s) = &def.schema
+        {
+            schema::default_and_prune(&mut new, s);
+            let errs = schema::validate(&new, Some(old), s);
+            if !errs.is_empty() {
+                return Err(ApiError::invalid(&def.group, &def.kind, &name, errs));
+            }
+        }
+        let track_status = !def.status_subresource;
+        if spec_part(old, !track_status) != spec_part(&new, !track_status) {
+            let g = old
+                .pointer("/metadata/generation")
+                .and_then(|g| g.as_i64())
+                .unwrap_or(0);
+            set_meta(&mut new, "generation", Some(json!(g + 1)));
+        }
+        Ok(new)
+    }
+
+    /// The update loop behind PUT and PATCH: reads the current object, computes the new one,
+    /// commits if nobody wrote in between (else recomputes). A resourceVersion in the new
+    /// object is a precondition (409 when stale). `create` handles a missing object
+    /// (server-side apply).
+    #[allow(clippy::too_many_arguments)]
+    fn update_with(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        sub: Sub,
+        dry_run: bool,
+        mut compute: impl FnMut(&Value) -> Result<Value, ApiError>,
+        create: Option<&dyn Fn() -> Result<Value, ApiError>>,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        for _ in 0..100 {
+            let Some(cur) = self.store.get(def, ns, name) else {
+                if let Some(mk) = create {
+                    return self.create(def, ns, mk()?, dry_run, false);
+                }
+                return Err(ApiError::not_found(&def.group, &def.plural, name));
+            };
+            let old = cur.value()?;
+            let newv = compute(&old)?;
+            if let Some(rv) = newv
+                .pointer("/metadata/resourceVersion")
+                .and_then(|r| r.as_str())
+                && !rv.is_empty()
+                && rv != cur.rv.to_string()
+            {
+                if rv.parse::<u64>().is_err() {
+                    return Err(ApiError::bad_request(format!(
+                        "invalid resource version: {rv}"
+                    )));
+                }
+                return Err(ApiError::stale(&def.group, &def.plural, name));
+            }
+            let mut fin = self.finish_update(def, sub, &old, newv)?;
+            set_meta(&mut fin, "resourceVersion", Some(json!(cur.rv.to_string())));
+            if fin == old {
+                return Ok(cur);
+            }
+            let write = if is_deleting(&fin)
+                && finalizers(&fin).is_empty()
+                && !self.graceful_pending(def, &fin)
+            {
+                Write::Delete(fin)
+            } else {
+                Write::Put(fin)
+            };
+            if dry_run {
+                let v = match &write {
+                    Write::Put(v) | Write::Delete(v) => v,
+                };
+                return Ok(Arc::new(StoredObject::from_value(def, v)?));
+            }
+            match self.store.commit(def, ns, name, Expect::Rv(cur.rv), write) {
+                Ok(s) => return Ok(s),
+                Err(CommitError::Stale) => continue,
+                Err(CommitError::Missing) => {
+                    return Err(ApiError::not_found(&def.group, &def.plural, name));
+                }
+                Err(CommitError::Api(e)) => return Err(e),
+                Err(CommitError::Exists) => {
+                    return Err(ApiError::internal("unexpected store state"));
+                }
+            }
+        }
+        Err(ApiError::stale(&def.group, &def.plural, name))
+    }
+
+    /// A pod whose graceful deletion is still running is removed by the kubelet, not by the
+    /// removal of its last finalizer.
+    fn graceful_pending(&self, def: &ResourceDef, v: &Value) -> bool {
+        (def.group.as_str(), def.plural.as_str()) == names::PODS
+            && v.pointer("/metadata/deletionGracePeriodSeconds")
+                .and_then(|g| g.as_i64())
+                .unwrap_or(0)
+                > 0
+    }
+
+    /// PUT.
+    pub fn update(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        body: Value,
+        sub: Sub,
+        dry_run: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        self.update_with(def, ns, name, sub, dry_run, |_| Ok(body.clone()), None)
+    }
+
+    /// PATCH.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        ptype: PatchType,
+        body: &[u8],
+        sub: Sub,
+        dry_run: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        if ptype == PatchType::Strategic && def.custom {
+            return Err(ApiError::unsupported_media_type(
+                &patch::accepted_patch_types(true),
+            ));
+        }
+        match ptype {
+            PatchType::Json => self.update_with(
+                def,
+                ns,
+                name,
+                sub,
+                dry_run,
+                |old| patch::json_patch(old, body),
+                None,
+            ),
+            PatchType::Merge => self.update_with(
+                def,
+                ns,
+                name,
+                sub,
+                dry_run,
+                |old| patch::merge_patch(old, body),
+                None,
+            ),
+            PatchType::Strategic => self.update_with(
+                def,
+                ns,
+                name,
+                sub,
+                dry_run,
+                |old| patch::strategic_merge(old, body),
+                None,
+            ),
+            PatchType::Apply => {
+                let applied: Value = serde_yaml::from_slice(body)
+                    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+                if !applied.is_object() {
+                    return Err(ApiError::bad_request(
+                        "apply configuration must be an object",
+                    ));
+                }
+                if let Some(n) = applied.pointer("/metadata/name").and_then(|n| n.as_str())
+                    && n != name
+                {
+                    return Err(ApiError::bad_request(format!(
+                        "the name of the object ({n}) does not match the name on the URL ({name})"
+                    )));
+                }
+                let mk = || {
+                    let mut v = applied.clone();
+                    set_meta(&mut v, "name", Some(json!(name)));
+                    Ok(v)
+                };
+                self.update_with(
+                    def,
+                    ns,
+                    name,
+                    sub,
+                    dry_run,
+                    |old| {
+                        let mut a = applied.clone();
+                        set_meta(&mut a, "resourceVersion", None);
+                        patch::apply(old, &a)
+                    },
+                    if sub == Sub::Main { Some(&mk) } else { None },
+                )
+            }
+        }
+    }
+
+    /// Internal write for controllers: `f` edits the object (returns false for no change).
+    /// Returns the new state (None when the object is gone).
+    pub fn mutate(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        mut f: impl FnMut(&mut Value) -> Result<bool, ApiError>,
+    ) -> Result<Option<Arc<StoredObject>>, ApiError> {
+        for _ in 0..100 {
+            let Some(cur) = self.store.get(def, ns, name) else {
+                return Ok(None);
+            };
+            let mut v = cur.value()?;
+            if !f(&mut v)? {
+                return Ok(Some(cur));
+            }
+            match self
+                .store
+                .commit(def, ns, name, Expect::Rv(cur.rv), Write::Put(v))
+            {
+                Ok(s) => return Ok(Some(s)),
+                Err(CommitError::Stale) => continue,
+                Err(CommitError::Missing) => return Ok(None),
+                Err(CommitError::Api(e)) => return Err(e),
+                Err(CommitError::Exists) => {
+                    return Err(ApiError::internal("unexpected store state"));
+                }
+            }
+        }
+        Err(ApiError::stale(&def.group, &def.plural, name))
+    }
+
+    /// DELETE: graceful for scheduled pods, deferred while finalizers remain, immediate otherwise.
+    pub fn delete(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<Deleted, ApiError> {
+        let gr = (def.group.as_str(), def.plural.as_str());
+        for _ in 0..100 {
+            let cur = self.get(def, ns, name)?;
+            if let Some(u) = &opts.uid
+                && u != &cur.uid
+            {
+                return Err(ApiError::conflict(
+                    &def.group,
+                    &def.plural,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
+                        cur.uid
+                    ),
+                ));
+            }
+            if let Some(r) = &opts.rv
+                && r != &cur.rv.to_string()
+            {
+                return Err(ApiError::conflict(
+                    &def.group,
+                    &def.plural,
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {r}, ResourceVersion in object meta: {}",
+                        cur.rv
+                    ),
+                ));
+            }
+            let mut v = cur.value()?;
+            let deleting = is_deleting(&v);
+            let mut write: Option<Write> = None;
+            if gr == names::PODS {
+                let mut grace = opts
+                    .grace
+                    .or_else(|| {
+                        v.pointer("/spec/terminationGracePeriodSeconds")
+                            .and_then(|g| g.as_i64())
+                    })
+                    .unwrap_or(30)
+                    .max(0);
+                let phase = v
+                    .pointer("/status/phase")
+                    .and_then(|p| p.as_str())
+                    .unwrap_or_default();
+                let node = v
+                    .pointer("/spec/nodeName")
+                    .and_then(|p| p.as_str())
+                    .unwrap_or_default();
+                if node.is_empty() || phase == "Succeeded" || phase == "Failed" {
+                    grace = 0;
+                }
+                if grace > 0 {
+                    let current = v
+                        .pointer("/metadata/deletionGracePeriodSeconds")
+                        .and_then(|g| g.as_i64());
+                    if deleting && current.is_some_and(|c| c <= grace) {
+                        return Ok(Deleted::Pending(cur));
+                    }
+                    set_meta(
+                        &mut v,
+                        "deletionTimestamp",
+                        Some(json!(later_rfc3339(grace))),
+                    );
+                    set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(grace)));
+                    write = Some(Write::Put(v.clone()));
+                } else if deleting {
+                    set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
+                }
+            } else if gr == names::NAMESPACES {
+                if deleting {
+                    return Ok(Deleted::Pending(cur));
+                }
+                set_meta(&mut v, "deletionTimestamp", Some(json!(now_rfc3339())));
+                set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
+                v["status"]["phase"] = json!("Terminating");
+                write = Some(Write::Put(v.clone()));
+            }
+            let write = match write {
+                Some(w) => w,
+                None => {
+                    if !finalizers(&v).is_empty() {
+                        if deleting && gr != names::PODS {
+                            return Ok(Deleted::Pending(cur));
+                        }
+                        if !deleting {
+                            set_meta(&mut v, "deletionTimestamp", Some(json!(now_rfc3339())));
+                            set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
+                        }
+                        Write::Put(v)
+                    } else {
+                        Write::Delete(v)
+                    }
+                }
+            };
+            let gone = matches!(write, Write::Delete(_));
+            if let Write::Put(nv) = &write
+                && cur.value().is_ok_and(|o| &o == nv)
+            {
+                return Ok(Deleted::Pending(cur));
+            }
+            if opts.dry_run {
+                let v = match &write {
+                    Write::Put(v) | Write::Delete(v) => v,
+                };
+                let s = Arc::new(StoredObject::from_value(def, v)?);
+                return Ok(if gone {
+                    Deleted::Gone(s)
+                } else {
+                    Deleted::Pending(s)
+                });
+            }
+            match self.store.commit(def, ns, name, Expect::Rv(cur.rv), write) {
+                Ok(s) => {
+                    if gone && gr == names::CRDS {
+                        self.drop_crd(&s);
+                    }
+                    return Ok(if gone {
+                        Deleted::Gone(s)
+                    } else {
+                        Deleted::Pending(s)
+                    });
+                }
+                Err(CommitError::Stale) => continue,
+                Err(CommitError::Missing) => {
+                    return Err(ApiError::not_found(&def.group, &def.plural, name));
+                }
+                Err(CommitError::Api(e)) => return Err(e),
+                Err(CommitError::Exists) => {
+                    return Err(ApiError::internal("unexpected store state"));
+                }
+            }
+        }
+        Err(ApiError::stale(&def.group, &def.plural, name))
+    }
+
+    fn drop_crd(&self, crd: &StoredObject) {
+        if let Ok(v) = crd.value() {
+            let group = v
+                .pointer("/spec/group")
+                .and_then(|g| g.as_str())
+                .unwrap_or_default();
+            let plural = v
+                .pointer("/spec/names/plural")
+                .and_then(|g| g.as_str())
+                .unwrap_or_default();
+            if let Some(d) = self.registry.by_name((group, plural)) {
+                self.store.drop_resource(&d);
+            }
+            self.registry.unregister(group, plural);
+        }
+    }
+}

@@ -1,0 +1,617 @@
+//! The HTTP front end: URL parsing, verb mapping, accounting, RBAC, fault injection, content
+//! negotiation (JSON or Table), and dispatch to the REST layer.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::accounting::{Accounting, RequestKey};
+use super::discovery;
+use super::errors::ApiError;
+use super::eviction;
+use super::faults::Faults;
+use super::patch::{PatchType, accepted_patch_types};
+use super::rbac::Rbac;
+use super::resources::ResourceDef;
+use super::rest::{Api, DeleteOpts, Deleted, Sub};
+use super::selectors::{FieldSelector, Filter, LabelSelector};
+use super::store::{StoredObject, WatchFrom};
+use super::table::{self, Include};
+use super::watch::{self, WatchParams};
+
+/// State shared by all requests.
+pub struct Shared {
+    /// The REST layer.
+    pub api: Arc<Api>,
+    /// Request counters.
+    pub accounting: Arc<Accounting>,
+    /// Fault rules.
+    pub faults: Arc<Faults>,
+    /// RBAC enforcement, when configured.
+    pub rbac: Option<Arc<Rbac>>,
+    /// Bearer token -> user name.
+    pub tokens: HashMap<String, String>,
+    /// host:port, for `/api`.
+    pub addr: String,
+    /// Interval between watch bookmarks.
+    pub bookmark_interval: Duration,
+    /// Fires on shutdown (ends watches).
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+}
+
+/// The axum router.
+pub fn router(shared: Arc<Shared>) -> axum::Router {
+    axum::Router::new().fallback(handle).with_state(shared)
+}
+
+fn json_response(code: u16, body: Bytes) -> Response {
+    http::Response::builder()
+        .status(code)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::CACHE_CONTROL, "no-cache, private")
+        .body(Body::from(body))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+fn value_response(code: u16, v: &Value) -> Response {
+    json_response(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
+}
+
+fn object_response(code: u16, o: &StoredObject) -> Response {
+    json_response(code, o.json.clone())
+}
+
+fn list_bytes(
+    def: &ResourceDef,
+    items: &[Arc<StoredObject>],
+    rv: u64,
+    cont: Option<&str>,
+) -> Bytes {
+    let size: usize = items.iter().map(|o| o.json.len() + 1).sum();
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = json!(c);
+    }
+    let mut out = Vec::with_capacity(size + 256);
+    out.extend_from_slice(
+        format!(
+            "{{\"kind\":\"{}\",\"apiVersion\":\"{}\",\"metadata\":{},\"items\":[",
+            def.list_kind,
+            def.api_version(),
+            meta
+        )
+        .as_bytes(),
+    );
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&o.json);
+    }
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
+}
+
+/// A parsed resource URL.
+struct Target {
+    def: Arc<ResourceDef>,
+    ns: Option<String>,
+    name: Option<String>,
+    sub: String,
+    watch_path: bool,
+}
+
+fn parse_target(api: &Api, group: &str, version: &str, rest: &[&str]) -> Result<Target, ApiError> {
+    let (watch_path, rest) = match rest.first() {
+        Some(&"watch") => (true, &rest[1..]),
+        _ => (false, rest),
+    };
+    let lookup = |p: &str| api.registry.get(group, version, p);
+    let (ns, plural, tail): (Option<String>, &str, &[&str]) = match rest {
+        ["namespaces", ns, plural, tail @ ..] if lookup(plural).is_some_and(|d| d.namespaced) => {
+            (Some(ns.to_string()), plural, tail)
+        }
+        [plural, tail @ ..] => (None, plural, tail),
+        [] => return Err(ApiError::path_not_found()),
+    };
+    let def = lookup(plural).ok_or_else(ApiError::path_not_found)?;
+    if tail.len() > 2 || (ns.is_some() && !def.namespaced) {
+        return Err(ApiError::path_not_found());
+    }
+    let name = tail.first().map(|s| s.to_string());
+    let sub = tail.get(1).map(|s| s.to_string()).unwrap_or_default();
+    let sub_ok = match sub.as_str() {
+        "" => true,
+        "status" => def.status_subresource,
+        "eviction" => def.group.is_empty() && def.plural == "pods",
+        _ => false,
+    };
+    if !sub_ok {
+        return Err(ApiError::path_not_found());
+    }
+    Ok(Target {
+        def,
+        ns,
+        name,
+        sub,
+        watch_path,
+    })
+}
+
+fn query_map(uri: &http::Uri) -> HashMap<String, String> {
+    axum::extract::Query::<HashMap<String, String>>::try_from_uri(uri)
+        .map(|q| q.0)
+        .unwrap_or_default()
+}
+
+fn truthy(q: &HashMap<String, String>, k: &str) -> bool {
+    q.get(k).is_some_and(|v| v == "true" || v == "1")
+}
+
+fn parse_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
+    if content_type.contains("yaml") {
+        return serde_yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")));
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))
+}
+
+fn injected(code: u16) -> ApiError {
+    match code {
+        429 => ApiError::too_many_requests("Too many requests, please try again later.", 1, vec![]),
+        503 => ApiError::unavailable(
+            "the server is currently unable to handle the request (injected fault)",
+        ),
+        504 => ApiError::new(
+            504,
+            "Timeout",
+            "the server was unable to return a response in the time allotted, but may still be processing the request",
+        ),
+        500 => ApiError::internal("injected fault"),
+        c => ApiError::new(c, "", "injected fault"),
+    }
+}
+
+async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let body = match axum::body::to_bytes(body, 64 * 1024 * 1024).await {
+        Ok(b) => b,
+        Err(e) => return ApiError::bad_request(e.to_string()).into_response(),
+    };
+    let header = |h: http::header::HeaderName| {
+        parts
+            .headers
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string()
+    };
+    let ua = header(http::header::USER_AGENT);
+    let accept = header(http::header::ACCEPT);
+    let ctype = header(http::header::CONTENT_TYPE);
+    let token = header(http::header::AUTHORIZATION)
+        .strip_prefix("Bearer ")
+        .map(|t| t.trim().to_string());
+    let user = match &token {
+        Some(t) => match sh.tokens.get(t) {
+            Some(u) => u.clone(),
+            None if sh.tokens.is_empty() => String::new(),
+            None => {
+                return ApiError::new(401, "Unauthorized", "Unauthorized").into_response();
+            }
+        },
+        None => String::new(),
+    };
+    let path = parts.uri.path().to_string();
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let q = query_map(&parts.uri);
+    let method = parts.method.clone();
+    let count_nonresource = |p: &str| {
+        sh.accounting.record(RequestKey {
+            verb: method.as_str().to_lowercase(),
+            group: String::new(),
+            resource: String::new(),
+            subresource: p.to_string(),
+            user: user.clone(),
+            user_agent: ua.clone(),
+        })
+    };
+    let (group, version, rest): (String, String, &[&str]) = match segs.as_slice() {
+        ["version"] => {
+            count_nonresource(&path);
+            return value_response(200, &discovery::version());
+        }
+        ["healthz"] | ["readyz"] | ["livez"] => {
+            return http::Response::builder()
+                .status(200)
+                .header(http::header::CONTENT_TYPE, "text/plain")
+                .body(Body::from("ok"))
+                .unwrap_or_else(|_| Response::new(Body::empty()));
+        }
+        ["debug", "sim", "requests"] => {
+            if method == http::Method::DELETE {
+                sh.accounting.reset();
+            }
+            return value_response(200, &sh.accounting.to_json());
+        }
+        ["openapi", "v3"] => {
+            count_nonresource(&path);
+            return value_response(200, &super::openapi::root(&sh.api.registry));
+        }
+        ["openapi", "v3", rest @ ..] => {
+            count_nonresource(&path);
+            return match super::openapi::group_version(&sh.api.registry, &rest.join("/")) {
+                Some(d) => value_response(200, &d),
+                None => ApiError::path_not_found().into_response(),
+            };
+        }
+        ["api"] => {
+            count_nonresource(&path);
+            return value_response(200, &discovery::core_versions(&sh.addr));
+        }
+        ["apis"] => {
+            count_nonresource(&path);
+            return value_response(200, &discovery::groups(&sh.api.registry));
+        }
+        ["apis", g] => {
+            count_nonresource(&path);
+            return match discovery::group(&sh.api.registry, g) {
+                Some(d) => value_response(200, &d),
+                None => ApiError::path_not_found().into_response(),
+            };
+        }
+        ["api", "v1", rest @ ..] => (String::new(), "v1".to_string(), rest),
+        ["apis", g, v, rest @ ..] => (g.to_string(), v.to_string(), rest),
+        _ => {
+            count_nonresource(&path);
+            return ApiError::path_not_found().into_response();
+        }
+    };
+    if rest.is_empty() {
+        count_nonresource(&path);
+        return match discovery::resources(&sh.api.registry, &group, &version) {
+            Some(d) => value_response(200, &d),
+            None => ApiError::path_not_found().into_response(),
+        };
+    }
+    let target = match parse_target(&sh.api, &group, &version, rest) {
+        Ok(t) => t,
+        Err(e) => {
+            count_nonresource(&path);
+            return e.into_response();
+        }
+    };
+    let is_watch = target.watch_path || truthy(&q, "watch");
+    let verb = match (&method, target.name.is_some()) {
+        (&http::Method::GET, _) if is_watch => "watch",
+        (&http::Method::GET, true) => "get",
+        (&http::Method::GET, false) => "list",
+        (&http::Method::POST, false) => "create",
+        (&http::Method::POST, true) if target.sub == "eviction" => "create",
+        (&http::Method::PUT, true) => "update",
+        (&http::Method::PATCH, true) => "patch",
+        (&http::Method::DELETE, true) => "delete",
+        (&http::Method::DELETE, false) => "deletecollection",
+        _ => {
+            count_nonresource(&path);
+            return ApiError::method_not_allowed().into_response();
+        }
+    };
+    sh.accounting.record(RequestKey {
+        verb: verb.to_string(),
+        group: group.clone(),
+        resource: target.def.plural.clone(),
+        subresource: target.sub.clone(),
+        user: user.clone(),
+        user_agent: ua.clone(),
+    });
+    if let Some(rbac) = &sh.rbac
+        && let Err(e) = rbac.check(
+            &user,
+            verb,
+            &target.def.group,
+            &target.def.plural,
+            &target.sub,
+            target.ns.as_deref().unwrap_or(""),
+            target.name.as_deref().unwrap_or(""),
+        )
+    {
+        return e.into_response();
+    }
+    let fault = sh.faults.decide(verb, &target.def.plural, &target.sub, &ua);
+    if !fault.latency.is_zero() {
+        tokio::time::sleep(fault.latency).await;
+    }
+    if let Some(code) = fault.error_code {
+        return injected(code).into_response();
+    }
+    if fault.conflict {
+        return ApiError::stale(
+            &target.def.group,
+            &target.def.plural,
+            target.name.as_deref().unwrap_or(""),
+        )
+        .into_response();
+    }
+    let ctx = Ctx {
+        sh: &sh,
+        t: &target,
+        q: &q,
+        accept: &accept,
+        ctype: &ctype,
+        body: &body,
+        fault_close: (fault.watch_close_after, fault.watch_close_after_events),
+    };
+    match serve(&ctx, verb) {
+        Ok(r) => r,
+        Err(e) => e.into_response(),
+    }
+}
+
+struct Ctx<'a> {
+    sh: &'a Arc<Shared>,
+    t: &'a Target,
+    q: &'a HashMap<String, String>,
+    accept: &'a str,
+    ctype: &'a str,
+    body: &'a Bytes,
+    fault_close: (Option<Duration>, Option<usize>),
+}
+
+impl Ctx<'_> {
+    fn ns(&self) -> &str {
+        self.t.ns.as_deref().unwrap_or("")
+    }
+    fn name(&self) -> &str {
+        self.t.name.as_deref().unwrap_or("")
+    }
+    fn sub(&self) -> Sub {
+        if self.t.sub == "status" {
+            Sub::Status
+        } else {
+            Sub::Main
+        }
+    }
+    fn dry_run(&self) -> bool {
+        self.q.get("dryRun").is_some_and(|d| !d.is_empty())
+    }
+    fn table(&self) -> Option<Include> {
+        if !self
+            .accept
+            .split(',')
+            .next()
+            .unwrap_or_default()
+            .contains("as=Table")
+        {
+            return None;
+        }
+        Some(match self.q.get("includeObject").map(|s| s.as_str()) {
+            Some("None") => Include::None,
+            Some("Object") => Include::Object,
+            _ => Include::Metadata,
+        })
+    }
+    fn filter(&self) -> Result<Filter, ApiError> {
+        let def = &self.t.def;
+        let mut fields = match self.q.get("fieldSelector") {
+            Some(s) => FieldSelector::parse(s, def)?,
+            None => FieldSelector::default(),
+        };
+        if self.t.watch_path
+            && let Some(n) = &self.t.name
+        {
+            // Deprecated single-object watch paths: a name field selector.
+            fields.0.push(super::selectors::FieldReq {
+                target: super::selectors::FieldTarget::Name,
+                value: n.clone(),
+                negate: false,
+            });
+        }
+        Ok(Filter {
+            namespace: self.t.ns.clone(),
+            labels: match self.q.get("labelSelector") {
+                Some(s) => LabelSelector::parse(s)?,
+                None => LabelSelector::default(),
+            },
+            fields,
+        })
+    }
+    fn require_ns(&self) -> Result<(), ApiError> {
+        if self.t.def.namespaced && self.t.ns.is_none() {
+            return Err(ApiError::method_not_allowed());
+        }
+        Ok(())
+    }
+}
+
+fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
+    let api = &c.sh.api;
+    let def = &c.t.def;
+    match verb {
+        "get" => {
+            c.require_ns()?;
+            let o = api.get(def, c.ns(), c.name())?;
+            Ok(match c.table() {
+                Some(inc) => value_response(200, &table::table(def, &[o.clone()], o.rv, None, inc)),
+                None => object_response(200, &o),
+            })
+        }
+        "list" => {
+            let filter = c.filter()?;
+            let limit =
+                c.q.get("limit")
+                    .and_then(|l| l.parse::<usize>().ok())
+                    .unwrap_or(0);
+            let page = api.list(def, &filter, limit, c.q.get("continue").map(|s| s.as_str()))?;
+            Ok(match c.table() {
+                Some(inc) => value_response(
+                    200,
+                    &table::table(def, &page.items, page.rv, page.cont.as_deref(), inc),
+                ),
+                None => json_response(
+                    200,
+                    list_bytes(def, &page.items, page.rv, page.cont.as_deref()),
+                ),
+            })
+        }
+        "watch" => {
+            let filter = c.filter()?;
+            let rv = c.q.get("resourceVersion").map(|s| s.as_str()).unwrap_or("");
+            let send_initial = truthy(c.q, "sendInitialEvents");
+            let from = match rv {
+                "" | "0" => WatchFrom::Current,
+                _ if send_initial => WatchFrom::Current,
+                r => WatchFrom::Rv(r.parse::<u64>().map_err(|_| {
+                    ApiError::bad_request(format!("invalid resource version: {r}"))
+                })?),
+            };
+            if send_initial
+                && c.q.get("resourceVersionMatch").map(|s| s.as_str()) != Some("NotOlderThan")
+            {
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "ListOptions",
+                    "",
+                    vec![(
+                        "FieldValueForbidden".into(),
+                        "resourceVersionMatch".into(),
+                        "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into(),
+                    )],
+                ));
+            }
+            let timeout =
+                c.q.get("timeoutSeconds")
+                    .and_then(|t| t.parse::<u64>().ok())
+                    .map(Duration::from_secs)
+                    .unwrap_or(Duration::from_secs(1800));
+            let params = WatchParams {
+                from,
+                bookmarks: truthy(c.q, "allowWatchBookmarks"),
+                send_initial_events: send_initial,
+                timeout,
+                bookmark_interval: c.sh.bookmark_interval,
+                close_after: c.fault_close.0,
+                close_after_events: c.fault_close.1,
+            };
+            let s = watch::stream(
+                api.store.clone(),
+                def.clone(),
+                filter,
+                params,
+                c.sh.shutdown.clone(),
+            );
+            Ok(http::Response::builder()
+                .status(200)
+                .header(http::header::CONTENT_TYPE, "application/json")
+                .header(http::header::CACHE_CONTROL, "no-cache, private")
+                .body(Body::from_stream(s))
+                .unwrap_or_else(|_| Response::new(Body::empty())))
+        }
+        "create" => {
+            c.require_ns()?;
+            let body = parse_body(c.body, c.ctype)?;
+            if c.t.sub == "eviction" {
+                eviction::evict(api, c.ns(), c.name(), &body)?;
+                return Ok(value_response(
+                    201,
+                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                ));
+            }
+            let o = api.create(def, c.ns(), body, c.dry_run(), false)?;
+            Ok(object_response(201, &o))
+        }
+        "update" => {
+            c.require_ns()?;
+            let body = parse_body(c.body, c.ctype)?;
+            let o = api.update(def, c.ns(), c.name(), body, c.sub(), c.dry_run())?;
+            Ok(object_response(200, &o))
+        }
+        "patch" => {
+            c.require_ns()?;
+            let Some(pt) = PatchType::from_content_type(c.ctype) else {
+                return Err(ApiError::unsupported_media_type(&accepted_patch_types(
+                    def.custom,
+                )));
+            };
+            if pt == PatchType::Apply && c.q.get("fieldManager").is_none_or(|f| f.is_empty()) {
+                return Err(ApiError::bad_request(
+                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                ));
+            }
+            let existed = api.store.get(def, c.ns(), c.name()).is_some();
+            let o = api.patch(def, c.ns(), c.name(), pt, c.body, c.sub(), c.dry_run())?;
+            Ok(object_response(if existed { 200 } else { 201 }, &o))
+        }
+        "delete" => {
+            c.require_ns()?;
+            let mut opts = if c.body.is_empty() {
+                DeleteOpts::default()
+            } else {
+                DeleteOpts::from_value(&parse_body(c.body, c.ctype)?)
+            };
+            if let Some(g) =
+                c.q.get("gracePeriodSeconds")
+                    .and_then(|g| g.parse::<i64>().ok())
+            {
+                opts.grace = Some(g);
+            }
+            if let Some(p) = c.q.get("propagationPolicy") {
+                opts.propagation = Some(p.clone());
+            }
+            opts.dry_run |= c.dry_run();
+            match api.delete(def, c.ns(), c.name(), &opts)? {
+                Deleted::Pending(o) => Ok(object_response(200, &o)),
+                Deleted::Gone(o) if returns_deleted_object(def) => Ok(object_response(200, &o)),
+                Deleted::Gone(o) => {
+                    let mut details = json!({"name": o.name, "kind": def.plural, "uid": o.uid});
+                    if !def.group.is_empty() {
+                        details["group"] = json!(def.group);
+                    }
+                    Ok(value_response(
+                        200,
+                        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+                    ))
+                }
+            }
+        }
+        "deletecollection" => {
+            let filter = c.filter()?;
+            let page = api.list(def, &filter, 0, None)?;
+            let mut opts = DeleteOpts::default();
+            if let Some(g) =
+                c.q.get("gracePeriodSeconds")
+                    .and_then(|g| g.parse::<i64>().ok())
+            {
+                opts.grace = Some(g);
+            }
+            let mut out = Vec::new();
+            for o in &page.items {
+                match api.delete(def, &o.namespace, &o.name, &opts) {
+                    Ok(Deleted::Gone(x)) | Ok(Deleted::Pending(x)) => out.push(x),
+                    Err(e) if e.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(json_response(
+                200,
+                list_bytes(def, &out, api.store.current_rv(), None),
+            ))
+        }
+        _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+/// Resources whose DELETE returns the deleted object rather than a Status (as in the real
+/// registry's `ReturnDeletedObject`).
+fn returns_deleted_object(def: &ResourceDef) -> bool {
+    def.custom
+        || (def.group.is_empty() && (def.plural == "pods" || def.plural == "namespaces"))
+        || def.plural == "customresourcedefinitions"
+}

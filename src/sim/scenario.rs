@@ -1,0 +1,541 @@
+//! Seeding: realistic objects (a Node of 10-15 KiB of JSON with conditions, capacity,
+//! nodeInfo, addresses and ~50 images; Pods with containers, resources, env, probes, volumes and
+//! tolerations) and a scenario builder: N nodes, P pods per node, ReplicaSets with PDBs spread
+//! across nodes, DaemonSets with a pod per node, mirror (static) pods, emptyDir pods, unmanaged
+//! pods and finished pods.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::errors::SimError;
+use super::kubelet::{pod_ip, running_status};
+use super::resources::names;
+use super::rest::{Api, new_uid, now_rfc3339};
+
+/// Namespace of the scenario's workloads.
+pub const WORKLOAD_NS: &str = "workloads";
+
+/// A scenario to seed.
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Pods per node (all kinds together).
+    pub pods_per_node: usize,
+    /// Node name prefix (`<prefix><index>`).
+    pub node_prefix: String,
+    /// Number of ReplicaSets whose pods are spread across all nodes.
+    pub replicasets: usize,
+    /// The PDB spec fields given to each spread ReplicaSet (e.g. `{"maxUnavailable": 1}`); None:
+    /// no PDBs.
+    pub pdb: Option<Value>,
+    /// DaemonSets (each with a pod on every node, in kube-system).
+    pub daemonsets: usize,
+    /// One mirror (static) pod per node, in kube-system.
+    pub mirror_pods: bool,
+    /// One pod with an emptyDir volume per node (from a ReplicaSet without PDB).
+    pub emptydir_pods: bool,
+    /// One unmanaged pod per node.
+    pub unmanaged_pods: bool,
+    /// One finished (Succeeded) pod per node.
+    pub finished_pods: bool,
+}
+
+impl Scenario {
+    /// N nodes with P pods each, with one of every special kind per node, 1 DaemonSet and
+    /// ReplicaSets (with `maxUnavailable: 1` PDBs) for the rest.
+    pub fn new(nodes: usize, pods_per_node: usize) -> Self {
+        Scenario {
+            nodes,
+            pods_per_node,
+            node_prefix: "node-".into(),
+            replicasets: nodes.clamp(1, 20),
+            pdb: Some(json!({"maxUnavailable": 1})),
+            daemonsets: 1,
+            mirror_pods: true,
+            emptydir_pods: true,
+            unmanaged_pods: true,
+            finished_pods: true,
+        }
+    }
+
+    /// Only nodes and spread ReplicaSet pods (no special pods, no DaemonSets).
+    pub fn plain(nodes: usize, pods_per_node: usize) -> Self {
+        Scenario {
+            daemonsets: 0,
+            mirror_pods: false,
+            emptydir_pods: false,
+            unmanaged_pods: false,
+            finished_pods: false,
+            ..Self::new(nodes, pods_per_node)
+        }
+    }
+
+    /// Sets the number of spread ReplicaSets.
+    pub fn replicasets(mut self, n: usize) -> Self {
+        self.replicasets = n.max(1);
+        self
+    }
+
+    /// Sets the PDB spec fields (None: no PDBs).
+    pub fn pdb(mut self, spec: Option<Value>) -> Self {
+        self.pdb = spec;
+        self
+    }
+
+    /// Sets the number of DaemonSets.
+    pub fn daemonsets(mut self, n: usize) -> Self {
+        self.daemonsets = n;
+        self
+    }
+
+    /// The name of node `i`.
+    pub fn node_name(&self, i: usize) -> String {
+        format!("{}{i}", self.node_prefix)
+    }
+}
+
+/// What a scenario created.
+#[derive(Debug, Clone, Default)]
+pub struct ScenarioReport {
+    /// Node names.
+    pub nodes: Vec<String>,
+    /// Number of pods.
+    pub pods: usize,
+    /// (namespace, name) of the ReplicaSets.
+    pub replicasets: Vec<(String, String)>,
+    /// (namespace, name) of the PDBs.
+    pub pdbs: Vec<(String, String)>,
+    /// (namespace, name) of the DaemonSets.
+    pub daemonsets: Vec<(String, String)>,
+}
+
+fn hexs(n: usize) -> String {
+    use rand::Rng;
+    let mut r = rand::rng();
+    (0..n)
+        .map(|_| format!("{:x}", r.random_range(0..16u8)))
+        .collect()
+}
+
+/// A realistic Node (10-15 KiB of JSON).
+pub fn node(name: &str, index: usize) -> Value {
+    let now = now_rfc3339();
+    let ip = format!(
+        "10.{}.{}.{}",
+        (index >> 16) & 255,
+        (index >> 8) & 255,
+        (index & 255).max(1)
+    );
+    let repos = [
+        "registry.k8s.io/kube-proxy",
+        "registry.k8s.io/pause",
+        "docker.io/library/nginx",
+        "quay.io/prometheus/node-exporter",
+        "docker.io/calico/node",
+        "docker.io/calico/cni",
+        "registry.k8s.io/coredns/coredns",
+        "quay.io/jetstack/cert-manager-controller",
+        "docker.io/grafana/promtail",
+        "ghcr.io/fluxcd/source-controller",
+    ];
+    let images: Vec<Value> = (0..50)
+        .map(|i| {
+            let repo = repos[i % repos.len()];
+            let tag = format!("v1.{}.{}", i / repos.len() + 20, i % 7);
+            json!({
+                "names": [format!("{repo}@sha256:{}", hexs(64)), format!("{repo}:{tag}")],
+                "sizeBytes": 10_000_000 + (i as u64) * 3_141_592
+            })
+        })
+        .collect();
+    let cond = |t: &str, st: &str, reason: &str, msg: &str| json!({"type": t, "status": st, "lastHeartbeatTime": now, "lastTransitionTime": now, "reason": reason, "message": msg});
+    let zone = format!("eu-west-1{}", ["a", "b", "c"][index % 3]);
+    json!({
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {
+                "beta.kubernetes.io/arch": "amd64", "beta.kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64", "kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                "node.kubernetes.io/instance-type": "m5.2xlarge",
+                "topology.kubernetes.io/region": "eu-west-1", "topology.kubernetes.io/zone": zone,
+                "failure-domain.beta.kubernetes.io/region": "eu-west-1", "failure-domain.beta.kubernetes.io/zone": zone
+            },
+            "annotations": {
+                "node.alpha.kubernetes.io/ttl": "0",
+                "volumes.kubernetes.io/controller-managed-attach-detach": "true",
+                "csi.volume.kubernetes.io/nodeid": format!("{{\"ebs.csi.aws.com\":\"i-{}\"}}", hexs(17)),
+                "projectcalico.org/IPv4Address": format!("{ip}/20"),
+                "projectcalico.org/IPv4VXLANTunnelAddr": format!("192.168.{}.{}", index % 250, (index / 250) % 250)
+            }
+        },
+        "spec": {
+            "podCIDR": format!("100.{}.{}.0/24", (index >> 8) & 255, index & 255),
+            "podCIDRs": [format!("100.{}.{}.0/24", (index >> 8) & 255, index & 255)],
+            "providerID": format!("aws:///{zone}/i-{}", hexs(17))
+        },
+        "status": {
+            "capacity": {"cpu": "8", "ephemeral-storage": "104845292Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "32386524Ki", "pods": "110"},
+            "allocatable": {"cpu": "7910m", "ephemeral-storage": "95551679124", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "31369692Ki", "pods": "110"},
+            "conditions": [
+                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+                cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+                cond("Ready", "True", "KubeletReady", "kubelet is posting ready status")
+            ],
+            "addresses": [
+                {"type": "InternalIP", "address": ip},
+                {"type": "InternalDNS", "address": format!("ip-{}.eu-west-1.compute.internal", ip.replace('.', "-"))},
+                {"type": "Hostname", "address": name}
+            ],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 10250}},
+            "nodeInfo": {
+                "machineID": hexs(32), "systemUUID": new_uid(), "bootID": new_uid(),
+                "kernelVersion": "6.1.112-124.190.amzn2023.x86_64", "osImage": "Amazon Linux 2023.6.20241031",
+                "containerRuntimeVersion": "containerd://1.7.23", "kubeletVersion": "v1.33.0",
+                "kubeProxyVersion": "v1.33.0", "operatingSystem": "linux", "architecture": "amd64"
+            },
+            "images": images,
+            "config": {}
+        }
+    })
+}
+
+fn container(app: &str, image: &str, extra_mounts: &[Value]) -> Value {
+    let probe = |path: &str| {
+        json!({"httpGet": {"path": path, "port": 8080, "scheme": "HTTP"}, "initialDelaySeconds": 10,
+               "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3})
+    };
+    let mut mounts = vec![
+        json!({"name": "config", "mountPath": "/etc/app", "readOnly": true}),
+        json!({"name": "kube-api-access", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}),
+    ];
+    mounts.extend(extra_mounts.iter().cloned());
+    json!({
+        "name": app,
+        "image": image,
+        "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}, {"name": "metrics", "containerPort": 9090, "protocol": "TCP"}],
+        "env": [
+            {"name": "APP_NAME", "value": app},
+            {"name": "LOG_LEVEL", "value": "info"},
+            {"name": "POD_NAME", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
+            {"name": "POD_NAMESPACE", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}},
+            {"name": "GOMAXPROCS", "valueFrom": {"resourceFieldRef": {"resource": "limits.cpu", "divisor": "1"}}}
+        ],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"cpu": "500m", "memory": "256Mi"}},
+        "livenessProbe": probe("/healthz"),
+        "readinessProbe": probe("/ready"),
+        "volumeMounts": mounts,
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+        "securityContext": {"allowPrivilegeEscalation": false, "runAsNonRoot": true, "capabilities": {"drop": ["ALL"]}}
+    })
+}
+
+/// A realistic pod spec (no nodeName). `emptydir` adds an emptyDir volume.
+pub fn pod_spec(app: &str, emptydir: bool) -> Value {
+    let mut volumes = vec![
+        json!({"name": "config", "configMap": {"name": format!("{app}-config"), "defaultMode": 420}}),
+        json!({"name": "kube-api-access", "projected": {"defaultMode": 420, "sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+        ]}}),
+    ];
+    let mut extra = Vec::new();
+    if emptydir {
+        volumes.push(json!({"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}}));
+        extra.push(json!({"name": "scratch", "mountPath": "/scratch"}));
+    }
+    json!({
+        "containers": [container(app, &format!("registry.example.com/{app}:1.4.2"), &extra)],
+        "volumes": volumes,
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default",
+        "serviceAccount": "default",
+        "securityContext": {"fsGroup": 2000},
+        "schedulerName": "default-scheduler",
+        "tolerations": [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        ],
+        "enableServiceLinks": true,
+        "preemptionPolicy": "PreemptLowerPriority",
+        "priority": 0
+    })
+}
+
+/// A Running, Ready pod on a node.
+pub fn running_pod(
+    name: &str,
+    ns: &str,
+    node: &str,
+    node_ip: &str,
+    labels: Value,
+    owner: Option<Value>,
+    spec: Value,
+) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": spec,
+    });
+    if let Some(o) = owner {
+        pod["metadata"]["ownerReferences"] = json!([o]);
+    }
+    pod["spec"]["nodeName"] = json!(node);
+    pod["status"] = running_status(&pod, node_ip, &pod_ip(), &now_rfc3339());
+    pod
+}
+
+fn owner(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
+    json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true})
+}
+
+fn suffix(i: usize) -> String {
+    const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    let mut n = i;
+    let mut s = String::new();
+    for _ in 0..5 {
+        s.push(ALPHA[n % ALPHA.len()] as char);
+        n /= ALPHA.len();
+    }
+    s
+}
+
+fn replicaset(
+    name: &str,
+    ns: &str,
+    app: &str,
+    hash: &str,
+    replicas: usize,
+    emptydir: bool,
+) -> Value {
+    json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": app, "pod-template-hash": hash}},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": app, "pod-template-hash": hash}},
+            "template": {"metadata": {"labels": {"app": app, "pod-template-hash": hash}}, "spec": pod_spec(app, emptydir)}
+        }
+    })
+}
+
+fn ensure_namespace(api: &Api, ns: &str) -> Result<(), SimError> {
+    let d = api.def(names::NAMESPACES)?;
+    if api.store.get(&d, "", ns).is_none() {
+        api.create(
+            &d,
+            "",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            false,
+            false,
+        )?;
+    }
+    Ok(())
+}
+
+/// Seeds a scenario into the store (directly, not through HTTP).
+pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
+    let mut rep = ScenarioReport::default();
+    let nodes = api.def(names::NODES)?;
+    let pods = api.def(names::PODS)?;
+    let rsd = api.def(names::REPLICASETS)?;
+    let dsd = api.def(names::DAEMONSETS)?;
+    let pdbd = api.def(names::PDBS)?;
+    ensure_namespace(api, WORKLOAD_NS)?;
+    ensure_namespace(api, "kube-system")?;
+    let mut node_meta = Vec::new();
+    for i in 0..s.nodes {
+        let name = s.node_name(i);
+        let v = node(&name, i);
+        let ip = v["status"]["addresses"][0]["address"]
+            .as_str()
+            .unwrap_or("10.0.0.1")
+            .to_string();
+        let o = api.create(&nodes, "", v, false, true)?;
+        node_meta.push((name.clone(), o.uid.clone(), ip));
+        rep.nodes.push(name);
+    }
+    let specials = s.daemonsets
+        + usize::from(s.mirror_pods)
+        + usize::from(s.emptydir_pods)
+        + usize::from(s.unmanaged_pods)
+        + usize::from(s.finished_pods);
+    let spread = s.pods_per_node.saturating_sub(specials);
+    let rs_count = if spread > 0 { s.replicasets.max(1) } else { 0 };
+    let total_spread = spread * s.nodes;
+    // DaemonSets.
+    let mut ds_meta = Vec::new();
+    for d in 0..s.daemonsets {
+        let name = format!("node-agent-{d}");
+        let v = json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": name, "namespace": "kube-system", "labels": {"app": name}},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec(&name, false)}}
+        });
+        let o = api.create(&dsd, "kube-system", v, false, false)?;
+        ds_meta.push((name.clone(), o.uid.clone()));
+        rep.daemonsets.push(("kube-system".into(), name));
+    }
+    // Spread ReplicaSets (+ PDBs), and the emptyDir ReplicaSet.
+    let mut rs_meta = Vec::new();
+    for r in 0..rs_count {
+        let app = format!("app-{r}");
+        let hash = format!("{:010x}", 0x5d8f7c6b4u64 + r as u64);
+        let name = format!("{app}-{hash}");
+        let replicas = total_spread / rs_count + usize::from(r < total_spread % rs_count);
+        let o = api.create(
+            &rsd,
+            WORKLOAD_NS,
+            replicaset(&name, WORKLOAD_NS, &app, &hash, replicas, false),
+            false,
+            false,
+        )?;
+        rs_meta.push((name.clone(), o.uid.clone(), app.clone(), hash));
+        rep.replicasets.push((WORKLOAD_NS.into(), name));
+        if let Some(spec) = &s.pdb {
+            let mut pspec = spec.clone();
+            pspec["selector"] = json!({"matchLabels": {"app": app}});
+            let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                             "metadata": {"name": format!("{app}-pdb"), "namespace": WORKLOAD_NS}, "spec": pspec});
+            api.create(&pdbd, WORKLOAD_NS, pdb, false, false)?;
+            rep.pdbs.push((WORKLOAD_NS.into(), format!("{app}-pdb")));
+        }
+    }
+    let cache = if s.emptydir_pods && s.nodes > 0 {
+        let name = "cache-6b7c9d8f5e".to_string();
+        let o = api.create(
+            &rsd,
+            WORKLOAD_NS,
+            replicaset(&name, WORKLOAD_NS, "cache", "6b7c9d8f5e", s.nodes, true),
+            false,
+            false,
+        )?;
+        rep.replicasets.push((WORKLOAD_NS.into(), name.clone()));
+        Some((name, o.uid.clone()))
+    } else {
+        None
+    };
+    let mut counter = 0usize;
+    let mut next = || {
+        counter += 1;
+        // Spread the letters so names look like the real random suffixes.
+        suffix(counter.wrapping_mul(2_654_435_761) % 14_348_907)
+    };
+    for (ni, (node_name, node_uid, ip)) in node_meta.iter().enumerate() {
+        for (dname, duid) in &ds_meta {
+            let v = running_pod(
+                &format!("{dname}-{}", next()),
+                "kube-system",
+                node_name,
+                ip,
+                json!({"app": dname, "controller-revision-hash": "6d4f8b9c7"}),
+                Some(owner("DaemonSet", "apps/v1", dname, duid)),
+                pod_spec(dname, false),
+            );
+            api.create(&pods, "kube-system", v, false, true)?;
+            rep.pods += 1;
+        }
+        if s.mirror_pods {
+            let mut v = running_pod(
+                &format!("static-web-{node_name}"),
+                "kube-system",
+                node_name,
+                ip,
+                json!({"component": "static-web", "tier": "node"}),
+                Some(
+                    json!({"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": true}),
+                ),
+                pod_spec("static-web", false),
+            );
+            v["metadata"]["annotations"] = json!({
+                "kubernetes.io/config.hash": hexs(32), "kubernetes.io/config.mirror": hexs(32),
+                "kubernetes.io/config.seen": now_rfc3339(), "kubernetes.io/config.source": "file"
+            });
+            api.create(&pods, "kube-system", v, false, true)?;
+            rep.pods += 1;
+        }
+        if let Some((cname, cuid)) = &cache {
+            let v = running_pod(
+                &format!("{cname}-{}", next()),
+                WORKLOAD_NS,
+                node_name,
+                ip,
+                json!({"app": "cache", "pod-template-hash": "6b7c9d8f5e"}),
+                Some(owner("ReplicaSet", "apps/v1", cname, cuid)),
+                pod_spec("cache", true),
+            );
+            api.create(&pods, WORKLOAD_NS, v, false, true)?;
+            rep.pods += 1;
+        }
+        if s.unmanaged_pods {
+            let v = running_pod(
+                &format!("standalone-{node_name}"),
+                WORKLOAD_NS,
+                node_name,
+                ip,
+                json!({"app": "standalone"}),
+                None,
+                pod_spec("standalone", false),
+            );
+            api.create(&pods, WORKLOAD_NS, v, false, true)?;
+            rep.pods += 1;
+        }
+        if s.finished_pods {
+            let mut v = running_pod(
+                &format!("batch-{node_name}"),
+                WORKLOAD_NS,
+                node_name,
+                ip,
+                json!({"app": "batch"}),
+                None,
+                pod_spec("batch", false),
+            );
+            v["spec"]["restartPolicy"] = json!("Never");
+            v["status"]["phase"] = json!("Succeeded");
+            if let Some(conds) = v["status"]["conditions"].as_array_mut() {
+                for c in conds.iter_mut() {
+                    if c["type"] == "Ready" || c["type"] == "ContainersReady" {
+                        c["status"] = json!("False");
+                        c["reason"] = json!("PodCompleted");
+                    }
+                }
+            }
+            if let Some(cs) = v["status"]["containerStatuses"].as_array_mut() {
+                for c in cs.iter_mut() {
+                    c["ready"] = json!(false);
+                    c["started"] = json!(false);
+                    c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}});
+                }
+            }
+            api.create(&pods, WORKLOAD_NS, v, false, true)?;
+            rep.pods += 1;
+        }
+        for k in 0..spread {
+            // Spread: consecutive pods of a node belong to different ReplicaSets.
+            let (rname, ruid, app, hash) = &rs_meta[(ni * spread + k) % rs_count];
+            let v = running_pod(
+                &format!("{rname}-{}", next()),
+                WORKLOAD_NS,
+                node_name,
+                ip,
+                json!({"app": app, "pod-template-hash": hash}),
+                Some(owner("ReplicaSet", "apps/v1", rname, ruid)),
+                pod_spec(app, false),
+            );
+            api.create(&pods, WORKLOAD_NS, v, false, true)?;
+            rep.pods += 1;
+        }
+    }
+    Ok(rep)
+}

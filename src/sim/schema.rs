@@ -1,0 +1,258 @@
+//! Structural-schema handling for custom resources: defaulting, pruning of unknown fields,
+//! required fields, types, enums, and the one CEL rule operators commonly use for
+//! immutability (`self == oldSelf`). Other CEL rules are not evaluated.
+
+use serde_json::{Map, Value};
+
+/// One validation failure: (reason, field path, message).
+pub type Cause = (String, String, String);
+
+fn ty_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn type_ok(want: &str, v: &Value) -> bool {
+    match want {
+        "number" => v.is_number(),
+        "integer" => v.is_i64() || v.is_u64(),
+        "string" => v.is_string(),
+        "boolean" => v.is_boolean(),
+        "array" => v.is_array(),
+        "object" => v.is_object(),
+        _ => true,
+    }
+}
+
+/// Applies defaults and prunes unknown fields in place (the root's apiVersion, kind and
+/// metadata are kept as they are).
+pub fn default_and_prune(obj: &mut Value, schema: &Value) {
+    if let Value::Object(m) = obj {
+        let props = schema.get("properties").and_then(|p| p.as_object());
+        let preserve = schema
+            .get("x-kubernetes-preserve-unknown-fields")
+            .and_then(|x| x.as_bool())
+            == Some(true);
+        if let Some(props) = props {
+            for (k, s) in props {
+                if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                    continue;
+                }
+                if !m.contains_key(k)
+                    && let Some(d) = s.get("default")
+                {
+                    m.insert(k.clone(), d.clone());
+                }
+            }
+        }
+        if !preserve {
+            m.retain(|k, _| {
+                matches!(k.as_str(), "apiVersion" | "kind" | "metadata")
+                    || props.is_some_and(|p| p.contains_key(k))
+            });
+        }
+        for (k, v) in m.iter_mut() {
+            if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            if let Some(s) = props.and_then(|p| p.get(k)) {
+                walk(v, s);
+            }
+        }
+    }
+}
+
+fn walk(v: &mut Value, schema: &Value) {
+    match v {
+        Value::Object(m) => {
+            let props = schema.get("properties").and_then(|p| p.as_object());
+            let addl = schema.get("additionalProperties");
+            let preserve = schema
+                .get("x-kubernetes-preserve-unknown-fields")
+                .and_then(|x| x.as_bool())
+                == Some(true);
+            if let Some(props) = props {
+                for (k, s) in props {
+                    if !m.contains_key(k)
+                        && let Some(d) = s.get("default")
+                    {
+                        m.insert(k.clone(), d.clone());
+                    }
+                }
+            }
+            if let Some(props) = props {
+                if !preserve && addl.is_none() {
+                    m.retain(|k, _| props.contains_key(k));
+                }
+                for (k, val) in m.iter_mut() {
+                    if let Some(s) = props.get(k) {
+                        walk(val, s);
+                    } else if let Some(a) = addl.filter(|a| a.is_object()) {
+                        walk(val, a);
+                    }
+                }
+            } else if let Some(a) = addl.filter(|a| a.is_object()) {
+                for val in m.values_mut() {
+                    walk(val, a);
+                }
+            } else if !preserve && schema.get("type").and_then(|t| t.as_str()) == Some("object") {
+                // An object without properties and without preserve-unknown-fields is pruned empty.
+                *m = Map::new();
+            }
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for it in items {
+                    walk(it, s);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Validates types, required fields, enums and `self == oldSelf` rules.
+pub fn validate(obj: &Value, old: Option<&Value>, schema: &Value) -> Vec<Cause> {
+    let mut out = Vec::new();
+    if let (Value::Object(m), Some(props)) =
+        (obj, schema.get("properties").and_then(|p| p.as_object()))
+    {
+        for (k, s) in props {
+            if matches!(k.as_str(), "apiVersion" | "kind" | "metadata") {
+                continue;
+            }
+            if let Some(v) = m.get(k) {
+                check(v, old.and_then(|o| o.get(k)), s, k, &mut out);
+            }
+        }
+        required(m, schema, "", &mut out);
+    }
+    out
+}
+
+fn required(m: &Map<String, Value>, schema: &Value, path: &str, out: &mut Vec<Cause>) {
+    if let Some(req) = schema.get("required").and_then(|r| r.as_array()) {
+        for r in req.iter().filter_map(|r| r.as_str()) {
+            if !m.contains_key(r) {
+                let field = if path.is_empty() {
+                    r.to_string()
+                } else {
+                    format!("{path}.{r}")
+                };
+                out.push(("FieldValueRequired".into(), field, "Required value".into()));
+            }
+        }
+    }
+}
+
+fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, out: &mut Vec<Cause>) {
+    if v.is_null() && schema.get("nullable").and_then(|n| n.as_bool()) == Some(true) {
+        return;
+    }
+    if let Some(t) = schema.get("type").and_then(|t| t.as_str())
+        && !type_ok(t, v)
+    {
+        out.push((
+            "FieldValueTypeInvalid".into(),
+            path.to_string(),
+            format!(
+                "Invalid value: \"{}\": {path} in body must be of type {t}: \"{}\"",
+                ty_name(v),
+                ty_name(v)
+            ),
+        ));
+        return;
+    }
+    if let Some(e) = schema.get("enum").and_then(|e| e.as_array())
+        && !e.contains(v)
+    {
+        let allowed: Vec<String> = e.iter().map(|x| x.to_string()).collect();
+        out.push((
+            "FieldValueNotSupported".into(),
+            path.to_string(),
+            format!(
+                "Unsupported value: {v}: supported values: {}",
+                allowed.join(", ")
+            ),
+        ));
+    }
+    if let (Some(rules), Some(old)) = (
+        schema
+            .get("x-kubernetes-validations")
+            .and_then(|r| r.as_array()),
+        old,
+    ) {
+        for r in rules {
+            let rule = r.get("rule").and_then(|x| x.as_str()).unwrap_or_default();
+            if rule.replace(' ', "") == "self==oldSelf" && v != old {
+                let msg = r
+                    .get("message")
+                    .and_then(|x| x.as_str())
+                    .unwrap_or("failed rule: self == oldSelf");
+                out.push((
+                    "FieldValueInvalid".into(),
+                    path.to_string(),
+                    format!("Invalid value: \"{}\": {msg}", ty_name(v)),
+                ));
+            }
+        }
+    }
+    match v {
+        Value::Object(m) => {
+            if let Some(props) = schema.get("properties").and_then(|p| p.as_object()) {
+                for (k, s) in props {
+                    if let Some(cv) = m.get(k) {
+                        check(
+                            cv,
+                            old.and_then(|o| o.get(k)),
+                            s,
+                            &format!("{path}.{k}"),
+                            out,
+                        );
+                    }
+                }
+            }
+            required(m, schema, path, out);
+        }
+        Value::Array(items) => {
+            if let Some(s) = schema.get("items") {
+                for (i, it) in items.iter().enumerate() {
+                    check(it, None, s, &format!("{path}[{i}]"), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn prunes_defaults_and_requires() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["nodeName"], "properties": {
+                "nodeName": {"type": "string", "x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "immutable"}]},
+                "reason": {"type": "string", "default": "none"}}}}});
+        let mut obj = json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"bogus": 1}, "junk": 2});
+        default_and_prune(&mut obj, &schema);
+        assert_eq!(
+            obj,
+            json!({"apiVersion": "a/v1", "kind": "K", "metadata": {"name": "x"}, "spec": {"reason": "none"}})
+        );
+        let errs = validate(&obj, None, &schema);
+        assert_eq!(errs[0].1, "spec.nodeName");
+        let new = json!({"spec": {"nodeName": "b"}});
+        let old = json!({"spec": {"nodeName": "a"}});
+        assert_eq!(validate(&new, Some(&old), &schema).len(), 1);
+    }
+}

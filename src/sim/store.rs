@@ -1,0 +1,688 @@
+//! The object store: serialized objects, one global resourceVersion counter, per-resource event
+//! history for watches, and the indexes that keep per-node pod lists and watches cheap.
+//!
+//! Objects are kept as serialized JSON (`Bytes`) plus the few parsed bits that selectors and
+//! indexes need: a GET or LIST copies bytes instead of re-serializing, and memory stays close to
+//! the JSON size (a parsed `serde_json::Value` is several times larger).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use super::errors::ApiError;
+use super::resources::ResourceDef;
+use super::selectors::{FieldTarget, Filter, field_value};
+
+/// (namespace, name); namespace is empty for cluster-scoped objects.
+pub type Key = (String, String);
+
+/// One stored object.
+#[derive(Debug)]
+pub struct StoredObject {
+    /// The full object as JSON.
+    pub json: Bytes,
+    /// metadata.name.
+    pub name: String,
+    /// metadata.namespace ("" when cluster scoped).
+    pub namespace: String,
+    /// metadata.uid.
+    pub uid: String,
+    /// metadata.resourceVersion.
+    pub rv: u64,
+    /// metadata.labels.
+    pub labels: Vec<(String, String)>,
+    /// Values of the resource's extra selectable fields (aligned with `ResourceDef::fields`).
+    pub fields: Vec<String>,
+    /// uids of the owner references.
+    pub owner_uids: Vec<String>,
+    /// metadata.deletionTimestamp is set.
+    pub deleting: bool,
+}
+
+impl StoredObject {
+    /// Builds the stored form of an object (serializes it).
+    pub fn from_value(def: &ResourceDef, v: &Value) -> Result<Self, ApiError> {
+        let meta = v.get("metadata");
+        let text = |k: &str| {
+            meta.and_then(|m| m.get(k))
+                .and_then(|x| x.as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        let labels = meta
+            .and_then(|m| m.get("labels"))
+            .and_then(|l| l.as_object())
+            .map(|l| {
+                l.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let owner_uids = meta
+            .and_then(|m| m.get("ownerReferences"))
+            .and_then(|o| o.as_array())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|o| o.get("uid").and_then(|u| u.as_str()).map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let json = serde_json::to_vec(v).map_err(|e| ApiError::internal(e.to_string()))?;
+        Ok(StoredObject {
+            json: Bytes::from(json),
+            name: text("name"),
+            namespace: text("namespace"),
+            uid: text("uid"),
+            rv: text("resourceVersion").parse().unwrap_or(0),
+            labels,
+            fields: def.fields.iter().map(|f| field_value(v, f)).collect(),
+            owner_uids,
+            deleting: meta
+                .and_then(|m| m.get("deletionTimestamp"))
+                .is_some_and(|d| !d.is_null()),
+        })
+    }
+
+    /// Parses the object.
+    pub fn value(&self) -> Result<Value, ApiError> {
+        serde_json::from_slice(&self.json).map_err(|e| ApiError::internal(e.to_string()))
+    }
+
+    /// The store key.
+    pub fn key(&self) -> Key {
+        (self.namespace.clone(), self.name.clone())
+    }
+}
+
+/// Watch event types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// ADDED.
+    Added,
+    /// MODIFIED.
+    Modified,
+    /// DELETED.
+    Deleted,
+}
+
+impl EventType {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One change, as kept in the history and sent to watchers and controllers.
+#[derive(Debug)]
+pub struct StoreEvent {
+    /// The resource.
+    pub def: Arc<ResourceDef>,
+    /// What happened.
+    pub kind: EventType,
+    /// The object after the change (for DELETED: its last state, with the deletion's RV).
+    pub obj: Arc<StoredObject>,
+    /// The object before the change.
+    pub prev: Option<Arc<StoredObject>>,
+}
+
+impl StoreEvent {
+    /// The event's resourceVersion.
+    pub fn rv(&self) -> u64 {
+        self.obj.rv
+    }
+}
+
+/// What a watcher registers on, so that an event reaches only the watchers that may want it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Trigger {
+    /// Every event of the resource.
+    All,
+    /// Events whose indexed field (pods: spec.nodeName) had or has this value.
+    Index(String),
+    /// Events of objects with this name.
+    Name(String),
+    /// Events in this namespace.
+    Namespace(String),
+}
+
+impl Trigger {
+    /// The cheapest trigger for a filter.
+    pub fn for_filter(def: &ResourceDef, filter: &Filter) -> Trigger {
+        if let Some(i) = def.indexed_field
+            && let Some(v) = filter.fields.equality(&FieldTarget::Field(i))
+        {
+            return Trigger::Index(v.to_string());
+        }
+        if let Some(n) = filter.fields.equality(&FieldTarget::Name) {
+            return Trigger::Name(n.to_string());
+        }
+        if let Some(ns) = &filter.namespace {
+            return Trigger::Namespace(ns.clone());
+        }
+        Trigger::All
+    }
+}
+
+struct WatcherEntry {
+    id: u64,
+    tx: mpsc::Sender<Arc<StoreEvent>>,
+}
+
+#[derive(Default)]
+struct Table {
+    objects: BTreeMap<Key, Arc<StoredObject>>,
+    index: HashMap<String, BTreeSet<Key>>,
+    history: VecDeque<Arc<StoreEvent>>,
+    /// Events with an RV above this are all still in `history`.
+    compacted: u64,
+    watchers: HashMap<Trigger, Vec<WatcherEntry>>,
+}
+
+#[derive(Default)]
+struct Inner {
+    rv: u64,
+    tables: HashMap<String, Table>,
+    /// owner uid -> dependents (resource key, object key).
+    dependents: HashMap<String, HashSet<(String, Key)>>,
+    /// uid -> (resource key, object key), for garbage collection.
+    uids: HashMap<String, (String, Key)>,
+}
+
+/// The outcome of a failed commit.
+#[derive(Debug)]
+pub enum CommitError {
+    /// The object exists (expected absent).
+    Exists,
+    /// The object does not exist.
+    Missing,
+    /// The object's RV is not the expected one.
+    Stale,
+    /// Another failure.
+    Api(ApiError),
+}
+
+/// What a commit expects of the current object.
+#[derive(Debug, Clone, Copy)]
+pub enum Expect {
+    /// It does not exist.
+    Absent,
+    /// It exists with this RV.
+    Rv(u64),
+}
+
+/// A write.
+#[derive(Debug)]
+pub enum Write {
+    /// Store this object.
+    Put(Value),
+    /// Remove the object; the value is its last state (sent in the DELETED event).
+    Delete(Value),
+}
+
+/// Where a watch starts.
+#[derive(Debug, Clone, Copy)]
+pub enum WatchFrom {
+    /// Synthetic ADDED events for the current state, then changes.
+    Current,
+    /// Replay the history after this RV, then changes.
+    Rv(u64),
+}
+
+/// A registered watch.
+pub struct WatchStart {
+    /// Events to send first.
+    pub initial: Vec<Arc<StoreEvent>>,
+    /// Live events.
+    pub rx: mpsc::Receiver<Arc<StoreEvent>>,
+    /// Unregisters the watcher when dropped.
+    pub guard: WatchGuard,
+    /// The store's RV when the watch was registered.
+    pub rv: u64,
+}
+
+/// Unregisters a watcher on drop.
+pub struct WatchGuard {
+    store: Arc<Store>,
+    key: String,
+    trigger: Trigger,
+    id: u64,
+}
+
+impl Drop for WatchGuard {
+    fn drop(&mut self) {
+        self.store.unwatch(&self.key, &self.trigger, self.id);
+    }
+}
+
+/// The store.
+pub struct Store {
+    inner: Mutex<Inner>,
+    current_rv: AtomicU64,
+    next_id: AtomicU64,
+    internal: broadcast::Sender<Arc<StoreEvent>>,
+    history_limit: usize,
+}
+
+impl Store {
+    /// An empty store keeping `history_limit` events per resource for watches.
+    pub fn new(history_limit: usize) -> Arc<Self> {
+        let (internal, _) = broadcast::channel(65536);
+        Arc::new(Store {
+            inner: Mutex::new(Inner::default()),
+            current_rv: AtomicU64::new(0),
+            next_id: AtomicU64::new(1),
+            internal,
+            history_limit: history_limit.max(1),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves consistent data (every mutation is completed
+        // before anything that can panic), so a poisoned lock is still usable.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The latest resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.current_rv.load(Ordering::SeqCst)
+    }
+
+    /// Subscribes to every change (for the in-process controllers).
+    pub fn subscribe(&self) -> broadcast::Receiver<Arc<StoreEvent>> {
+        self.internal.subscribe()
+    }
+
+    /// One object.
+    pub fn get(&self, def: &ResourceDef, ns: &str, name: &str) -> Option<Arc<StoredObject>> {
+        let inner = self.lock();
+        inner
+            .tables
+            .get(&def.key())?
+            .objects
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Whether an object with this uid exists (any resource).
+    pub fn uid_exists(&self, uid: &str) -> bool {
+        self.lock().uids.contains_key(uid)
+    }
+
+    /// The dependents (by owner reference) of a uid: (resource key, object key).
+    pub fn dependents(&self, uid: &str) -> Vec<(String, Key)> {
+        self.lock()
+            .dependents
+            .get(uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// The resource key and object key of a uid.
+    pub fn lookup_uid(&self, uid: &str) -> Option<(String, Key)> {
+        self.lock().uids.get(uid).cloned()
+    }
+
+    /// Number of objects whose indexed field has this value (pods on a node).
+    pub fn index_len(&self, def: &ResourceDef, value: &str) -> usize {
+        self.lock()
+            .tables
+            .get(&def.key())
+            .and_then(|t| t.index.get(value))
+            .map_or(0, |s| s.len())
+    }
+
+    /// Number of objects of a resource.
+    pub fn count(&self, def: &ResourceDef) -> usize {
+        self.lock()
+            .tables
+            .get(&def.key())
+            .map(|t| t.objects.len())
+            .unwrap_or(0)
+    }
+
+    /// Lists matching objects in key order, starting after `after`, at most `limit` (0: all).
+    /// Returns the items, the RV of the snapshot and whether more items remain.
+    pub fn list(
+        &self,
+        def: &ResourceDef,
+        filter: &Filter,
+        after: Option<&Key>,
+        limit: usize,
+    ) -> (Vec<Arc<StoredObject>>, u64, bool) {
+        let inner = self.lock();
+        let rv = inner.rv;
+        let Some(table) = inner.tables.get(&def.key()) else {
+            return (Vec::new(), rv, false);
+        };
+        let mut out = Vec::new();
+        let mut more = false;
+        let mut push = |o: &Arc<StoredObject>| -> bool {
+            if !filter.matches(o) {
+                return true;
+            }
+            if limit > 0 && out.len() == limit {
+                more = true;
+                return false;
+            }
+            out.push(o.clone());
+            true
+        };
+        let lower = after.cloned();
+        match Trigger::for_filter(def, filter) {
+            Trigger::Index(v) => {
+                if let Some(keys) = table.index.get(&v) {
+                    for k in keys {
+                        if lower.as_ref().is_some_and(|l| k <= l) {
+                            continue;
+                        }
+                        if let Some(o) = table.objects.get(k)
+                            && !push(o)
+                        {
+                            break;
+                        }
+                    }
+                }
+            }
+            Trigger::Namespace(ns) => {
+                let start = match &lower {
+                    Some(l) if l.0 == ns => l.clone(),
+                    _ => (ns.clone(), String::new()),
+                };
+                for (k, o) in table.objects.range(start..) {
+                    if k.0 != ns {
+                        break;
+                    }
+                    if lower.as_ref().is_some_and(|l| k <= l) {
+                        continue;
+                    }
+                    if !push(o) {
+                        break;
+                    }
+                }
+            }
+            _ => {
+                let iter: Box<dyn Iterator<Item = (&Key, &Arc<StoredObject>)>> = match &lower {
+                    Some(l) => Box::new(table.objects.range((
+                        std::ops::Bound::Excluded(l.clone()),
+                        std::ops::Bound::Unbounded,
+                    ))),
+                    None => Box::new(table.objects.iter()),
+                };
+                for (_, o) in iter {
+                    if !push(o) {
+                        break;
+                    }
+                }
+            }
+        }
+        (out, rv, more)
+    }
+
+    /// Commits a write if the current object is as expected. Assigns the new resourceVersion
+    /// (written into `metadata.resourceVersion`), records the event, notifies watchers.
+    pub fn commit(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        expect: Expect,
+        write: Write,
+    ) -> Result<Arc<StoredObject>, CommitError> {
+        let key: Key = (ns.to_string(), name.to_string());
+        let tkey = def.key();
+        let mut inner = self.lock();
+        let current = inner
+            .tables
+            .get(&tkey)
+            .and_then(|t| t.objects.get(&key))
+            .cloned();
+        match (expect, &current) {
+            (Expect::Absent, Some(_)) => return Err(CommitError::Exists),
+            (Expect::Rv(_), None) => return Err(CommitError::Missing),
+            (Expect::Rv(rv), Some(c)) if c.rv != rv => return Err(CommitError::Stale),
+            _ => {}
+        }
+        let rv = inner.rv + 1;
+        let (mut value, deleting) = match write {
+            Write::Put(v) => (v, false),
+            Write::Delete(v) => (v, true),
+        };
+        if let Some(m) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            m.insert("resourceVersion".into(), json!(rv.to_string()));
+        }
+        let stored = Arc::new(StoredObject::from_value(def, &value).map_err(CommitError::Api)?);
+        inner.rv = rv;
+        let inner = &mut *inner;
+        // Owner and uid indexes.
+        if let Some(c) = &current {
+            for o in &c.owner_uids {
+                if let Some(set) = inner.dependents.get_mut(o) {
+                    set.remove(&(tkey.clone(), key.clone()));
+                    if set.is_empty() {
+                        inner.dependents.remove(o);
+                    }
+                }
+            }
+            inner.uids.remove(&c.uid);
+        }
+        if !deleting {
+            for o in &stored.owner_uids {
+                inner
+                    .dependents
+                    .entry(o.clone())
+                    .or_default()
+                    .insert((tkey.clone(), key.clone()));
+            }
+            inner
+                .uids
+                .insert(stored.uid.clone(), (tkey.clone(), key.clone()));
+        }
+        let table = inner.tables.entry(tkey).or_default();
+        if let Some(i) = def.indexed_field {
+            if let Some(c) = &current
+                && let Some(v) = c.fields.get(i)
+                && let Some(set) = table.index.get_mut(v)
+            {
+                set.remove(&key);
+                if set.is_empty() {
+                    table.index.remove(v);
+                }
+            }
+            if !deleting && let Some(v) = stored.fields.get(i) {
+                table
+                    .index
+                    .entry(v.clone())
+                    .or_default()
+                    .insert(key.clone());
+            }
+        }
+        let kind = if deleting {
+            table.objects.remove(&key);
+            EventType::Deleted
+        } else {
+            table.objects.insert(key, stored.clone());
+            if current.is_some() {
+                EventType::Modified
+            } else {
+                EventType::Added
+            }
+        };
+        let ev = Arc::new(StoreEvent {
+            def: def.clone(),
+            kind,
+            obj: stored.clone(),
+            prev: current,
+        });
+        table.history.push_back(ev.clone());
+        while table.history.len() > self.history_limit {
+            if let Some(old) = table.history.pop_front() {
+                table.compacted = old.rv();
+            }
+        }
+        dispatch(table, def, &ev);
+        // Published while still holding the lock so that anyone who reads `current_rv` and then
+        // drains their channel has seen every event up to that RV.
+        self.current_rv.store(rv, Ordering::SeqCst);
+        let _ = self.internal.send(ev);
+        Ok(stored)
+    }
+
+    /// Registers a watcher and returns what it must send first.
+    pub fn watch(
+        self: &Arc<Self>,
+        def: &ResourceDef,
+        filter: &Filter,
+        from: WatchFrom,
+        capacity: usize,
+        def_arc: &Arc<ResourceDef>,
+    ) -> Result<WatchStart, ApiError> {
+        let trigger = Trigger::for_filter(def, filter);
+        let tkey = def.key();
+        let (tx, rx) = mpsc::channel(capacity.max(16));
+        let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+        let mut inner = self.lock();
+        let rv = inner.rv;
+        let table = inner.tables.entry(tkey.clone()).or_default();
+        let initial = match from {
+            WatchFrom::Current => {
+                let objs: Vec<Arc<StoredObject>> = match &trigger {
+                    Trigger::Index(v) => table
+                        .index
+                        .get(v)
+                        .map(|keys| {
+                            keys.iter()
+                                .filter_map(|k| table.objects.get(k).cloned())
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    _ => table
+                        .objects
+                        .values()
+                        .filter(|o| filter.matches(o))
+                        .cloned()
+                        .collect(),
+                };
+                objs.into_iter()
+                    .filter(|o| filter.matches(o))
+                    .map(|o| {
+                        Arc::new(StoreEvent {
+                            def: def_arc.clone(),
+                            kind: EventType::Added,
+                            obj: o,
+                            prev: None,
+                        })
+                    })
+                    .collect()
+            }
+            WatchFrom::Rv(from_rv) => {
+                if from_rv < table.compacted {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {from_rv} ({})",
+                        table.compacted + 1
+                    )));
+                }
+                table
+                    .history
+                    .iter()
+                    .filter(|e| e.rv() > from_rv)
+                    .cloned()
+                    .collect()
+            }
+        };
+        table
+            .watchers
+            .entry(trigger.clone())
+            .or_default()
+            .push(WatcherEntry { id, tx });
+        drop(inner);
+        Ok(WatchStart {
+            initial,
+            rx,
+            guard: WatchGuard {
+                store: self.clone(),
+                key: tkey,
+                trigger,
+                id,
+            },
+            rv,
+        })
+    }
+
+    fn unwatch(&self, tkey: &str, trigger: &Trigger, id: u64) {
+        let mut inner = self.lock();
+        if let Some(t) = inner.tables.get_mut(tkey)
+            && let Some(list) = t.watchers.get_mut(trigger)
+        {
+            list.retain(|w| w.id != id);
+            if list.is_empty() {
+                t.watchers.remove(trigger);
+            }
+        }
+    }
+
+    /// Number of registered watchers (all resources).
+    pub fn watcher_count(&self) -> usize {
+        self.lock()
+            .tables
+            .values()
+            .map(|t| t.watchers.values().map(|v| v.len()).sum::<usize>())
+            .sum()
+    }
+
+    /// Drops all objects of a resource (CRD deletion), emitting DELETED events.
+    pub fn drop_resource(&self, def: &Arc<ResourceDef>) {
+        let (items, _, _) = self.list(def, &Filter::default(), None, 0);
+        for o in items {
+            if let Ok(v) = o.value() {
+                let _ = self.commit(
+                    def,
+                    &o.namespace,
+                    &o.name,
+                    Expect::Rv(o.rv),
+                    Write::Delete(v),
+                );
+            }
+        }
+    }
+}
+
+/// Sends an event to the watchers registered on the triggers it may concern. A watcher whose
+/// channel is full is dropped (its stream ends and the client re-watches), as the real server
+/// does with slow watchers.
+fn dispatch(table: &mut Table, def: &ResourceDef, ev: &Arc<StoreEvent>) {
+    if table.watchers.is_empty() {
+        return;
+    }
+    let mut triggers = vec![Trigger::All];
+    if let Some(i) = def.indexed_field {
+        if let Some(v) = ev.obj.fields.get(i) {
+            triggers.push(Trigger::Index(v.clone()));
+        }
+        if let Some(p) = &ev.prev
+            && let Some(v) = p.fields.get(i)
+            && Some(v) != ev.obj.fields.get(i)
+        {
+            triggers.push(Trigger::Index(v.clone()));
+        }
+    }
+    triggers.push(Trigger::Name(ev.obj.name.clone()));
+    if !ev.obj.namespace.is_empty() {
+        triggers.push(Trigger::Namespace(ev.obj.namespace.clone()));
+    }
+    for t in triggers {
+        if let Some(list) = table.watchers.get_mut(&t) {
+            list.retain(|w| w.tx.try_send(ev.clone()).is_ok());
+            if list.is_empty() {
+                table.watchers.remove(&t);
+            }
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! WATCH streams: initial events (current state or history replay), live events filtered with
+//! the real watch cache's semantics (an object that stops matching is sent as DELETED), bookmarks,
+//! timeouts, `410 Expired` as an ERROR event, and injected early closes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+
+use super::errors::ApiError;
+use super::resources::ResourceDef;
+use super::selectors::Filter;
+use super::store::{EventType, Store, StoreEvent, WatchFrom};
+
+/// What a watch request asked for.
+#[derive(Debug, Clone)]
+pub struct WatchParams {
+    /// Where to start.
+    pub from: WatchFrom,
+    /// `allowWatchBookmarks`.
+    pub bookmarks: bool,
+    /// `sendInitialEvents` (ends the initial events with a bookmark).
+    pub send_initial_events: bool,
+    /// `timeoutSeconds` (or the server's default).
+    pub timeout: Duration,
+    /// Interval between bookmarks.
+    pub bookmark_interval: Duration,
+    /// Fault injection: close the stream after this long.
+    pub close_after: Option<Duration>,
+    /// Fault injection: close the stream after this many events.
+    pub close_after_events: Option<usize>,
+}
+
+/// One watch event line.
+fn line(kind: &str, obj: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(obj.len() + 32);
+    v.extend_from_slice(b"{\"type\":\"");
+    v.extend_from_slice(kind.as_bytes());
+    v.extend_from_slice(b"\",\"object\":");
+    v.extend_from_slice(obj);
+    v.extend_from_slice(b"}\n");
+    Bytes::from(v)
+}
+
+fn bookmark(def: &ResourceDef, rv: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({"kind": def.kind, "apiVersion": def.api_version(), "metadata": meta});
+    line("BOOKMARK", obj.to_string().as_bytes())
+}
+
+/// The ERROR event a watch ends with when it cannot be served (e.g. 410 Expired).
+pub fn error_line(e: &ApiError) -> Bytes {
+    line("ERROR", e.to_status().to_string().as_bytes())
+}
+
+/// Converts a store event for a filtered watcher, as the watch cache does.
+fn convert(ev: &StoreEvent, filter: &Filter) -> Option<Bytes> {
+    let cur = filter.matches(&ev.obj);
+    match ev.kind {
+        EventType::Added => cur.then(|| line("ADDED", &ev.obj.json)),
+        EventType::Deleted => cur.then(|| line("DELETED", &ev.obj.json)),
+        EventType::Modified => {
+            let prev = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
+            match (prev, cur) {
+                (true, true) => Some(line("MODIFIED", &ev.obj.json)),
+                (false, true) => Some(line("ADDED", &ev.obj.json)),
+                (true, false) => {
+                    // The previous content, with the event's resourceVersion.
+                    let p = ev.prev.as_ref()?;
+                    let mut v: Value = serde_json::from_slice(&p.json).ok()?;
+                    v["metadata"]["resourceVersion"] = json!(ev.rv().to_string());
+                    Some(line("DELETED", v.to_string().as_bytes()))
+                }
+                (false, false) => None,
+            }
+        }
+    }
+}
+
+/// The body stream of a watch response.
+pub fn stream(
+    store: Arc<Store>,
+    def: Arc<ResourceDef>,
+    filter: Filter,
+    params: WatchParams,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> + Send + 'static {
+    async_stream::stream! {
+        let start = match store.watch(&def, &filter, params.from, 4096, &def) {
+            Ok(s) => s,
+            Err(e) => {
+                yield Ok(error_line(&e));
+                return;
+            }
+        };
+        let mut rx = start.rx;
+        let _guard = start.guard;
+        let mut last_rv = match params.from {
+            WatchFrom::Rv(r) => r.max(0),
+            WatchFrom::Current => start.rv,
+        };
+        let mut sent = 0usize;
+        let limit = params.close_after_events.unwrap_or(usize::MAX);
+        for ev in &start.initial {
+            if let Some(b) = convert(ev, &filter) {
+                yield Ok(b);
+                sent += 1;
+                if sent >= limit {
+                    return;
+                }
+            }
+            last_rv = last_rv.max(ev.rv());
+        }
+        if let WatchFrom::Current = params.from {
+            last_rv = last_rv.max(start.rv);
+        }
+        if params.send_initial_events && params.bookmarks {
+            yield Ok(bookmark(&def, last_rv, true));
+        }
+        let deadline = tokio::time::Instant::now() + params.close_after.map_or(params.timeout, |c| c.min(params.timeout));
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::now() + params.bookmark_interval,
+            params.bookmark_interval,
+        );
+        enum Step {
+            Event(Option<Arc<StoreEvent>>),
+            Tick,
+            Stop,
+        }
+        loop {
+            let step = tokio::select! {
+                ev = rx.recv() => Step::Event(ev),
+                _ = tick.tick(), if params.bookmarks => Step::Tick,
+                _ = tokio::time::sleep_until(deadline) => Step::Stop,
+                _ = shutdown.changed() => Step::Stop,
+            };
+            let mut batch: Vec<Arc<StoreEvent>> = Vec::new();
+            let mut mark = None;
+            match step {
+                Step::Stop | Step::Event(None) => return,
+                Step::Event(Some(ev)) => batch.push(ev),
+                Step::Tick => {
+                    // Everything up to `current` has already been queued to us: drain, then
+                    // promise no more than what was delivered.
+                    let current = store.current_rv();
+                    while let Ok(ev) = rx.try_recv() {
+                        batch.push(ev);
+                    }
+                    mark = Some(current);
+                }
+            }
+            for ev in batch {
+                if ev.rv() <= last_rv {
+                    continue;
+                }
+                last_rv = ev.rv();
+                if let Some(b) = convert(&ev, &filter) {
+                    yield Ok(b);
+                    sent += 1;
+                    if sent >= limit {
+                        return;
+                    }
+                }
+            }
+            if let Some(current) = mark {
+                last_rv = last_rv.max(current);
+                yield Ok(bookmark(&def, last_rv, false));
+            }
+        }
+    }
+}

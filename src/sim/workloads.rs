@@ -1,0 +1,225 @@
+//! The owners of pods: a ReplicaSet controller that keeps `spec.replicas` active pods (new pods
+//! get a generateName, an owner reference, and start Pending and unscheduled) and maintains the
+//! ReplicaSet status; DaemonSet status (DaemonSets do not create pods here).
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::controller::next_batch;
+use super::pdb::pod_ready;
+use super::resources::names;
+use super::rest::{Api, DeleteOpts};
+use super::selectors::{Filter, LabelSelector};
+use super::store::{Key, StoredObject};
+
+fn active(p: &StoredObject) -> bool {
+    !p.deleting
+        && !matches!(
+            p.fields.get(5).map(|s| s.as_str()),
+            Some("Succeeded") | Some("Failed")
+        )
+}
+
+fn owned_pods(api: &Api, ns: &str, uid: &str, selector: &Value) -> Vec<Arc<StoredObject>> {
+    let Ok(pods) = api.def(names::PODS) else {
+        return Vec::new();
+    };
+    let labels = LabelSelector::from_object(selector).unwrap_or_default();
+    let filter = Filter {
+        namespace: Some(ns.to_string()),
+        labels,
+        ..Default::default()
+    };
+    api.store
+        .list(&pods, &filter, None, 0)
+        .0
+        .into_iter()
+        .filter(|p| p.owner_uids.iter().any(|u| u == uid))
+        .collect()
+}
+
+fn sync_rs(api: &Api, key: &Key) {
+    let (Ok(rsdef), Ok(pods)) = (api.def(names::REPLICASETS), api.def(names::PODS)) else {
+        return;
+    };
+    let Some(rs) = api.store.get(&rsdef, &key.0, &key.1) else {
+        return;
+    };
+    let Ok(v) = rs.value() else { return };
+    if rs.deleting {
+        return;
+    }
+    let replicas = v
+        .pointer("/spec/replicas")
+        .and_then(|r| r.as_i64())
+        .unwrap_or(1);
+    let selector = v.pointer("/spec/selector").cloned().unwrap_or(json!({}));
+    let owned = owned_pods(api, &key.0, &rs.uid, &selector);
+    let act: Vec<&Arc<StoredObject>> = owned.iter().filter(|p| active(p)).collect();
+    let diff = replicas - act.len() as i64;
+    if diff > 0 {
+        let template = v.pointer("/spec/template").cloned().unwrap_or(json!({}));
+        for _ in 0..diff {
+            let mut pod = json!({
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": template.get("metadata").cloned().unwrap_or(json!({})),
+                "spec": template.get("spec").cloned().unwrap_or(json!({})),
+            });
+            pod["metadata"]["generateName"] = json!(format!("{}-", key.1));
+            pod["metadata"]["namespace"] = json!(key.0);
+            pod["metadata"]["ownerReferences"] = json!([{
+                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": key.1, "uid": rs.uid,
+                "controller": true, "blockOwnerDeletion": true
+            }]);
+            if let Some(m) = pod["spec"].as_object_mut() {
+                m.remove("nodeName");
+            }
+            if let Err(e) = api.create(&pods, &key.0, pod, false, false) {
+                tracing::debug!(rs = %key.1, error = %e, "replica create failed");
+                break;
+            }
+        }
+    } else if diff < 0 {
+        // Prefer removing unscheduled, then not-ready pods, like the real ranking does.
+        let mut victims: Vec<(i32, &Arc<StoredObject>)> = act
+            .iter()
+            .map(|p| {
+                let rank = if p.fields.first().is_none_or(|n| n.is_empty()) {
+                    0
+                } else if p.value().is_ok_and(|v| !pod_ready(&v)) {
+                    1
+                } else {
+                    2
+                };
+                (rank, *p)
+            })
+            .collect();
+        victims.sort_by_key(|(r, _)| *r);
+        for (_, p) in victims.into_iter().take((-diff) as usize) {
+            let _ = api.delete(&pods, &p.namespace, &p.name, &DeleteOpts::default());
+        }
+    }
+    // Status from the pods as they are now.
+    let owned = owned_pods(api, &key.0, &rs.uid, &selector);
+    let act: Vec<Value> = owned
+        .iter()
+        .filter(|p| active(p))
+        .filter_map(|p| p.value().ok())
+        .collect();
+    let ready = act.iter().filter(|p| pod_ready(p)).count();
+    let generation = v
+        .pointer("/metadata/generation")
+        .cloned()
+        .unwrap_or(json!(1));
+    let status = json!({
+        "replicas": act.len(),
+        "fullyLabeledReplicas": act.len(),
+        "readyReplicas": ready,
+        "availableReplicas": ready,
+        "observedGeneration": generation,
+    });
+    let _ = api.mutate(&rsdef, &key.0, &key.1, |o| {
+        if o.get("status") == Some(&status) {
+            return Ok(false);
+        }
+        o["status"] = status.clone();
+        Ok(true)
+    });
+}
+
+fn sync_ds(api: &Api, key: &Key) {
+    let (Ok(dsdef), Ok(nodes)) = (api.def(names::DAEMONSETS), api.def(names::NODES)) else {
+        return;
+    };
+    let Some(ds) = api.store.get(&dsdef, &key.0, &key.1) else {
+        return;
+    };
+    let Ok(v) = ds.value() else { return };
+    let selector = v.pointer("/spec/selector").cloned().unwrap_or(json!({}));
+    let owned = owned_pods(api, &key.0, &ds.uid, &selector);
+    let act: Vec<Value> = owned
+        .iter()
+        .filter(|p| active(p))
+        .filter_map(|p| p.value().ok())
+        .collect();
+    let ready = act.iter().filter(|p| pod_ready(p)).count();
+    let desired = api.store.count(&nodes);
+    let status = json!({
+        "currentNumberScheduled": act.len(),
+        "desiredNumberScheduled": desired,
+        "numberMisscheduled": 0,
+        "numberReady": ready,
+        "numberAvailable": ready,
+        "updatedNumberScheduled": act.len(),
+        "observedGeneration": v.pointer("/metadata/generation").cloned().unwrap_or(json!(1)),
+    });
+    let _ = api.mutate(&dsdef, &key.0, &key.1, |o| {
+        if o.get("status") == Some(&status) {
+            return Ok(false);
+        }
+        o["status"] = status.clone();
+        Ok(true)
+    });
+}
+
+fn all_keys(api: &Api, gp: (&str, &str)) -> HashSet<Key> {
+    match api.def(gp) {
+        Ok(d) => api
+            .store
+            .list(&d, &Filter::default(), None, 0)
+            .0
+            .iter()
+            .map(|o| o.key())
+            .collect(),
+        Err(_) => HashSet::new(),
+    }
+}
+
+/// Runs the ReplicaSet controller and DaemonSet status until shutdown.
+pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
+    let mut rx = api.store.subscribe();
+    let rs_key = format!("{}/{}", names::REPLICASETS.0, names::REPLICASETS.1);
+    let ds_key = format!("{}/{}", names::DAEMONSETS.0, names::DAEMONSETS.1);
+    let mut rs_dirty = all_keys(&api, names::REPLICASETS);
+    let mut ds_dirty = all_keys(&api, names::DAEMONSETS);
+    loop {
+        for k in rs_dirty.drain() {
+            sync_rs(&api, &k);
+        }
+        for k in ds_dirty.drain() {
+            sync_ds(&api, &k);
+        }
+        let Some(batch) = next_batch(&mut rx, &mut shutdown, Duration::from_secs(5)).await else {
+            return;
+        };
+        if batch.resync {
+            rs_dirty = all_keys(&api, names::REPLICASETS);
+            ds_dirty = all_keys(&api, names::DAEMONSETS);
+        }
+        for ev in &batch.events {
+            let gp = (ev.def.group.as_str(), ev.def.plural.as_str());
+            if gp == names::REPLICASETS {
+                rs_dirty.insert(ev.obj.key());
+            } else if gp == names::DAEMONSETS {
+                ds_dirty.insert(ev.obj.key());
+            } else if gp == names::NODES && ev.kind != super::store::EventType::Modified {
+                ds_dirty.extend(all_keys(&api, names::DAEMONSETS));
+            } else if gp == names::PODS {
+                for uid in &ev.obj.owner_uids {
+                    if let Some((t, k)) = api.store.lookup_uid(uid) {
+                        if t == rs_key {
+                            rs_dirty.insert(k);
+                        } else if t == ds_key {
+                            ds_dirty.insert(k);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! nmo end to end: the operator in-process against the simulated API server, through the real
+//! kube client, checking nodes, pods, leases, statuses and events.
+
+mod cluster;
+mod drain;
+mod harness;
+mod lease;
+mod pdb;
+mod restart;
+mod safety;
+mod traffic;

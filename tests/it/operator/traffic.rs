@@ -1,0 +1,81 @@
+//! What a maintenance costs the API server, counted by the simulator for nmo's client alone.
+
+use std::time::Duration;
+
+use nmo::sim::{Query, Scenario};
+
+use super::cluster::{self, OPERATOR_AGENT};
+use super::harness::{Operator, test_options};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
+    let sim = cluster::start(Scenario::plain(3, 10).pdb(None)).await;
+    let client = cluster::test_client(&sim);
+    let operator = Operator::start(cluster::operator_client(&sim), test_options());
+    // Let the operator's start-up (the NodeMaintenance watch) settle before counting.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    sim.accounting().reset();
+
+    cluster::create_maintenance(&client, "nm-0", "node-0").await;
+    cluster::wait_for(
+        "the maintenance to succeed",
+        Duration::from_secs(20),
+        || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
+    )
+    .await;
+    // Anything still to come from this maintenance (a last status write, say) is counted too.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let ours = |query: Query| sim.requests(&query.user_agent(OPERATOR_AGENT));
+    let evictions = ours(Query::all().resource("pods").subresource("eviction"));
+    let total = ours(Query::all());
+    let report: Vec<String> = sim
+        .accounting()
+        .snapshot()
+        .into_iter()
+        .filter(|(key, _)| key.user_agent == OPERATOR_AGENT)
+        .map(|(key, count)| {
+            format!(
+                "{count} {} {}/{} {}",
+                key.verb, key.group, key.resource, key.subresource
+            )
+        })
+        .collect();
+    eprintln!(
+        "nmo's requests for one 10-pod drain ({total}):\n{}",
+        report.join("\n")
+    );
+
+    assert_eq!(
+        evictions, 10,
+        "one eviction per pod, no retries without budgets"
+    );
+    assert_eq!(
+        ours(Query::all().verb("get").resource("pods")),
+        0,
+        "no per-pod polling"
+    );
+    assert!(
+        ours(Query::all().verb("watch").resource("pods")) <= 1,
+        "one pod watch for the node"
+    );
+    assert!(
+        ours(Query::all().verb("watch").resource("nodes")) <= 1,
+        "one node watch"
+    );
+    let status_writes = ours(
+        Query::all()
+            .resource("nodemaintenances")
+            .subresource("status"),
+    );
+    assert!(
+        status_writes <= 6,
+        "status written when it changes, not per pod: {status_writes}"
+    );
+    assert!(
+        total <= evictions + 20,
+        "{total} requests for {evictions} evictions"
+    );
+    operator.stop().await.expect("clean stop");
+    sim.shutdown().await;
+}

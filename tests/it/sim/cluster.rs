@@ -1,0 +1,269 @@
+//! The live cluster: kubelet, ReplicaSet controller, scheduler-lite, garbage collection,
+//! namespace deletion; a PDB that blocks, then frees up as replacements become Ready.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use nmo::sim::Scenario;
+use serde_json::json;
+
+use super::common::{eventually, start, status_of};
+
+fn ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[tokio::test]
+async fn pdb_blocks_then_frees_as_replacements_become_ready() {
+    let sim = start(Some(Scenario::plain(2, 2).replicasets(1)), 0.02).await;
+    let client = sim.kube_client().unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            "node-0",
+            &PatchParams::default(),
+            &Patch::Strategic(&json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "workloads");
+    let on0: Vec<String> = pods
+        .list(&ListParams::default().fields("spec.nodeName=node-0"))
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|p| p.metadata.name.unwrap())
+        .collect();
+    assert_eq!(on0.len(), 2);
+    assert_eq!(
+        pods.evict(&on0[0], &EvictParams::default())
+            .await
+            .unwrap()
+            .code,
+        201
+    );
+    assert_eq!(
+        status_of(
+            pods.evict(&on0[1], &EvictParams::default())
+                .await
+                .unwrap_err()
+        )
+        .code,
+        429
+    );
+    // The ReplicaSet replaces the pod, the scheduler avoids the cordoned node, the kubelet makes
+    // it Ready, the PDB frees up.
+    let mut freed = false;
+    for _ in 0..100 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        if pods.evict(&on0[1], &EvictParams::default()).await.is_ok() {
+            freed = true;
+            break;
+        }
+    }
+    assert!(freed, "the PDB never freed up");
+    let all = pods
+        .list(&ListParams::default().labels("app=app-0"))
+        .await
+        .unwrap()
+        .items;
+    // Seeded pods have no generateName; replacements do.
+    let replacement = all
+        .iter()
+        .find(|p| p.metadata.generate_name.is_some() && p.metadata.deletion_timestamp.is_none())
+        .expect("a replacement");
+    assert!(
+        replacement
+            .metadata
+            .generate_name
+            .as_deref()
+            .unwrap()
+            .starts_with("app-0-")
+    );
+    assert_eq!(
+        replacement.metadata.owner_references.as_ref().unwrap()[0].kind,
+        "ReplicaSet"
+    );
+    assert_eq!(
+        replacement.spec.as_ref().unwrap().node_name.as_deref(),
+        Some("node-1")
+    );
+    assert!(ready(replacement));
+    // Terminating pods go away after their (scaled) grace period.
+    assert!(
+        eventually(Duration::from_secs(5), || sim
+            .get_json("", "pods", "workloads", &on0[0])
+            .is_none())
+        .await
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn scheduler_respects_cordons_taints_and_tolerations() {
+    let sim = start(Some(Scenario::plain(2, 0)), 0.0).await;
+    let client = sim.kube_client().unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            "node-1",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                &json!({"spec": {"taints": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let mk = |name: &str, tol: bool| -> Pod {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                           "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}});
+        if tol {
+            p["spec"]["tolerations"] = json!([{"key": "medik8s.io/drain", "operator": "Exists"}]);
+            p["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "node-1"});
+        }
+        serde_json::from_value(p).unwrap()
+    };
+    for i in 0..4 {
+        pods.create(&PostParams::default(), &mk(&format!("plain-{i}"), false))
+            .await
+            .unwrap();
+    }
+    pods.create(&PostParams::default(), &mk("tolerant", true))
+        .await
+        .unwrap();
+    let node_of = |n: &str| {
+        sim.get_json("", "pods", "default", n)
+            .and_then(|p| p["spec"]["nodeName"].as_str().map(String::from))
+    };
+    assert!(
+        eventually(Duration::from_secs(3), || (0..4)
+            .all(|i| node_of(&format!("plain-{i}")).is_some()))
+        .await
+    );
+    assert!((0..4).all(|i| node_of(&format!("plain-{i}")).as_deref() == Some("node-0")));
+    assert!(
+        eventually(Duration::from_secs(3), || node_of("tolerant").as_deref()
+            == Some("node-1"))
+        .await
+    );
+    // Nowhere to go: Pending with PodScheduled=False, until a node is schedulable again.
+    nodes
+        .patch(
+            "node-0",
+            &PatchParams::default(),
+            &Patch::Strategic(&json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    pods.create(&PostParams::default(), &mk("stuck", false))
+        .await
+        .unwrap();
+    let unschedulable = || {
+        sim.get_json("", "pods", "default", "stuck")
+            .is_some_and(|p| {
+                p["status"]["conditions"]
+                    .as_array()
+                    .is_some_and(|c| c.iter().any(|c| c["reason"] == "Unschedulable"))
+            })
+    };
+    assert!(eventually(Duration::from_secs(3), unschedulable).await);
+    nodes
+        .patch(
+            "node-0",
+            &PatchParams::default(),
+            &Patch::Strategic(&json!({"spec": {"unschedulable": false}})),
+        )
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(3), || node_of("stuck").as_deref()
+            == Some("node-0"))
+        .await
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            sim.get_json("", "pods", "default", "stuck")
+                .is_some_and(|p| p["status"]["phase"] == "Running")
+        })
+        .await
+    );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn garbage_collection_and_namespace_deletion() {
+    let sim = start(Some(Scenario::plain(1, 3)), 0.01).await;
+    let client = sim.kube_client().unwrap();
+    let node = sim.get_json("", "nodes", "", "node-0").unwrap();
+    sim.create_json(
+        "",
+        "namespaces",
+        "",
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "medik8s-leases"}}),
+        false,
+    )
+    .unwrap();
+    sim.create_json("coordination.k8s.io", "leases", "medik8s-leases", json!({
+        "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "node-node-0", "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "node-0", "uid": node["metadata"]["uid"]}]},
+        "spec": {"holderIdentity": "node-maintenance", "leaseDurationSeconds": 3600}}), false).unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .delete("node-0", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(3), || sim
+            .get_json(
+                "coordination.k8s.io",
+                "leases",
+                "medik8s-leases",
+                "node-node-0"
+            )
+            .is_none())
+        .await,
+        "the lease is garbage collected with its node"
+    );
+    let nss: Api<Namespace> = Api::all(client);
+    nss.delete("workloads", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        nss.get("workloads")
+            .await
+            .unwrap()
+            .status
+            .unwrap()
+            .phase
+            .as_deref(),
+        Some("Terminating")
+    );
+    let st = status_of(
+        Api::<Pod>::namespaced(sim.kube_client().unwrap(), "workloads")
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(
+                    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "late"},
+                "spec": {"containers": [{"name": "c", "image": "x:1"}]}}),
+                )
+                .unwrap(),
+            )
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(st.code, 403);
+    assert!(
+        eventually(Duration::from_secs(10), || sim
+            .get_json("", "namespaces", "", "workloads")
+            .is_none())
+        .await
+    );
+    assert!(sim.list_json("", "pods", "workloads").is_empty());
+    sim.shutdown().await;
+}

@@ -1,0 +1,186 @@
+//! PATCH flavours: JSON patch (a failed `test` is a 422 and changes nothing), merge patch,
+//! strategic merge patch (lists merged by key where the real server does), server-side apply.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::json;
+
+use super::common::{raw, start, status_of};
+
+#[tokio::test]
+async fn json_patch_test_failure_is_422_and_changes_nothing() {
+    let sim = start(Some(nmo::sim::Scenario::plain(1, 1)), 0.0).await;
+    let nodes: Api<Node> = Api::all(sim.kube_client().unwrap());
+    let before = nodes.get("node-0").await.unwrap();
+    let p: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/taints", "value": [{"key": "x", "effect": "NoSchedule"}]},
+        {"op": "add", "path": "/spec/taints", "value": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}
+    ]))
+    .unwrap();
+    let st = status_of(
+        nodes
+            .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(st.code, 422);
+    assert_eq!(st.reason, "Invalid");
+    let after = nodes.get("node-0").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version,
+        before.metadata.resource_version
+    );
+    // A passing test applies.
+    let p: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/unschedulable", "value": null},
+        {"op": "add", "path": "/spec/taints", "value": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}
+    ]))
+    .unwrap();
+    // `test` against a missing path fails like the real server (evanphx/json-patch).
+    assert!(
+        nodes
+            .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
+            .await
+            .is_err()
+    );
+    let p: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "add", "path": "/spec/taints", "value": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}
+    ]))
+    .unwrap();
+    let n = nodes
+        .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
+        .await
+        .unwrap();
+    assert_eq!(n.spec.unwrap().taints.unwrap()[0].key, "medik8s.io/drain");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn strategic_merge_merges_by_key_and_replaces_atomic_lists() {
+    let sim = start(Some(nmo::sim::Scenario::plain(1, 1)), 0.0).await;
+    let client = sim.kube_client().unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let p = json!({"metadata": {"labels": {"remediation.medik8s.io/exclude-from-remediation": "true"}},
+                   "spec": {"unschedulable": true, "taints": [{"key": "a", "effect": "NoSchedule"}]}});
+    nodes
+        .patch("node-0", &PatchParams::default(), &Patch::Strategic(&p))
+        .await
+        .unwrap();
+    let p = json!({"spec": {"taints": [{"key": "b", "effect": "NoSchedule"}]},
+                   "status": {"conditions": [{"type": "Ready", "status": "False"}]}});
+    let n = nodes
+        .patch("node-0", &PatchParams::default(), &Patch::Strategic(&p))
+        .await
+        .unwrap();
+    let spec = n.spec.unwrap();
+    assert_eq!(spec.unschedulable, Some(true));
+    let taints = spec.taints.unwrap();
+    assert_eq!(taints.len(), 1, "taints are atomic");
+    assert_eq!(taints[0].key, "b");
+    // Status is not written through the main resource.
+    let conds = n.status.unwrap().conditions.unwrap();
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+    assert_eq!(
+        n.metadata.labels.unwrap()["remediation.medik8s.io/exclude-from-remediation"],
+        "true"
+    );
+    // Through the status subresource, conditions merge by type.
+    let n = nodes
+        .patch_status(
+            "node-0",
+            &PatchParams::default(),
+            &Patch::Strategic(
+                &json!({"status": {"conditions": [{"type": "Ready", "status": "False"}]}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let conds = n.status.unwrap().conditions.unwrap();
+    assert_eq!(conds.len(), 4);
+    assert!(
+        conds
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "False")
+    );
+    // Containers merge by name.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "workloads");
+    let name = pods.list(&Default::default()).await.unwrap().items[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    let app = pods.get(&name).await.unwrap().spec.unwrap().containers[0]
+        .name
+        .clone();
+    let p = json!({"spec": {"containers": [{"name": app, "image": "x:2"}]}, "metadata": {"annotations": {"a": "b"}}});
+    let pod = pods
+        .patch(&name, &PatchParams::default(), &Patch::Strategic(&p))
+        .await
+        .unwrap();
+    let c = &pod.spec.unwrap().containers;
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0].image.as_deref(), Some("x:2"));
+    assert!(
+        c[0].readiness_probe.is_some(),
+        "other container fields kept"
+    );
+    // Custom resources do not support strategic merge: 415.
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances/x",
+        Some("application/strategic-merge-patch+json"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(code, 415, "{body}");
+    assert_eq!(body["reason"], "UnsupportedMediaType");
+    // Unknown patch types: 415.
+    let (code, _) = raw(
+        &client,
+        "PATCH",
+        "/api/v1/nodes/node-0",
+        Some("text/plain"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(code, 415);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn merge_patch_and_server_side_apply() {
+    let sim = start(None, 0.0).await;
+    let client = sim.kube_client().unwrap();
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(client, "default");
+    let applied = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "ssa"},
+                         "spec": {"holderIdentity": "me", "leaseDurationSeconds": 10}});
+    let pp = PatchParams::apply("nmo-test");
+    let l = leases
+        .patch("ssa", &pp, &Patch::Apply(&applied))
+        .await
+        .unwrap();
+    assert_eq!(l.spec.unwrap().holder_identity.as_deref(), Some("me"));
+    let applied = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "ssa"},
+                         "spec": {"holderIdentity": "you"}});
+    let l = leases
+        .patch("ssa", &pp, &Patch::Apply(&applied))
+        .await
+        .unwrap();
+    let spec = l.spec.unwrap();
+    assert_eq!(spec.holder_identity.as_deref(), Some("you"));
+    let l = leases
+        .patch(
+            "ssa",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"leaseDurationSeconds": null}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(l.spec.unwrap().lease_duration_seconds, None);
+    sim.shutdown().await;
+}

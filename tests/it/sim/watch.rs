@@ -1,0 +1,244 @@
+//! WATCH: kube-runtime watchers, history replay, 410 Expired as an ERROR event, bookmarks,
+//! sendInitialEvents, objects leaving a selector, per-node indexed watches.
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+use kube::runtime::watcher;
+use nmo::sim::{Scenario, SimConfig, Simulator};
+use serde_json::json;
+
+use super::common::start;
+
+async fn next_event<S: futures::Stream<Item = Result<WatchEvent<Pod>, kube::Error>> + Unpin>(
+    s: &mut S,
+) -> WatchEvent<Pod> {
+    tokio::time::timeout(Duration::from_secs(5), s.next())
+        .await
+        .expect("an event in time")
+        .expect("stream open")
+        .expect("no error")
+}
+
+#[tokio::test]
+async fn per_node_watcher_sees_only_its_node() {
+    let sim = start(Some(Scenario::plain(3, 4)), 0.0).await;
+    let pods: Api<Pod> = Api::all(sim.kube_client().unwrap());
+    let cfg = watcher::Config::default().fields("spec.nodeName=node-1");
+    let mut stream = watcher(pods.clone(), cfg).boxed();
+    // Initial list: Init, 4 InitApply, InitDone.
+    let mut init = 0;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), stream.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
+            watcher::Event::InitApply(p) => {
+                assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("node-1"));
+                init += 1;
+            }
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(init, 4);
+    // A pod of another node changes: nothing; a pod of node-1 is deleted: Delete.
+    let other = pods
+        .list(&ListParams::default().fields("spec.nodeName=node-2"))
+        .await
+        .unwrap()
+        .items[0]
+        .clone();
+    let ns = other.metadata.namespace.clone().unwrap();
+    let nsapi: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), &ns);
+    nsapi
+        .patch(
+            other.metadata.name.as_deref().unwrap(),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"x": "y"}}})),
+        )
+        .await
+        .unwrap();
+    let mine = pods
+        .list(&ListParams::default().fields("spec.nodeName=node-1"))
+        .await
+        .unwrap()
+        .items[0]
+        .clone();
+    let name = mine.metadata.name.clone().unwrap();
+    nsapi.delete(&name, &DeleteParams::default()).await.unwrap();
+    let mut saw_delete = false;
+    while let Ok(Ok(Some(ev))) =
+        tokio::time::timeout(Duration::from_secs(3), stream.try_next()).await
+    {
+        match ev {
+            watcher::Event::Apply(p) => {
+                assert_eq!(
+                    p.spec.unwrap().node_name.as_deref(),
+                    Some("node-1"),
+                    "only node-1 pods"
+                );
+            }
+            watcher::Event::Delete(p) => {
+                assert_eq!(p.metadata.name.as_deref(), Some(name.as_str()));
+                saw_delete = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    assert!(saw_delete);
+    // The watch registered on the node index.
+    assert!(sim.store().watcher_count() >= 1);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn expired_resource_version_is_a_410_error_event() {
+    let mut cfg = SimConfig::default();
+    cfg.history_limit = 5;
+    cfg.scenario = Some(Scenario::plain(1, 1));
+    let sim = Simulator::start(cfg).await.unwrap();
+    let client = sim.kube_client().unwrap();
+    let pods: Api<Pod> = Api::namespaced(client, "workloads");
+    let list = pods.list(&ListParams::default()).await.unwrap();
+    let start_rv = list.metadata.resource_version.clone().unwrap();
+    let name = list.items[0].metadata.name.clone().unwrap();
+    for i in 0..10 {
+        pods.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"i": i.to_string()}}})),
+        )
+        .await
+        .unwrap();
+    }
+    let mut s = pods
+        .watch(&WatchParams::default(), &start_rv)
+        .await
+        .unwrap()
+        .boxed();
+    match next_event(&mut s).await {
+        WatchEvent::Error(st) => {
+            assert_eq!(st.code, 410);
+            assert_eq!(st.reason, "Expired");
+            assert!(
+                st.message.starts_with("too old resource version:"),
+                "{}",
+                st.message
+            );
+        }
+        other => panic!("expected an ERROR event, got {other:?}"),
+    }
+    // A recent version replays only what came after it.
+    let rv = pods
+        .get(&name)
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap();
+    pods.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"labels": {"i": "last"}}})),
+    )
+    .await
+    .unwrap();
+    let mut s = pods
+        .watch(&WatchParams::default(), &rv)
+        .await
+        .unwrap()
+        .boxed();
+    match next_event(&mut s).await {
+        WatchEvent::Modified(p) => assert_eq!(p.metadata.labels.unwrap()["i"], "last"),
+        other => panic!("expected MODIFIED, got {other:?}"),
+    }
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn bookmarks_initial_events_and_leaving_a_selector() {
+    let sim = start(Some(Scenario::plain(1, 3)), 0.0).await;
+    let pods: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "workloads");
+    let name = pods.list(&ListParams::default()).await.unwrap().items[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap();
+    pods.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"labels": {"watched": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    // sendInitialEvents: ADDED for the current state, then a bookmark marking the end.
+    let wp = WatchParams::default()
+        .labels("watched=yes")
+        .initial_events();
+    let mut s = pods.watch(&wp, "").await.unwrap().boxed();
+    match next_event(&mut s).await {
+        WatchEvent::Added(p) => assert_eq!(p.metadata.name.as_deref(), Some(name.as_str())),
+        other => panic!("expected ADDED, got {other:?}"),
+    }
+    match next_event(&mut s).await {
+        WatchEvent::Bookmark(b) => {
+            assert_eq!(
+                b.metadata
+                    .annotations
+                    .get("k8s.io/initial-events-end")
+                    .map(|s| s.as_str()),
+                Some("true")
+            );
+        }
+        other => panic!("expected the initial-events-end BOOKMARK, got {other:?}"),
+    }
+    // Periodic bookmarks carry the latest resourceVersion.
+    match next_event(&mut s).await {
+        WatchEvent::Bookmark(b) => assert!(!b.metadata.resource_version.is_empty()),
+        other => panic!("expected a BOOKMARK, got {other:?}"),
+    }
+    // The object stops matching: DELETED.
+    pods.patch(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"metadata": {"labels": {"watched": "no"}}})),
+    )
+    .await
+    .unwrap();
+    loop {
+        match next_event(&mut s).await {
+            WatchEvent::Deleted(p) => {
+                assert_eq!(p.metadata.name.as_deref(), Some(name.as_str()));
+                break;
+            }
+            WatchEvent::Bookmark(_) => continue,
+            other => panic!("expected DELETED, got {other:?}"),
+        }
+    }
+    // The streaming-list watcher of kube-runtime works too.
+    let cfg = watcher::Config::default()
+        .streaming_lists()
+        .labels("pod-template-hash");
+    let mut w = watcher(pods.clone(), cfg).boxed();
+    let mut n = 0;
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), w.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
+            watcher::Event::InitApply(_) => n += 1,
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    assert_eq!(n, 3);
+    sim.shutdown().await;
+}

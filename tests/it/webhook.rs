@@ -1,0 +1,912 @@
+//! The admission webhook end to end: real AdmissionReviews over HTTPS (a throwaway CA made
+//! here), the webhook reading the simulated cluster (`nmo::sim`) through a real kube client,
+//! with the RBAC of deploy/rbac.yaml enforced on it.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::DeleteParams;
+use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
+use nmo::sim::{ClientOptions, FaultRule, Query, Rbac, SimConfig, SimHandle, Simulator};
+use nmo::webhook::{self, VALIDATE_PATH, Webhook, WebhookConfig, WebhookError};
+use rustls::RootCertStore;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+use tokio::net::TcpStream;
+use tokio::sync::oneshot;
+use tokio_rustls::TlsConnector;
+
+// ---------------------------------------------------------------------------------------------
+// The simulated cluster.
+
+/// What the cluster holds when the webhook starts.
+#[derive(Default)]
+struct Cluster {
+    nodes: Vec<Value>,
+    maintenances: Vec<Value>,
+    /// NodeMaintenances (among `maintenances`) deleted before the test, kept by their finalizer.
+    deleting: Vec<&'static str>,
+    etcd_pdbs: Vec<Value>,
+    etcd_pods: Vec<Value>,
+}
+
+/// The webhook's identity in the simulator: its requests are counted and authorized apart.
+const WEBHOOK_USER: &str = "system:serviceaccount:nmo-system:nmo";
+const WEBHOOK_TOKEN: &str = "webhook-token";
+const WEBHOOK_AGENT: &str = "nmo-webhook";
+
+/// A simulator with the CRD, no controllers (the objects keep the status the test gives them),
+/// deploy/rbac.yaml enforced for the webhook's user, seeded with `cluster`.
+async fn start_sim(cluster: Cluster) -> (SimHandle, kube::Client) {
+    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml");
+    let mut config = SimConfig::default()
+        .crd(&nmo::crd::definition())
+        .unwrap()
+        .token(WEBHOOK_TOKEN, WEBHOOK_USER)
+        .token("admin-token", "admin");
+    config.controllers = false;
+    config.rbac = Some(Rbac::from_path(WEBHOOK_USER, &rbac).unwrap());
+    let sim = Simulator::start(config).await.unwrap();
+    let create = |group: &str, plural: &str, ns: &str, object: &Value| {
+        sim.create_json(group, plural, ns, object.clone(), true)
+            .unwrap_or_else(|e| panic!("seeding {plural}: {e:?}"));
+    };
+    for object in &cluster.nodes {
+        create("", "nodes", "", object);
+    }
+    for object in &cluster.maintenances {
+        create("nodemaintenance.medik8s.io", "nodemaintenances", "", object);
+    }
+    if !cluster.etcd_pdbs.is_empty() || !cluster.etcd_pods.is_empty() {
+        let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": "openshift-etcd"}});
+        create("", "namespaces", "", &namespace);
+    }
+    for object in &cluster.etcd_pdbs {
+        create("policy", "poddisruptionbudgets", "openshift-etcd", object);
+    }
+    for object in &cluster.etcd_pods {
+        create("", "pods", "openshift-etcd", object);
+    }
+    let admin = sim
+        .kube_client_with(&ClientOptions {
+            token: Some("admin-token".into()),
+            user_agent: "webhook-test".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    for name in &cluster.deleting {
+        kube::Api::<NodeMaintenance>::all(admin.clone())
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    let client = sim
+        .kube_client_with(&ClientOptions {
+            token: Some(WEBHOOK_TOKEN.into()),
+            user_agent: WEBHOOK_AGENT.into(),
+            ..Default::default()
+        })
+        .unwrap();
+    (sim, client)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cluster objects, as the real API server returns them.
+
+fn node(name: &str, labels: &[&str]) -> Value {
+    let mut node = nmo::sim::scenario::node(name, name.len());
+    for label in labels {
+        node["metadata"]["labels"][*label] = json!("");
+    }
+    node
+}
+
+fn maintenance(name: &str, node_name: &str) -> Value {
+    let mut nm = NodeMaintenance::new(
+        name,
+        NodeMaintenanceSpec {
+            node_name: node_name.to_string(),
+            reason: Some("test".to_string()),
+        },
+    );
+    nm.metadata.finalizers = Some(vec![nmo::crd::FINALIZER.to_string()]);
+    serde_json::to_value(nm).unwrap()
+}
+
+fn guard_pdb(name: &str, disruptions_allowed: i32) -> Value {
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+        "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+        "metadata": {"name": name, "namespace": "openshift-etcd"},
+        "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "guard"}}},
+        "status": {"currentHealthy": 2 + disruptions_allowed, "desiredHealthy": 2,
+                   "disruptionsAllowed": disruptions_allowed, "expectedPods": 3},
+    }))
+    .unwrap();
+    serde_json::to_value(pdb).unwrap()
+}
+
+fn guard_pod(node_name: &str, ready: bool) -> Value {
+    let pod: Pod = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("etcd-guard-{node_name}"), "namespace": "openshift-etcd",
+                     "labels": {"app": "guard"}},
+        "spec": {"nodeName": node_name, "containers": [{"name": "guard", "image": "guard"}]},
+        "status": {"phase": "Running", "conditions": [
+            {"type": "Ready", "status": if ready { "True" } else { "False" }}]},
+    }))
+    .unwrap();
+    serde_json::to_value(pod).unwrap()
+}
+
+const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+const MASTER: &str = "node-role.kubernetes.io/master";
+
+// ---------------------------------------------------------------------------------------------
+// Certificates.
+
+/// A throwaway CA and the serving certificates it signs.
+struct Ca {
+    params: rcgen::CertificateParams,
+    key: rcgen::KeyPair,
+    cert: rcgen::Certificate,
+}
+
+impl Ca {
+    fn new(name: &str) -> Self {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+        ];
+        let cert = params.self_signed(&key).unwrap();
+        Self { params, key, cert }
+    }
+
+    /// A serving certificate for the webhook Service and localhost, with `serial`: (cert, key).
+    fn serving(&self, serial: u64) -> (rcgen::Certificate, String) {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(vec![
+            "localhost".to_string(),
+            "nmo-webhook.nmo-system.svc".to_string(),
+        ])
+        .unwrap();
+        params.serial_number = Some(rcgen::SerialNumber::from(serial));
+        let issuer = rcgen::Issuer::from_params(&self.params, &self.key);
+        (
+            params.signed_by(&key, &issuer).unwrap(),
+            key.serialize_pem(),
+        )
+    }
+
+    fn der(&self) -> CertificateDer<'static> {
+        self.cert.der().clone()
+    }
+}
+
+/// Writes the pair the way the kubelet updates a mounted secret: new files renamed over.
+fn write_pair(dir: &Path, cert_name: &str, key_name: &str, cert: &rcgen::Certificate, key: &str) {
+    for (name, contents) in [(cert_name, cert.pem()), (key_name, key.to_string())] {
+        let temp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&temp, contents).unwrap();
+        std::fs::rename(&temp, dir.join(name)).unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The webhook under test, and an HTTPS client for it.
+
+struct Harness {
+    address: SocketAddr,
+    ca: Ca,
+    cert_dir: tempfile::TempDir,
+    sim: SimHandle,
+    stop: Option<oneshot::Sender<()>>,
+    served: tokio::task::JoinHandle<Result<(), WebhookError>>,
+}
+
+impl Harness {
+    async fn start(cluster: Cluster) -> Self {
+        Self::start_with(cluster, false).await
+    }
+
+    async fn start_with(cluster: Cluster, enable_http2: bool) -> Self {
+        let (sim, client) = start_sim(cluster).await;
+        let ca = Ca::new("nmo test CA");
+        let cert_dir = tempfile::tempdir().unwrap();
+        let (cert, key) = ca.serving(1);
+        // The Go operator's OLM file names.
+        write_pair(
+            cert_dir.path(),
+            "apiserver.crt",
+            "apiserver.key",
+            &cert,
+            &key,
+        );
+        let config = WebhookConfig {
+            port: 0,
+            cert_dir: cert_dir.path().to_path_buf(),
+            enable_http2,
+        };
+        let webhook = Webhook::bind(&config, "127.0.0.1:0".parse().unwrap(), client)
+            .await
+            .unwrap();
+        let address = webhook.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let served = tokio::spawn(webhook.run(async move {
+            let _ = stopped.await;
+        }));
+        Self {
+            address,
+            ca,
+            cert_dir,
+            sim,
+            stop: Some(stop),
+            served,
+        }
+    }
+
+    /// How many requests the webhook made, of `verb` on `resource`.
+    fn requests(&self, verb: &str, resource: &str) -> u64 {
+        self.sim.requests(
+            &Query::all()
+                .user_agent(WEBHOOK_AGENT)
+                .verb(verb)
+                .resource(resource),
+        )
+    }
+
+    /// Makes every `verb` on `resource` fail with a 500 from now on.
+    fn fail(&self, verb: &str, resource: &str) {
+        self.sim
+            .faults()
+            .add(FaultRule::on(Some(verb), Some(resource)).errors(1.0, 500));
+    }
+
+    /// POSTs `body` to `path` on a new TLS connection trusting `roots` (the harness CA when
+    /// empty). Returns the HTTP status, the body and the server's leaf certificate.
+    async fn post_raw_trusting(
+        &self,
+        path: &str,
+        body: String,
+        roots: &[CertificateDer<'static>],
+    ) -> Result<(StatusCode, Vec<u8>, CertificateDer<'static>), String> {
+        let mut store = RootCertStore::empty();
+        let default_roots = [self.ca.der()];
+        for root in if roots.is_empty() {
+            &default_roots[..]
+        } else {
+            roots
+        } {
+            store.add(root.clone()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        let tcp = TcpStream::connect(self.address).await.unwrap();
+        let tls = TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .map_err(|e| e.to_string())?;
+        let leaf = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        let request = Request::post(path)
+            .header("host", "nmo-webhook.nmo-system.svc")
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
+            .await
+            .unwrap();
+        Ok((status, bytes.to_vec(), leaf))
+    }
+
+    async fn post_raw(&self, body: String) -> (StatusCode, Vec<u8>) {
+        let (status, body, _) = self
+            .post_raw_trusting(VALIDATE_PATH, body, &[])
+            .await
+            .unwrap();
+        (status, body)
+    }
+
+    /// Sends an AdmissionReview and returns its `response`, checking the envelope on the way.
+    async fn review(&self, review: Value) -> Value {
+        let uid = review["request"]["uid"].clone();
+        let (status, body) = self.post_raw(review.to_string()).await;
+        assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+        let answer: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(answer["apiVersion"], "admission.k8s.io/v1", "{answer}");
+        assert_eq!(answer["kind"], "AdmissionReview", "{answer}");
+        assert_eq!(answer["response"]["uid"], uid, "{answer}");
+        answer["response"].clone()
+    }
+
+    async fn create(&self, name: &str, node_name: &str) -> Value {
+        self.review(admission(
+            "CREATE",
+            Some(maintenance(name, node_name)),
+            None,
+        ))
+        .await
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(Duration::from_secs(10), self.served)
+            .await
+            .expect("the webhook stops when asked")
+            .unwrap()
+            .unwrap();
+        self.sim.shutdown().await;
+    }
+}
+
+/// An AdmissionReview as the API server sends it for a NodeMaintenance.
+fn admission(operation: &str, object: Option<Value>, old_object: Option<Value>) -> Value {
+    let name = object
+        .as_ref()
+        .or(old_object.as_ref())
+        .map(|o| o["metadata"]["name"].clone())
+        .unwrap_or(json!(""));
+    let gvk = json!({"group": "nodemaintenance.medik8s.io", "version": "v1beta1", "kind": "NodeMaintenance"});
+    let gvr = json!({"group": "nodemaintenance.medik8s.io", "version": "v1beta1", "resource": "nodemaintenances"});
+    let options_kind = match operation {
+        "CREATE" => "CreateOptions",
+        "UPDATE" => "UpdateOptions",
+        _ => "DeleteOptions",
+    };
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": format!("uid-{operation}-{}", name.as_str().unwrap_or_default()),
+            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "name": name,
+            "operation": operation,
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": object,
+            "oldObject": old_object,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": options_kind},
+        }
+    })
+}
+
+fn assert_allowed(response: &Value) {
+    assert_eq!(response["allowed"], true, "{response}");
+}
+
+fn assert_denied(response: &Value, message: &str) {
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(response["status"]["message"], message, "{response}");
+    assert_eq!(response["status"]["code"], 403, "{response}");
+    assert_eq!(response["status"]["reason"], "Forbidden", "{response}");
+}
+
+fn quorum_message(node: &str) -> String {
+    format!(
+        "can not put master/control-plane node into maintenance at this moment, disrupting node {node} will violate etcd quorum"
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// Node existence and one NodeMaintenance per node.
+
+#[tokio::test]
+async fn create_for_an_existing_worker_is_allowed_without_quorum_lookups() {
+    let harness = Harness::start(Cluster {
+        nodes: vec![node("worker-1", &["node-role.kubernetes.io/worker"])],
+        ..Default::default()
+    })
+    .await;
+    assert_allowed(&harness.create("nm-1", "worker-1").await);
+    assert_eq!(harness.requests("get", "nodes"), 1);
+    assert_eq!(
+        harness.requests("list", "poddisruptionbudgets") + harness.requests("list", "nodes"),
+        0,
+        "a worker never costs a quorum lookup"
+    );
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn create_for_a_missing_node_is_denied_naming_it() {
+    let harness = Harness::start(Cluster {
+        nodes: vec![node("worker-1", &[])],
+        ..Default::default()
+    })
+    .await;
+    let response = harness.create("nm-1", "worker-9").await;
+    assert_denied(
+        &response,
+        "invalid nodeName, no node with name worker-9 found",
+    );
+    let response = harness.create("nm-2", "").await;
+    assert_denied(&response, "invalid nodeName, no node with name  found");
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_second_maintenance_for_a_node_is_denied_even_while_the_first_is_deleted() {
+    let harness = Harness::start(Cluster {
+        nodes: vec![node("worker-1", &[]), node("worker-2", &[])],
+        maintenances: vec![
+            maintenance("first", "worker-1"),
+            maintenance("old", "worker-2"),
+        ],
+        // Deleted, but its finalizer keeps it (its node is being restored).
+        deleting: vec!["old"],
+        ..Default::default()
+    })
+    .await;
+    let old = harness
+        .sim
+        .get_json("nodemaintenance.medik8s.io", "nodemaintenances", "", "old")
+        .unwrap();
+    assert!(!old["metadata"]["deletionTimestamp"].is_null(), "{old}");
+    assert_denied(
+        &harness.create("second", "worker-1").await,
+        "invalid nodeName, a NodeMaintenance for node worker-1 already exists",
+    );
+    assert_denied(
+        &harness.create("third", "worker-2").await,
+        "invalid nodeName, a NodeMaintenance for node worker-2 already exists",
+    );
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn updates_may_change_anything_but_the_node_name() {
+    // The node is gone: an update (say, removing the finalizer) must still pass.
+    let harness = Harness::start(Cluster::default()).await;
+    let old = maintenance("nm-1", "worker-1");
+    let mut new_reason = old.clone();
+    new_reason["spec"]["reason"] = json!("kernel upgrade");
+    new_reason["metadata"]["finalizers"] = json!([]);
+    assert_allowed(
+        &harness
+            .review(admission("UPDATE", Some(new_reason), Some(old.clone())))
+            .await,
+    );
+    let mut new_node = old.clone();
+    new_node["spec"]["nodeName"] = json!("worker-2");
+    assert_denied(
+        &harness
+            .review(admission("UPDATE", Some(new_node), Some(old)))
+            .await,
+        "updating spec.NodeName isn't allowed",
+    );
+    assert_eq!(
+        harness
+            .sim
+            .requests(&Query::all().user_agent(WEBHOOK_AGENT)),
+        0,
+        "updates need no lookups"
+    );
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn delete_is_allowed() {
+    let harness = Harness::start(Cluster::default()).await;
+    let response = harness
+        .review(admission(
+            "DELETE",
+            None,
+            Some(maintenance("nm-1", "worker-1")),
+        ))
+        .await;
+    assert_allowed(&response);
+    harness.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The control-plane quorum guard, OpenShift (etcd guard PDB).
+
+fn openshift(pdbs: Vec<Value>, pods: Vec<Value>) -> Cluster {
+    Cluster {
+        nodes: vec![
+            node("master-0", &[CONTROL_PLANE, MASTER]),
+            node("master-1", &[MASTER]),
+            node("master-2", &[CONTROL_PLANE]),
+        ],
+        etcd_pdbs: pdbs,
+        etcd_pods: pods,
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn openshift_guard_with_a_disruption_left_allows_a_control_plane_node() {
+    let harness = Harness::start(openshift(
+        vec![guard_pdb("etcd-guard-pdb", 1)],
+        vec![guard_pod("master-0", true), guard_pod("master-1", true)],
+    ))
+    .await;
+    assert_allowed(&harness.create("nm-0", "master-0").await);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn openshift_exhausted_guard_denies_while_the_nodes_guard_pod_is_ready() {
+    let harness = Harness::start(openshift(
+        vec![guard_pdb("etcd-guard-pdb", 0)],
+        vec![
+            guard_pod("master-0", true),
+            guard_pod("master-1", false),
+            guard_pod("master-2", true),
+        ],
+    ))
+    .await;
+    // master-0's etcd is healthy: taking it down would cost quorum.
+    assert_denied(
+        &harness.create("nm-0", "master-0").await,
+        &quorum_message("master-0"),
+    );
+    // master-1's etcd is already the disrupted one: maintaining it costs nothing more.
+    assert_allowed(&harness.create("nm-1", "master-1").await);
+    assert_eq!(harness.requests("list", "pods"), 2);
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn openshift_without_exactly_one_guard_pdb_denies() {
+    for pdbs in [
+        vec![
+            guard_pdb("etcd-guard-pdb", 1),
+            guard_pdb("etcd-quorum-guard", 1),
+        ],
+        vec![guard_pdb("some-other-budget", 1)],
+    ] {
+        let harness = Harness::start(openshift(pdbs, Vec::new())).await;
+        assert_denied(
+            &harness.create("nm-2", "master-2").await,
+            &quorum_message("master-2"),
+        );
+        harness.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn openshift_old_guard_pdb_name_is_honoured() {
+    let harness = Harness::start(openshift(
+        vec![guard_pdb("etcd-quorum-guard", 1)],
+        Vec::new(),
+    ))
+    .await;
+    assert_allowed(&harness.create("nm-2", "master-2").await);
+    harness.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The control-plane quorum guard without OpenShift: one control-plane node at a time.
+
+#[tokio::test]
+async fn without_a_guard_a_second_control_plane_node_is_denied_naming_the_first() {
+    let mut cluster = openshift(Vec::new(), Vec::new());
+    cluster.nodes.push(node("worker-1", &[]));
+    cluster.maintenances = vec![
+        maintenance("worker-upgrade", "worker-1"),
+        maintenance("master-0-kernel", "master-0"),
+    ];
+    let harness = Harness::start(cluster).await;
+    let response = harness.create("master-1-kernel", "master-1").await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.contains("master-0-kernel"), "{message}");
+    assert!(message.contains("master-0"), "{message}");
+    assert!(message.contains("master-1"), "{message}");
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn without_a_guard_one_control_plane_node_at_a_time_is_allowed() {
+    let mut cluster = openshift(Vec::new(), Vec::new());
+    cluster.nodes.push(node("worker-1", &[]));
+    cluster.maintenances = vec![maintenance("worker-upgrade", "worker-1")];
+    let harness = Harness::start(cluster).await;
+    // Labelled with the pre-1.24 role only.
+    assert_allowed(&harness.create("master-1-kernel", "master-1").await);
+    harness.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Failures never allow by accident.
+
+#[tokio::test]
+async fn lookup_failures_deny_asking_to_try_again() {
+    for (verb, resource) in [
+        ("get", "nodes"),
+        ("list", "nodemaintenances"),
+        ("list", "poddisruptionbudgets"),
+        // The control-plane node lists of the one-at-a-time rule.
+        ("list", "nodes"),
+    ] {
+        let failing = format!("{verb} {resource}");
+        let mut cluster = openshift(Vec::new(), Vec::new());
+        cluster.nodes.push(node("worker-1", &[]));
+        cluster.maintenances = vec![maintenance("worker-upgrade", "worker-1")];
+        let harness = Harness::start(cluster).await;
+        harness.fail(verb, resource);
+        let response = harness.create("nm-0", "master-0").await;
+        assert_eq!(response["allowed"], false, "{failing}: {response}");
+        let message = response["status"]["message"].as_str().unwrap();
+        assert!(
+            message.ends_with("please try again"),
+            "{failing}: {message}"
+        );
+        assert!(
+            message.contains("(500)") && !message.contains("Status {"),
+            "the API server's message, in one line: {message}"
+        );
+        harness.stop().await;
+    }
+}
+
+#[tokio::test]
+async fn guard_pod_lookup_failure_denies() {
+    let cluster = openshift(
+        vec![guard_pdb("etcd-guard-pdb", 0)],
+        vec![guard_pod("master-0", false)],
+    );
+    let harness = Harness::start(cluster).await;
+    harness.fail("list", "pods");
+    let response = harness.create("nm-0", "master-0").await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(
+        response["status"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("please try again"),
+        "{response}"
+    );
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn malformed_reviews_get_a_clean_400_and_the_server_keeps_serving() {
+    let harness = Harness::start(Cluster {
+        nodes: vec![node("worker-1", &[])],
+        ..Default::default()
+    })
+    .await;
+    let mut v1beta1 = admission("CREATE", Some(maintenance("nm-1", "worker-1")), None);
+    v1beta1["apiVersion"] = json!("admission.k8s.io/v1beta1");
+    let no_request = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"});
+    for body in [
+        "{not json".to_string(),
+        "[]".to_string(),
+        v1beta1.to_string(),
+        no_request.to_string(),
+    ] {
+        let (status, answer) = harness.post_raw(body.clone()).await;
+        assert_eq!(
+            status,
+            StatusCode::BAD_REQUEST,
+            "{body}: {}",
+            String::from_utf8_lossy(&answer)
+        );
+        assert!(!answer.is_empty(), "a 400 says why");
+    }
+    // An object that is not a NodeMaintenance is denied, not allowed.
+    let response = harness
+        .review(admission(
+            "CREATE",
+            Some(json!({"apiVersion": "nodemaintenance.medik8s.io/v1beta1",
+                        "kind": "NodeMaintenance", "metadata": {"name": "x"}, "spec": {}})),
+            None,
+        ))
+        .await;
+    assert_eq!(response["allowed"], false, "{response}");
+    // Other paths are not served.
+    let (status, _, _) = harness
+        .post_raw_trusting("/validate-something-else", "{}".to_string(), &[])
+        .await
+        .unwrap();
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    // Still serving.
+    assert_allowed(&harness.create("nm-1", "worker-1").await);
+    harness.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// TLS: certificate rotation, HTTP/2, startup errors.
+
+#[tokio::test]
+async fn a_rotated_certificate_is_served_without_a_restart() {
+    let harness = Harness::start(Cluster {
+        nodes: vec![node("worker-1", &[])],
+        ..Default::default()
+    })
+    .await;
+    let review = admission("CREATE", Some(maintenance("nm-1", "worker-1")), None).to_string();
+    let (_, _, before) = harness
+        .post_raw_trusting(VALIDATE_PATH, review.clone(), &[])
+        .await
+        .unwrap();
+
+    // cert-manager renews with a new CA (the worst case), and a new serial.
+    let second_ca = Ca::new("rotated CA");
+    let (rotated, key) = second_ca.serving(2);
+    assert!(
+        harness
+            .post_raw_trusting(VALIDATE_PATH, review.clone(), &[second_ca.der()])
+            .await
+            .is_err(),
+        "before the rotation, the new CA must not be trusted by the server's certificate"
+    );
+    write_pair(
+        harness.cert_dir.path(),
+        "apiserver.crt",
+        "apiserver.key",
+        &rotated,
+        &key,
+    );
+    let (status, _, after) = harness
+        .post_raw_trusting(VALIDATE_PATH, review, &[second_ca.der()])
+        .await
+        .expect("the rotated certificate, signed by the new CA, is served");
+    assert_eq!(status, StatusCode::OK);
+    assert_ne!(before, after);
+    assert_eq!(after, *rotated.der());
+    harness.stop().await;
+}
+
+/// Connects offering h2 and http/1.1; returns the protocol chosen and, when it is h2, the
+/// answer to a review sent over HTTP/2.
+async fn negotiated_protocol(harness: &Harness) -> (Option<Vec<u8>>, Option<Value>) {
+    let mut store = RootCertStore::empty();
+    store.add(harness.ca.der()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(store)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let tcp = TcpStream::connect(harness.address).await.unwrap();
+    let tls = TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let protocol = tls.get_ref().1.alpn_protocol().map(<[u8]>::to_vec);
+    if protocol.as_deref() != Some(b"h2") {
+        return (protocol, None);
+    }
+    let (mut sender, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(tls),
+    )
+    .await
+    .unwrap();
+    tokio::spawn(connection);
+    let review = admission("CREATE", Some(maintenance("nm-1", "worker-9")), None);
+    let request = Request::post(format!("https://localhost{VALIDATE_PATH}"))
+        .header("content-type", "application/json")
+        .body(Body::from(review.to_string()))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let bytes = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
+        .await
+        .unwrap();
+    let answer: Value = serde_json::from_slice(&bytes).unwrap();
+    (protocol, Some(answer["response"].clone()))
+}
+
+#[tokio::test]
+async fn http2_is_offered_only_when_enabled() {
+    let http1 = Harness::start(Cluster::default()).await;
+    let (protocol, _) = negotiated_protocol(&http1).await;
+    assert_eq!(protocol.as_deref(), Some(&b"http/1.1"[..]));
+    http1.stop().await;
+
+    let http2 = Harness::start_with(Cluster::default(), true).await;
+    let (protocol, response) = negotiated_protocol(&http2).await;
+    assert_eq!(protocol.as_deref(), Some(&b"h2"[..]));
+    // Reviews work over HTTP/2 too.
+    assert_denied(
+        &response.unwrap(),
+        "invalid nodeName, no node with name worker-9 found",
+    );
+    http2.stop().await;
+}
+
+/// A kube client for tests in which the webhook never reaches the cluster.
+fn unused_client() -> kube::Client {
+    kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap()
+}
+
+#[tokio::test]
+async fn cert_manager_file_names_are_accepted() {
+    let client = unused_client();
+    let ca = Ca::new("cert-manager CA");
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = ca.serving(7);
+    write_pair(dir.path(), "tls.crt", "tls.key", &cert, &key);
+    let config = WebhookConfig {
+        port: 0,
+        cert_dir: dir.path().to_path_buf(),
+        enable_http2: false,
+    };
+    let webhook = Webhook::bind(&config, "127.0.0.1:0".parse().unwrap(), client).await;
+    assert!(webhook.is_ok(), "{:?}", webhook.err());
+}
+
+#[tokio::test]
+async fn a_missing_certificate_fails_startup_naming_the_path() {
+    let client = unused_client();
+    let dir = tempfile::tempdir().unwrap();
+    let config = WebhookConfig {
+        port: 9443,
+        cert_dir: dir.path().join("certificates"),
+        enable_http2: false,
+    };
+    let error = webhook::serve(config, client, std::future::pending())
+        .await
+        .expect_err("no certificate, no webhook");
+    let message = error.to_string();
+    assert!(
+        matches!(
+            error,
+            WebhookError::Tls(webhook::TlsError::MissingCertificate { .. })
+        ),
+        "{message}"
+    );
+    assert!(
+        message.contains(
+            &dir.path()
+                .join("certificates/apiserver.crt")
+                .display()
+                .to_string()
+        ),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_disabled_webhook_needs_no_certificate_and_waits_for_shutdown() {
+    let client = unused_client();
+    let config = WebhookConfig {
+        port: 0,
+        cert_dir: "/nonexistent".into(),
+        ..WebhookConfig::default()
+    };
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(webhook::serve(config, client, async move {
+        let _ = stopped.await;
+    }));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !task.is_finished(),
+        "a disabled webhook returns only at shutdown"
+    );
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+}
