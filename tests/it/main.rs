@@ -6,6 +6,7 @@ mod logs;
 mod manifests;
 mod metrics;
 mod obs_support;
+mod observability_e2e;
 mod operator;
 mod otlp_receiver;
 mod probes;

@@ -16,7 +16,7 @@ use crate::obs_support::{
 const NM: &str = "nm-metered";
 
 /// The value of the sample `series` (name and labels exactly as exposed), if present.
-fn sample(text: &str, series: &str) -> Option<f64> {
+pub fn sample(text: &str, series: &str) -> Option<f64> {
     text.lines()
         .filter(|line| !line.starts_with('#'))
         .find_map(|line| {
@@ -25,7 +25,7 @@ fn sample(text: &str, series: &str) -> Option<f64> {
         })
 }
 
-fn value(text: &str, series: &str) -> f64 {
+pub fn value(text: &str, series: &str) -> f64 {
     sample(text, series).unwrap_or_else(|| panic!("no sample {series} in:\n{text}"))
 }
 
