@@ -2,6 +2,7 @@
 //! leader, then runs the actor system fed by the NodeMaintenance watch until it is told to stop.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,6 +20,7 @@ use crate::http::{self, parse_bind_address};
 use crate::leader::{LeaderConfig, LeaderElector, LeaderError};
 use crate::metrics::{self, Readiness};
 use crate::operator_metrics::{OperatorMetrics, ProcessObserver};
+use crate::webhook::{self, WebhookConfig, WebhookError};
 
 /// The operator's flags (the Go operator's names where it has them).
 #[derive(Debug, Clone, clap::Args)]
@@ -32,6 +34,15 @@ pub struct OperatorOptions {
     /// Run only while holding the leader election lease `135b1886.medik8s.io`.
     #[arg(long)]
     pub leader_elect: bool,
+    /// How long a leader election lease is valid after its last renewal.
+    #[arg(long, value_parser = parse_seconds, default_value = "15")]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader keeps trying to renew before it stops leading.
+    #[arg(long, value_parser = parse_seconds, default_value = "10")]
+    pub leader_elect_renew_deadline: Duration,
+    /// How often replicas try to acquire or renew the leader election lease.
+    #[arg(long, value_parser = parse_seconds, default_value = "2")]
+    pub leader_elect_retry_period: Duration,
     /// Allow HTTP/2 on nmo's servers (off: HTTP/1.1 only).
     #[arg(long)]
     pub enable_http2: bool,
@@ -50,14 +61,23 @@ pub struct OperatorOptions {
     /// How often each node lease is renewed (default: a third of its 3600 s duration).
     #[arg(long, value_parser = parse_seconds)]
     pub lease_renew_interval: Option<Duration>,
+    /// Port of the validating admission webhook (HTTPS); 0 disables it.
+    #[arg(long, default_value_t = webhook::DEFAULT_PORT)]
+    pub webhook_port: u16,
+    /// Directory with the webhook's serving certificate (`apiserver.crt`/`apiserver.key`, or
+    /// `tls.crt`/`tls.key`); reloaded when the files change.
+    #[arg(long, default_value = webhook::DEFAULT_CERT_DIR)]
+    pub webhook_cert_dir: PathBuf,
 }
 
+/// Seconds, possibly fractional, with an optional `s` suffix (`15`, `15s`, `0.5s`).
 fn parse_seconds(text: &str) -> Result<Duration, String> {
     let trimmed = text.strip_suffix('s').unwrap_or(text);
     trimmed
-        .parse::<u64>()
-        .map(Duration::from_secs)
-        .map_err(|_| format!("`{text}` is not a number of seconds"))
+        .parse::<f64>()
+        .ok()
+        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
+        .ok_or_else(|| format!("`{text}` is not a number of seconds"))
 }
 
 impl Default for OperatorOptions {
@@ -66,12 +86,18 @@ impl Default for OperatorOptions {
             metrics_bind_address: ":8080".into(),
             health_probe_bind_address: ":8081".into(),
             leader_elect: false,
+            leader_elect_lease_duration: Duration::from_secs(15),
+            leader_elect_renew_deadline: Duration::from_secs(10),
+            leader_elect_retry_period: Duration::from_secs(2),
             enable_http2: false,
             lease_namespace: "medik8s-leases".into(),
             eviction_rate: 50.0,
             eviction_burst: 100,
             max_evictions_in_flight: 32,
             lease_renew_interval: None,
+            // Embedded operators (tests, the demo) have no serving certificate.
+            webhook_port: 0,
+            webhook_cert_dir: PathBuf::from(webhook::DEFAULT_CERT_DIR),
         }
     }
 }
@@ -115,6 +141,12 @@ pub enum OperatorError {
     /// The NodeMaintenance controller stopped.
     #[error(transparent)]
     Controller(#[from] ControllerError),
+    /// The admission webhook could not start (its certificate is missing, say).
+    #[error(transparent)]
+    Webhook(#[from] WebhookError),
+    /// The admission webhook's task ended unexpectedly.
+    #[error("the admission webhook stopped: {0}")]
+    WebhookStopped(String),
 }
 
 async fn bind(address: &str) -> Result<Option<TcpListener>, OperatorError> {
@@ -174,11 +206,44 @@ pub async fn run(
         ));
     }
 
+    // The webhook runs on every replica, leader or not: its Service sends to all of them.
+    let webhook_config = WebhookConfig {
+        port: options.webhook_port,
+        cert_dir: options.webhook_cert_dir.clone(),
+        enable_http2: options.enable_http2,
+    };
+    // Bound before anything else starts: without its certificate nmo refuses to start.
+    let webhook_task = match webhook::bind_port(&webhook_config, client.clone()).await {
+        Ok(Some(bound)) => Some(tokio::spawn(bound.run(stopped()))),
+        Ok(None) => None,
+        Err(error) => {
+            let _ = stop_servers.send(true);
+            return Err(error.into());
+        }
+    };
+    let webhook_failed = async move {
+        match webhook_task {
+            Some(task) => match task.await {
+                Ok(Ok(())) => std::future::pending().await,
+                Ok(Err(error)) => OperatorError::from(error),
+                Err(join) => OperatorError::WebhookStopped(join.to_string()),
+            },
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(webhook_failed);
+
     tokio::pin!(shutdown);
     let elector = if options.leader_elect {
         let namespace = client.default_namespace().to_string();
         let identity = leader_identity();
-        let elector = LeaderElector::new(client.clone(), LeaderConfig::new(namespace, identity));
+        let config = LeaderConfig {
+            lease_duration: options.leader_elect_lease_duration,
+            renew_deadline: options.leader_elect_renew_deadline,
+            retry_period: options.leader_elect_retry_period,
+            ..LeaderConfig::new(namespace, identity)
+        };
+        let elector = LeaderElector::new(client.clone(), config);
         // A standby is ready: it serves probes and waits; only the leader watches.
         readiness.set_ready();
         tokio::select! {
@@ -187,6 +252,10 @@ pub async fn run(
                 return Ok(());
             }
             acquired = elector.acquire() => acquired?,
+            error = &mut webhook_failed => {
+                let _ = stop_servers.send(true);
+                return Err(error);
+            }
         }
         Some(elector)
     } else {
@@ -211,6 +280,7 @@ pub async fn run(
         () = &mut shutdown => Ok(()),
         error = controller => Err(OperatorError::from(error)),
         lost = leadership => Err(OperatorError::from(lost)),
+        error = &mut webhook_failed => Err(error),
     };
     tracing::info!("stopping the actors");
     actors.shutdown().await;

@@ -34,6 +34,15 @@ impl Default for Timing {
     }
 }
 
+/// `n` random lowercase hex digits.
+pub fn rand_hex(n: usize) -> String {
+    const HEX: &[u8] = b"0123456789abcdef";
+    let mut r = rand::rng();
+    (0..n)
+        .map(|_| HEX[r.random_range(0..16usize)] as char)
+        .collect()
+}
+
 /// A random pod IP.
 pub fn pod_ip() -> String {
     let mut r = rand::rng();
@@ -55,8 +64,7 @@ pub fn running_status(pod: &Value, host_ip: &str, ip: &str, now: &str) -> Value 
             cs.iter()
                 .map(|c| {
                     let image = c.get("image").and_then(|i| i.as_str()).unwrap_or_default();
-                    let mut r = rand::rng();
-                    let cid: String = (0..32).map(|_| format!("{:02x}", r.random::<u8>())).collect();
+                    let cid = rand_hex(64);
                     json!({
                         "name": c.get("name").cloned().unwrap_or(json!("")),
                         "state": {"running": {"startedAt": now}},

@@ -87,7 +87,7 @@ impl Default for SimConfig {
             crds: Vec::new(),
             scenario: None,
             timing: Timing::default(),
-            history_limit: 10_000,
+            history_limit: 5_000,
             bookmark_interval: Duration::from_secs(10),
             tokens: HashMap::new(),
             rbac: None,
@@ -194,7 +194,7 @@ impl Simulator {
             bookmark_interval: config.bookmark_interval,
             shutdown: stop_rx.clone(),
         });
-        let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+        let mut controllers = None;
         if config.controllers {
             // The disruption controller first, so PDBs get their status before anyone evicts.
             if let Ok(pdbs) = api.def(resources::names::PDBS) {
@@ -209,15 +209,33 @@ impl Simulator {
                     pdb::sync_namespace(&api, &ns)?;
                 }
             }
-            tasks.push(tokio::spawn(pdb::run(api.clone(), stop_rx.clone())));
-            tasks.push(tokio::spawn(kubelet::run(
-                api.clone(),
-                config.timing,
-                stop_rx.clone(),
-            )));
-            tasks.push(tokio::spawn(scheduler::run(api.clone(), stop_rx.clone())));
-            tasks.push(tokio::spawn(workloads::run(api.clone(), stop_rx.clone())));
-            tasks.push(tokio::spawn(lifecycle::run(api.clone(), stop_rx.clone())));
+            // The controllers run on their own thread and runtime: their bursts of work (a
+            // resync over 60,000 pods) must never starve the HTTP handlers.
+            let (api2, stop2, timing) = (api.clone(), stop_rx.clone(), config.timing);
+            let thread = std::thread::Builder::new()
+                .name("sim-controllers".into())
+                .spawn(move || {
+                    let rt = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(rt) => rt,
+                        Err(e) => {
+                            tracing::error!(error = %e, "simulator controllers could not start");
+                            return;
+                        }
+                    };
+                    rt.block_on(async move {
+                        let _ = tokio::join!(
+                            pdb::run(api2.clone(), stop2.clone()),
+                            kubelet::run(api2.clone(), timing, stop2.clone()),
+                            scheduler::run(api2.clone(), stop2.clone()),
+                            workloads::run(api2.clone(), stop2.clone()),
+                            lifecycle::run(api2.clone(), stop2.clone()),
+                        );
+                    });
+                })?;
+            controllers = Some(thread);
         }
         let app = router::router(shared.clone());
         let mut srv_stop = stop_rx.clone();
@@ -233,7 +251,7 @@ impl Simulator {
             addr,
             stop: stop_tx,
             server,
-            tasks,
+            controllers,
             report,
         })
     }
@@ -245,7 +263,7 @@ pub struct SimHandle {
     addr: SocketAddr,
     stop: tokio::sync::watch::Sender<bool>,
     server: JoinHandle<()>,
-    tasks: Vec<JoinHandle<()>>,
+    controllers: Option<std::thread::JoinHandle<()>>,
     report: Option<ScenarioReport>,
 }
 
@@ -313,6 +331,15 @@ impl SimHandle {
         self.shared.accounting.count(q)
     }
 
+    /// The requests RBAC refused so far (empty when RBAC is off).
+    pub fn rbac_denials(&self) -> Vec<String> {
+        self.shared
+            .rbac
+            .as_ref()
+            .map(|r| r.denials())
+            .unwrap_or_default()
+    }
+
     /// Fault injection controls.
     pub fn faults(&self) -> &Faults {
         &self.shared.faults
@@ -369,13 +396,37 @@ impl SimHandle {
             .collect()
     }
 
+    /// Names of the objects of a resource (namespace "" for all), without parsing them.
+    pub fn names(&self, group: &str, plural: &str, ns: &str) -> Vec<String> {
+        let Ok(def) = self.shared.api.def((group, plural)) else {
+            return Vec::new();
+        };
+        let filter = selectors::Filter {
+            namespace: (!ns.is_empty()).then(|| ns.to_string()),
+            ..Default::default()
+        };
+        self.shared
+            .api
+            .store
+            .list(&def, &filter, None, 0)
+            .0
+            .iter()
+            .map(|o| o.name.clone())
+            .collect()
+    }
+
     /// Stops serving, ends watches and stops the controllers.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
-        for t in &self.tasks {
-            t.abort();
-        }
         let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
+        if let Some(t) = self.controllers {
+            // The controllers see the stop signal at their next wake-up.
+            let _ = tokio::time::timeout(
+                Duration::from_secs(5),
+                tokio::task::spawn_blocking(move || t.join()),
+            )
+            .await;
+        }
     }
 }
 

@@ -66,9 +66,10 @@ pub fn json_patch(doc: &Value, body: &[u8]) -> Result<Value, ApiError> {
         }
         // The cause text is the Go library's, which clients match on.
         let failure = |e: json_patch::PatchError| {
-            let text = match e.kind {
-                json_patch::PatchErrorKind::TestFailed => {
-                    format!("testing value {} failed: test failed", e.path)
+            let text = match &op {
+                // A mismatch and a missing member read the same there.
+                json_patch::PatchOperation::Test(test) => {
+                    format!("testing value {} failed: test failed", test.path)
                 }
                 _ => format!("{} operation does not apply: {}", op_name(&op), e),
             };

@@ -2,7 +2,7 @@
 //! `desiredHealthy`, `disruptionsAllowed`, `expectedPods`, `observedGeneration`, `disruptedPods`,
 //! the `DisruptionAllowed` condition) the way kube-controller-manager does.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ use super::errors::ApiError;
 use super::resources::names;
 use super::rest::{Api, now_rfc3339};
 use super::selectors::{Filter, LabelSelector};
+use super::store::{EventType, StoredObject};
 
 /// How long an eviction stays in `disruptedPods` without the pod being deleted.
 const DELETION_TIMEOUT_SECS: i64 = 120;
@@ -77,47 +78,26 @@ fn scaled_up(v: &Value, total: i64) -> Result<i64, String> {
     }
 }
 
-fn controller_ref(pod: &Value) -> Option<(String, String, String)> {
-    pod.pointer("/metadata/ownerReferences")
-        .and_then(|o| o.as_array())?
-        .iter()
-        .find(|o| o.get("controller").and_then(|c| c.as_bool()) == Some(true))
-        .map(|o| {
-            let s = |k: &str| {
-                o.get(k)
-                    .and_then(|x| x.as_str())
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            (s("kind"), s("name"), s("uid"))
-        })
-}
-
 /// The expected scale: sum of the replicas of the pods' controllers (ReplicaSets here; other
 /// controllers have no scale the simulator knows, which the real controller reports as an error).
-fn expected_scale(api: &Api, ns: &str, pods: &[Value]) -> Result<i64, String> {
+fn expected_scale(api: &Api, pods: &[Arc<StoredObject>]) -> Result<i64, String> {
+    let rs_key = format!("{}/{}", names::REPLICASETS.0, names::REPLICASETS.1);
     let rsdef = api.def(names::REPLICASETS).map_err(|e| e.message)?;
     let mut seen = HashSet::new();
     let mut total = 0;
     for p in pods {
-        let name = p
-            .pointer("/metadata/name")
-            .and_then(|n| n.as_str())
-            .unwrap_or_default();
-        let Some((kind, cname, uid)) = controller_ref(p) else {
-            return Err(format!("found no controller ref for pod {name:?}"));
+        let Some(uid) = &p.controller_uid else {
+            return Err(format!("found no controller ref for pod {:?}", p.name));
         };
         if !seen.insert(uid.clone()) {
             continue;
         }
-        if kind != "ReplicaSet" {
-            return Err(format!("found no controllers for pod {name:?}"));
+        let missing = || format!("found no controllers for pod {:?}", p.name);
+        let (tkey, key) = api.store.lookup_uid(uid).ok_or_else(missing)?;
+        if tkey != rs_key {
+            return Err(missing());
         }
-        let rs = api
-            .store
-            .get(&rsdef, ns, &cname)
-            .filter(|r| r.uid == uid)
-            .ok_or_else(|| format!("found no controllers for pod {name:?}"))?;
+        let rs = api.store.get(&rsdef, &key.0, &key.1).ok_or_else(missing)?;
         let v = rs.value().map_err(|e| e.message)?;
         total += v
             .pointer("/spec/replicas")
@@ -128,7 +108,7 @@ fn expected_scale(api: &Api, ns: &str, pods: &[Value]) -> Result<i64, String> {
 }
 
 /// The status of one PDB given the pods of its namespace.
-pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Value]) -> Value {
+pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> Value {
     let generation = pdb
         .pointer("/metadata/generation")
         .and_then(|g| g.as_i64())
@@ -138,39 +118,24 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Value]) -> Value {
         .pointer("/spec/selector")
         .map(LabelSelector::from_object)
         .and_then(|s| s.ok());
-    let pods: Vec<Value> = match &sel {
+    let pods: Vec<Arc<StoredObject>> = match &sel {
         // A null selector matches nothing, an empty one everything (policy/v1).
         None => Vec::new(),
         Some(s) => ns_pods
             .iter()
-            .filter(|p| {
-                let labels: Vec<(String, String)> = p
-                    .pointer("/metadata/labels")
-                    .and_then(|l| l.as_object())
-                    .map(|l| {
-                        l.iter()
-                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                s.matches(&labels)
-            })
+            .filter(|p| s.matches(&p.labels))
             .cloned()
             .collect(),
     };
-    let ns = pdb
-        .pointer("/metadata/namespace")
-        .and_then(|n| n.as_str())
-        .unwrap_or_default();
     let counts = if let Some(mu) = pdb.pointer("/spec/maxUnavailable") {
-        expected_scale(api, ns, &pods).and_then(|expected| {
+        expected_scale(api, &pods).and_then(|expected| {
             let mu = scaled_up(mu, expected)?;
             Ok((expected, (expected - mu).max(0)))
         })
     } else if let Some(ma) = pdb.pointer("/spec/minAvailable") {
         match ma {
             Value::Number(n) => Ok((pods.len() as i64, n.as_i64().unwrap_or(0))),
-            _ => expected_scale(api, ns, &pods)
+            _ => expected_scale(api, &pods)
                 .and_then(|expected| Ok((expected, scaled_up(ma, expected)?))),
         }
     } else {
@@ -202,15 +167,10 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Value]) -> Value {
     let mut disrupted = serde_json::Map::new();
     if let Some(d) = old.get("disruptedPods").and_then(|d| d.as_object()) {
         for (name, ts) in d {
-            let Some(p) = pods
-                .iter()
-                .find(|p| p.pointer("/metadata/name").and_then(|n| n.as_str()) == Some(name))
-            else {
+            let Some(p) = pods.iter().find(|p| &p.name == name) else {
                 continue;
             };
-            if p.pointer("/metadata/deletionTimestamp")
-                .is_some_and(|d| !d.is_null())
-            {
+            if p.deleting {
                 continue;
             }
             let fresh = ts
@@ -226,18 +186,7 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Value]) -> Value {
     }
     let healthy = pods
         .iter()
-        .filter(|p| {
-            p.pointer("/metadata/deletionTimestamp")
-                .is_none_or(|d| d.is_null())
-        })
-        .filter(|p| {
-            let n = p
-                .pointer("/metadata/name")
-                .and_then(|n| n.as_str())
-                .unwrap_or_default();
-            !disrupted.contains_key(n)
-        })
-        .filter(|p| pod_ready(p))
+        .filter(|p| !p.deleting && !disrupted.contains_key(&p.name) && p.ready)
         .count() as i64;
     let mut allowed = healthy - desired;
     if expected <= 0 || allowed <= 0 {
@@ -260,25 +209,29 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Value]) -> Value {
     st
 }
 
-/// Recomputes the PDBs of one namespace; writes statuses that changed.
+/// Recomputes the PDBs of one namespace (all, or the named ones); writes statuses that changed.
 pub fn sync_namespace(api: &Api, ns: &str) -> Result<(), ApiError> {
+    sync_pdbs(api, ns, None)
+}
+
+fn sync_pdbs(api: &Api, ns: &str, only: Option<&HashSet<String>>) -> Result<(), ApiError> {
     let pdbs = api.def(names::PDBS)?;
     let filter = Filter {
         namespace: Some(ns.to_string()),
         ..Default::default()
     };
-    let list = api.store.list(&pdbs, &filter, None, 0).0;
+    let list: Vec<_> = api
+        .store
+        .list(&pdbs, &filter, None, 0)
+        .0
+        .into_iter()
+        .filter(|p| only.is_none_or(|o| o.contains(&p.name)))
+        .collect();
     if list.is_empty() {
         return Ok(());
     }
     let pods = api.def(names::PODS)?;
-    let ns_pods: Vec<Value> = api
-        .store
-        .list(&pods, &filter, None, 0)
-        .0
-        .iter()
-        .filter_map(|p| p.value().ok())
-        .collect();
+    let ns_pods = api.store.list(&pods, &filter, None, 0).0;
     for p in list {
         api.mutate(&pdbs, ns, &p.name, |v| {
             let st = compute_status(api, v, &ns_pods);
@@ -292,28 +245,72 @@ pub fn sync_namespace(api: &Api, ns: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Namespaces that hold PDBs.
-fn pdb_namespaces(api: &Api) -> HashSet<String> {
-    match api.def(names::PDBS) {
-        Ok(d) => api
-            .store
-            .list(&d, &Filter::default(), None, 0)
-            .0
+/// The selectors of every PDB, by namespace, to route pod changes to the PDBs they concern.
+#[derive(Default)]
+struct Selectors(HashMap<String, HashMap<String, Option<LabelSelector>>>);
+
+impl Selectors {
+    fn load(api: &Api) -> Self {
+        let mut s = Selectors::default();
+        if let Ok(d) = api.def(names::PDBS) {
+            for p in api.store.list(&d, &Filter::default(), None, 0).0 {
+                s.update(&p);
+            }
+        }
+        s
+    }
+
+    fn update(&mut self, p: &StoredObject) {
+        let sel = p
+            .value()
+            .ok()
+            .and_then(|v| v.pointer("/spec/selector").map(LabelSelector::from_object))
+            .and_then(|r| r.ok());
+        self.0
+            .entry(p.namespace.clone())
+            .or_default()
+            .insert(p.name.clone(), sel);
+    }
+
+    fn remove(&mut self, p: &StoredObject) {
+        if let Some(m) = self.0.get_mut(&p.namespace) {
+            m.remove(&p.name);
+        }
+    }
+
+    fn all(&self) -> HashMap<String, HashSet<String>> {
+        self.0
             .iter()
-            .map(|p| p.namespace.clone())
-            .collect(),
-        Err(_) => HashSet::new(),
+            .map(|(ns, m)| (ns.clone(), m.keys().cloned().collect()))
+            .collect()
+    }
+
+    fn matching(&self, ns: &str, labels: &[&[(String, String)]]) -> Vec<String> {
+        self.0
+            .get(ns)
+            .map(|m| {
+                m.iter()
+                    .filter(|(_, s)| {
+                        s.as_ref()
+                            .is_some_and(|s| labels.iter().any(|l| s.matches(l)))
+                    })
+                    .map(|(n, _)| n.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
-/// Runs the controller until shutdown.
+/// Runs the controller until shutdown. Only the PDBs whose selector matches a changed pod (before
+/// or after the change) are recomputed.
 pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
     let mut rx = api.store.subscribe();
-    let mut dirty = pdb_namespaces(&api);
+    let mut sels = Selectors::load(&api);
+    let mut dirty = sels.all();
     let mut last_full = tokio::time::Instant::now();
     loop {
-        for ns in dirty.drain() {
-            if let Err(e) = sync_namespace(&api, &ns) {
+        for (ns, names) in dirty.drain() {
+            if let Err(e) = sync_pdbs(&api, &ns, Some(&names)) {
                 tracing::debug!(namespace = %ns, error = %e, "PDB sync failed");
             }
         }
@@ -322,13 +319,39 @@ pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
         };
         // Periodic resync expires old disruptedPods entries.
         if batch.resync || last_full.elapsed() > Duration::from_secs(10) {
-            dirty = pdb_namespaces(&api);
+            sels = Selectors::load(&api);
+            dirty = sels.all();
             last_full = tokio::time::Instant::now();
         }
         for ev in &batch.events {
             let gp = (ev.def.group.as_str(), ev.def.plural.as_str());
-            if gp == names::PODS || gp == names::PDBS || gp == names::REPLICASETS {
-                dirty.insert(ev.obj.namespace.clone());
+            let ns = &ev.obj.namespace;
+            if gp == names::PDBS {
+                if ev.kind == EventType::Deleted {
+                    sels.remove(&ev.obj);
+                } else {
+                    sels.update(&ev.obj);
+                    dirty
+                        .entry(ns.clone())
+                        .or_default()
+                        .insert(ev.obj.name.clone());
+                }
+            } else if gp == names::PODS {
+                let mut labels: Vec<&[(String, String)]> = vec![&ev.obj.labels];
+                if let Some(p) = &ev.prev {
+                    labels.push(&p.labels);
+                }
+                let hit = sels.matching(ns, &labels);
+                if !hit.is_empty() {
+                    dirty.entry(ns.clone()).or_default().extend(hit);
+                }
+            } else if gp == names::REPLICASETS
+                && let Some(m) = sels.0.get(ns)
+            {
+                dirty
+                    .entry(ns.clone())
+                    .or_default()
+                    .extend(m.keys().cloned());
             }
         }
     }

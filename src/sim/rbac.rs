@@ -2,6 +2,7 @@
 //! messages. Other identities are not restricted.
 
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
@@ -31,6 +32,8 @@ fn list(v: &Value, k: &str) -> Vec<String> {
 pub struct Rbac {
     user: String,
     rules: Vec<Rule>,
+    /// Every refusal so far (its message), so a test can tell that nothing was denied.
+    denied: Arc<Mutex<Vec<String>>>,
 }
 
 impl Rbac {
@@ -60,6 +63,7 @@ impl Rbac {
         Ok(Rbac {
             user: user.to_string(),
             rules,
+            denied: Arc::default(),
         })
     }
 
@@ -91,6 +95,12 @@ impl Rbac {
 
     /// Authorizes a request; a 403 with the real message when denied.
     #[allow(clippy::too_many_arguments)]
+    /// The refusals so far, oldest first.
+    pub fn denials(&self) -> Vec<String> {
+        self.denied.lock().map(|d| d.clone()).unwrap_or_default()
+    }
+
+    /// Decides one request; a refusal is the real server's 403 (and is remembered).
     pub fn check(
         &self,
         user: &str,
@@ -129,13 +139,12 @@ impl Rbac {
         } else {
             format!("in the namespace \"{ns}\"")
         };
-        Err(ApiError::forbidden(
-            group,
-            resource,
-            name,
-            &format!(
-                "User \"{user}\" cannot {verb} resource \"{full}\" in API group \"{group}\" {scope}"
-            ),
-        ))
+        let why = format!(
+            "User \"{user}\" cannot {verb} resource \"{full}\" in API group \"{group}\" {scope}"
+        );
+        if let Ok(mut denied) = self.denied.lock() {
+            denied.push(why.clone());
+        }
+        Err(ApiError::forbidden(group, resource, name, &why))
     }
 }

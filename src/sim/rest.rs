@@ -298,10 +298,8 @@ impl Api {
         let Some(nso) = self.store.get(&nsdef, "", ns) else {
             return Err(ApiError::not_found("", "namespaces", ns));
         };
-        let v = nso.value()?;
-        if is_deleting(&v)
-            || v.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Terminating")
-        {
+        // Terminating namespaces always carry a deletionTimestamp here.
+        if nso.deleting {
             let mut e = ApiError::forbidden(
                 &def.group,
                 &def.plural,

@@ -112,11 +112,7 @@ pub struct ScenarioReport {
 }
 
 fn hexs(n: usize) -> String {
-    use rand::Rng;
-    let mut r = rand::rng();
-    (0..n)
-        .map(|_| format!("{:x}", r.random_range(0..16u8)))
-        .collect()
+    super::kubelet::rand_hex(n)
 }
 
 /// A realistic Node (10-15 KiB of JSON).
@@ -343,6 +339,11 @@ fn ensure_namespace(api: &Api, ns: &str) -> Result<(), SimError> {
     Ok(())
 }
 
+struct SeedCtx<'a> {
+    api: &'a Arc<Api>,
+    pods: &'a Arc<super::resources::ResourceDef>,
+}
+
 /// Seeds a scenario into the store (directly, not through HTTP).
 pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
     let mut rep = ScenarioReport::default();
@@ -426,116 +427,153 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
     } else {
         None
     };
-    let mut counter = 0usize;
-    let mut next = || {
-        counter += 1;
-        // Spread the letters so names look like the real random suffixes.
-        suffix(counter.wrapping_mul(2_654_435_761) % 14_348_907)
-    };
-    for (ni, (node_name, node_uid, ip)) in node_meta.iter().enumerate() {
-        for (dname, duid) in &ds_meta {
-            let v = running_pod(
-                &format!("{dname}-{}", next()),
-                "kube-system",
-                node_name,
-                ip,
-                json!({"app": dname, "controller-revision-hash": "6d4f8b9c7"}),
-                Some(owner("DaemonSet", "apps/v1", dname, duid)),
-                pod_spec(dname, false),
-            );
-            api.create(&pods, "kube-system", v, false, true)?;
-            rep.pods += 1;
-        }
-        if s.mirror_pods {
-            let mut v = running_pod(
-                &format!("static-web-{node_name}"),
-                "kube-system",
-                node_name,
-                ip,
-                json!({"component": "static-web", "tier": "node"}),
-                Some(
-                    json!({"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": true}),
-                ),
-                pod_spec("static-web", false),
-            );
-            v["metadata"]["annotations"] = json!({
-                "kubernetes.io/config.hash": hexs(32), "kubernetes.io/config.mirror": hexs(32),
-                "kubernetes.io/config.seen": now_rfc3339(), "kubernetes.io/config.source": "file"
-            });
-            api.create(&pods, "kube-system", v, false, true)?;
-            rep.pods += 1;
-        }
-        if let Some((cname, cuid)) = &cache {
-            let v = running_pod(
-                &format!("{cname}-{}", next()),
-                WORKLOAD_NS,
-                node_name,
-                ip,
-                json!({"app": "cache", "pod-template-hash": "6b7c9d8f5e"}),
-                Some(owner("ReplicaSet", "apps/v1", cname, cuid)),
-                pod_spec("cache", true),
-            );
-            api.create(&pods, WORKLOAD_NS, v, false, true)?;
-            rep.pods += 1;
-        }
-        if s.unmanaged_pods {
-            let v = running_pod(
-                &format!("standalone-{node_name}"),
-                WORKLOAD_NS,
-                node_name,
-                ip,
-                json!({"app": "standalone"}),
-                None,
-                pod_spec("standalone", false),
-            );
-            api.create(&pods, WORKLOAD_NS, v, false, true)?;
-            rep.pods += 1;
-        }
-        if s.finished_pods {
-            let mut v = running_pod(
-                &format!("batch-{node_name}"),
-                WORKLOAD_NS,
-                node_name,
-                ip,
-                json!({"app": "batch"}),
-                None,
-                pod_spec("batch", false),
-            );
-            v["spec"]["restartPolicy"] = json!("Never");
-            v["status"]["phase"] = json!("Succeeded");
-            if let Some(conds) = v["status"]["conditions"].as_array_mut() {
-                for c in conds.iter_mut() {
-                    if c["type"] == "Ready" || c["type"] == "ContainersReady" {
-                        c["status"] = json!("False");
-                        c["reason"] = json!("PodCompleted");
+    // Pods are seeded from two threads (serialization happens outside the store lock).
+    let threads = 2usize;
+    let per = node_meta.len().div_ceil(threads).max(1);
+    let seeded: Vec<Result<usize, SimError>> = std::thread::scope(|sc| {
+        let handles: Vec<_> = node_meta
+            .iter()
+            .enumerate()
+            .collect::<Vec<_>>()
+            .chunks(per)
+            .map(|chunk| {
+                let chunk: Vec<(usize, &(String, String, String))> = chunk.to_vec();
+                let (ds_meta, rs_meta, cache, pods) = (&ds_meta, &rs_meta, &cache, &pods);
+                sc.spawn(move || -> Result<usize, SimError> {
+                    let ctx = SeedCtx { api, pods };
+                    let mut made = 0usize;
+                    let mut specs: std::collections::HashMap<(String, bool), Value> = std::collections::HashMap::new();
+                    let mut spec = |app: &str, emptydir: bool| -> Value {
+                        specs
+                            .entry((app.to_string(), emptydir))
+                            .or_insert_with(|| pod_spec(app, emptydir))
+                            .clone()
+                    };
+                    let mut counter = chunk.first().map_or(0, |c| c.0 * 1000);
+                    let mut next = || {
+                        counter += 1;
+                        // Spread the letters so names look like the real random suffixes.
+                        suffix(counter.wrapping_mul(2_654_435_761) % 14_348_907)
+                    };
+        for (ni, (node_name, node_uid, ip)) in chunk {
+            for (dname, duid) in ds_meta.iter() {
+                let v = running_pod(
+                    &format!("{dname}-{}", next()),
+                    "kube-system",
+                    node_name,
+                    ip,
+                    json!({"app": dname, "controller-revision-hash": "6d4f8b9c7"}),
+                    Some(owner("DaemonSet", "apps/v1", dname, duid)),
+                    spec(dname, false),
+                );
+                ctx.api.create(&ctx.pods, "kube-system", v, false, true)?;
+                made += 1;
+            }
+            if s.mirror_pods {
+                let mut v = running_pod(
+                    &format!("static-web-{node_name}"),
+                    "kube-system",
+                    node_name,
+                    ip,
+                    json!({"component": "static-web", "tier": "node"}),
+                    Some(
+                        json!({"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": true}),
+                    ),
+                    spec("static-web", false),
+                );
+                v["metadata"]["annotations"] = json!({
+                    "kubernetes.io/config.hash": hexs(32), "kubernetes.io/config.mirror": hexs(32),
+                    "kubernetes.io/config.seen": now_rfc3339(), "kubernetes.io/config.source": "file"
+                });
+                ctx.api.create(&ctx.pods, "kube-system", v, false, true)?;
+                made += 1;
+            }
+            if let Some((cname, cuid)) = &cache {
+                let v = running_pod(
+                    &format!("{cname}-{}", next()),
+                    WORKLOAD_NS,
+                    node_name,
+                    ip,
+                    json!({"app": "cache", "pod-template-hash": "6b7c9d8f5e"}),
+                    Some(owner("ReplicaSet", "apps/v1", cname, cuid)),
+                    spec("cache", true),
+                );
+                ctx.api.create(&ctx.pods, WORKLOAD_NS, v, false, true)?;
+                made += 1;
+            }
+            if s.unmanaged_pods {
+                let v = running_pod(
+                    &format!("standalone-{node_name}"),
+                    WORKLOAD_NS,
+                    node_name,
+                    ip,
+                    json!({"app": "standalone"}),
+                    None,
+                    spec("standalone", false),
+                );
+                ctx.api.create(&ctx.pods, WORKLOAD_NS, v, false, true)?;
+                made += 1;
+            }
+            if s.finished_pods {
+                let mut v = running_pod(
+                    &format!("batch-{node_name}"),
+                    WORKLOAD_NS,
+                    node_name,
+                    ip,
+                    json!({"app": "batch"}),
+                    None,
+                    spec("batch", false),
+                );
+                v["spec"]["restartPolicy"] = json!("Never");
+                v["status"]["phase"] = json!("Succeeded");
+                if let Some(conds) = v["status"]["conditions"].as_array_mut() {
+                    for c in conds.iter_mut() {
+                        if c["type"] == "Ready" || c["type"] == "ContainersReady" {
+                            c["status"] = json!("False");
+                            c["reason"] = json!("PodCompleted");
+                        }
                     }
                 }
-            }
-            if let Some(cs) = v["status"]["containerStatuses"].as_array_mut() {
-                for c in cs.iter_mut() {
-                    c["ready"] = json!(false);
-                    c["started"] = json!(false);
-                    c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}});
+                if let Some(cs) = v["status"]["containerStatuses"].as_array_mut() {
+                    for c in cs.iter_mut() {
+                        c["ready"] = json!(false);
+                        c["started"] = json!(false);
+                        c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}});
+                    }
                 }
+                ctx.api.create(&ctx.pods, WORKLOAD_NS, v, false, true)?;
+                made += 1;
             }
-            api.create(&pods, WORKLOAD_NS, v, false, true)?;
-            rep.pods += 1;
+            for k in 0..spread {
+                // Spread: consecutive pods of a node belong to different ReplicaSets.
+                let (rname, ruid, app, hash) = &rs_meta[(ni * spread + k) % rs_count];
+                let v = running_pod(
+                    &format!("{rname}-{}", next()),
+                    WORKLOAD_NS,
+                    node_name,
+                    ip,
+                    json!({"app": app, "pod-template-hash": hash}),
+                    Some(owner("ReplicaSet", "apps/v1", rname, ruid)),
+                    spec(app, false),
+                );
+                ctx.api.create(&ctx.pods, WORKLOAD_NS, v, false, true)?;
+                made += 1;
+            }
         }
-        for k in 0..spread {
-            // Spread: consecutive pods of a node belong to different ReplicaSets.
-            let (rname, ruid, app, hash) = &rs_meta[(ni * spread + k) % rs_count];
-            let v = running_pod(
-                &format!("{rname}-{}", next()),
-                WORKLOAD_NS,
-                node_name,
-                ip,
-                json!({"app": app, "pod-template-hash": hash}),
-                Some(owner("ReplicaSet", "apps/v1", rname, ruid)),
-                pod_spec(app, false),
-            );
-            api.create(&pods, WORKLOAD_NS, v, false, true)?;
-            rep.pods += 1;
-        }
+                    Ok(made)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(SimError::Config("seeding thread panicked".into())))
+            })
+            .collect()
+    });
+    for r in seeded {
+        rep.pods += r?;
     }
     Ok(rep)
 }

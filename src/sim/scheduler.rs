@@ -146,6 +146,7 @@ impl Scheduler {
             return;
         };
         let keys: Vec<Key> = self.pending.iter().cloned().collect();
+        let mut sizes = self.api.store.index_sizes(&pods);
         for key in keys {
             let Some(p) = self.api.store.get(&pods, &key.0, &key.1) else {
                 self.pending.remove(&key);
@@ -167,8 +168,11 @@ impl Scheduler {
                 .nodes
                 .iter()
                 .filter(|(_, n)| fits(&v, n))
-                .min_by_key(|(name, _)| self.api.store.index_len(&pods, name))
+                .min_by_key(|(name, _)| sizes.get(name.as_str()).copied().unwrap_or(0))
                 .map(|(name, _)| name.clone());
+            if let Some(b) = &best {
+                *sizes.entry(b.clone()).or_insert(0) += 1;
+            }
             let total = self.nodes.len();
             let res = self.api.mutate(&pods, &key.0, &key.1, |o| {
                 if o.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_some_and(|n| !n.is_empty()) {

@@ -17,6 +17,9 @@ use super::errors::ApiError;
 use super::resources::ResourceDef;
 use super::selectors::{FieldTarget, Filter, field_value};
 
+/// Stands for the resourceVersion while an object is serialized outside the store lock.
+const RV_PLACEHOLDER: &str = "@@sim-rv@@";
+
 /// (namespace, name); namespace is empty for cluster-scoped objects.
 pub type Key = (String, String);
 
@@ -41,6 +44,10 @@ pub struct StoredObject {
     pub owner_uids: Vec<String>,
     /// metadata.deletionTimestamp is set.
     pub deleting: bool,
+    /// status.conditions has Ready=True (pods and nodes).
+    pub ready: bool,
+    /// uid of the owner reference with `controller: true`.
+    pub controller_uid: Option<String>,
 }
 
 impl StoredObject {
@@ -71,6 +78,24 @@ impl StoredObject {
                     .collect()
             })
             .unwrap_or_default();
+        let controller_uid = meta
+            .and_then(|m| m.get("ownerReferences"))
+            .and_then(|o| o.as_array())
+            .and_then(|a| {
+                a.iter()
+                    .find(|o| o.get("controller").and_then(|c| c.as_bool()) == Some(true))
+            })
+            .and_then(|o| o.get("uid").and_then(|u| u.as_str()))
+            .map(String::from);
+        let ready = v
+            .pointer("/status/conditions")
+            .and_then(|c| c.as_array())
+            .is_some_and(|c| {
+                c.iter().any(|x| {
+                    x.get("type").and_then(|t| t.as_str()) == Some("Ready")
+                        && x.get("status").and_then(|t| t.as_str()) == Some("True")
+                })
+            });
         let json = serde_json::to_vec(v).map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(StoredObject {
             json: Bytes::from(json),
@@ -84,6 +109,8 @@ impl StoredObject {
             deleting: meta
                 .and_then(|m| m.get("deletionTimestamp"))
                 .is_some_and(|d| !d.is_null()),
+            ready,
+            controller_uid,
         })
     }
 
@@ -274,7 +301,7 @@ pub struct Store {
 impl Store {
     /// An empty store keeping `history_limit` events per resource for watches.
     pub fn new(history_limit: usize) -> Arc<Self> {
-        let (internal, _) = broadcast::channel(65536);
+        let (internal, _) = broadcast::channel(16384);
         Arc::new(Store {
             inner: Mutex::new(Inner::default()),
             current_rv: AtomicU64::new(0),
@@ -337,6 +364,41 @@ impl Store {
             .get(&def.key())
             .and_then(|t| t.index.get(value))
             .map_or(0, |s| s.len())
+    }
+
+    /// (objects, bytes of JSON) over all resources.
+    pub fn stats(&self) -> (usize, usize) {
+        let inner = self.lock();
+        inner.tables.values().fold((0, 0), |(n, b), t| {
+            (
+                n + t.objects.len(),
+                b + t.objects.values().map(|o| o.json.len()).sum::<usize>(),
+            )
+        })
+    }
+
+    /// (events, bytes of JSON they reference) kept in the watch histories.
+    pub fn history_stats(&self) -> (usize, usize) {
+        let inner = self.lock();
+        inner.tables.values().fold((0, 0), |(n, b), t| {
+            (
+                n + t.history.len(),
+                b + t
+                    .history
+                    .iter()
+                    .map(|e| e.obj.json.len() + e.prev.as_ref().map_or(0, |p| p.json.len()))
+                    .sum::<usize>(),
+            )
+        })
+    }
+
+    /// Sizes of every index bucket (pods per node).
+    pub fn index_sizes(&self, def: &ResourceDef) -> HashMap<String, usize> {
+        self.lock()
+            .tables
+            .get(&def.key())
+            .map(|t| t.index.iter().map(|(k, v)| (k.clone(), v.len())).collect())
+            .unwrap_or_default()
     }
 
     /// Number of objects of a resource.
@@ -438,6 +500,22 @@ impl Store {
     ) -> Result<Arc<StoredObject>, CommitError> {
         let key: Key = (ns.to_string(), name.to_string());
         let tkey = def.key();
+        let (mut value, deleting) = match write {
+            Write::Put(v) => (v, false),
+            Write::Delete(v) => (v, true),
+        };
+        // Serialize outside the lock with a placeholder resourceVersion, and splice the real one
+        // in under the lock: writers then serialize in parallel and the lock stays short.
+        if let Some(m) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            m.insert("resourceVersion".into(), json!(RV_PLACEHOLDER));
+        }
+        let mut fresh = StoredObject::from_value(def, &value).map_err(CommitError::Api)?;
+        let needle = format!("\"resourceVersion\":\"{RV_PLACEHOLDER}\"");
+        let at = fresh
+            .json
+            .windows(needle.len())
+            .position(|w| w == needle.as_bytes())
+            .map(|p| p + needle.len() - RV_PLACEHOLDER.len() - 1);
         let mut inner = self.lock();
         let current = inner
             .tables
@@ -451,14 +529,16 @@ impl Store {
             _ => {}
         }
         let rv = inner.rv + 1;
-        let (mut value, deleting) = match write {
-            Write::Put(v) => (v, false),
-            Write::Delete(v) => (v, true),
-        };
-        if let Some(m) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            m.insert("resourceVersion".into(), json!(rv.to_string()));
+        if let Some(at) = at {
+            let rvs = rv.to_string();
+            let mut out = Vec::with_capacity(fresh.json.len() + rvs.len());
+            out.extend_from_slice(&fresh.json[..at]);
+            out.extend_from_slice(rvs.as_bytes());
+            out.extend_from_slice(&fresh.json[at + RV_PLACEHOLDER.len()..]);
+            fresh.json = Bytes::from(out);
         }
-        let stored = Arc::new(StoredObject::from_value(def, &value).map_err(CommitError::Api)?);
+        fresh.rv = rv;
+        let stored = Arc::new(fresh);
         inner.rv = rv;
         let inner = &mut *inner;
         // Owner and uid indexes.

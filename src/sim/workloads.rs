@@ -6,14 +6,13 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::watch;
 
 use super::controller::next_batch;
-use super::pdb::pod_ready;
 use super::resources::names;
 use super::rest::{Api, DeleteOpts};
-use super::selectors::{Filter, LabelSelector};
+use super::selectors::Filter;
 use super::store::{Key, StoredObject};
 
 fn active(p: &StoredObject) -> bool {
@@ -24,21 +23,18 @@ fn active(p: &StoredObject) -> bool {
         )
 }
 
-fn owned_pods(api: &Api, ns: &str, uid: &str, selector: &Value) -> Vec<Arc<StoredObject>> {
+/// The pods a controller owns, through the store's owner index (O(owned pods)). Adoption of
+/// orphans matching the selector is not simulated.
+fn owned_pods(api: &Api, ns: &str, uid: &str) -> Vec<Arc<StoredObject>> {
     let Ok(pods) = api.def(names::PODS) else {
         return Vec::new();
     };
-    let labels = LabelSelector::from_object(selector).unwrap_or_default();
-    let filter = Filter {
-        namespace: Some(ns.to_string()),
-        labels,
-        ..Default::default()
-    };
+    let pods_key = pods.key();
     api.store
-        .list(&pods, &filter, None, 0)
-        .0
+        .dependents(uid)
         .into_iter()
-        .filter(|p| p.owner_uids.iter().any(|u| u == uid))
+        .filter(|(t, k)| *t == pods_key && k.0 == ns)
+        .filter_map(|(_, k)| api.store.get(&pods, &k.0, &k.1))
         .collect()
 }
 
@@ -57,8 +53,7 @@ fn sync_rs(api: &Api, key: &Key) {
         .pointer("/spec/replicas")
         .and_then(|r| r.as_i64())
         .unwrap_or(1);
-    let selector = v.pointer("/spec/selector").cloned().unwrap_or(json!({}));
-    let owned = owned_pods(api, &key.0, &rs.uid, &selector);
+    let owned = owned_pods(api, &key.0, &rs.uid);
     let act: Vec<&Arc<StoredObject>> = owned.iter().filter(|p| active(p)).collect();
     let diff = replicas - act.len() as i64;
     if diff > 0 {
@@ -91,7 +86,7 @@ fn sync_rs(api: &Api, key: &Key) {
             .map(|p| {
                 let rank = if p.fields.first().is_none_or(|n| n.is_empty()) {
                     0
-                } else if p.value().is_ok_and(|v| !pod_ready(&v)) {
+                } else if !p.ready {
                     1
                 } else {
                     2
@@ -105,13 +100,9 @@ fn sync_rs(api: &Api, key: &Key) {
         }
     }
     // Status from the pods as they are now.
-    let owned = owned_pods(api, &key.0, &rs.uid, &selector);
-    let act: Vec<Value> = owned
-        .iter()
-        .filter(|p| active(p))
-        .filter_map(|p| p.value().ok())
-        .collect();
-    let ready = act.iter().filter(|p| pod_ready(p)).count();
+    let owned = owned_pods(api, &key.0, &rs.uid);
+    let act: Vec<&Arc<StoredObject>> = owned.iter().filter(|p| active(p)).collect();
+    let ready = act.iter().filter(|p| p.ready).count();
     let generation = v
         .pointer("/metadata/generation")
         .cloned()
@@ -140,14 +131,9 @@ fn sync_ds(api: &Api, key: &Key) {
         return;
     };
     let Ok(v) = ds.value() else { return };
-    let selector = v.pointer("/spec/selector").cloned().unwrap_or(json!({}));
-    let owned = owned_pods(api, &key.0, &ds.uid, &selector);
-    let act: Vec<Value> = owned
-        .iter()
-        .filter(|p| active(p))
-        .filter_map(|p| p.value().ok())
-        .collect();
-    let ready = act.iter().filter(|p| pod_ready(p)).count();
+    let owned = owned_pods(api, &key.0, &ds.uid);
+    let act: Vec<&Arc<StoredObject>> = owned.iter().filter(|p| active(p)).collect();
+    let ready = act.iter().filter(|p| p.ready).count();
     let desired = api.store.count(&nodes);
     let status = json!({
         "currentNumberScheduled": act.len(),

@@ -127,28 +127,43 @@ impl Webhook {
     }
 }
 
-/// Runs the webhook on `config.port` (all interfaces, IPv6 and IPv4 where the host has IPv6)
-/// until `shutdown` completes. Disabled (port 0), it just waits for `shutdown`, so that a
-/// caller selecting over its tasks does not mistake it for a stopped server. Errors only at
-/// startup: a missing certificate (naming the paths looked for) or a port in use.
+/// Loads the certificate and binds `config.port` on all interfaces (IPv6 and IPv4 where the
+/// host has IPv6, else IPv4); None when the webhook is disabled (port 0). Fails at once on a
+/// missing certificate (naming the paths looked for) or a port in use, so that a process can
+/// refuse to start rather than run without its webhook.
+pub async fn bind_port(
+    config: &WebhookConfig,
+    client: Client,
+) -> Result<Option<Webhook>, WebhookError> {
+    if !config.enabled() {
+        info!("webhook disabled (--webhook-port=0)");
+        return Ok(None);
+    }
+    // The certificate is loaded before binding, so its error (not a bind error) is reported.
+    let dual_stack = SocketAddr::from((Ipv6Addr::UNSPECIFIED, config.port));
+    let webhook = match Webhook::bind(config, dual_stack, client.clone()).await {
+        Err(WebhookError::Bind { .. }) => {
+            let ipv4 = SocketAddr::from((Ipv4Addr::UNSPECIFIED, config.port));
+            Webhook::bind(config, ipv4, client).await?
+        }
+        other => other?,
+    };
+    Ok(Some(webhook))
+}
+
+/// Runs the webhook on `config.port` until `shutdown` completes (see [`bind_port`]). Disabled,
+/// it just waits for `shutdown`, so that a caller selecting over its tasks does not mistake it
+/// for a stopped server.
 pub async fn serve(
     config: WebhookConfig,
     client: Client,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), WebhookError> {
-    if !config.enabled() {
-        info!("webhook disabled (--webhook-port=0)");
-        shutdown.await;
-        return Ok(());
-    }
-    // Load the certificate before binding, so that its error (not a bind error) is reported.
-    let dual_stack = SocketAddr::from((Ipv6Addr::UNSPECIFIED, config.port));
-    let webhook = match Webhook::bind(&config, dual_stack, client.clone()).await {
-        Err(WebhookError::Bind { .. }) => {
-            let ipv4 = SocketAddr::from((Ipv4Addr::UNSPECIFIED, config.port));
-            Webhook::bind(&config, ipv4, client).await?
+    match bind_port(&config, client).await? {
+        Some(webhook) => webhook.run(shutdown).await,
+        None => {
+            shutdown.await;
+            Ok(())
         }
-        other => other?,
-    };
-    webhook.run(shutdown).await
+    }
 }

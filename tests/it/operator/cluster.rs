@@ -27,8 +27,17 @@ pub async fn start_with(config: SimConfig) -> SimHandle {
 
 /// A kube client for the operator, identified as [`OPERATOR_AGENT`].
 pub fn operator_client(sim: &SimHandle) -> impl FnOnce() -> kube::Client + Send + 'static {
+    operator_client_with_token(sim, None)
+}
+
+/// A kube client for the operator carrying a bearer token (for RBAC).
+pub fn operator_client_with_token(
+    sim: &SimHandle,
+    token: Option<&str>,
+) -> impl FnOnce() -> kube::Client + Send + 'static {
     let options = ClientOptions {
         user_agent: OPERATOR_AGENT.into(),
+        token: token.map(str::to_string),
         ..ClientOptions::default()
     };
     let url = sim.base_url();
@@ -37,8 +46,14 @@ pub fn operator_client(sim: &SimHandle) -> impl FnOnce() -> kube::Client + Send 
 
 /// A kube client for the test itself.
 pub fn test_client(sim: &SimHandle) -> kube::Client {
+    test_client_with_token(sim, None)
+}
+
+/// A kube client for the test itself, carrying a bearer token.
+pub fn test_client_with_token(sim: &SimHandle, token: Option<&str>) -> kube::Client {
     let options = ClientOptions {
         user_agent: TEST_AGENT.into(),
+        token: token.map(str::to_string),
         ..ClientOptions::default()
     };
     client_for(&sim.base_url(), &options)
@@ -53,6 +68,9 @@ fn client_for(url: &str, options: &ClientOptions) -> kube::Client {
         http::header::USER_AGENT,
         http::HeaderValue::from_str(&options.user_agent).expect("a valid header"),
     ));
+    if let Some(token) = &options.token {
+        config.auth_info.token = Some(token.clone().into());
+    }
     kube::Client::try_from(config).expect("a client for the simulator")
 }
 

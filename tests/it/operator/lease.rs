@@ -114,3 +114,39 @@ async fn an_expired_foreign_lease_is_taken_over() {
     operator.stop().await.expect("clean stop");
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts() {
+    let sim = cluster::start(Scenario::plain(2, 2).pdb(None)).await;
+    let client = cluster::test_client(&sim);
+    let options = nmo::operator::OperatorOptions {
+        lease_renew_interval: Some(Duration::from_secs(1)),
+        ..test_options()
+    };
+    let operator = Operator::start(cluster::operator_client(&sim), options);
+    cluster::create_maintenance(&client, "nm-0", "node-0").await;
+    cluster::wait_for(
+        "the maintenance to succeed",
+        Duration::from_secs(20),
+        || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
+    )
+    .await;
+    let renew_time = |sim: &nmo::sim::SimHandle| {
+        cluster::lease(sim, "node-0").map(|lease| lease["spec"]["renewTime"].clone())
+    };
+    let first = renew_time(&sim);
+    // Nothing else happens to this maintenance: only the timer can move renewTime.
+    cluster::wait_for("a renewal", Duration::from_secs(5), || {
+        renew_time(&sim) != first
+    })
+    .await;
+    let lease = cluster::lease(&sim, "node-0").expect("lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "node-maintenance");
+    assert_eq!(
+        lease["spec"]["leaseTransitions"].as_i64().unwrap_or(0),
+        0,
+        "a renewal is no transition"
+    );
+    operator.stop().await.expect("clean stop");
+    sim.shutdown().await;
+}

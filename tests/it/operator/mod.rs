@@ -4,8 +4,10 @@
 mod cluster;
 mod drain;
 mod harness;
+mod leader;
 mod lease;
 mod pdb;
+mod rbac;
 mod restart;
 mod safety;
 mod traffic;

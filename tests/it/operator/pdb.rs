@@ -140,3 +140,32 @@ async fn deleting_a_blocked_maintenance_undoes_it_within_seconds() {
     operator.stop().await.expect("clean stop");
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_under_two_budgets_is_reported_as_such() {
+    let sim = cluster::start(Scenario::plain(2, 2).pdb(None)).await;
+    let client = cluster::test_client(&sim);
+    cluster::create_namespace(&client, "precious").await;
+    cluster::create_pod(&client, "precious", "db-0", "node-0", "db").await;
+    cluster::create_pdb(&client, "precious", "db-budget", "db", 0).await;
+    cluster::create_pdb(&client, "precious", "db-budget-too", "db", 0).await;
+    let operator = Operator::start(cluster::operator_client(&sim), test_options());
+    cluster::create_maintenance(&client, "nm-0", "node-0").await;
+    cluster::wait_for(
+        "the status to say why db-0 cannot go",
+        Duration::from_secs(20),
+        || {
+            status(&sim, "nm-0")["lastError"]
+                .as_str()
+                .is_some_and(|e| e.contains("more than one PodDisruptionBudget"))
+        },
+    )
+    .await;
+    assert!(
+        cluster::pod_exists(&sim, "precious", "db-0"),
+        "the pod is not deleted instead"
+    );
+    assert_eq!(cluster::phase(&sim, "nm-0").as_deref(), Some("Running"));
+    operator.stop().await.expect("clean stop");
+    sim.shutdown().await;
+}

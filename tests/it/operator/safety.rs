@@ -25,7 +25,13 @@ async fn a_missing_node_fails_the_maintenance_with_a_reason() {
         error.contains("no-such-node"),
         "lastError names the node: {error}"
     );
-    assert!(cluster::event_reasons(&sim, "nm-ghost").contains(&"FailedMaintenance".to_string()));
+    // Events are sent alongside the status, not before it.
+    cluster::wait_for(
+        "the FailedMaintenance event",
+        Duration::from_secs(5),
+        || cluster::event_reasons(&sim, "nm-ghost").contains(&"FailedMaintenance".to_string()),
+    )
+    .await;
     assert!(
         cluster::lease(&sim, "no-such-node").is_none(),
         "no lease for a node that does not exist"

@@ -54,7 +54,17 @@ async fn eviction_allowed_then_refused_with_the_real_message() {
     );
     assert_eq!(victim.metadata.deletion_grace_period_seconds, Some(30));
     let p = pdb(&sim, "app-0-pdb");
-    assert_eq!(p["status"]["disruptionsAllowed"], 0);
+    assert_eq!(
+        p["status"]["disruptionsAllowed"], 0,
+        "decremented by the eviction itself"
+    );
+    // The disruption controller then sees the pod terminating.
+    assert!(
+        eventually(Duration::from_secs(3), || pdb(&sim, "app-0-pdb")["status"]
+            ["currentHealthy"]
+            == 2)
+        .await
+    );
     let err = status_of(
         pods.evict(&names[1], &EvictParams::default())
             .await

@@ -30,20 +30,18 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
         after.metadata.resource_version,
         before.metadata.resource_version
     );
-    // A passing test applies.
+    // The patch library's own text is in a cause, as clients (nmo included) read it.
+    assert!(
+        serde_json::to_string(&st.details)
+            .unwrap()
+            .contains("testing value /spec/taints failed"),
+        "{:?}",
+        st.details
+    );
+    // Like evanphx/json-patch behind the real server, `test` of null passes on a missing member
+    // (the Go operator tests an absent taint list this way), and the rest of the patch applies.
     let p: json_patch::Patch = serde_json::from_value(json!([
         {"op": "test", "path": "/spec/unschedulable", "value": null},
-        {"op": "add", "path": "/spec/taints", "value": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}
-    ]))
-    .unwrap();
-    // `test` against a missing path fails like the real server (evanphx/json-patch).
-    assert!(
-        nodes
-            .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
-            .await
-            .is_err()
-    );
-    let p: json_patch::Patch = serde_json::from_value(json!([
         {"op": "add", "path": "/spec/taints", "value": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}
     ]))
     .unwrap();
@@ -52,6 +50,17 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(n.spec.unwrap().taints.unwrap()[0].key, "medik8s.io/drain");
+    // A non-null test on a missing member fails.
+    let p: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/podCIDR2", "value": "10.0.0.0/24"}
+    ]))
+    .unwrap();
+    assert!(
+        nodes
+            .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
+            .await
+            .is_err()
+    );
     sim.shutdown().await;
 }
 
