@@ -257,12 +257,20 @@ impl NodeActorState {
         let name = self.ctx.nm_name.clone();
         let status = self.status.clone();
         let actor = myself.clone();
+        // Status writes are coalesced, so a span each stays cheap and shows when the status
+        // said what.
+        let span = tracing::info_span!(
+            parent: &self.span,
+            "write_status",
+            phase = status.phase.map(Phase::as_str).unwrap_or_default(),
+            drain_progress = status.drain_progress,
+        );
         tokio::spawn(
             async move {
                 let result = cluster.write_status(&name, &status).await.map(|()| status);
                 let _ = actor.cast(NodeMsg::StatusWritten(result));
             }
-            .instrument(self.span.clone()),
+            .instrument(span),
         );
     }
 

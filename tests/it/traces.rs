@@ -106,6 +106,7 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
         "label_taint_cordon",
         "drain",
         "evict_pod",
+        "write_status",
     ] {
         assert!(names.contains(name), "no {name} span in {names:?}");
     }
@@ -121,6 +122,13 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
         .expect("take_lease's parent is in the trace");
     assert_eq!(reconcile.name, "reconcile");
     assert_eq!(reconcile.parent_span_id, root.span_id);
+    let last_status = trace
+        .iter()
+        .filter(|s| s.name == "write_status")
+        .find(|s| s.attr("phase") == Some("Succeeded"))
+        .expect("the Succeeded status write is traced");
+    assert_eq!(last_status.parent_span_id, root.span_id);
+    assert_eq!(last_status.attr("drain_progress"), Some("100"));
     let cordon = trace
         .iter()
         .find(|s| s.name == "label_taint_cordon" && s.parent_span_id == reconcile.span_id)
