@@ -159,3 +159,26 @@ impl Telemetry {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_exported_without_an_endpoint() {
+        // The test environment sets no OTEL_EXPORTER_OTLP_* variable; if it does, this test
+        // has nothing to say.
+        if !otlp_configured() {
+            assert!(matches!(tracer_provider(), Ok(None)));
+        }
+    }
+
+    #[test]
+    fn ractor_actor_spans_stay_out_of_traces() {
+        let filter = otel_filter();
+        assert!(!filter.would_enable("ractor::actor", &Level::INFO));
+        assert!(filter.would_enable("ractor::actor", &Level::WARN));
+        assert!(filter.would_enable("nmo_actors::node", &Level::INFO));
+        assert!(!filter.would_enable("nmo_actors::node", &Level::DEBUG));
+    }
+}
