@@ -27,7 +27,7 @@ use crate::messages::{
 use crate::model::{
     EventType, Maintenance, MaintenanceStatus, PendingPodReason, Phase, PodRef, conditions, reasons,
 };
-use crate::observe::LeaseOp;
+use crate::observe::{LeaseOp, PhaseReport};
 use crate::plan::{self, PodAction};
 use crate::ports::{Cluster, ClusterError};
 use ops::OpCtx;
@@ -118,8 +118,8 @@ pub struct NodeActorState {
     span: tracing::Span,
     /// The drain's span (parent of every eviction attempt) and when the drain began.
     drain: Option<(tracing::Span, tokio::time::Instant)>,
-    /// The phase last reported to the observer.
-    observed_phase: Option<Phase>,
+    /// The phase last reported to the observer (withdrawn when the state is dropped).
+    observed_phase: PhaseReport,
 }
 
 /// A pod the drain still waits for.
@@ -295,28 +295,17 @@ impl NodeActorState {
 
     /// Tells the observer (and the trace root) about a phase change.
     fn note_phase(&mut self) {
-        if self.stage == Stage::Undoing || self.status.phase == self.observed_phase {
+        if self.stage == Stage::Undoing || !self.observed_phase.set(self.status.phase) {
             return;
         }
-        let phase = self.status.phase;
-        self.ctx
-            .config
-            .observer
-            .maintenance_phase(self.observed_phase, phase);
-        self.observed_phase = phase;
-        if let Some(phase) = phase {
+        if let Some(phase) = self.status.phase {
             self.span.record("phase", phase.as_str());
         }
     }
 
     /// No longer driving this maintenance: the phase gauge forgets it.
     fn forget_phase(&mut self) {
-        if self.observed_phase.is_some() {
-            self.ctx
-                .config
-                .observer
-                .maintenance_phase(self.observed_phase.take(), None);
-        }
+        self.observed_phase.set(None);
     }
 
     fn start_node_watch(&mut self, myself: &ActorRef<NodeMsg>) {
@@ -685,6 +674,7 @@ impl Actor for NodeActor {
             trace_id = tracing::field::Empty,
         );
         args.config.observer.trace_root(&span);
+        let observed_phase = PhaseReport::new(args.config.observer.clone());
         let ctx = OpCtx {
             cluster: args.cluster,
             config: args.config,
@@ -725,7 +715,7 @@ impl Actor for NodeActor {
             pod_watch: None,
             span,
             drain: None,
-            observed_phase: None,
+            observed_phase,
         })
     }
 

@@ -122,6 +122,38 @@ pub struct NoopObserver;
 
 impl Observer for NoopObserver {}
 
+/// The phase of one maintenance as reported to an observer. Dropping it withdraws the phase, so
+/// an actor that ends any way at all (panic included: its state is dropped) is not counted on.
+pub(crate) struct PhaseReport {
+    observer: Arc<dyn Observer>,
+    phase: Option<Phase>,
+}
+
+impl PhaseReport {
+    pub(crate) fn new(observer: Arc<dyn Observer>) -> Self {
+        PhaseReport {
+            observer,
+            phase: None,
+        }
+    }
+
+    /// Reports a change to `to`; returns whether it was one.
+    pub(crate) fn set(&mut self, to: Option<Phase>) -> bool {
+        if to == self.phase {
+            return false;
+        }
+        self.observer.maintenance_phase(self.phase, to);
+        self.phase = to;
+        true
+    }
+}
+
+impl Drop for PhaseReport {
+    fn drop(&mut self) {
+        self.set(None);
+    }
+}
+
 /// The default observer handle.
 pub fn noop() -> Arc<dyn Observer> {
     Arc::new(NoopObserver)
