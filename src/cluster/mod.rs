@@ -112,8 +112,10 @@ fn event_reference(target: &EventTarget) -> ObjectReference {
             kind: Some("NodeMaintenance".into()),
             name: Some(name.clone()),
             uid: Some(uid.clone()),
-            // Cluster-scoped objects' events go to `default`, like the Go operator's.
-            namespace: Some("default".into()),
+            // No namespace: the object is cluster scoped (which is how `kubectl describe` looks
+            // its events up); the recorder then files the event in `default`, like the Go
+            // operator's.
+            namespace: None,
             ..ObjectReference::default()
         },
         EventTarget::Node { name, uid } => ObjectReference {
@@ -121,7 +123,7 @@ fn event_reference(target: &EventTarget) -> ObjectReference {
             kind: Some("Node".into()),
             name: Some(name.clone()),
             uid: Some(uid.clone()).filter(|u| !u.is_empty()),
-            namespace: Some("default".into()),
+            namespace: None,
             ..ObjectReference::default()
         },
     }

@@ -101,7 +101,7 @@ impl Accounting {
     pub fn snapshot(&self) -> Vec<(RequestKey, u64)> {
         let c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         let mut v: Vec<(RequestKey, u64)> = c.iter().map(|(k, n)| (k.clone(), *n)).collect();
-        v.sort_by(|a, b| b.1.cmp(&a.1));
+        v.sort_by_key(|e| std::cmp::Reverse(e.1));
         v
     }
 

@@ -18,6 +18,7 @@ pub mod cli;
 mod controller;
 pub mod discovery;
 pub mod errors;
+pub mod events;
 pub mod eviction;
 pub mod faults;
 pub mod kubeconfig;

@@ -71,7 +71,8 @@ fn scaled_up(v: &Value, total: i64) -> Result<i64, String> {
                 Ok((p * total + 99) / 100)
             }
             None => s.parse().map_err(|_| {
-                format!("invalid value for IntOrString: invalid type: string is not a percentage")
+                "invalid value for IntOrString: invalid type: string is not a percentage"
+                    .to_string()
             }),
         },
         _ => Err("invalid value".into()),

@@ -74,6 +74,7 @@ impl ResourceDef {
         self.fields.iter().position(|f| f == path)
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn builtin(
         group: &str,
         version: &str,

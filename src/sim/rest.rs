@@ -526,9 +526,8 @@ impl Api {
             set_meta(v, "labels", Some(labels));
             v["spec"] = json!({"finalizers": ["kubernetes"]});
             v["status"] = json!({"phase": "Active"});
-        } else if kind == names::NODES {
-            // Nodes may be created with their status (the kubelet registers that way).
-        } else if def.status_subresource && !keep_status {
+        } else if kind != names::NODES && def.status_subresource && !keep_status {
+            // Status is reset on create, except for Nodes (the kubelet registers them with it).
             if let Some(m) = v.as_object_mut() {
                 m.remove("status");
             }

@@ -423,6 +423,32 @@ impl Ctx<'_> {
             fields,
         })
     }
+    /// `fieldValidation=Strict` (kubectl's default): unknown fields of a custom resource are a
+    /// 400 instead of being pruned silently.
+    fn strict_fields(&self, body: &Value) -> Result<(), ApiError> {
+        let def = &self.t.def;
+        if !def.custom || self.q.get("fieldValidation").map(|s| s.as_str()) != Some("Strict") {
+            return Ok(());
+        }
+        let Some(schema) = &def.schema else {
+            return Ok(());
+        };
+        let unknown = super::schema::unknown_fields(body, schema);
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let list: Vec<String> = unknown
+            .iter()
+            .map(|f| format!("unknown field \"{f}\""))
+            .collect();
+        Err(ApiError::bad_request(format!(
+            "{kind} in version \"{v}\" cannot be handled as a {kind}: strict decoding error: {}",
+            list.join(", "),
+            kind = def.kind,
+            v = def.version
+        )))
+    }
+
     fn require_ns(&self) -> Result<(), ApiError> {
         if self.t.def.namespaced && self.t.ns.is_none() {
             return Err(ApiError::method_not_allowed());
@@ -439,7 +465,10 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
             c.require_ns()?;
             let o = api.get(def, c.ns(), c.name())?;
             Ok(match c.table() {
-                Some(inc) => value_response(200, &table::table(def, &[o.clone()], o.rv, None, inc)),
+                Some(inc) => value_response(
+                    200,
+                    &table::table(def, std::slice::from_ref(&o), o.rv, None, inc),
+                ),
                 None => object_response(200, &o),
             })
         }
@@ -524,13 +553,17 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
                     &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
                 ));
             }
+            c.strict_fields(&body)?;
             let o = api.create(def, c.ns(), body, c.dry_run(), false)?;
+            mirror_event(api, def, &o, c.dry_run())?;
             Ok(object_response(201, &o))
         }
         "update" => {
             c.require_ns()?;
             let body = parse_body(c.body, c.ctype)?;
+            c.strict_fields(&body)?;
             let o = api.update(def, c.ns(), c.name(), body, c.sub(), c.dry_run())?;
+            mirror_event(api, def, &o, c.dry_run())?;
             Ok(object_response(200, &o))
         }
         "patch" => {
@@ -547,6 +580,7 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
             }
             let existed = api.store.get(def, c.ns(), c.name()).is_some();
             let o = api.patch(def, c.ns(), c.name(), pt, c.body, c.sub(), c.dry_run())?;
+            mirror_event(api, def, &o, c.dry_run())?;
             Ok(object_response(if existed { 200 } else { 201 }, &o))
         }
         "delete" => {
@@ -614,4 +648,17 @@ fn returns_deleted_object(def: &ResourceDef) -> bool {
     def.custom
         || (def.group.is_empty() && (def.plural == "pods" || def.plural == "namespaces"))
         || def.plural == "customresourcedefinitions"
+}
+
+/// An events.k8s.io Event written through the API is readable as a core/v1 Event too.
+fn mirror_event(
+    api: &Api,
+    def: &ResourceDef,
+    written: &super::store::StoredObject,
+    dry_run: bool,
+) -> Result<(), ApiError> {
+    if dry_run || !super::events::is_new_api_event(def) {
+        return Ok(());
+    }
+    super::events::mirror_to_core(api, &written.value()?)
 }

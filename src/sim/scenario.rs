@@ -466,7 +466,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                     Some(owner("DaemonSet", "apps/v1", dname, duid)),
                     spec(dname, false),
                 );
-                ctx.api.create(&ctx.pods, "kube-system", v, false, true)?;
+                ctx.api.create(ctx.pods, "kube-system", v, false, true)?;
                 made += 1;
             }
             if s.mirror_pods {
@@ -485,7 +485,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                     "kubernetes.io/config.hash": hexs(32), "kubernetes.io/config.mirror": hexs(32),
                     "kubernetes.io/config.seen": now_rfc3339(), "kubernetes.io/config.source": "file"
                 });
-                ctx.api.create(&ctx.pods, "kube-system", v, false, true)?;
+                ctx.api.create(ctx.pods, "kube-system", v, false, true)?;
                 made += 1;
             }
             if let Some((cname, cuid)) = &cache {
@@ -498,7 +498,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                     Some(owner("ReplicaSet", "apps/v1", cname, cuid)),
                     spec("cache", true),
                 );
-                ctx.api.create(&ctx.pods, WORKLOAD_NS, v, false, true)?;
+                ctx.api.create(ctx.pods, WORKLOAD_NS, v, false, true)?;
                 made += 1;
             }
             if s.unmanaged_pods {
@@ -511,7 +511,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                     None,
                     spec("standalone", false),
                 );
-                ctx.api.create(&ctx.pods, WORKLOAD_NS, v, false, true)?;
+                ctx.api.create(ctx.pods, WORKLOAD_NS, v, false, true)?;
                 made += 1;
             }
             if s.finished_pods {
@@ -541,7 +541,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                         c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}});
                     }
                 }
-                ctx.api.create(&ctx.pods, WORKLOAD_NS, v, false, true)?;
+                ctx.api.create(ctx.pods, WORKLOAD_NS, v, false, true)?;
                 made += 1;
             }
             for k in 0..spread {
@@ -556,7 +556,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                     Some(owner("ReplicaSet", "apps/v1", rname, ruid)),
                     spec(app, false),
                 );
-                ctx.api.create(&ctx.pods, WORKLOAD_NS, v, false, true)?;
+                ctx.api.create(ctx.pods, WORKLOAD_NS, v, false, true)?;
                 made += 1;
             }
         }

@@ -232,6 +232,41 @@ fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, out: &mut V
     }
 }
 
+/// The fields pruning would drop from `obj` (dotted paths), for `fieldValidation=Strict`.
+pub fn unknown_fields(obj: &Value, schema: &Value) -> Vec<String> {
+    let mut pruned = obj.clone();
+    default_and_prune(&mut pruned, schema);
+    let mut out = Vec::new();
+    removed(obj, &pruned, "", &mut out);
+    out
+}
+
+fn removed(before: &Value, after: &Value, prefix: &str, out: &mut Vec<String>) {
+    let path = |k: &str| {
+        if prefix.is_empty() {
+            k.to_string()
+        } else {
+            format!("{prefix}.{k}")
+        }
+    };
+    match (before, after) {
+        (Value::Object(b), Value::Object(a)) => {
+            for (k, bv) in b {
+                match a.get(k) {
+                    None => out.push(path(k)),
+                    Some(av) => removed(bv, av, &path(k), out),
+                }
+            }
+        }
+        (Value::Array(b), Value::Array(a)) => {
+            for (i, (bv, av)) in b.iter().zip(a.iter()).enumerate() {
+                removed(bv, av, &format!("{prefix}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -100,7 +100,7 @@ pub fn stream(
         let mut rx = start.rx;
         let _guard = start.guard;
         let mut last_rv = match params.from {
-            WatchFrom::Rv(r) => r.max(0),
+            WatchFrom::Rv(r) => r,
             WatchFrom::Current => start.rv,
         };
         let mut sent = 0usize;

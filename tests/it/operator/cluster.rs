@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use nmo::sim::{ClientOptions, Query, Scenario, SimConfig, SimHandle, Simulator};
+use nmo::sim::{ClientOptions, Scenario, SimConfig, SimHandle, Simulator};
 use serde_json::{Value, json};
 
 /// The User-Agent of the operator's client, so the simulator counts its requests apart.
@@ -72,11 +72,6 @@ fn client_for(url: &str, options: &ClientOptions) -> kube::Client {
         config.auth_info.token = Some(token.clone().into());
     }
     kube::Client::try_from(config).expect("a client for the simulator")
-}
-
-/// Requests the operator made.
-pub fn operator_requests(sim: &SimHandle, query: Query) -> u64 {
-    sim.requests(&query.user_agent(OPERATOR_AGENT))
 }
 
 /// Creates a NodeMaintenance through the API, as an admin would.
@@ -294,4 +289,22 @@ pub async fn patch_node(client: &kube::Client, node: &str, patch: Value) {
     api.patch(node, &Default::default(), &kube::api::Patch::Merge(&patch))
         .await
         .expect("the node is patched");
+}
+
+/// Waits until the NodeMaintenance `name` reports `phase`.
+pub async fn wait_for_phase(sim: &SimHandle, name: &str, phase: &str) {
+    let what = format!("{name} to be {phase}");
+    wait_for(&what, Duration::from_secs(30), || {
+        self::phase(sim, name).as_deref() == Some(phase)
+    })
+    .await;
+}
+
+/// Waits until the NodeMaintenance `name` is gone (its finalizer removed after the undo).
+pub async fn wait_until_gone(sim: &SimHandle, name: &str) {
+    let what = format!("{name} to be gone");
+    wait_for(&what, Duration::from_secs(30), || {
+        maintenance(sim, name).is_none()
+    })
+    .await;
 }

@@ -79,6 +79,18 @@ async fn a_node_with_every_kind_of_pod_is_drained_and_restored() {
         reasons.contains(&"BeginMaintenance".to_string()),
         "{reasons:?}"
     );
+    // As `kubectl describe nodemaintenance` finds them: core events about the cluster-scoped
+    // object, with no namespace in the reference, filed in `default`.
+    let described = sim
+        .list_json("", "events", "default")
+        .into_iter()
+        .any(|event| {
+            event["involvedObject"]["name"] == "maintain-node-0"
+                && event["involvedObject"]["kind"] == "NodeMaintenance"
+                && event["involvedObject"].get("namespace").is_none()
+                && event["reason"] == "BeginMaintenance"
+        });
+    assert!(described, "kubectl describe would not show the events");
     assert!(
         reasons.contains(&"SucceedMaintenance".to_string()),
         "{reasons:?}"

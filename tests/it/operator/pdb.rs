@@ -61,10 +61,7 @@ async fn a_blocked_drain_names_the_budget_then_finishes_when_it_is_relaxed() {
     );
 
     cluster::relax_pdb(&client, "precious", "db-budget", 0).await;
-    cluster::wait_for("the drain to finish", Duration::from_secs(60), || {
-        cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded")
-    })
-    .await;
+    cluster::wait_for_phase(&sim, "nm-0", "Succeeded").await;
     let done = status(&sim, "nm-0");
     assert!(
         done["lastError"].as_str().unwrap_or_default().is_empty(),
@@ -89,10 +86,7 @@ async fn a_blocked_maintenance_does_not_delay_another() {
 
     let started = Instant::now();
     cluster::create_maintenance(&client, "nm-1", "node-1").await;
-    cluster::wait_for("node-1 to drain", Duration::from_secs(20), || {
-        cluster::phase(&sim, "nm-1").as_deref() == Some("Succeeded")
-    })
-    .await;
+    cluster::wait_for_phase(&sim, "nm-1", "Succeeded").await;
     // The Go operator's single worker would hold node-1 behind node-0's blocked retries.
     assert!(
         started.elapsed() < Duration::from_secs(5),

@@ -76,10 +76,7 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used() {
     )
     .await;
     cluster::delete_maintenance(&client, "nm-0").await;
-    cluster::wait_for("the undo", Duration::from_secs(30), || {
-        cluster::maintenance(&sim, "nm-0").is_none()
-    })
-    .await;
+    cluster::wait_until_gone(&sim, "nm-0").await;
     operator.stop().await.expect("clean stop");
 
     let used: BTreeSet<(String, String, String)> = sim

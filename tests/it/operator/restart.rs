@@ -57,10 +57,7 @@ async fn a_new_operator_finishes_what_a_killed_one_started() {
     cluster::delete_maintenance(&client, "nm-0").await;
     second.kill().await;
     let third = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::wait_for("the undo to finish", Duration::from_secs(30), || {
-        cluster::maintenance(&sim, "nm-0").is_none()
-    })
-    .await;
+    cluster::wait_until_gone(&sim, "nm-0").await;
     let node = cluster::node(&sim, "node-0");
     assert_ne!(node["spec"]["unschedulable"], true);
     assert!(taint_keys(&node).is_empty(), "{:?}", taint_keys(&node));

@@ -15,10 +15,7 @@ async fn a_missing_node_fails_the_maintenance_with_a_reason() {
     let client = cluster::test_client(&sim);
     let operator = Operator::start(cluster::operator_client(&sim), test_options());
     cluster::create_maintenance(&client, "nm-ghost", "no-such-node").await;
-    cluster::wait_for("the maintenance to fail", Duration::from_secs(20), || {
-        cluster::phase(&sim, "nm-ghost").as_deref() == Some("Failed")
-    })
-    .await;
+    cluster::wait_for_phase(&sim, "nm-ghost", "Failed").await;
     let nm = cluster::maintenance(&sim, "nm-ghost").expect("exists");
     let error = nm["status"]["lastError"].as_str().unwrap_or_default();
     assert!(
@@ -46,15 +43,9 @@ async fn a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing() 
     let client = cluster::test_client(&sim);
     let operator = Operator::start(cluster::operator_client(&sim), test_options());
     cluster::create_maintenance(&client, "nm-first", "node-0").await;
-    cluster::wait_for("the first to succeed", Duration::from_secs(20), || {
-        cluster::phase(&sim, "nm-first").as_deref() == Some("Succeeded")
-    })
-    .await;
+    cluster::wait_for_phase(&sim, "nm-first", "Succeeded").await;
     cluster::create_maintenance(&client, "nm-second", "node-0").await;
-    cluster::wait_for("the second to fail", Duration::from_secs(20), || {
-        cluster::phase(&sim, "nm-second").as_deref() == Some("Failed")
-    })
-    .await;
+    cluster::wait_for_phase(&sim, "nm-second", "Failed").await;
     let second = cluster::maintenance(&sim, "nm-second").expect("exists");
     let error = second["status"]["lastError"].as_str().unwrap_or_default();
     assert!(
@@ -63,10 +54,7 @@ async fn a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing() 
     );
 
     cluster::delete_maintenance(&client, "nm-second").await;
-    cluster::wait_for("the second to be gone", Duration::from_secs(20), || {
-        cluster::maintenance(&sim, "nm-second").is_none()
-    })
-    .await;
+    cluster::wait_until_gone(&sim, "nm-second").await;
     let node = cluster::node(&sim, "node-0");
     assert_eq!(
         node["spec"]["unschedulable"], true,

@@ -67,38 +67,44 @@ async fn pdb_blocks_then_frees_as_replacements_become_ready() {
         }
     }
     assert!(freed, "the PDB never freed up");
+    // Replacements (seeded pods have no generateName) are owned by the ReplicaSet, land on the
+    // schedulable node and become Ready.
+    let replacements = || {
+        sim.list_json("", "pods", "workloads")
+            .into_iter()
+            .filter(|p| {
+                p["metadata"]["generateName"]
+                    .as_str()
+                    .is_some_and(|g| g.starts_with("app-0-"))
+                    && p["metadata"]["deletionTimestamp"].is_null()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let r = replacements();
+            r.len() == 2
+                && r.iter()
+                    .all(|p| p["spec"]["nodeName"] == "node-1" && p["status"]["phase"] == "Running")
+        })
+        .await,
+        "{:?}",
+        replacements()
+    );
     let all = pods
         .list(&ListParams::default().labels("app=app-0"))
         .await
         .unwrap()
         .items;
-    // Seeded pods have no generateName; replacements do. The second eviction may already have
-    // a replacement of its own on the way: the one that freed the budget is the Ready one.
     let replacement = all
         .iter()
-        .find(|p| {
-            p.metadata.generate_name.is_some()
-                && p.metadata.deletion_timestamp.is_none()
-                && ready(p)
-        })
-        .expect("a Ready replacement");
-    assert!(
-        replacement
-            .metadata
-            .generate_name
-            .as_deref()
-            .unwrap()
-            .starts_with("app-0-")
-    );
+        .find(|p| p.metadata.generate_name.is_some() && p.metadata.deletion_timestamp.is_none())
+        .expect("a replacement");
     assert_eq!(
         replacement.metadata.owner_references.as_ref().unwrap()[0].kind,
         "ReplicaSet"
     );
-    assert_eq!(
-        replacement.spec.as_ref().unwrap().node_name.as_deref(),
-        Some("node-1")
-    );
-
+    assert!(ready(replacement));
     // Terminating pods go away after their (scaled) grace period.
     assert!(
         eventually(Duration::from_secs(5), || sim

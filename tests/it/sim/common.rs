@@ -1,49 +1,16 @@
 //! Helpers shared by the simulator conformance tests.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
 use nmo::sim::{Scenario, SimConfig, SimHandle, Simulator};
-use serde_json::{Value, json};
+use serde_json::Value;
 
-/// The NodeMaintenance CRD, as the medik8s operator ships it (trimmed descriptions).
+/// The NodeMaintenance CRD as JSON.
 pub fn nm_crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "nodemaintenances.nodemaintenance.medik8s.io"},
-        "spec": {
-            "group": "nodemaintenance.medik8s.io",
-            "names": {"kind": "NodeMaintenance", "listKind": "NodeMaintenanceList", "plural": "nodemaintenances",
-                      "singular": "nodemaintenance", "shortNames": ["nm"]},
-            "scope": "Cluster",
-            "versions": [{
-                "name": "v1beta1", "served": true, "storage": true,
-                "subresources": {"status": {}},
-                "additionalPrinterColumns": [
-                    {"name": "Node", "type": "string", "jsonPath": ".spec.nodeName"},
-                    {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                    {"name": "Progress", "type": "integer", "jsonPath": ".status.drainProgress"},
-                    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}
-                ],
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {
-                        "apiVersion": {"type": "string"}, "kind": {"type": "string"}, "metadata": {"type": "object"},
-                        "spec": {"type": "object", "required": ["nodeName"], "properties": {
-                            "nodeName": {"type": "string"}, "reason": {"type": "string"}}},
-                        "status": {"type": "object", "properties": {
-                            "phase": {"type": "string"}, "drainProgress": {"type": "integer"},
-                            "lastUpdate": {"type": "string", "format": "date-time"}, "lastError": {"type": "string"},
-                            "pendingPods": {"type": "array", "items": {"type": "string"}},
-                            "totalpods": {"type": "integer"}, "evictionPods": {"type": "integer"},
-                            "errorOnLeaseCount": {"type": "integer"}}}
-                    }
-                }}
-            }]
-        }
-    })
+    // The CRD nmo ships, so the simulator is tested with what nmo really installs.
+    serde_json::to_value(nmo::crd::definition()).expect("the CRD serializes")
 }
 
 /// Starts a simulator with the NodeMaintenance CRD, a scenario, and a fast clock.
@@ -135,11 +102,6 @@ impl Kubectl {
         let p = self.dir.path().join(name);
         std::fs::write(&p, content).expect("write");
         p
-    }
-
-    /// The temp dir.
-    pub fn path(&self) -> &Path {
-        self.dir.path()
     }
 }
 

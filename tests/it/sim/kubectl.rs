@@ -4,7 +4,7 @@
 use nmo::sim::{Scenario, SimConfig, Simulator};
 use serde_json::json;
 
-use super::common::{Kubectl, nm_crd, start};
+use super::common::{Kubectl, start};
 
 fn rows(out: &str) -> Vec<Vec<String>> {
     out.lines()
@@ -91,8 +91,12 @@ async fn kubectl_applies_a_crd_then_a_nodemaintenance() {
     cfg.timing.time_scale = 0.0;
     let sim = Simulator::start(cfg).await.unwrap();
     let Some(k) = Kubectl::new(&sim) else { return };
-    let crd = k.file("crd.yaml", &serde_yaml::to_string(&nm_crd()).unwrap());
-    let o = k.run(&["apply", "-f", crd.to_str().unwrap()]).await;
+    // The CRD nmo ships: deploy/crd.yaml is `nmo crd`'s output (a test checks that).
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd.yaml");
+    let o = k.run(&["apply", "--dry-run=client", "-f", crd]).await;
+    assert!(o.ok, "{o:?}");
+    assert!(o.stdout.contains("(dry run)"), "{o:?}");
+    let o = k.run(&["apply", "-f", crd]).await;
     assert!(o.ok, "{o:?}");
     assert!(o.stdout.contains("customresourcedefinition.apiextensions.k8s.io/nodemaintenances.nodemaintenance.medik8s.io created"), "{o:?}");
     let o = k
@@ -114,6 +118,15 @@ async fn kubectl_applies_a_crd_then_a_nodemaintenance() {
     );
     let o = k.run(&["apply", "-f", nm.to_str().unwrap()]).await;
     assert!(o.stdout.contains("unchanged"), "{o:?}");
+    // Unknown fields are refused (kubectl asks for strict field validation).
+    let bad = k.file("bad.yaml", "apiVersion: nodemaintenance.medik8s.io/v1beta1\nkind: NodeMaintenance\nmetadata:\n  name: nm-bad\nspec:\n  nodeName: node-0\n  bogus: 1\n");
+    let o = k.run(&["apply", "-f", bad.to_str().unwrap()]).await;
+    assert!(!o.ok);
+    assert!(
+        o.stderr
+            .contains("strict decoding error: unknown field \"spec.bogus\""),
+        "{o:?}"
+    );
     // Status through the subresource, shown in the printer columns.
     let o = k
         .run(&[
@@ -129,7 +142,7 @@ async fn kubectl_applies_a_crd_then_a_nodemaintenance() {
     assert!(o.ok, "{o:?}");
     let o = k.run(&["get", "nm"]).await;
     let r = rows(&o.stdout);
-    assert_eq!(r[0], ["NAME", "NODE", "PHASE", "PROGRESS", "AGE"]);
+    assert_eq!(r[0], ["NAME", "NODE", "PHASE", "PROGRESS", "REASON", "AGE"]);
     assert_eq!(r[1][..4], ["nm-node-0", "node-0", "Running", "40"]);
     let o = k
         .run(&[

@@ -99,9 +99,11 @@ async fn per_node_watcher_sees_only_its_node() {
 
 #[tokio::test]
 async fn expired_resource_version_is_a_410_error_event() {
-    let mut cfg = SimConfig::default();
-    cfg.history_limit = 5;
-    cfg.scenario = Some(Scenario::plain(1, 1));
+    let cfg = SimConfig {
+        history_limit: 5,
+        scenario: Some(Scenario::plain(1, 1)),
+        ..Default::default()
+    };
     let sim = Simulator::start(cfg).await.unwrap();
     let client = sim.kube_client().unwrap();
     let pods: Api<Pod> = Api::namespaced(client, "workloads");
