@@ -93,14 +93,14 @@ impl Rbac {
         &self.user
     }
 
-    /// Authorizes a request; a 403 with the real message when denied.
-    #[allow(clippy::too_many_arguments)]
     /// The refusals so far, oldest first.
     pub fn denials(&self) -> Vec<String> {
         self.denied.lock().map(|d| d.clone()).unwrap_or_default()
     }
 
-    /// Decides one request; a refusal is the real server's 403 (and is remembered).
+    /// Authorizes a request; a 403 with the real message when denied (and remembered).
+    // The request's coordinates, each a plain string: a struct would only rename them.
+    #[allow(clippy::too_many_arguments)]
     pub fn check(
         &self,
         user: &str,
