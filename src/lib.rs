@@ -1,6 +1,7 @@
 //! nmo: a Kubernetes node maintenance operator, drop-in compatible with the medik8s
 //! Node Maintenance Operator.
 
+pub mod api_metrics;
 pub mod bench;
 pub mod cluster;
 pub mod controller;
@@ -9,6 +10,7 @@ pub mod http;
 pub mod leader;
 pub mod metrics;
 pub mod operator;
+pub mod operator_metrics;
 pub mod sim;
 pub mod telemetry;
 pub mod webhook;

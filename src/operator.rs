@@ -13,11 +13,13 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::api_metrics::{self, ApiRequests};
 use crate::cluster::KubeCluster;
 use crate::controller::{self, ControllerError};
 use crate::http::{self, parse_bind_address};
 use crate::leader::{LeaderConfig, LeaderElector, LeaderError};
 use crate::metrics::{self, Readiness};
+use crate::operator_metrics::{OperatorMetrics, ProcessObserver};
 use crate::webhook::{self, WebhookConfig, WebhookError};
 
 /// The operator's flags (the Go operator's names where it has them).
@@ -179,7 +181,14 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), OperatorError> {
     let readiness = Readiness::default();
-    let registry = Arc::new(Registry::default());
+    let mut registry = Registry::default();
+    let maintenance_metrics = OperatorMetrics::default();
+    maintenance_metrics.register(&mut registry);
+    let api_requests = ApiRequests::default();
+    api_requests.register(&mut registry);
+    let registry = Arc::new(registry);
+    // Every request nmo makes (watches, election, events) is counted.
+    let client = api_metrics::count_requests(client, api_requests);
     let (stop_servers, servers_stopped) = watch::channel(false);
     let stopped = move || {
         let mut receiver = servers_stopped.clone();
@@ -266,7 +275,9 @@ pub async fn run(
         client.clone(),
         std::env::var("HOSTNAME").ok(),
     ));
-    let actors = system::start(cluster, options.actor_config()).await?;
+    let mut config = options.actor_config();
+    config.observer = ProcessObserver::new(maintenance_metrics).shared();
+    let actors = system::start(cluster, config).await?;
     let controller = controller::run(client, actors.supervisor.clone(), readiness);
     let leadership = async {
         match &elector {

@@ -1,16 +1,21 @@
 //! Logs and traces: a `tracing` subscriber that writes logs (text or JSON, filtered by
 //! `RUST_LOG`) and, when an OTLP endpoint is configured through the standard OpenTelemetry
 //! environment variables, exports spans over OTLP/gRPC (Jaeger receives it natively on 4317).
+//!
+//! The OpenTelemetry layer is installed even when nothing is exported: it gives every
+//! maintenance a trace id, which its log lines carry (`trace_id` on the trace root's span).
 
 use std::time::Duration;
 
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
 use opentelemetry_otlp::SpanExporter;
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Level;
+use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::filter::{EnvFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, Registry};
 
@@ -42,7 +47,7 @@ pub enum TelemetryError {
 /// The installed telemetry; call [`Telemetry::shutdown`] before exiting so the last spans are
 /// exported.
 pub struct Telemetry {
-    provider: Option<SdkTracerProvider>,
+    provider: SdkTracerProvider,
 }
 
 /// Whether the environment names an OTLP endpoint for traces.
@@ -77,6 +82,27 @@ pub fn tracer_provider() -> Result<Option<SdkTracerProvider>, TelemetryError> {
     Ok(Some(provider))
 }
 
+/// The OpenTelemetry layer nmo uses, over `provider`, with [`otel_filter`].
+pub fn otel_layer<S>(provider: &SdkTracerProvider) -> impl Layer<S> + use<S>
+where
+    S: tracing::Subscriber + for<'span> LookupSpan<'span>,
+{
+    tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("nmo"))
+        .with_filter(otel_filter())
+}
+
+/// Records the span's OpenTelemetry trace id in its `trace_id` field (declared empty by the
+/// actors on each trace root), so log lines inside the span name their trace. Does nothing
+/// without the OpenTelemetry layer.
+pub fn record_trace_id(span: &tracing::Span) {
+    let context = span.context();
+    let trace_id = context.span().span_context().trace_id();
+    if trace_id != opentelemetry::trace::TraceId::INVALID {
+        span.record("trace_id", tracing::field::display(trace_id));
+    }
+}
+
 /// Which spans go to OpenTelemetry: nmo's own at INFO and above. ractor wraps every actor's whole
 /// life in an INFO span `Actor`: kept, every timer tick would join one endless trace.
 pub fn otel_filter() -> Targets {
@@ -85,25 +111,32 @@ pub fn otel_filter() -> Targets {
         .with_target("ractor", Level::WARN)
 }
 
-/// Installs the global subscriber: logs filtered by `RUST_LOG` (default `info`), and spans
-/// exported over OTLP when configured.
-pub fn init(format: LogFormat) -> Result<Telemetry, TelemetryError> {
-    let provider = tracer_provider()?;
-    let otel_layer = provider.as_ref().map(|provider| {
-        tracing_opentelemetry::layer()
-            .with_tracer(provider.tracer("nmo"))
-            .with_filter(otel_filter())
-    });
-    let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let log_layer = match format {
-        LogFormat::Text => tracing_subscriber::fmt::layer().boxed(),
+/// The log line writer (unfiltered): each line names its enclosing spans with their fields, so
+/// a line inside a maintenance carries the maintenance's `node` and `trace_id`.
+pub fn log_layer<S, W>(format: LogFormat, writer: W) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'span> LookupSpan<'span>,
+    W: for<'writer> tracing_subscriber::fmt::MakeWriter<'writer> + Send + Sync + 'static,
+{
+    match format {
+        LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(writer).boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .with_current_span(true)
             .with_span_list(true)
+            .with_writer(writer)
             .boxed(),
     }
-    .with_filter(log_filter);
+}
+
+/// Installs the global subscriber: logs filtered by `RUST_LOG` (default `info`), and spans
+/// exported over OTLP when configured.
+pub fn init(format: LogFormat) -> Result<Telemetry, TelemetryError> {
+    // Without an endpoint, a provider without exporter: trace ids for the logs, nothing sent.
+    let provider = tracer_provider()?.unwrap_or_else(|| SdkTracerProvider::builder().build());
+    let otel_layer = otel_layer(&provider);
+    let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let log_layer = log_layer(format, std::io::stdout).with_filter(log_filter);
     Registry::default()
         .with(otel_layer)
         .with(log_layer)
@@ -115,9 +148,7 @@ impl Telemetry {
     /// Exports what is still buffered and stops the exporter. The SDK blocks while flushing, so
     /// it runs on a blocking thread, never on the runtime's workers.
     pub async fn shutdown(self) {
-        let Some(provider) = self.provider else {
-            return;
-        };
+        let provider = self.provider;
         let flushed =
             tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(FLUSH_TIMEOUT))
                 .await;
@@ -126,5 +157,28 @@ impl Telemetry {
             Ok(Err(error)) => eprintln!("nmo: exporting the last spans failed: {error}"),
             Err(error) => eprintln!("nmo: the span flush task failed: {error}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_is_exported_without_an_endpoint() {
+        // The test environment sets no OTEL_EXPORTER_OTLP_* variable; if it does, this test
+        // has nothing to say.
+        if !otlp_configured() {
+            assert!(matches!(tracer_provider(), Ok(None)));
+        }
+    }
+
+    #[test]
+    fn ractor_actor_spans_stay_out_of_traces() {
+        let filter = otel_filter();
+        assert!(!filter.would_enable("ractor::actor", &Level::INFO));
+        assert!(filter.would_enable("ractor::actor", &Level::WARN));
+        assert!(filter.would_enable("nmo_actors::node", &Level::INFO));
+        assert!(!filter.would_enable("nmo_actors::node", &Level::DEBUG));
     }
 }

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::observe::{self, Observer};
+
 /// Source of wall-clock time for lease and status timestamps. Tests use [`TokioClock`] so that
 /// paused tokio time and lease validity move together.
 pub trait Clock: Send + Sync + 'static {
@@ -85,6 +87,8 @@ pub struct Config {
     pub actor_name_prefix: Option<String>,
     /// Wall clock.
     pub clock: Arc<dyn Clock>,
+    /// Receives metrics-worthy happenings and new trace roots.
+    pub observer: Arc<dyn Observer>,
 }
 
 impl Default for Config {
@@ -104,6 +108,7 @@ impl Default for Config {
             status_coalesce: Duration::from_secs(1),
             actor_name_prefix: Some(String::new()),
             clock: Arc::new(SystemClock),
+            observer: observe::noop(),
         }
     }
 }

@@ -24,6 +24,7 @@ use crate::messages::{
     EvictionMsg, EvictionReply, EvictionReport, EvictionRequest, EvictionStats, NodeMsg,
 };
 use crate::model::PodRef;
+use crate::observe::EvictionResult;
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
 
 /// The eviction actor.
@@ -48,6 +49,45 @@ enum Where {
 struct Held {
     req: EvictionRequest,
     at: Where,
+    /// Eviction calls made for this request so far.
+    attempts: u32,
+    /// The span of the call in flight: its outcome is recorded when the call returns.
+    attempt_span: Option<tracing::Span>,
+}
+
+impl Held {
+    fn new(req: EvictionRequest, at: Where) -> Self {
+        Held {
+            req,
+            at,
+            attempts: 0,
+            attempt_span: None,
+        }
+    }
+}
+
+/// What an eviction outcome is called in metrics and spans, and its HTTP status when known.
+fn classify(result: &Result<EvictionOutcome, ClusterError>) -> (EvictionResult, Option<u16>) {
+    match result {
+        Ok(EvictionOutcome::Evicted) => (EvictionResult::Evicted, Some(201)),
+        Ok(EvictionOutcome::NotFound) => (EvictionResult::NotFound, Some(404)),
+        Ok(EvictionOutcome::BlockedByPdb { .. }) => (EvictionResult::BlockedByPdb, Some(429)),
+        Ok(EvictionOutcome::Throttled { .. }) => (EvictionResult::Throttled, Some(429)),
+        Ok(EvictionOutcome::TooManyPdbs { .. }) => (EvictionResult::TooManyPdbs, Some(500)),
+        Ok(EvictionOutcome::NamespaceTerminating) => {
+            (EvictionResult::NamespaceTerminating, Some(403))
+        }
+        Err(err) => {
+            let status = match err {
+                ClusterError::NotFound(_) => Some(404),
+                ClusterError::Conflict(_) | ClusterError::AlreadyExists(_) => Some(409),
+                ClusterError::Invalid(_) => Some(422),
+                ClusterError::Forbidden(_) => Some(403),
+                ClusterError::Transient(_) | ClusterError::Other(_) => None,
+            };
+            (EvictionResult::Error, status)
+        }
+    }
 }
 
 /// Backoff state of one PodDisruptionBudget (or of one namespace when the API did not name the
@@ -93,6 +133,10 @@ fn backoff(
     let jitter: f64 = rand::rng().random_range(0.5..=1.0);
     let delay = full.mul_f64(jitter);
     retry_after.map_or(delay, |ra| delay.max(ra))
+}
+
+fn duration_ms(delay: Duration) -> u64 {
+    u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn gate_key(pod: &PodRef, pdb: &Option<String>) -> String {
@@ -159,17 +203,27 @@ impl EvictionState {
                 continue; // stale queue entry
             }
             held.at = Where::InFlight;
+            held.attempts = held.attempts.saturating_add(1);
             self.tokens -= 1.0;
             self.in_flight += 1;
             self.stats.calls += 1;
             let cluster = self.cluster.clone();
             let actor = myself.clone();
+            // One short span per call, a child of the asking drain's span: a drain blocked for
+            // hours still exports each attempt as it ends.
             let span = tracing::info_span!(
                 parent: &held.req.span,
                 "evict_pod",
                 pod.namespace = %pod.namespace,
                 pod.name = %pod.name,
+                attempt = held.attempts,
+                outcome = tracing::field::Empty,
+                http.status_code = tracing::field::Empty,
+                pdb = tracing::field::Empty,
+                backoff_ms = tracing::field::Empty,
+                otel.status_code = tracing::field::Empty,
             );
+            held.attempt_span = Some(span.clone());
             let grace = held.req.grace_period_seconds;
             tokio::spawn(
                 async move {
@@ -189,6 +243,7 @@ impl EvictionState {
         }
         if self.held.len() >= self.config.eviction_queue_bound {
             self.stats.refused += 1;
+            self.config.observer.eviction(EvictionResult::QueueFull);
             reply(&req, EvictionReply::Refused);
             return;
         }
@@ -202,34 +257,24 @@ impl EvictionState {
         match gate {
             Some(gate) => {
                 gate.parked.push_back(pod.clone());
-                self.held.insert(
-                    pod,
-                    Held {
-                        req,
-                        at: Where::Parked,
-                    },
-                );
+                self.held.insert(pod, Held::new(req, Where::Parked));
             }
             None => {
                 self.ready.push_back(pod.clone());
-                self.held.insert(
-                    pod,
-                    Held {
-                        req,
-                        at: Where::Ready,
-                    },
-                );
+                self.held.insert(pod, Held::new(req, Where::Ready));
             }
         }
         self.pump(myself);
     }
 
+    /// Closes a budget's gate; returns the backoff chosen, or None when the gate was already
+    /// closed by an earlier refusal (the backoff is not lengthened).
     fn close_gate(
         &mut self,
         myself: &ActorRef<EvictionMsg>,
         key: &str,
         retry_after: Option<Duration>,
-    ) {
+    ) -> Option<Duration> {
         let (base, max) = (self.config.backoff_base, self.config.backoff_max);
         let gate = self.gates.entry(key.to_string()).or_default();
         let now = Instant::now();
@@ -237,7 +282,7 @@ impl EvictionState {
         // backoff: the budget failed once, not once per pod.
         let already_closed = gate.open_at.is_some_and(|at| at > now);
         if already_closed && !gate.probing {
-            return;
+            return None;
         }
         gate.probing = false;
         gate.failures = gate.failures.saturating_add(1);
@@ -252,6 +297,7 @@ impl EvictionState {
             tokio::time::sleep(delay).await;
             let _ = actor.cast(EvictionMsg::GateOpen(key));
         }));
+        Some(delay)
     }
 
     fn open_gate(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
@@ -304,7 +350,18 @@ impl EvictionState {
         result: Result<EvictionOutcome, ClusterError>,
     ) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        let held = self.held.remove(&pod).filter(|h| h.at == Where::InFlight);
+        let mut held = self.held.remove(&pod).filter(|h| h.at == Where::InFlight);
+        let (counted, status) = classify(&result);
+        self.config.observer.eviction(counted);
+        // The attempt's span ends once the last handle is gone: take ours out of the request.
+        let span = held
+            .as_mut()
+            .and_then(|h| h.attempt_span.take())
+            .unwrap_or_else(tracing::Span::none);
+        span.record("outcome", counted.as_str());
+        if let Some(status) = status {
+            span.record("http.status_code", status);
+        }
         match result {
             Ok(EvictionOutcome::Evicted | EvictionOutcome::NotFound) => {
                 if let Some(key) = self.pod_gate.remove(&pod) {
@@ -323,7 +380,14 @@ impl EvictionState {
                 self.stats.blocked += 1;
                 let key = gate_key(&pod, &pdb);
                 self.pod_gate.insert(pod.clone(), key.clone());
-                self.close_gate(myself, &key, retry_after);
+                let delay = self.close_gate(myself, &key, retry_after);
+                if let Some(name) = &pdb {
+                    span.record("pdb", name.as_str());
+                }
+                if let Some(delay) = delay {
+                    span.record("backoff_ms", duration_ms(delay));
+                }
+                span.in_scope(|| tracing::info!(refusal = %message, "blocked by a PodDisruptionBudget, waiting for its backoff"));
                 if let Some(mut h) = held {
                     reply(&h.req, EvictionReply::Blocked { pdb, message });
                     h.at = Where::Parked;
@@ -345,7 +409,11 @@ impl EvictionState {
                         retry_after,
                     );
                     self.global_until = Some(now + delay);
+                    span.record("backoff_ms", duration_ms(delay));
                 }
+                span.in_scope(|| {
+                    tracing::info!("throttled by the API server, pausing every eviction")
+                });
                 if let Some(mut h) = held {
                     h.at = Where::Ready;
                     self.held.insert(pod.clone(), h);
@@ -363,7 +431,8 @@ impl EvictionState {
                 }
             }
             Err(err) => {
-                tracing::debug!(pod.namespace = %pod.namespace, pod.name = %pod.name, error = %err, "eviction failed");
+                span.record("otel.status_code", "ERROR");
+                span.in_scope(|| tracing::warn!(error = %err, "eviction failed"));
                 if let Some(h) = held {
                     reply(&h.req, EvictionReply::Failed(err.to_string()));
                 }
@@ -374,7 +443,13 @@ impl EvictionState {
 
     fn cancel(&mut self, maintenance: &str) {
         // In-flight calls cannot be recalled; their outcome is dropped (no reply).
-        self.held.retain(|_, h| h.req.maintenance != maintenance);
+        self.held.retain(|_, h| {
+            let keep = h.req.maintenance != maintenance;
+            if !keep && let Some(span) = &h.attempt_span {
+                span.record("outcome", "cancelled");
+            }
+            keep
+        });
         let held = &self.held;
         self.ready.retain(|pod| held.contains_key(pod));
         for gate in self.gates.values_mut() {
@@ -448,6 +523,11 @@ impl Actor for EvictionActor {
                 let _ = port.send(stats);
             }
         }
+        let waiting = state.held.len().saturating_sub(state.in_flight);
+        state
+            .config
+            .observer
+            .eviction_queue(waiting, state.in_flight);
         Ok(())
     }
 }

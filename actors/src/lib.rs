@@ -10,6 +10,7 @@ pub mod fake;
 pub mod messages;
 pub mod model;
 pub mod node;
+pub mod observe;
 pub mod plan;
 pub mod ports;
 pub mod supervisor;
@@ -17,6 +18,7 @@ pub mod system;
 
 pub use config::{Clock, Config, SystemClock, TokioClock};
 pub use messages::SupervisorMsg;
+pub use observe::Observer;
 pub use system::{ActorSystem, StartError, start};
 
 #[cfg(test)]

@@ -112,7 +112,9 @@ pub struct EvictionRequest {
     pub maintenance: String,
     /// Who gets the outcome.
     pub reply_to: ractor::ActorRef<NodeMsg>,
-    /// The asker's span: the eviction's span is its child, so a maintenance reads as one trace.
+    /// The asking drain's span: each eviction call's span is its child, so a maintenance reads
+    /// as one trace (set explicitly: ractor's message span propagation would use whatever span
+    /// the sender happened to be in).
     pub span: tracing::Span,
 }
 

@@ -27,6 +27,7 @@ use crate::messages::{
 use crate::model::{
     EventType, Maintenance, MaintenanceStatus, PendingPodReason, Phase, PodRef, conditions, reasons,
 };
+use crate::observe::{LeaseOp, PhaseReport};
 use crate::plan::{self, PodAction};
 use crate::ports::{Cluster, ClusterError};
 use ops::OpCtx;
@@ -113,7 +114,12 @@ pub struct NodeActorState {
     renew: Option<JoinHandle<()>>,
     node_watch: Option<JoinHandle<()>>,
     pod_watch: Option<JoinHandle<()>>,
+    /// The trace root: `maintenance` until the deletion is seen, then `end_maintenance`.
     span: tracing::Span,
+    /// The drain's span (parent of every eviction attempt) and when the drain began.
+    drain: Option<(tracing::Span, tokio::time::Instant)>,
+    /// The phase last reported to the observer (withdrawn when the state is dropped).
+    observed_phase: PhaseReport,
 }
 
 /// A pod the drain still waits for.
@@ -152,6 +158,7 @@ impl NodeActorState {
         match self.stage {
             Stage::Failed if self.fail_undo => {
                 self.fail_undo = false;
+                let span = tracing::info_span!(parent: &span, "undo");
                 tokio::spawn(
                     async move {
                         let result = ops::undo(ctx, false).await;
@@ -188,7 +195,10 @@ impl NodeActorState {
                 let snapshot = self.pods.clone();
                 let known = self.daemonsets.clone();
                 let handled = self.handled.clone();
-                let span = tracing::info_span!(parent: &span, "drain_pass");
+                // A pass runs on every pod change and every retry tick: it gets no span of its
+                // own (hours of a blocked drain would make thousands); what it does (deleting
+                // pods) is recorded inside the drain's span.
+                let span = self.drain.as_ref().map_or(span, |(drain, _)| drain.clone());
                 tokio::spawn(
                     async move {
                         let pass = ops::drain_pass(ctx, snapshot, known, handled).await;
@@ -247,19 +257,55 @@ impl NodeActorState {
         let name = self.ctx.nm_name.clone();
         let status = self.status.clone();
         let actor = myself.clone();
+        // Status writes are coalesced, so a span each stays cheap and shows when the status
+        // said what.
+        let span = tracing::info_span!(
+            parent: &self.span,
+            "write_status",
+            phase = status.phase.map(Phase::as_str).unwrap_or_default(),
+            drain_progress = status.drain_progress,
+        );
         tokio::spawn(
             async move {
                 let result = cluster.write_status(&name, &status).await.map(|()| status);
                 let _ = actor.cast(NodeMsg::StatusWritten(result));
             }
-            .instrument(self.span.clone()),
+            .instrument(span),
         );
     }
 
     fn event(&self, type_: EventType, reason: &str, message: String) {
         let cluster = self.ctx.cluster.clone();
         let event = ops::nm_event(&self.ctx, type_, reason, message);
-        tokio::spawn(async move { ops::emit(&cluster, event).await });
+        tokio::spawn(async move { ops::emit(&cluster, event).await }.instrument(self.span.clone()));
+    }
+
+    /// Opens the drain's span (once per drain).
+    fn begin_drain(&mut self) {
+        if self.drain.is_none() {
+            let span = tracing::info_span!(
+                parent: &self.span,
+                "drain",
+                pods.to_evict = self.status.eviction_pods,
+                outcome = tracing::field::Empty,
+            );
+            self.drain = Some((span, tokio::time::Instant::now()));
+        }
+    }
+
+    /// Tells the observer (and the trace root) about a phase change.
+    fn note_phase(&mut self) {
+        if self.stage == Stage::Undoing || !self.observed_phase.set(self.status.phase) {
+            return;
+        }
+        if let Some(phase) = self.status.phase {
+            self.span.record("phase", phase.as_str());
+        }
+    }
+
+    /// No longer driving this maintenance: the phase gauge forgets it.
+    fn forget_phase(&mut self) {
+        self.observed_phase.set(None);
     }
 
     fn start_node_watch(&mut self, myself: &ActorRef<NodeMsg>) {
@@ -303,6 +349,11 @@ impl NodeActorState {
     }
 
     fn stop_drain(&mut self) {
+        if let Some((span, _)) = self.drain.take()
+            && self.stage != Stage::Succeeded
+        {
+            span.record("outcome", "stopped");
+        }
         abort(&mut self.pod_watch);
         self.pods = None;
         if !self.asked.is_empty() {
@@ -317,10 +368,27 @@ impl NodeActorState {
         if self.stage == Stage::Undoing {
             return;
         }
-        tracing::info!(parent: &self.span, "maintenance deleted, undoing");
+        // Log lines are emitted inside the span (not with `parent:`): JSON logs list the spans
+        // entered, so that is how a line gets the maintenance's node and trace id.
+        self.span
+            .in_scope(|| tracing::info!("maintenance deleted, undoing"));
+        self.note_phase();
+        self.forget_phase();
         self.ctx.deleting.store(true, Ordering::SeqCst);
         self.stage = Stage::Undoing;
         self.stop_drain();
+        // Ending maintenance is its own trace, linked to the maintenance's: the maintenance's
+        // root span ends here (once its last children do), so Jaeger shows it complete.
+        let end = tracing::info_span!(
+            parent: None,
+            "end_maintenance",
+            maintenance = %self.ctx.nm_name,
+            node = %self.ctx.node_name,
+            trace_id = tracing::field::Empty,
+        );
+        end.follows_from(&self.span);
+        self.ctx.config.observer.trace_root(&end);
+        self.span = end;
         abort(&mut self.renew);
         abort(&mut self.node_watch);
         self.kick(myself);
@@ -389,7 +457,7 @@ impl NodeActorState {
         }
         match done.outcome {
             ReconcileOutcome::Ready { node, lease } => {
-                tracing::debug!(parent: &self.span, node = %node.name, lease = %lease.name, "node in maintenance");
+                self.span.in_scope(|| tracing::debug!(node = %node.name, lease = %lease.name, "node in maintenance"));
                 self.held_lease = true;
                 self.node_uid = node.uid.clone();
                 status::lease_acquired(&mut self.status, now);
@@ -400,6 +468,7 @@ impl NodeActorState {
                 } else {
                     self.status.phase = Some(Phase::Running);
                     self.stage = Stage::Draining;
+                    self.begin_drain();
                     self.start_pod_watch(myself);
                     self.dirty = true;
                 }
@@ -432,7 +501,8 @@ impl NodeActorState {
                 self.status.last_error = Some(error);
             }
             ReconcileOutcome::Error(error) => {
-                tracing::warn!(parent: &self.span, %error, "maintenance step failed, retrying");
+                self.span
+                    .in_scope(|| tracing::warn!(%error, "maintenance step failed, retrying"));
                 self.status.last_error = Some(error);
             }
             ReconcileOutcome::Gone => {
@@ -485,7 +555,10 @@ impl NodeActorState {
                 grace_period_seconds: grace,
                 maintenance: self.ctx.nm_name.clone(),
                 reply_to: myself.clone(),
-                span: self.span.clone(),
+                span: self
+                    .drain
+                    .as_ref()
+                    .map_or_else(|| self.span.clone(), |(span, _)| span.clone()),
             };
             if self.evictor.cast(EvictionMsg::Evict(request)).is_ok() {
                 self.asked.insert(pod);
@@ -505,6 +578,10 @@ impl NodeActorState {
         );
         if drained {
             let first = self.written.as_ref().and_then(|w| w.phase) != Some(Phase::Succeeded);
+            if let Some((span, began)) = &self.drain {
+                span.record("outcome", "drained");
+                self.ctx.config.observer.drain_finished(began.elapsed());
+            }
             self.stage = Stage::Succeeded;
             self.stop_drain();
             self.reasons.clear();
@@ -586,11 +663,18 @@ impl Actor for NodeActor {
         args: NodeArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let nm = args.maintenance;
+        // A trace root of its own (never a child of whatever span the spawn happened in).
         let span = tracing::info_span!(
+            parent: None,
             "maintenance",
             maintenance = %nm.name,
             node = %nm.node_name,
+            reason = %nm.reason,
+            phase = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
         );
+        args.config.observer.trace_root(&span);
+        let observed_phase = PhaseReport::new(args.config.observer.clone());
         let ctx = OpCtx {
             cluster: args.cluster,
             config: args.config,
@@ -630,6 +714,8 @@ impl Actor for NodeActor {
             node_watch: None,
             pod_watch: None,
             span,
+            drain: None,
+            observed_phase,
         })
     }
 
@@ -661,6 +747,7 @@ impl Actor for NodeActor {
         let _ = state.evictor.cast(EvictionMsg::Cancel {
             maintenance: state.ctx.nm_name.clone(),
         });
+        state.forget_phase();
         Ok(())
     }
 
@@ -712,11 +799,11 @@ impl Actor for NodeActor {
                     let ctx = state.ctx.clone();
                     let actor = myself.clone();
                     let node_uid = state.node_uid.clone();
-                    let span = tracing::info_span!(parent: &state.span, "renew_lease");
+                    let span = state.span.clone();
                     tokio::spawn(
                         async move {
                             // The node uid only matters if the lease vanished and is re-created.
-                            let result = ops::acquire_lease(&ctx, &node_uid).await;
+                            let result = ops::acquire_lease(&ctx, &node_uid, LeaseOp::Renew).await;
                             let _ = actor.cast(NodeMsg::LeaseRenewed(result));
                         }
                         .instrument(span),
@@ -748,7 +835,9 @@ impl Actor for NodeActor {
                     && matches!(state.stage, Stage::Draining | Stage::Succeeded)
                     && plan::maintenance_patch(&node, state.now()).is_some()
                 {
-                    tracing::info!(parent: &state.span, "node changed under maintenance, repairing");
+                    state
+                        .span
+                        .in_scope(|| tracing::info!("node changed under maintenance, repairing"));
                     state.repair = true;
                     state.kick(&myself);
                 }
@@ -788,7 +877,9 @@ impl Actor for NodeActor {
                         }
                         Ok(()) => {}
                         Err(error) => {
-                            tracing::warn!(parent: &state.span, %error, "undo failed, retrying");
+                            state
+                                .span
+                                .in_scope(|| tracing::warn!(%error, "undo failed, retrying"));
                             if !finalizer && state.stage == Stage::Failed {
                                 // Retried on the next tick, like the deletion's undo.
                                 state.fail_undo = true;
@@ -810,12 +901,15 @@ impl Actor for NodeActor {
                     }
                     Err(ClusterError::NotFound(_)) => {}
                     Err(err) => {
-                        tracing::warn!(parent: &state.span, error = %err, "cannot write status, retrying");
+                        state.span.in_scope(
+                            || tracing::warn!(error = %err, "cannot write status, retrying"),
+                        );
                     }
                 }
             }
             NodeMsg::Eviction(report) => state.on_eviction(&myself, report),
         }
+        state.note_phase();
         Ok(())
     }
 }

@@ -1,7 +1,15 @@
 //! The one integration test binary (each test binary is large and slow to link).
 
+mod api_requests;
 mod crd;
+mod logs;
 mod manifests;
+mod metrics;
+mod obs_support;
+mod observability_e2e;
 mod operator;
+mod otlp_receiver;
+mod probes;
 mod sim;
+mod traces;
 mod webhook;

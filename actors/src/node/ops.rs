@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use chrono::{DateTime, Utc};
+use tracing::Instrument;
 
 use crate::config::Config;
 use crate::messages::LeaseProblem;
@@ -14,6 +15,7 @@ use crate::model::{
     Event, EventTarget, EventType, Lease, Maintenance, NodeOwner, NodeState, PodInfo, PodRef,
     reasons,
 };
+use crate::observe::{LeaseOp, LeaseResult};
 use crate::plan::{self, LeaseAction, PodAction};
 use crate::ports::{Cluster, ClusterError};
 
@@ -180,8 +182,48 @@ fn to_i32(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-/// Takes or renews the lease.
-pub(crate) async fn acquire_lease(ctx: &OpCtx, node_uid: &str) -> Result<Lease, LeaseProblem> {
+/// Takes (`op` Acquire) or renews (`op` Renew) the lease, in a span of its own that says how it
+/// went.
+pub(crate) async fn acquire_lease(
+    ctx: &OpCtx,
+    node_uid: &str,
+    op: LeaseOp,
+) -> Result<Lease, LeaseProblem> {
+    let span = match op {
+        LeaseOp::Renew => tracing::info_span!(
+            "renew_lease",
+            result = tracing::field::Empty,
+            holder = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        ),
+        _ => tracing::info_span!(
+            "take_lease",
+            result = tracing::field::Empty,
+            holder = tracing::field::Empty,
+            otel.status_code = tracing::field::Empty,
+        ),
+    };
+    let outcome = try_lease(ctx, node_uid).instrument(span.clone()).await;
+    let result = match &outcome {
+        Ok(_) => LeaseResult::Ok,
+        Err(LeaseProblem::HeldByOther { holder, .. }) => {
+            span.record("holder", holder.as_str());
+            LeaseResult::HeldByOther
+        }
+        Err(LeaseProblem::Api(ClusterError::Conflict(_) | ClusterError::AlreadyExists(_))) => {
+            LeaseResult::Conflict
+        }
+        Err(LeaseProblem::Api(_)) => LeaseResult::Error,
+    };
+    span.record("result", result.as_str());
+    if matches!(result, LeaseResult::Conflict | LeaseResult::Error) {
+        span.record("otel.status_code", "ERROR");
+    }
+    ctx.config.observer.lease_operation(op, result);
+    outcome
+}
+
+async fn try_lease(ctx: &OpCtx, node_uid: &str) -> Result<Lease, LeaseProblem> {
     let namespace = &ctx.config.lease_namespace;
     let name = plan::lease_name(&ctx.node_name);
     let mut last = ClusterError::Other("lease retries exhausted".to_string());
@@ -225,7 +267,9 @@ pub(crate) async fn acquire_lease(ctx: &OpCtx, node_uid: &str) -> Result<Lease, 
         match result {
             Ok(lease) => return Ok(lease),
             Err(err @ (ClusterError::Conflict(_) | ClusterError::AlreadyExists(_))) => {
-                last = err; // someone wrote in between: decide again from a fresh read
+                // Someone wrote in between: decide again from a fresh read.
+                tracing::info!(error = %err, "lease changed while being written, retrying");
+                last = err;
             }
             Err(err) => return Err(LeaseProblem::Api(err)),
         }
@@ -248,7 +292,8 @@ where
         };
         match ctx.cluster.patch_node(&patch).await {
             Ok(written) => return Ok((written, true)),
-            Err(ClusterError::Conflict(_)) => {
+            Err(ClusterError::Conflict(error)) => {
+                tracing::info!(%error, "node changed under the patch, retrying from a fresh read");
                 node = ctx
                     .cluster
                     .get_node(&ctx.node_name)
@@ -355,7 +400,7 @@ pub(crate) async fn reconcile(
             return done;
         }
     };
-    let lease = match acquire_lease(&ctx, &node.uid).await {
+    let lease = match acquire_lease(&ctx, &node.uid, LeaseOp::Acquire).await {
         Ok(lease) => lease,
         Err(LeaseProblem::HeldByOther { holder, until }) => {
             done.outcome = ReconcileOutcome::LeaseHeld { holder, until };
@@ -371,9 +416,24 @@ pub(crate) async fn reconcile(
         return done;
     }
     let now = ctx.config.now();
-    match patch_until_settled(&ctx, node, |n| plan::maintenance_patch(n, now)).await {
-        Ok((node, _)) => done.outcome = ReconcileOutcome::Ready { node, lease },
+    let span = tracing::info_span!(
+        "label_taint_cordon",
+        patched = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    let patched = patch_until_settled(&ctx, node, |n| plan::maintenance_patch(n, now))
+        .instrument(span.clone())
+        .await;
+    match patched {
+        Ok((node, changed)) => {
+            span.record("patched", changed);
+            done.outcome = ReconcileOutcome::Ready { node, lease };
+        }
         Err(err) => {
+            span.record("otel.status_code", "ERROR");
+            span.in_scope(
+                || tracing::warn!(error = %err, "cannot label, taint and cordon the node"),
+            );
             done.outcome = ReconcileOutcome::Error(format!("cannot cordon node: {err}"));
         }
     }
@@ -409,9 +469,15 @@ pub(crate) async fn drain_pass(
         {
             continue;
         }
+        let span = tracing::info_span!(
+            "delete_pod",
+            pod.namespace = %pod.namespace,
+            pod.name = %pod.name,
+        );
         match ctx
             .cluster
             .delete_pod(&pod.namespace, &pod.name, pod.grace_period_seconds)
+            .instrument(span)
             .await
         {
             Ok(()) | Err(ClusterError::NotFound(_)) => pass.deleted.push(pod.uid.clone()),
@@ -438,6 +504,7 @@ pub(crate) async fn undo(ctx: OpCtx, finalizer: bool) -> Result<(), String> {
     if let Some(node) = node {
         let uid = node.uid.clone();
         let (_, patched) = patch_until_settled(&ctx, node, plan::undo_patch)
+            .instrument(tracing::info_span!("uncordon"))
             .await
             .map_err(|e| format!("cannot uncordon node: {e}"))?;
         if patched {
@@ -456,10 +523,21 @@ pub(crate) async fn undo(ctx: OpCtx, finalizer: bool) -> Result<(), String> {
             .await;
         }
     }
-    release_lease(&ctx).await?;
+    let span = tracing::info_span!("release_lease", result = tracing::field::Empty);
+    let released = release_lease(&ctx).instrument(span.clone()).await;
+    let result = match &released {
+        Ok(result) => *result,
+        Err((result, _)) => *result,
+    };
+    span.record("result", result.as_str());
+    ctx.config
+        .observer
+        .lease_operation(LeaseOp::Release, result);
+    released.map_err(|(_, error)| error)?;
     if finalizer {
         ctx.cluster
             .remove_finalizer(&ctx.nm_name)
+            .instrument(tracing::info_span!("remove_finalizer"))
             .await
             .map_err(|e| format!("cannot remove finalizer: {e}"))?;
         emit(
@@ -473,10 +551,12 @@ pub(crate) async fn undo(ctx: OpCtx, finalizer: bool) -> Result<(), String> {
         )
         .await;
     }
+    tracing::info!(finalizer_removed = finalizer, "node out of maintenance");
     Ok(())
 }
 
-async fn release_lease(ctx: &OpCtx) -> Result<(), String> {
+/// Deletes our lease; Ok says whether it was ours to delete.
+async fn release_lease(ctx: &OpCtx) -> Result<LeaseResult, (LeaseResult, String)> {
     let namespace = &ctx.config.lease_namespace;
     let name = plan::lease_name(&ctx.node_name);
     for _ in 0..CONFLICT_RETRIES {
@@ -484,9 +564,9 @@ async fn release_lease(ctx: &OpCtx) -> Result<(), String> {
             .cluster
             .get_lease(namespace, &name)
             .await
-            .map_err(|e| format!("cannot read lease: {e}"))?;
+            .map_err(|e| (LeaseResult::Error, format!("cannot read lease: {e}")))?;
         let Some(lease) = lease else {
-            return Ok(());
+            return Ok(LeaseResult::Ok);
         };
         if !plan::lease_is_ours(&lease) {
             tracing::info!(
@@ -494,13 +574,20 @@ async fn release_lease(ctx: &OpCtx) -> Result<(), String> {
                 holder = ?lease.holder_identity,
                 "lease held by someone else, leaving it alone"
             );
-            return Ok(());
+            return Ok(LeaseResult::HeldByOther);
         }
         match ctx.cluster.delete_lease(&lease).await {
-            Ok(()) | Err(ClusterError::NotFound(_)) => return Ok(()),
-            Err(ClusterError::Conflict(_)) => continue,
-            Err(err) => return Err(format!("cannot delete lease: {err}")),
+            Ok(()) | Err(ClusterError::NotFound(_)) => return Ok(LeaseResult::Ok),
+            Err(ClusterError::Conflict(error)) => {
+                tracing::info!(%error, "lease changed while being released, retrying");
+            }
+            Err(err) => {
+                return Err((LeaseResult::Error, format!("cannot delete lease: {err}")));
+            }
         }
     }
-    Err("lease kept changing while being released".to_string())
+    Err((
+        LeaseResult::Conflict,
+        "lease kept changing while being released".to_string(),
+    ))
 }

@@ -1,0 +1,160 @@
+//! What the actors report about themselves, for metrics and trace plumbing. The actors only
+//! say what happened; the process decides what to make of it (Prometheus metrics, trace ids in
+//! logs), so no metrics library reaches the maintenance logic.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::model::Phase;
+
+/// The result of one eviction request, as counted by the eviction actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EvictionResult {
+    /// The API accepted the eviction (201).
+    Evicted,
+    /// The pod was already gone (404).
+    NotFound,
+    /// Refused by a PodDisruptionBudget (429 with a budget cause).
+    BlockedByPdb,
+    /// Refused by API throttling (429 without a budget cause).
+    Throttled,
+    /// More than one budget matches the pod (500).
+    TooManyPdbs,
+    /// The pod's namespace is terminating (403).
+    NamespaceTerminating,
+    /// The call failed otherwise.
+    Error,
+    /// Never sent: the eviction queue was full.
+    QueueFull,
+}
+
+impl EvictionResult {
+    /// The label value (`snake_case`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EvictionResult::Evicted => "evicted",
+            EvictionResult::NotFound => "not_found",
+            EvictionResult::BlockedByPdb => "blocked_by_pdb",
+            EvictionResult::Throttled => "throttled",
+            EvictionResult::TooManyPdbs => "too_many_pdbs",
+            EvictionResult::NamespaceTerminating => "namespace_terminating",
+            EvictionResult::Error => "error",
+            EvictionResult::QueueFull => "queue_full",
+        }
+    }
+}
+
+/// A node lease operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaseOp {
+    /// Taking the lease when maintenance starts (or after a repair).
+    Acquire,
+    /// The periodic renewal.
+    Renew,
+    /// Deleting our lease when maintenance ends.
+    Release,
+}
+
+impl LeaseOp {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseOp::Acquire => "acquire",
+            LeaseOp::Renew => "renew",
+            LeaseOp::Release => "release",
+        }
+    }
+}
+
+/// How a lease operation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LeaseResult {
+    /// Done.
+    Ok,
+    /// Someone else holds a valid lease (or, on release, the lease is not ours: left alone).
+    HeldByOther,
+    /// Optimistic concurrency kept failing.
+    Conflict,
+    /// The API call failed.
+    Error,
+}
+
+impl LeaseResult {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseResult::Ok => "ok",
+            LeaseResult::HeldByOther => "held_by_other",
+            LeaseResult::Conflict => "conflict",
+            LeaseResult::Error => "error",
+        }
+    }
+}
+
+/// Receives what the actors report. Every method defaults to doing nothing; calls are made from
+/// actor handlers and must return quickly (no I/O).
+pub trait Observer: Send + Sync + 'static {
+    /// A new trace root was opened: `maintenance` (a NodeMaintenance's maintenance) or
+    /// `end_maintenance` (its undo). The process may record a `trace_id` field on it, which
+    /// every log line inside the maintenance then carries.
+    fn trace_root(&self, _span: &tracing::Span) {}
+
+    /// One eviction request was answered (or refused by the queue).
+    fn eviction(&self, _result: EvictionResult) {}
+
+    /// The eviction actor's requests waiting (queued or parked behind a budget) and in flight.
+    fn eviction_queue(&self, _waiting: usize, _in_flight: usize) {}
+
+    /// A maintenance driven by this process changed phase: `from` None = newly driven, `to`
+    /// None = no longer driven (undone, gone, or its actor stopped).
+    fn maintenance_phase(&self, _from: Option<Phase>, _to: Option<Phase>) {}
+
+    /// A drain finished (every evictable pod gone) after `took` since it began in this process.
+    fn drain_finished(&self, _took: Duration) {}
+
+    /// A lease operation ended.
+    fn lease_operation(&self, _op: LeaseOp, _result: LeaseResult) {}
+}
+
+/// The observer that ignores everything (the default).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoopObserver;
+
+impl Observer for NoopObserver {}
+
+/// The phase of one maintenance as reported to an observer. Dropping it withdraws the phase, so
+/// an actor that ends any way at all (panic included: its state is dropped) is not counted on.
+pub(crate) struct PhaseReport {
+    observer: Arc<dyn Observer>,
+    phase: Option<Phase>,
+}
+
+impl PhaseReport {
+    pub(crate) fn new(observer: Arc<dyn Observer>) -> Self {
+        PhaseReport {
+            observer,
+            phase: None,
+        }
+    }
+
+    /// Reports a change to `to`; returns whether it was one.
+    pub(crate) fn set(&mut self, to: Option<Phase>) -> bool {
+        if to == self.phase {
+            return false;
+        }
+        self.observer.maintenance_phase(self.phase, to);
+        self.phase = to;
+        true
+    }
+}
+
+impl Drop for PhaseReport {
+    fn drop(&mut self) {
+        self.set(None);
+    }
+}
+
+/// The default observer handle.
+pub fn noop() -> Arc<dyn Observer> {
+    Arc::new(NoopObserver)
+}

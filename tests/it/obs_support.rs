@@ -1,0 +1,142 @@
+//! Shared by the observability tests: the actors driven by the in-memory fake cluster the way
+//! `nmo run` drives them (a feeder plays the NodeMaintenance watch), a drain that a
+//! PodDisruptionBudget holds up for a while, and a bare HTTP/1.1 GET.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use nmo_actors::SupervisorMsg;
+use nmo_actors::config::Config;
+use nmo_actors::fake::{FakeCluster, MaintenanceChange};
+use nmo_actors::model::Phase;
+use nmo_actors::observe::Observer;
+use nmo_actors::system::{ActorSystem, start};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::task::JoinHandle;
+
+pub const NODE: &str = "worker-1";
+pub const NS: &str = "app";
+pub const PDB: &str = "db";
+/// The pod the budget blocks at first.
+pub const BLOCKED: &str = "db-0";
+/// Every pod on the node; all are evicted.
+pub const PODS: [&str; 3] = ["web-0", "web-1", BLOCKED];
+/// How many refused evictions of the blocked pod the drain waits for before the budget opens.
+pub const REFUSALS: usize = 2;
+
+/// The actor system fed by a fake cluster's NodeMaintenance changes.
+pub struct FakeOperator {
+    system: Option<ActorSystem>,
+    feeder: JoinHandle<()>,
+}
+
+impl FakeOperator {
+    /// Starts the actors with short timers (real time: the tests talk TCP) and `observer`.
+    pub async fn start(cluster: FakeCluster, observer: Arc<dyn Observer>) -> FakeOperator {
+        let config = Config {
+            actor_name_prefix: None,
+            retry_interval: Duration::from_millis(100),
+            backoff_base: Duration::from_millis(40),
+            backoff_max: Duration::from_millis(200),
+            observer,
+            ..Config::default()
+        };
+        let system = start(Arc::new(cluster.clone()), config).await.unwrap();
+        let mut changes = cluster.subscribe_maintenances();
+        let supervisor = system.supervisor.clone();
+        let feeder = tokio::spawn(async move {
+            while let Some(change) = changes.recv().await {
+                let msg = match change {
+                    MaintenanceChange::Upsert(nm) => SupervisorMsg::Upsert(nm),
+                    MaintenanceChange::Deleted(name) => SupervisorMsg::Deleted { name },
+                };
+                if supervisor.cast(msg).is_err() {
+                    return;
+                }
+            }
+        });
+        FakeOperator {
+            system: Some(system),
+            feeder,
+        }
+    }
+
+    /// Stops every actor (their spans end with them).
+    pub async fn stop(mut self) {
+        self.feeder.abort();
+        if let Some(system) = self.system.take() {
+            system.shutdown().await;
+        }
+    }
+}
+
+/// A node with three pods; the budget `db` refuses evicting `db-0` until opened.
+pub fn cluster_with_guarded_pod() -> FakeCluster {
+    let cluster = FakeCluster::new();
+    cluster.add_node(NODE);
+    for pod in PODS {
+        cluster.add_pod(NODE, NS, pod);
+    }
+    cluster.add_pdb(NS, PDB, &[BLOCKED], 0);
+    cluster
+}
+
+/// Waits until `cond` holds; panics naming `what` after 10 s.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Evictions of the blocked pod attempted so far.
+pub fn blocked_attempts(cluster: &FakeCluster) -> usize {
+    cluster.count_calls(&format!("evict_pod {NS}/{BLOCKED}"))
+}
+
+/// Puts the node into maintenance through `name`; the budget refuses [`REFUSALS`] evictions,
+/// then opens; returns once the maintenance Succeeded.
+pub async fn drain_through_the_budget(cluster: &FakeCluster, name: &str) {
+    cluster.create_maintenance(name, NODE, Utc::now());
+    eventually("the budget to refuse evictions", || {
+        blocked_attempts(cluster) >= REFUSALS
+    })
+    .await;
+    cluster.set_pdb_allowed(NS, PDB, 1);
+    eventually("phase Succeeded", || {
+        cluster.status(name).phase == Some(Phase::Succeeded)
+    })
+    .await;
+}
+
+/// Deletes the NodeMaintenance and waits until its finalizer is released (undo done).
+pub async fn end_maintenance(cluster: &FakeCluster, name: &str) {
+    cluster.delete_maintenance(name);
+    eventually("the NodeMaintenance to be gone", || {
+        cluster.maintenance(name).is_none()
+    })
+    .await;
+}
+
+/// A plain HTTP/1.1 GET: (status code, body).
+pub async fn http_get(address: SocketAddr, path: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap_or((&response, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_string())
+}
