@@ -16,6 +16,7 @@
 pub mod accounting;
 pub mod cli;
 mod controller;
+pub mod convert;
 pub mod discovery;
 pub mod errors;
 pub mod eviction;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rand::Rng;
 use serde_json::{Value, json};
 
+use super::convert;
 use super::errors::{ApiError, cause};
 use super::patch::{self, PatchType};
 use super::resources::{self, Registry, ResourceDef, names};
@@ -329,6 +330,10 @@ impl Api {
         dry_run: bool,
         keep_status: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        if def.converted {
+            let sdef = self.storage_def(def)?;
+            return self.create(&sdef, ns, convert::to_storage(def, v), dry_run, keep_status);
+        }
         if !v.is_object() {
             return Err(ApiError::bad_request(
                 "the object provided is not a JSON object",
@@ -737,7 +742,21 @@ impl Api {
         sub: Sub,
         dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        if def.converted {
+            let sdef = self.storage_def(def)?;
+            let body = convert::to_storage(def, body);
+            return self.update_with(&sdef, ns, name, sub, dry_run, |_| Ok(body.clone()), None);
+        }
         self.update_with(def, ns, name, sub, dry_run, |_| Ok(body.clone()), None)
+    }
+
+    /// The def whose storage a converted resource uses (core/v1 events for events.k8s.io).
+    pub fn storage_def(&self, def: &Arc<ResourceDef>) -> Result<Arc<ResourceDef>, ApiError> {
+        if def.converted {
+            self.def(("", &def.plural))
+        } else {
+            Ok(def.clone())
+        }
     }
 
     /// PATCH.
@@ -757,6 +776,17 @@ impl Api {
                 &patch::accepted_patch_types(true),
             ));
         }
+        // Converted resources are patched in their own shape and stored converted back.
+        let view = def.clone();
+        let def = &self.storage_def(def)?;
+        let through = |old: &Value,
+                       f: &dyn Fn(&Value) -> Result<Value, ApiError>|
+         -> Result<Value, ApiError> {
+            Ok(convert::to_storage(
+                &view,
+                f(&convert::from_storage(&view, old))?,
+            ))
+        };
         match ptype {
             PatchType::Json => self.update_with(
                 def,
@@ -764,7 +794,7 @@ impl Api {
                 name,
                 sub,
                 dry_run,
-                |old| patch::json_patch(old, body),
+                |old| through(old, &|o| patch::json_patch(o, body)),
                 None,
             ),
             PatchType::Merge => self.update_with(
@@ -773,7 +803,7 @@ impl Api {
                 name,
                 sub,
                 dry_run,
-                |old| patch::merge_patch(old, body),
+                |old| through(old, &|o| patch::merge_patch(o, body)),
                 None,
             ),
             PatchType::Strategic => self.update_with(
@@ -782,7 +812,7 @@ impl Api {
                 name,
                 sub,
                 dry_run,
-                |old| patch::strategic_merge(old, body),
+                |old| through(old, &|o| patch::strategic_merge(o, body)),
                 None,
             ),
             PatchType::Apply => {
@@ -803,7 +833,7 @@ impl Api {
                 let mk = || {
                     let mut v = applied.clone();
                     set_meta(&mut v, "name", Some(json!(name)));
-                    Ok(v)
+                    Ok(convert::to_storage(&view, v))
                 };
                 self.update_with(
                     def,
@@ -814,7 +844,7 @@ impl Api {
                     |old| {
                         let mut a = applied.clone();
                         set_meta(&mut a, "resourceVersion", None);
-                        patch::apply(old, &a)
+                        through(old, &|o| patch::apply(o, &a))
                     },
                     if sub == Sub::Main { Some(&mk) } else { None },
                 )

@@ -58,21 +58,23 @@ pub fn error_line(e: &ApiError) -> Bytes {
 }
 
 /// Converts a store event for a filtered watcher, as the watch cache does.
-fn convert(ev: &StoreEvent, filter: &Filter) -> Option<Bytes> {
+fn convert(def: &ResourceDef, ev: &StoreEvent, filter: &Filter) -> Option<Bytes> {
     let cur = filter.matches(&ev.obj);
+    let body = || super::convert::render(def, &ev.obj);
     match ev.kind {
-        EventType::Added => cur.then(|| line("ADDED", &ev.obj.json)),
-        EventType::Deleted => cur.then(|| line("DELETED", &ev.obj.json)),
+        EventType::Added => cur.then(|| line("ADDED", &body())),
+        EventType::Deleted => cur.then(|| line("DELETED", &body())),
         EventType::Modified => {
             let prev = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
             match (prev, cur) {
-                (true, true) => Some(line("MODIFIED", &ev.obj.json)),
-                (false, true) => Some(line("ADDED", &ev.obj.json)),
+                (true, true) => Some(line("MODIFIED", &body())),
+                (false, true) => Some(line("ADDED", &body())),
                 (true, false) => {
                     // The previous content, with the event's resourceVersion.
                     let p = ev.prev.as_ref()?;
                     let mut v: Value = serde_json::from_slice(&p.json).ok()?;
                     v["metadata"]["resourceVersion"] = json!(ev.rv().to_string());
+                    let v = super::convert::from_storage(def, &v);
                     Some(line("DELETED", v.to_string().as_bytes()))
                 }
                 (false, false) => None,
@@ -106,7 +108,7 @@ pub fn stream(
         let mut sent = 0usize;
         let limit = params.close_after_events.unwrap_or(usize::MAX);
         for ev in &start.initial {
-            if let Some(b) = convert(ev, &filter) {
+            if let Some(b) = convert(&def, ev, &filter) {
                 yield Ok(b);
                 sent += 1;
                 if sent >= limit {
@@ -158,7 +160,7 @@ pub fn stream(
                     continue;
                 }
                 last_rv = ev.rv();
-                if let Some(b) = convert(&ev, &filter) {
+                if let Some(b) = convert(&def, &ev, &filter) {
                     yield Ok(b);
                     sent += 1;
                     if sent >= limit {
