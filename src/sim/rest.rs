@@ -158,7 +158,7 @@ fn is_deleting(v: &Value) -> bool {
 }
 
 /// The pod's QoS class, as the API server computes it on create.
-fn qos_class(pod: &Value) -> &'static str {
+pub fn qos_class(pod: &Value) -> &'static str {
     let containers = pod
         .pointer("/spec/containers")
         .and_then(|c| c.as_array())
@@ -925,6 +925,8 @@ impl Api {
             let mut v = cur.value()?;
             let deleting = is_deleting(&v);
             let mut write: Option<Write> = None;
+            // Dependents to delete once the owner is marked (foreground propagation).
+            let mut foreground: Vec<(String, Key)> = Vec::new();
             if gr == names::PODS {
                 let mut grace = opts
                     .grace
@@ -974,6 +976,21 @@ impl Api {
             let write = match write {
                 Some(w) => w,
                 None => {
+                    let dependents = self.store.dependents(&cur.uid);
+                    if opts.propagation.as_deref() == Some("Foreground")
+                        && !dependents.is_empty()
+                        && !deleting
+                        && !opts.dry_run
+                    {
+                        // The garbage collector deletes the dependents first, then removes the
+                        // finalizer (see lifecycle.rs).
+                        let mut f = finalizers(&v);
+                        f.push("foregroundDeletion".into());
+                        set_meta(&mut v, "finalizers", Some(json!(f)));
+                        foreground = dependents.clone();
+                    } else if opts.propagation.as_deref() == Some("Orphan") && !opts.dry_run {
+                        self.orphan_dependents(&cur.uid, &dependents);
+                    }
                     if !finalizers(&v).is_empty() {
                         if deleting && gr != names::PODS {
                             return Ok(Deleted::Pending(cur));
@@ -1010,6 +1027,7 @@ impl Api {
                     if gone && gr == names::CRDS {
                         self.drop_crd(&s);
                     }
+                    self.delete_dependents(&foreground);
                     return Ok(if gone {
                         Deleted::Gone(s)
                     } else {
@@ -1027,6 +1045,78 @@ impl Api {
             }
         }
         Err(ApiError::stale(&def.group, &def.plural, name))
+    }
+
+    /// Deletes dependents (foreground propagation).
+    fn delete_dependents(&self, dependents: &[(String, Key)]) {
+        for (tkey, key) in dependents {
+            if let Some(d) = self.registry.all().into_iter().find(|d| &d.key() == tkey) {
+                let _ = self.delete(&d, &key.0, &key.1, &DeleteOpts::default());
+            }
+        }
+    }
+
+    /// Removes the owner reference to `uid` from its dependents (orphan propagation).
+    fn orphan_dependents(&self, uid: &str, dependents: &[(String, Key)]) {
+        for (tkey, key) in dependents {
+            let Some(d) = self.registry.all().into_iter().find(|d| &d.key() == tkey) else {
+                continue;
+            };
+            let _ = self.mutate(&d, &key.0, &key.1, |o| {
+                let Some(refs) = o
+                    .pointer_mut("/metadata/ownerReferences")
+                    .and_then(|r| r.as_array_mut())
+                else {
+                    return Ok(false);
+                };
+                let before = refs.len();
+                refs.retain(|r| r.get("uid").and_then(|u| u.as_str()) != Some(uid));
+                if refs.len() == before {
+                    return Ok(false);
+                }
+                if refs.is_empty()
+                    && let Some(m) = o.get_mut("metadata").and_then(|m| m.as_object_mut())
+                {
+                    m.remove("ownerReferences");
+                }
+                Ok(true)
+            });
+        }
+    }
+
+    /// Removes the `foregroundDeletion` finalizer of an owner whose dependents are all gone.
+    pub fn finish_foreground(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        let Some(o) = self.store.get(def, ns, name) else {
+            return Ok(());
+        };
+        if !self.store.dependents(&o.uid).is_empty() {
+            return Ok(());
+        }
+        let v = o.value()?;
+        let f = finalizers(&v);
+        if !f.iter().any(|x| x == "foregroundDeletion") {
+            return Ok(());
+        }
+        let rest: Vec<String> = f
+            .into_iter()
+            .filter(|x| x != "foregroundDeletion")
+            .collect();
+        let body = json!({"metadata": {"finalizers": rest}}).to_string();
+        self.patch(
+            def,
+            ns,
+            name,
+            PatchType::Merge,
+            body.as_bytes(),
+            Sub::Main,
+            false,
+        )?;
+        Ok(())
     }
 
     fn drop_crd(&self, crd: &StoredObject) {
