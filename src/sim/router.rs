@@ -540,6 +540,7 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
                 bookmark_interval: c.sh.bookmark_interval,
                 close_after: c.fault_close.0,
                 close_after_events: c.fault_close.1,
+                table: c.table(),
             };
             let s = watch::stream(
                 api.store.clone(),
