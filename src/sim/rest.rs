@@ -244,6 +244,39 @@ impl Api {
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
     }
 
+    /// Checks a LIST's `resourceVersion`/`resourceVersionMatch` against what the store can serve:
+    /// the latest state only (any version not newer than it, or exactly it).
+    pub fn check_list_rv(
+        &self,
+        def: &ResourceDef,
+        rv: Option<&str>,
+        matching: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let Some(rv) = rv.filter(|r| !r.is_empty()) else {
+            return Ok(());
+        };
+        let n: u64 = rv
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
+        let current = self.store.current_rv();
+        if n > current {
+            return Err(ApiError::new(
+                504,
+                "Timeout",
+                format!("Too large resource version: {n}, current: {current}"),
+            )
+            .with_details(json!({"causes": [cause("ResourceVersionTooLarge", "Too large resource version", None)], "retryAfterSeconds": 1})));
+        }
+        if matching == Some("Exact") && n != current && n != 0 {
+            // Past states are not kept: an exact read of one cannot be served.
+            return Err(ApiError::expired(format!(
+                "too old resource version: {n} ({})",
+                self.store.compacted(def).max(n) + 1
+            )));
+        }
+        Ok(())
+    }
+
     /// LIST with `limit`/`continue`.
     pub fn list(
         &self,
@@ -252,11 +285,19 @@ impl Api {
         limit: usize,
         cont: Option<&str>,
     ) -> Result<ListPage, ApiError> {
+        let mut snapshot: Option<u64> = None;
         let after: Option<Key> = match cont {
             Some(c) if !c.is_empty() => {
                 let bad = || ApiError::bad_request(format!("continue key is not valid: {c}"));
                 let text = unhex(c).ok_or_else(bad)?;
                 let v: Value = serde_json::from_str(&text).map_err(|_| bad())?;
+                let rv = v.get("rv").and_then(|r| r.as_u64()).ok_or_else(bad)?;
+                if rv < self.store.compacted(def) {
+                    return Err(ApiError::expired(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                    ));
+                }
+                snapshot = Some(rv);
                 Some((
                     v.get("ns")
                         .and_then(|x| x.as_str())
@@ -270,7 +311,10 @@ impl Api {
             }
             _ => None,
         };
-        let (items, rv, more) = self.store.list(def, filter, after.as_ref(), limit);
+        let (items, current, more) = self.store.list(def, filter, after.as_ref(), limit);
+        // Later pages report the first page's resourceVersion, so that a watch started from it
+        // replays whatever changed while the pages were read (pages are not a snapshot here).
+        let rv = snapshot.unwrap_or(current);
         let cont = match (more, items.last()) {
             (true, Some(last)) => Some(hex(
                 &json!({"v": "meta.k8s.io/v1", "rv": rv, "ns": last.namespace, "name": last.name})

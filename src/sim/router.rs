@@ -480,6 +480,11 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
         }
         "list" => {
             let filter = c.filter()?;
+            api.check_list_rv(
+                def,
+                c.q.get("resourceVersion").map(|s| s.as_str()),
+                c.q.get("resourceVersionMatch").map(|s| s.as_str()),
+            )?;
             let limit =
                 c.q.get("limit")
                     .and_then(|l| l.parse::<usize>().ok())
