@@ -251,7 +251,7 @@ impl Simulator {
             shared,
             addr,
             stop: stop_tx,
-            server,
+            server: Some(server),
             controllers,
             report,
         })
@@ -263,7 +263,7 @@ pub struct SimHandle {
     shared: Arc<router::Shared>,
     addr: SocketAddr,
     stop: tokio::sync::watch::Sender<bool>,
-    server: JoinHandle<()>,
+    server: Option<JoinHandle<()>>,
     controllers: Option<std::thread::JoinHandle<()>>,
     report: Option<ScenarioReport>,
 }
@@ -408,10 +408,12 @@ impl SimHandle {
     }
 
     /// Stops serving, ends watches and stops the controllers.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
-        if let Some(t) = self.controllers {
+        if let Some(server) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        }
+        if let Some(t) = self.controllers.take() {
             // The controllers see the stop signal at their next wake-up.
             let _ = tokio::time::timeout(
                 Duration::from_secs(5),
@@ -419,6 +421,14 @@ impl SimHandle {
             )
             .await;
         }
+    }
+}
+
+impl Drop for SimHandle {
+    /// A simulator dropped without `shutdown` still stops serving and stops its controller
+    /// thread (without waiting).
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
     }
 }
 
