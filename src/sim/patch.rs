@@ -47,20 +47,37 @@ pub fn accepted_patch_types(custom: bool) -> Vec<&'static str> {
     v
 }
 
-/// Applies a JSON patch (RFC 6902). A failing operation, including a failed `test`, is a 422
+/// Applies a JSON patch (RFC 6902) with the semantics of the Go library the API server uses
+/// (evanphx/json-patch): a `test` for `null` passes when the path is missing (kube-runtime's
+/// finalizer helper relies on it). A failing operation, including a failed `test`, is a 422
 /// with the real server's generic message, and changes nothing.
 pub fn json_patch(doc: &Value, body: &[u8]) -> Result<Value, ApiError> {
     let p: json_patch::Patch =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
-    let mut out = doc.clone();
-    json_patch::patch(&mut out, &p).map_err(|_| {
+    let invalid = || {
         ApiError::new(
             422,
             "Invalid",
             "the server rejected our request due to an error in our request",
         )
         .with_details(serde_json::json!({}))
-    })?;
+    };
+    let mut out = doc.clone();
+    for op in p.0 {
+        if let json_patch::PatchOperation::Test(t) = &op
+            && t.value.is_null()
+        {
+            let path = t.path.as_str();
+            let parent = path.rsplit_once('/').map_or("", |(a, _)| a);
+            let parent_exists = parent.is_empty() || out.pointer(parent).is_some();
+            match out.pointer(path) {
+                None if parent_exists => continue,
+                Some(Value::Null) => continue,
+                _ => return Err(invalid()),
+            }
+        }
+        json_patch::patch(&mut out, &json_patch::Patch(vec![op])).map_err(|_| invalid())?;
+    }
     Ok(out)
 }
 
@@ -303,6 +320,17 @@ mod tests {
         assert_eq!(out["metadata"]["finalizers"], json!(["b"]));
         assert_eq!(out["metadata"]["labels"], json!({"y": "2"}));
         assert_eq!(out["spec"]["containers"], json!([{"name": "b"}]));
+    }
+
+    #[test]
+    fn test_for_null_passes_on_a_missing_path_like_go() {
+        let doc = json!({"metadata": {"name": "x"}});
+        let patch = json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
+                           {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]);
+        let out = json_patch(&doc, patch.to_string().as_bytes()).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
+        let patch = json!([{"op": "test", "path": "/metadata/name", "value": null}]);
+        assert!(json_patch(&doc, patch.to_string().as_bytes()).is_err());
     }
 
     #[test]

@@ -30,20 +30,12 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
         after.metadata.resource_version,
         before.metadata.resource_version
     );
-    // A passing test applies.
+    // A test for null passes on a missing path (the Go json-patch semantics kube-runtime's
+    // finalizer helper relies on), and the patch applies.
     let p: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/f"]},
         {"op": "test", "path": "/spec/unschedulable", "value": null},
-        {"op": "add", "path": "/spec/taints", "value": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}
-    ]))
-    .unwrap();
-    // `test` against a missing path fails like the real server (evanphx/json-patch).
-    assert!(
-        nodes
-            .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
-            .await
-            .is_err()
-    );
-    let p: json_patch::Patch = serde_json::from_value(json!([
         {"op": "add", "path": "/spec/taints", "value": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}
     ]))
     .unwrap();
@@ -51,7 +43,26 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
         .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
         .await
         .unwrap();
+    assert_eq!(
+        n.metadata.finalizers.unwrap(),
+        vec!["example.com/f".to_string()]
+    );
     assert_eq!(n.spec.unwrap().taints.unwrap()[0].key, "medik8s.io/drain");
+    // A test for null on a present value fails.
+    let p: json_patch::Patch = serde_json::from_value(
+        json!([{"op": "test", "path": "/metadata/finalizers", "value": null}]),
+    )
+    .unwrap();
+    assert_eq!(
+        status_of(
+            nodes
+                .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
+                .await
+                .unwrap_err()
+        )
+        .code,
+        422
+    );
     sim.shutdown().await;
 }
 
@@ -182,5 +193,50 @@ async fn merge_patch_and_server_side_apply() {
         .await
         .unwrap();
     assert_eq!(l.spec.unwrap().lease_duration_seconds, None);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn kube_runtime_finalizer_helper_works() {
+    use kube::runtime::controller::Action;
+    use kube::runtime::finalizer::{Event, finalizer};
+    use std::sync::Arc;
+    let sim = start(None, 0.0).await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(sim.kube_client().unwrap(), "default");
+    let l: k8s_openapi::api::coordination::v1::Lease =
+        serde_json::from_value(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "fin"}})).unwrap();
+    leases.create(&Default::default(), &l).await.unwrap();
+    let run = |obj| {
+        let leases = leases.clone();
+        async move {
+            finalizer(
+                &leases,
+                "example.com/cleanup",
+                Arc::new(obj),
+                |ev| async move {
+                    Ok::<_, std::convert::Infallible>(match ev {
+                        Event::Apply(_) => Action::await_change(),
+                        Event::Cleanup(_) => Action::await_change(),
+                    })
+                },
+            )
+            .await
+        }
+    };
+    run(leases.get("fin").await.unwrap()).await.unwrap();
+    let got = leases.get("fin").await.unwrap();
+    assert_eq!(
+        got.metadata.finalizers.clone().unwrap(),
+        vec!["example.com/cleanup".to_string()]
+    );
+    leases.delete("fin", &Default::default()).await.unwrap();
+    let deleting = leases.get("fin").await.unwrap();
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    run(deleting).await.unwrap();
+    assert!(
+        leases.get_opt("fin").await.unwrap().is_none(),
+        "removing the finalizer completes the deletion"
+    );
     sim.shutdown().await;
 }
