@@ -568,7 +568,7 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
                 eviction::evict(api, c.ns(), c.name(), &body)?;
                 return Ok(value_response(
                     201,
-                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}),
                 ));
             }
             c.strict_fields(&body)?;

@@ -44,8 +44,8 @@ async fn pdb_blocks_then_frees_as_replacements_become_ready() {
         pods.evict(&on0[0], &EvictParams::default())
             .await
             .unwrap()
-            .code,
-        201
+            .status,
+        Some(kube::core::response::StatusSummary::Success)
     );
     assert_eq!(
         status_of(
