@@ -2,16 +2,29 @@
 //!
 //! It speaks the real REST API over plain HTTP on 127.0.0.1 closely enough that kube-rs and
 //! `kubectl` cannot tell it from a real server for everything nmo uses, and runs a small live
-//! cluster in-process (kubelet, scheduler, ReplicaSet, disruption, namespace and garbage
-//! collection controllers).
+//! cluster in-process on its own thread (kubelet, scheduler-lite, ReplicaSet and DaemonSet
+//! controllers, disruption controller, namespace controller, garbage collector).
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), nmo::sim::SimError> {
-//! use nmo::sim::{SimConfig, Simulator, Scenario};
-//! let sim = Simulator::start(SimConfig::default().scenario(Scenario::new(3, 10))).await?;
-//! let client = sim.kube_client()?;
-//! # drop(client); sim.shutdown().await; Ok(()) }
+//! # async fn demo(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) -> Result<(), nmo::sim::SimError> {
+//! use std::time::Duration;
+//! use nmo::sim::{FaultRule, Query, Scenario, SimConfig, Simulator};
+//! // The NodeMaintenance CRD preinstalled (e.g. `NodeMaintenance::crd()`), 3 nodes with 10
+//! // pods each, the cluster running 100x faster than real time.
+//! let sim = Simulator::start(
+//!     SimConfig::default().crd(&crd)?.scenario(Scenario::new(3, 10)).time_scale(0.01),
+//! )
+//! .await?;
+//! let client = sim.kube_client()?; // or kube_client_with(&ClientOptions { user_agent, token, .. })
+//! sim.write_kubeconfig(std::path::Path::new("/tmp/sim.kubeconfig"))?; // for kubectl
+//! // ... run nmo against `client` ...
+//! let evictions = sim.requests(&Query::all().verb("create").resource("pods").subresource("eviction"));
+//! sim.faults().add(FaultRule::on(Some("patch"), Some("nodes")).conflicts(0.5));
+//! sim.faults().add(FaultRule::on(Some("watch"), None).close_watches_after(Some(Duration::from_secs(5)), None));
+//! # let _ = evictions; sim.shutdown().await; Ok(()) }
 //! ```
+//!
+//! Request counters are also served as JSON at `GET /debug/sim/requests` (`DELETE` resets).
 
 pub mod accounting;
 pub mod cli;
