@@ -786,6 +786,25 @@ impl Api {
         sub: Sub,
         dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        // Custom resources do not allow unconditional updates (the real strategy's
+        // AllowUnconditionalUpdate is false for them).
+        if def.custom
+            && body
+                .pointer("/metadata/resourceVersion")
+                .and_then(|r| r.as_str())
+                .is_none_or(|r| r.is_empty())
+        {
+            return Err(ApiError::invalid(
+                &def.group,
+                &def.kind,
+                name,
+                vec![(
+                    "FieldValueInvalid".into(),
+                    "metadata.resourceVersion".into(),
+                    "Invalid value: 0x0: must be specified for an update".into(),
+                )],
+            ));
+        }
         if def.converted {
             let sdef = self.storage_def(def)?;
             let body = convert::to_storage(def, body);

@@ -590,8 +590,15 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
                 )));
             };
             if pt == PatchType::Apply && c.q.get("fieldManager").is_none_or(|f| f.is_empty()) {
-                return Err(ApiError::bad_request(
-                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "PatchOptions",
+                    "",
+                    vec![(
+                        "FieldValueRequired".into(),
+                        "fieldManager".into(),
+                        "Required value: is required for apply patch".into(),
+                    )],
                 ));
             }
             let existed = api.store.get(def, c.ns(), c.name()).is_some();

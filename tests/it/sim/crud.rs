@@ -454,3 +454,48 @@ async fn list_resource_version_semantics() {
     assert_eq!(body["items"].as_array().unwrap().len(), 6);
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn custom_resources_need_a_resource_version_to_be_replaced() {
+    let sim = start(None, 0.0).await;
+    let client = sim.kube_client().unwrap();
+    let nm = json!({"apiVersion": "nodemaintenance.medik8s.io/v1beta1", "kind": "NodeMaintenance",
+                    "metadata": {"name": "nm1"}, "spec": {"nodeName": "n1"}});
+    let base = "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances";
+    assert_eq!(
+        raw(
+            &client,
+            "POST",
+            base,
+            Some("application/json"),
+            Some(nm.clone())
+        )
+        .await
+        .0,
+        201
+    );
+    let (code, body) = raw(
+        &client,
+        "PUT",
+        &format!("{base}/nm1"),
+        Some("application/json"),
+        Some(nm),
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "NodeMaintenance.nodemaintenance.medik8s.io \"nm1\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+    // Server-side apply needs a field manager.
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        &format!("{base}/nm1"),
+        Some("application/apply-patch+yaml"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")));
+    sim.shutdown().await;
+}
