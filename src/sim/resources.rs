@@ -1,6 +1,5 @@
 //! The table of served resources: built-in ones and those registered by CustomResourceDefinitions.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
@@ -485,9 +484,4 @@ pub fn crd_status(crd: &Value, now: &str) -> Value {
         ],
         "storedVersions": stored,
     })
-}
-
-/// Short lookups from a kind to its plural, used for owner references.
-pub fn kind_plurals(reg: &Registry) -> HashMap<String, Arc<ResourceDef>> {
-    reg.all().into_iter().map(|d| (d.kind.clone(), d)).collect()
 }
