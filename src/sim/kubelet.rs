@@ -89,7 +89,7 @@ pub fn running_status(pod: &Value, host_ip: &str, ip: &str, now: &str) -> Value 
         "podIPs": [{"ip": ip}],
         "startTime": now,
         "containerStatuses": statuses,
-        "qosClass": pod.pointer("/status/qosClass").cloned().unwrap_or(json!("BestEffort")),
+        "qosClass": super::rest::qos_class(pod),
     })
 }
 

@@ -88,6 +88,14 @@ pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
         for ev in &batch.events {
             if ev.kind == EventType::Deleted {
                 collect(&api, &ev.obj.uid);
+                // An owner in foreground deletion goes once its last dependent is gone.
+                for owner in &ev.obj.owner_uids {
+                    if let Some((tkey, key)) = api.store.lookup_uid(owner)
+                        && let Some(def) = api.registry.all().into_iter().find(|d| d.key() == tkey)
+                    {
+                        let _ = api.finish_foreground(&def, &key.0, &key.1);
+                    }
+                }
             }
             if (ev.def.group.as_str(), ev.def.plural.as_str()) == names::NAMESPACES {
                 ns_changed = true;

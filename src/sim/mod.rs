@@ -2,20 +2,34 @@
 //!
 //! It speaks the real REST API over plain HTTP on 127.0.0.1 closely enough that kube-rs and
 //! `kubectl` cannot tell it from a real server for everything nmo uses, and runs a small live
-//! cluster in-process (kubelet, scheduler, ReplicaSet, disruption, namespace and garbage
-//! collection controllers).
+//! cluster in-process on its own thread (kubelet, scheduler-lite, ReplicaSet and DaemonSet
+//! controllers, disruption controller, namespace controller, garbage collector).
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), nmo::sim::SimError> {
-//! use nmo::sim::{SimConfig, Simulator, Scenario};
-//! let sim = Simulator::start(SimConfig::default().scenario(Scenario::new(3, 10))).await?;
-//! let client = sim.kube_client()?;
-//! # drop(client); sim.shutdown().await; Ok(()) }
+//! # async fn demo(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) -> Result<(), nmo::sim::SimError> {
+//! use std::time::Duration;
+//! use nmo::sim::{FaultRule, Query, Scenario, SimConfig, Simulator};
+//! // The NodeMaintenance CRD preinstalled (e.g. `NodeMaintenance::crd()`), 3 nodes with 10
+//! // pods each, the cluster running 100x faster than real time.
+//! let sim = Simulator::start(
+//!     SimConfig::default().crd(&crd)?.scenario(Scenario::new(3, 10)).time_scale(0.01),
+//! )
+//! .await?;
+//! let client = sim.kube_client()?; // or kube_client_with(&ClientOptions { user_agent, token, .. })
+//! sim.write_kubeconfig(std::path::Path::new("/tmp/sim.kubeconfig"))?; // for kubectl
+//! // ... run nmo against `client` ...
+//! let evictions = sim.requests(&Query::all().verb("create").resource("pods").subresource("eviction"));
+//! sim.faults().add(FaultRule::on(Some("patch"), Some("nodes")).conflicts(0.5));
+//! sim.faults().add(FaultRule::on(Some("watch"), None).close_watches_after(Some(Duration::from_secs(5)), None));
+//! # let _ = evictions; sim.shutdown().await; Ok(()) }
 //! ```
+//!
+//! Request counters are also served as JSON at `GET /debug/sim/requests` (`DELETE` resets).
 
 pub mod accounting;
 pub mod cli;
 mod controller;
+pub mod convert;
 pub mod discovery;
 pub mod errors;
 pub mod events;
@@ -251,7 +265,7 @@ impl Simulator {
             shared,
             addr,
             stop: stop_tx,
-            server,
+            server: Some(server),
             controllers,
             report,
         })
@@ -263,7 +277,7 @@ pub struct SimHandle {
     shared: Arc<router::Shared>,
     addr: SocketAddr,
     stop: tokio::sync::watch::Sender<bool>,
-    server: JoinHandle<()>,
+    server: Option<JoinHandle<()>>,
     controllers: Option<std::thread::JoinHandle<()>>,
     report: Option<ScenarioReport>,
 }
@@ -417,10 +431,12 @@ impl SimHandle {
     }
 
     /// Stops serving, ends watches and stops the controllers.
-    pub async fn shutdown(self) {
+    pub async fn shutdown(mut self) {
         let _ = self.stop.send(true);
-        let _ = tokio::time::timeout(Duration::from_secs(5), self.server).await;
-        if let Some(t) = self.controllers {
+        if let Some(server) = self.server.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+        }
+        if let Some(t) = self.controllers.take() {
             // The controllers see the stop signal at their next wake-up.
             let _ = tokio::time::timeout(
                 Duration::from_secs(5),
@@ -428,6 +444,14 @@ impl SimHandle {
             )
             .await;
         }
+    }
+}
+
+impl Drop for SimHandle {
+    /// A simulator dropped without `shutdown` still stops serving and stops its controller
+    /// thread (without waiting).
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
     }
 }
 

@@ -47,42 +47,44 @@ pub fn accepted_patch_types(custom: bool) -> Vec<&'static str> {
     v
 }
 
-/// Applies a JSON patch (RFC 6902) with the API server's semantics. A failing operation,
-/// including a failed `test`, is a 422 with the real server's generic message and the patch
-/// library's own text in a cause, and changes nothing.
-///
-/// Like the Go library the API server uses, a `test` whose value is `null` succeeds on a
-/// missing member (the Go operator relies on it to test an absent taint list).
+/// Applies a JSON patch (RFC 6902) with the semantics of the Go library the API server uses
+/// (evanphx/json-patch): a `test` for `null` passes when the member is missing (the Go operator
+/// tests an absent taint list this way, kube-runtime's finalizer helper an absent finalizer
+/// list). A failing operation, including a failed `test`, is a 422 with the real server's
+/// generic message and the library's own text in a cause (clients, nmo included, read it), and
+/// changes nothing.
 pub fn json_patch(doc: &Value, body: &[u8]) -> Result<Value, ApiError> {
     let p: json_patch::Patch =
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
+    let invalid = |text: String| {
+        ApiError::new(
+            422,
+            "Invalid",
+            "the server rejected our request due to an error in our request",
+        )
+        .with_details(serde_json::json!({
+            "causes": [super::errors::cause("UnexpectedServerResponse", &text, None)]
+        }))
+    };
     let mut out = doc.clone();
     for op in p.0 {
-        if let json_patch::PatchOperation::Test(test) = &op
-            && test.value.is_null()
-            && out.pointer(test.path.as_str()).is_none()
-        {
+        if let json_patch::PatchOperation::Test(t) = &op {
+            let path = t.path.as_str();
+            let failed = || invalid(format!("testing value {path} failed: test failed"));
+            if t.value.is_null() {
+                let parent = path.rsplit_once('/').map_or("", |(a, _)| a);
+                let parent_exists = parent.is_empty() || out.pointer(parent).is_some();
+                match out.pointer(path) {
+                    None if parent_exists => continue,
+                    Some(Value::Null) => continue,
+                    _ => return Err(failed()),
+                }
+            }
+            json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(|_| failed())?;
             continue;
         }
-        // The cause text is the Go library's, which clients match on.
-        let failure = |e: json_patch::PatchError| {
-            let text = match &op {
-                // A mismatch and a missing member read the same there.
-                json_patch::PatchOperation::Test(test) => {
-                    format!("testing value {} failed: test failed", test.path)
-                }
-                _ => format!("{} operation does not apply: {}", op_name(&op), e),
-            };
-            ApiError::new(
-                422,
-                "Invalid",
-                "the server rejected our request due to an error in our request",
-            )
-            .with_details(serde_json::json!({
-                "causes": [super::errors::cause("UnexpectedServerResponse", &text, None)]
-            }))
-        };
-        json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(failure)?;
+        json_patch::patch(&mut out, std::slice::from_ref(&op))
+            .map_err(|e| invalid(format!("{} operation does not apply: {e}", op_name(&op))))?;
     }
     Ok(out)
 }
@@ -337,6 +339,17 @@ mod tests {
         assert_eq!(out["metadata"]["finalizers"], json!(["b"]));
         assert_eq!(out["metadata"]["labels"], json!({"y": "2"}));
         assert_eq!(out["spec"]["containers"], json!([{"name": "b"}]));
+    }
+
+    #[test]
+    fn test_for_null_passes_on_a_missing_path_like_go() {
+        let doc = json!({"metadata": {"name": "x"}});
+        let patch = json!([{"op": "test", "path": "/metadata/finalizers", "value": null},
+                           {"op": "add", "path": "/metadata/finalizers", "value": ["f"]}]);
+        let out = json_patch(&doc, patch.to_string().as_bytes()).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
+        let patch = json!([{"op": "test", "path": "/metadata/name", "value": null}]);
+        assert!(json_patch(&doc, patch.to_string().as_bytes()).is_err());
     }
 
     #[test]

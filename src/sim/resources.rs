@@ -1,6 +1,5 @@
 //! The table of served resources: built-in ones and those registered by CustomResourceDefinitions.
 
-use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
@@ -52,6 +51,9 @@ pub struct ResourceDef {
     pub schema: Option<Value>,
     /// Defined by a CRD (generic handling).
     pub custom: bool,
+    /// Stored as core/v1 Events and converted on the way in and out (events.k8s.io/v1), as
+    /// the real server shares one storage between the two APIs.
+    pub converted: bool,
 }
 
 impl ResourceDef {
@@ -66,11 +68,26 @@ impl ResourceDef {
 
     /// The store key: objects are shared by all versions of a group/plural.
     pub fn key(&self) -> String {
+        if self.converted {
+            return format!("/{}", self.plural);
+        }
         format!("{}/{}", self.group, self.plural)
     }
 
     /// Position of a supported field selector path.
     pub fn field_index(&self, path: &str) -> Option<usize> {
+        if self.converted {
+            // events.k8s.io field names over the core/v1 fields they are stored as.
+            let core = match path {
+                "reportingController" => "reportingComponent".to_string(),
+                "deprecatedSource" => "source".to_string(),
+                p => match p.strip_prefix("regarding.") {
+                    Some(rest) => format!("involvedObject.{rest}"),
+                    None => p.to_string(),
+                },
+            };
+            return self.fields.iter().position(|f| *f == core);
+        }
         self.fields.iter().position(|f| f == path)
     }
 
@@ -101,6 +118,7 @@ impl ResourceDef {
             printer_columns: Vec::new(),
             schema: None,
             custom: false,
+            converted: false,
         }
     }
 }
@@ -149,6 +167,29 @@ fn builtins() -> Vec<ResourceDef> {
         &[],
     );
     ds.categories = vec!["all".into()];
+    let mut events_v1 = ResourceDef::builtin(
+        "events.k8s.io",
+        "v1",
+        "events",
+        "Event",
+        true,
+        &["ev"],
+        false,
+        &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+    );
+    events_v1.converted = true;
     let mut crd = ResourceDef::builtin(
         "apiextensions.k8s.io",
         "v1",
@@ -204,27 +245,7 @@ fn builtins() -> Vec<ResourceDef> {
                 "type",
             ],
         ),
-        ResourceDef::builtin(
-            "events.k8s.io",
-            "v1",
-            "events",
-            "Event",
-            true,
-            &["ev"],
-            false,
-            &[
-                "regarding.kind",
-                "regarding.namespace",
-                "regarding.name",
-                "regarding.uid",
-                "regarding.apiVersion",
-                "regarding.resourceVersion",
-                "regarding.fieldPath",
-                "reason",
-                "reportingController",
-                "type",
-            ],
-        ),
+        events_v1,
         ResourceDef::builtin(
             "coordination.k8s.io",
             "v1",
@@ -431,6 +452,7 @@ pub fn defs_from_crd(crd: &Value) -> Result<Vec<ResourceDef>, SimError> {
                 .unwrap_or_default(),
             schema: v.pointer("/schema/openAPIV3Schema").cloned(),
             custom: true,
+            converted: false,
         });
     }
     if out.is_empty() {
@@ -462,9 +484,4 @@ pub fn crd_status(crd: &Value, now: &str) -> Value {
         ],
         "storedVersions": stored,
     })
-}
-
-/// Short lookups from a kind to its plural, used for owner references.
-pub fn kind_plurals(reg: &Registry) -> HashMap<String, Arc<ResourceDef>> {
-    reg.all().into_iter().map(|d| (d.kind.clone(), d)).collect()
 }

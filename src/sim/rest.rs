@@ -7,6 +7,7 @@ use std::sync::Arc;
 use rand::Rng;
 use serde_json::{Value, json};
 
+use super::convert;
 use super::errors::{ApiError, cause};
 use super::patch::{self, PatchType};
 use super::resources::{self, Registry, ResourceDef, names};
@@ -157,7 +158,7 @@ fn is_deleting(v: &Value) -> bool {
 }
 
 /// The pod's QoS class, as the API server computes it on create.
-fn qos_class(pod: &Value) -> &'static str {
+pub fn qos_class(pod: &Value) -> &'static str {
     let containers = pod
         .pointer("/spec/containers")
         .and_then(|c| c.as_array())
@@ -243,6 +244,39 @@ impl Api {
             .ok_or_else(|| ApiError::not_found(&def.group, &def.plural, name))
     }
 
+    /// Checks a LIST's `resourceVersion`/`resourceVersionMatch` against what the store can serve:
+    /// the latest state only (any version not newer than it, or exactly it).
+    pub fn check_list_rv(
+        &self,
+        def: &ResourceDef,
+        rv: Option<&str>,
+        matching: Option<&str>,
+    ) -> Result<(), ApiError> {
+        let Some(rv) = rv.filter(|r| !r.is_empty()) else {
+            return Ok(());
+        };
+        let n: u64 = rv
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?;
+        let current = self.store.current_rv();
+        if n > current {
+            return Err(ApiError::new(
+                504,
+                "Timeout",
+                format!("Too large resource version: {n}, current: {current}"),
+            )
+            .with_details(json!({"causes": [cause("ResourceVersionTooLarge", "Too large resource version", None)], "retryAfterSeconds": 1})));
+        }
+        if matching == Some("Exact") && n != current && n != 0 {
+            // Past states are not kept: an exact read of one cannot be served.
+            return Err(ApiError::expired(format!(
+                "too old resource version: {n} ({})",
+                self.store.compacted(def).max(n) + 1
+            )));
+        }
+        Ok(())
+    }
+
     /// LIST with `limit`/`continue`.
     pub fn list(
         &self,
@@ -251,11 +285,19 @@ impl Api {
         limit: usize,
         cont: Option<&str>,
     ) -> Result<ListPage, ApiError> {
+        let mut snapshot: Option<u64> = None;
         let after: Option<Key> = match cont {
             Some(c) if !c.is_empty() => {
                 let bad = || ApiError::bad_request(format!("continue key is not valid: {c}"));
                 let text = unhex(c).ok_or_else(bad)?;
                 let v: Value = serde_json::from_str(&text).map_err(|_| bad())?;
+                let rv = v.get("rv").and_then(|r| r.as_u64()).ok_or_else(bad)?;
+                if rv < self.store.compacted(def) {
+                    return Err(ApiError::expired(
+                        "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
+                    ));
+                }
+                snapshot = Some(rv);
                 Some((
                     v.get("ns")
                         .and_then(|x| x.as_str())
@@ -269,7 +311,10 @@ impl Api {
             }
             _ => None,
         };
-        let (items, rv, more) = self.store.list(def, filter, after.as_ref(), limit);
+        let (items, current, more) = self.store.list(def, filter, after.as_ref(), limit);
+        // Later pages report the first page's resourceVersion, so that a watch started from it
+        // replays whatever changed while the pages were read (pages are not a snapshot here).
+        let rv = snapshot.unwrap_or(current);
         let cont = match (more, items.last()) {
             (true, Some(last)) => Some(hex(
                 &json!({"v": "meta.k8s.io/v1", "rv": rv, "ns": last.namespace, "name": last.name})
@@ -329,6 +374,10 @@ impl Api {
         dry_run: bool,
         keep_status: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        if def.converted {
+            let sdef = self.storage_def(def)?;
+            return self.create(&sdef, ns, convert::to_storage(def, v), dry_run, keep_status);
+        }
         if !v.is_object() {
             return Err(ApiError::bad_request(
                 "the object provided is not a JSON object",
@@ -737,7 +786,40 @@ impl Api {
         sub: Sub,
         dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        // Custom resources do not allow unconditional updates (the real strategy's
+        // AllowUnconditionalUpdate is false for them).
+        if def.custom
+            && body
+                .pointer("/metadata/resourceVersion")
+                .and_then(|r| r.as_str())
+                .is_none_or(|r| r.is_empty())
+        {
+            return Err(ApiError::invalid(
+                &def.group,
+                &def.kind,
+                name,
+                vec![(
+                    "FieldValueInvalid".into(),
+                    "metadata.resourceVersion".into(),
+                    "Invalid value: 0x0: must be specified for an update".into(),
+                )],
+            ));
+        }
+        if def.converted {
+            let sdef = self.storage_def(def)?;
+            let body = convert::to_storage(def, body);
+            return self.update_with(&sdef, ns, name, sub, dry_run, |_| Ok(body.clone()), None);
+        }
         self.update_with(def, ns, name, sub, dry_run, |_| Ok(body.clone()), None)
+    }
+
+    /// The def whose storage a converted resource uses (core/v1 events for events.k8s.io).
+    pub fn storage_def(&self, def: &Arc<ResourceDef>) -> Result<Arc<ResourceDef>, ApiError> {
+        if def.converted {
+            self.def(("", &def.plural))
+        } else {
+            Ok(def.clone())
+        }
     }
 
     /// PATCH.
@@ -757,6 +839,17 @@ impl Api {
                 &patch::accepted_patch_types(true),
             ));
         }
+        // Converted resources are patched in their own shape and stored converted back.
+        let view = def.clone();
+        let def = &self.storage_def(def)?;
+        let through = |old: &Value,
+                       f: &dyn Fn(&Value) -> Result<Value, ApiError>|
+         -> Result<Value, ApiError> {
+            Ok(convert::to_storage(
+                &view,
+                f(&convert::from_storage(&view, old))?,
+            ))
+        };
         match ptype {
             PatchType::Json => self.update_with(
                 def,
@@ -764,7 +857,7 @@ impl Api {
                 name,
                 sub,
                 dry_run,
-                |old| patch::json_patch(old, body),
+                |old| through(old, &|o| patch::json_patch(o, body)),
                 None,
             ),
             PatchType::Merge => self.update_with(
@@ -773,7 +866,7 @@ impl Api {
                 name,
                 sub,
                 dry_run,
-                |old| patch::merge_patch(old, body),
+                |old| through(old, &|o| patch::merge_patch(o, body)),
                 None,
             ),
             PatchType::Strategic => self.update_with(
@@ -782,7 +875,7 @@ impl Api {
                 name,
                 sub,
                 dry_run,
-                |old| patch::strategic_merge(old, body),
+                |old| through(old, &|o| patch::strategic_merge(o, body)),
                 None,
             ),
             PatchType::Apply => {
@@ -803,7 +896,7 @@ impl Api {
                 let mk = || {
                     let mut v = applied.clone();
                     set_meta(&mut v, "name", Some(json!(name)));
-                    Ok(v)
+                    Ok(convert::to_storage(&view, v))
                 };
                 self.update_with(
                     def,
@@ -814,7 +907,7 @@ impl Api {
                     |old| {
                         let mut a = applied.clone();
                         set_meta(&mut a, "resourceVersion", None);
-                        patch::apply(old, &a)
+                        through(old, &|o| patch::apply(o, &a))
                     },
                     if sub == Sub::Main { Some(&mk) } else { None },
                 )
@@ -895,6 +988,8 @@ impl Api {
             let mut v = cur.value()?;
             let deleting = is_deleting(&v);
             let mut write: Option<Write> = None;
+            // Dependents to delete once the owner is marked (foreground propagation).
+            let mut foreground: Vec<(String, Key)> = Vec::new();
             if gr == names::PODS {
                 let mut grace = opts
                     .grace
@@ -944,6 +1039,21 @@ impl Api {
             let write = match write {
                 Some(w) => w,
                 None => {
+                    let dependents = self.store.dependents(&cur.uid);
+                    if opts.propagation.as_deref() == Some("Foreground")
+                        && !dependents.is_empty()
+                        && !deleting
+                        && !opts.dry_run
+                    {
+                        // The garbage collector deletes the dependents first, then removes the
+                        // finalizer (see lifecycle.rs).
+                        let mut f = finalizers(&v);
+                        f.push("foregroundDeletion".into());
+                        set_meta(&mut v, "finalizers", Some(json!(f)));
+                        foreground = dependents.clone();
+                    } else if opts.propagation.as_deref() == Some("Orphan") && !opts.dry_run {
+                        self.orphan_dependents(&cur.uid, &dependents);
+                    }
                     if !finalizers(&v).is_empty() {
                         if deleting && gr != names::PODS {
                             return Ok(Deleted::Pending(cur));
@@ -980,6 +1090,7 @@ impl Api {
                     if gone && gr == names::CRDS {
                         self.drop_crd(&s);
                     }
+                    self.delete_dependents(&foreground);
                     return Ok(if gone {
                         Deleted::Gone(s)
                     } else {
@@ -997,6 +1108,78 @@ impl Api {
             }
         }
         Err(ApiError::stale(&def.group, &def.plural, name))
+    }
+
+    /// Deletes dependents (foreground propagation).
+    fn delete_dependents(&self, dependents: &[(String, Key)]) {
+        for (tkey, key) in dependents {
+            if let Some(d) = self.registry.all().into_iter().find(|d| &d.key() == tkey) {
+                let _ = self.delete(&d, &key.0, &key.1, &DeleteOpts::default());
+            }
+        }
+    }
+
+    /// Removes the owner reference to `uid` from its dependents (orphan propagation).
+    fn orphan_dependents(&self, uid: &str, dependents: &[(String, Key)]) {
+        for (tkey, key) in dependents {
+            let Some(d) = self.registry.all().into_iter().find(|d| &d.key() == tkey) else {
+                continue;
+            };
+            let _ = self.mutate(&d, &key.0, &key.1, |o| {
+                let Some(refs) = o
+                    .pointer_mut("/metadata/ownerReferences")
+                    .and_then(|r| r.as_array_mut())
+                else {
+                    return Ok(false);
+                };
+                let before = refs.len();
+                refs.retain(|r| r.get("uid").and_then(|u| u.as_str()) != Some(uid));
+                if refs.len() == before {
+                    return Ok(false);
+                }
+                if refs.is_empty()
+                    && let Some(m) = o.get_mut("metadata").and_then(|m| m.as_object_mut())
+                {
+                    m.remove("ownerReferences");
+                }
+                Ok(true)
+            });
+        }
+    }
+
+    /// Removes the `foregroundDeletion` finalizer of an owner whose dependents are all gone.
+    pub fn finish_foreground(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+    ) -> Result<(), ApiError> {
+        let Some(o) = self.store.get(def, ns, name) else {
+            return Ok(());
+        };
+        if !self.store.dependents(&o.uid).is_empty() {
+            return Ok(());
+        }
+        let v = o.value()?;
+        let f = finalizers(&v);
+        if !f.iter().any(|x| x == "foregroundDeletion") {
+            return Ok(());
+        }
+        let rest: Vec<String> = f
+            .into_iter()
+            .filter(|x| x != "foregroundDeletion")
+            .collect();
+        let body = json!({"metadata": {"finalizers": rest}}).to_string();
+        self.patch(
+            def,
+            ns,
+            name,
+            PatchType::Merge,
+            body.as_bytes(),
+            Sub::Main,
+            false,
+        )?;
+        Ok(())
     }
 
     fn drop_crd(&self, crd: &StoredObject) {

@@ -63,8 +63,8 @@ fn value_response(code: u16, v: &Value) -> Response {
     json_response(code, Bytes::from(serde_json::to_vec(v).unwrap_or_default()))
 }
 
-fn object_response(code: u16, o: &StoredObject) -> Response {
-    json_response(code, o.json.clone())
+fn object_response(code: u16, def: &ResourceDef, o: &StoredObject) -> Response {
+    json_response(code, super::convert::render(def, o))
 }
 
 fn list_bytes(
@@ -92,7 +92,7 @@ fn list_bytes(
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&o.json);
+        out.extend_from_slice(&super::convert::render(def, o));
     }
     out.extend_from_slice(b"]}");
     Bytes::from(out)
@@ -467,13 +467,24 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
             Ok(match c.table() {
                 Some(inc) => value_response(
                     200,
-                    &table::table(def, std::slice::from_ref(&o), o.rv, None, inc),
+                    &table::table(
+                        &*api.storage_def(def)?,
+                        std::slice::from_ref(&o),
+                        o.rv,
+                        None,
+                        inc,
+                    ),
                 ),
-                None => object_response(200, &o),
+                None => object_response(200, def, &o),
             })
         }
         "list" => {
             let filter = c.filter()?;
+            api.check_list_rv(
+                def,
+                c.q.get("resourceVersion").map(|s| s.as_str()),
+                c.q.get("resourceVersionMatch").map(|s| s.as_str()),
+            )?;
             let limit =
                 c.q.get("limit")
                     .and_then(|l| l.parse::<usize>().ok())
@@ -482,7 +493,13 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
             Ok(match c.table() {
                 Some(inc) => value_response(
                     200,
-                    &table::table(def, &page.items, page.rv, page.cont.as_deref(), inc),
+                    &table::table(
+                        &*api.storage_def(def)?,
+                        &page.items,
+                        page.rv,
+                        page.cont.as_deref(),
+                        inc,
+                    ),
                 ),
                 None => json_response(
                     200,
@@ -528,6 +545,7 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
                 bookmark_interval: c.sh.bookmark_interval,
                 close_after: c.fault_close.0,
                 close_after_events: c.fault_close.1,
+                table: c.table(),
             };
             let s = watch::stream(
                 api.store.clone(),
@@ -550,13 +568,13 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
                 eviction::evict(api, c.ns(), c.name(), &body)?;
                 return Ok(value_response(
                     201,
-                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}),
                 ));
             }
             c.strict_fields(&body)?;
             let o = api.create(def, c.ns(), body, c.dry_run(), false)?;
             mirror_event(api, def, &o, c.dry_run())?;
-            Ok(object_response(201, &o))
+            Ok(object_response(201, def, &o))
         }
         "update" => {
             c.require_ns()?;
@@ -564,7 +582,7 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
             c.strict_fields(&body)?;
             let o = api.update(def, c.ns(), c.name(), body, c.sub(), c.dry_run())?;
             mirror_event(api, def, &o, c.dry_run())?;
-            Ok(object_response(200, &o))
+            Ok(object_response(200, def, &o))
         }
         "patch" => {
             c.require_ns()?;
@@ -574,14 +592,21 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
                 )));
             };
             if pt == PatchType::Apply && c.q.get("fieldManager").is_none_or(|f| f.is_empty()) {
-                return Err(ApiError::bad_request(
-                    "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+                return Err(ApiError::invalid(
+                    "meta.k8s.io",
+                    "PatchOptions",
+                    "",
+                    vec![(
+                        "FieldValueRequired".into(),
+                        "fieldManager".into(),
+                        "Required value: is required for apply patch".into(),
+                    )],
                 ));
             }
             let existed = api.store.get(def, c.ns(), c.name()).is_some();
             let o = api.patch(def, c.ns(), c.name(), pt, c.body, c.sub(), c.dry_run())?;
             mirror_event(api, def, &o, c.dry_run())?;
-            Ok(object_response(if existed { 200 } else { 201 }, &o))
+            Ok(object_response(if existed { 200 } else { 201 }, def, &o))
         }
         "delete" => {
             c.require_ns()?;
@@ -601,8 +626,10 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
             }
             opts.dry_run |= c.dry_run();
             match api.delete(def, c.ns(), c.name(), &opts)? {
-                Deleted::Pending(o) => Ok(object_response(200, &o)),
-                Deleted::Gone(o) if returns_deleted_object(def) => Ok(object_response(200, &o)),
+                Deleted::Pending(o) => Ok(object_response(200, def, &o)),
+                Deleted::Gone(o) if returns_deleted_object(def) => {
+                    Ok(object_response(200, def, &o))
+                }
                 Deleted::Gone(o) => {
                     let mut details = json!({"name": o.name, "kind": def.plural, "uid": o.uid});
                     if !def.group.is_empty() {

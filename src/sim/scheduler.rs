@@ -42,6 +42,11 @@ fn node_info(v: &Value) -> NodeInfo {
     }
 }
 
+/// Whether a pod fits a node (schedulable, taints tolerated, nodeSelector matched).
+pub fn node_fits(pod: &Value, node: &Value) -> bool {
+    fits(pod, &node_info(node))
+}
+
 /// Whether a toleration tolerates a taint (the real matching rules).
 pub fn tolerates(tol: &Value, taint: &Value) -> bool {
     let s = |v: &Value, k: &str| {

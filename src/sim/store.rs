@@ -392,6 +392,14 @@ impl Store {
         })
     }
 
+    /// The resourceVersion up to which a resource's watch history was dropped.
+    pub fn compacted(&self, def: &ResourceDef) -> u64 {
+        self.lock()
+            .tables
+            .get(&def.key())
+            .map_or(0, |t| t.compacted)
+    }
+
     /// Sizes of every index bucket (pods per node).
     pub fn index_sizes(&self, def: &ResourceDef) -> HashMap<String, usize> {
         self.lock()

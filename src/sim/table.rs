@@ -596,7 +596,7 @@ fn row_object(v: &Value, include: Include) -> Option<Value> {
     }
 }
 
-/// A Table of objects.
+/// A Table of stored objects.
 pub fn table(
     def: &ResourceDef,
     items: &[Arc<StoredObject>],
@@ -604,12 +604,23 @@ pub fn table(
     cont: Option<&str>,
     include: Include,
 ) -> Value {
-    let rows: Vec<Value> = items
+    let values: Vec<Value> = items.iter().filter_map(|o| o.value().ok()).collect();
+    table_values(def, &values, rv, cont, include)
+}
+
+/// A Table of objects.
+pub fn table_values(
+    def: &ResourceDef,
+    values: &[Value],
+    rv: u64,
+    cont: Option<&str>,
+    include: Include,
+) -> Value {
+    let rows: Vec<Value> = values
         .iter()
-        .filter_map(|o| o.value().ok())
         .map(|v| {
-            let mut r = json!({"cells": cells(def, &v)});
-            if let Some(o) = row_object(&v, include) {
+            let mut r = json!({"cells": cells(def, v)});
+            if let Some(o) = row_object(v, include) {
                 r["object"] = o;
             }
             r

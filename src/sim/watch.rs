@@ -30,6 +30,8 @@ pub struct WatchParams {
     pub close_after: Option<Duration>,
     /// Fault injection: close the stream after this many events.
     pub close_after_events: Option<usize>,
+    /// Send each object as a one-row Table (`kubectl get -w`).
+    pub table: Option<super::table::Include>,
 }
 
 /// One watch event line.
@@ -57,22 +59,42 @@ pub fn error_line(e: &ApiError) -> Bytes {
     line("ERROR", e.to_status().to_string().as_bytes())
 }
 
-/// Converts a store event for a filtered watcher, as the watch cache does.
-fn convert(ev: &StoreEvent, filter: &Filter) -> Option<Bytes> {
+/// Converts a store event for a filtered watcher, as the watch cache does; as a one-row Table
+/// when asked.
+fn convert(
+    def: &ResourceDef,
+    ev: &StoreEvent,
+    filter: &Filter,
+    table: Option<super::table::Include>,
+) -> Option<Bytes> {
+    let plain = convert_plain(def, ev, filter)?;
+    let Some(include) = table else {
+        return Some(plain);
+    };
+    let v: Value = serde_json::from_slice(&plain).ok()?;
+    let kind = v.get("type")?.as_str()?.to_string();
+    let obj = v.get("object")?;
+    let t = super::table::table_values(def, std::slice::from_ref(obj), ev.rv(), None, include);
+    Some(line(&kind, t.to_string().as_bytes()))
+}
+
+fn convert_plain(def: &ResourceDef, ev: &StoreEvent, filter: &Filter) -> Option<Bytes> {
     let cur = filter.matches(&ev.obj);
+    let body = || super::convert::render(def, &ev.obj);
     match ev.kind {
-        EventType::Added => cur.then(|| line("ADDED", &ev.obj.json)),
-        EventType::Deleted => cur.then(|| line("DELETED", &ev.obj.json)),
+        EventType::Added => cur.then(|| line("ADDED", &body())),
+        EventType::Deleted => cur.then(|| line("DELETED", &body())),
         EventType::Modified => {
             let prev = ev.prev.as_ref().is_some_and(|p| filter.matches(p));
             match (prev, cur) {
-                (true, true) => Some(line("MODIFIED", &ev.obj.json)),
-                (false, true) => Some(line("ADDED", &ev.obj.json)),
+                (true, true) => Some(line("MODIFIED", &body())),
+                (false, true) => Some(line("ADDED", &body())),
                 (true, false) => {
                     // The previous content, with the event's resourceVersion.
                     let p = ev.prev.as_ref()?;
                     let mut v: Value = serde_json::from_slice(&p.json).ok()?;
                     v["metadata"]["resourceVersion"] = json!(ev.rv().to_string());
+                    let v = super::convert::from_storage(def, &v);
                     Some(line("DELETED", v.to_string().as_bytes()))
                 }
                 (false, false) => None,
@@ -106,7 +128,7 @@ pub fn stream(
         let mut sent = 0usize;
         let limit = params.close_after_events.unwrap_or(usize::MAX);
         for ev in &start.initial {
-            if let Some(b) = convert(ev, &filter) {
+            if let Some(b) = convert(&def, ev, &filter, params.table) {
                 yield Ok(b);
                 sent += 1;
                 if sent >= limit {
@@ -158,7 +180,7 @@ pub fn stream(
                     continue;
                 }
                 last_rv = ev.rv();
-                if let Some(b) = convert(&ev, &filter) {
+                if let Some(b) = convert(&def, &ev, &filter, params.table) {
                     yield Ok(b);
                     sent += 1;
                     if sent >= limit {

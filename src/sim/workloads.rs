@@ -131,10 +131,13 @@ fn sync_ds(api: &Api, key: &Key) {
         return;
     };
     let Ok(v) = ds.value() else { return };
+    if ds.deleting {
+        return;
+    }
+    let desired = place_daemon_pods(api, key, &ds.uid, &v, &nodes);
     let owned = owned_pods(api, &key.0, &ds.uid);
     let act: Vec<&Arc<StoredObject>> = owned.iter().filter(|p| active(p)).collect();
     let ready = act.iter().filter(|p| p.ready).count();
-    let desired = api.store.count(&nodes);
     let status = json!({
         "currentNumberScheduled": act.len(),
         "desiredNumberScheduled": desired,
@@ -151,6 +154,87 @@ fn sync_ds(api: &Api, key: &Key) {
         o["status"] = status.clone();
         Ok(true)
     });
+}
+
+/// The tolerations the DaemonSet controller adds to its pods.
+fn daemon_tolerations(spec: &mut serde_json::Value) {
+    let mut tol = spec
+        .get("tolerations")
+        .and_then(|t| t.as_array())
+        .cloned()
+        .unwrap_or_default();
+    for (key, effect) in [
+        ("node.kubernetes.io/not-ready", "NoExecute"),
+        ("node.kubernetes.io/unreachable", "NoExecute"),
+        ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+        ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+        ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+        ("node.kubernetes.io/unschedulable", "NoSchedule"),
+    ] {
+        if !tol
+            .iter()
+            .any(|t| t.get("key").and_then(|k| k.as_str()) == Some(key))
+        {
+            tol.push(json!({"key": key, "operator": "Exists", "effect": effect}));
+        }
+    }
+    spec["tolerations"] = serde_json::Value::Array(tol);
+}
+
+/// Creates the missing pod of each node the DaemonSet should run on (nodeSelector matches,
+/// NoSchedule/NoExecute taints tolerated; cordoned nodes included, as the real controller
+/// tolerates `unschedulable`). Returns the number of such nodes.
+fn place_daemon_pods(
+    api: &Api,
+    key: &Key,
+    uid: &str,
+    ds: &serde_json::Value,
+    nodes: &Arc<super::resources::ResourceDef>,
+) -> usize {
+    let Ok(pods) = api.def(names::PODS) else {
+        return 0;
+    };
+    let template = ds.pointer("/spec/template").cloned().unwrap_or(json!({}));
+    let mut spec = template.get("spec").cloned().unwrap_or(json!({}));
+    daemon_tolerations(&mut spec);
+    let probe = json!({"spec": spec});
+    let covered: HashSet<String> = owned_pods(api, &key.0, uid)
+        .iter()
+        .filter(|p| active(p))
+        .filter_map(|p| p.fields.first().cloned())
+        .collect();
+    let mut desired = 0;
+    for n in api.store.list(nodes, &Filter::default(), None, 0).0 {
+        if covered.contains(&n.name) {
+            // Already running there (parsing every node on each sync would be costly).
+            desired += 1;
+            continue;
+        }
+        let Ok(nv) = n.value() else { continue };
+        let mut schedulable = nv.clone();
+        // Cordoned nodes still run daemons.
+        schedulable["spec"]["unschedulable"] = json!(false);
+        if n.deleting || !super::scheduler::node_fits(&probe, &schedulable) {
+            continue;
+        }
+        desired += 1;
+        let mut pod = json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": template.get("metadata").cloned().unwrap_or(json!({})),
+            "spec": spec.clone(),
+        });
+        pod["metadata"]["generateName"] = json!(format!("{}-", key.1));
+        pod["metadata"]["ownerReferences"] = json!([{
+            "apiVersion": "apps/v1", "kind": "DaemonSet", "name": key.1, "uid": uid,
+            "controller": true, "blockOwnerDeletion": true
+        }]);
+        pod["spec"]["nodeName"] = json!(n.name);
+        if let Err(e) = api.create(&pods, &key.0, pod, false, false) {
+            tracing::debug!(ds = %key.1, error = %e, "daemon pod create failed");
+        }
+    }
+    desired
 }
 
 fn all_keys(api: &Api, gp: (&str, &str)) -> HashSet<Key> {

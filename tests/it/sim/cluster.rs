@@ -44,8 +44,8 @@ async fn pdb_blocks_then_frees_as_replacements_become_ready() {
         pods.evict(&on0[0], &EvictParams::default())
             .await
             .unwrap()
-            .code,
-        201
+            .status,
+        Some(kube::core::response::StatusSummary::Success)
     );
     assert_eq!(
         status_of(
@@ -274,6 +274,85 @@ async fn garbage_collection_and_namespace_deletion() {
             .get_json("", "namespaces", "", "workloads")
             .is_none())
         .await
+    );
+    assert!(sim.list_json("", "pods", "workloads").is_empty());
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn daemonsets_keep_a_pod_per_node_and_deletion_propagation_is_honoured() {
+    let sim = start(
+        Some(Scenario::plain(2, 4).replicasets(1).daemonsets(1)),
+        0.0,
+    )
+    .await;
+    let client = sim.kube_client().unwrap();
+    let ds_pods = || {
+        sim.list_json("", "pods", "kube-system")
+            .into_iter()
+            .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+            .map(|p| {
+                p["spec"]["nodeName"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string()
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ds_pods().len(), 2);
+    // A deleted daemon pod is replaced on its node; a new node gets one.
+    let sys: Api<Pod> = Api::namespaced(client.clone(), "kube-system");
+    let victim = sim.names("", "pods", "kube-system")[0].clone();
+    let node =
+        sim.get_json("", "pods", "kube-system", &victim).unwrap()["spec"]["nodeName"].clone();
+    sys.delete(&victim, &DeleteParams::default()).await.unwrap();
+    sim.create_json("", "nodes", "", nmo::sim::scenario::node("node-9", 9), true)
+        .unwrap();
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let p = ds_pods();
+            p.len() == 3 && p.iter().any(|n| n == "node-9") && p.iter().any(|n| json!(n) == node)
+        })
+        .await,
+        "{:?}",
+        ds_pods()
+    );
+    // Orphan: the DaemonSet goes, its pods stay without owner.
+    let ds: Api<k8s_openapi::api::apps::v1::DaemonSet> =
+        Api::namespaced(client.clone(), "kube-system");
+    ds.delete("node-agent-0", &DeleteParams::orphan())
+        .await
+        .unwrap();
+    assert!(ds.get_opt("node-agent-0").await.unwrap().is_none());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let left = sim.list_json("", "pods", "kube-system");
+    assert_eq!(left.len(), 3);
+    assert!(
+        left.iter()
+            .all(|p| p["metadata"]["ownerReferences"].is_null())
+    );
+    // Foreground: the ReplicaSet waits (finalizer) until its pods are gone.
+    let rss: Api<k8s_openapi::api::apps::v1::ReplicaSet> =
+        Api::namespaced(client.clone(), "workloads");
+    let rs = sim.names("apps", "replicasets", "workloads")[0].clone();
+    let r = rss.delete(&rs, &DeleteParams::foreground()).await.unwrap();
+    let held = r
+        .left()
+        .expect("the ReplicaSet is returned while its pods go");
+    assert!(
+        held.metadata
+            .finalizers
+            .unwrap()
+            .contains(&"foregroundDeletion".to_string())
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || sim
+            .get_json("apps", "replicasets", "workloads", &rs)
+            .is_none())
+        .await,
+        "{:?} {:?}",
+        sim.get_json("apps", "replicasets", "workloads", &rs),
+        sim.names("", "pods", "workloads")
     );
     assert!(sim.list_json("", "pods", "workloads").is_empty());
     sim.shutdown().await;

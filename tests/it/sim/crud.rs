@@ -391,3 +391,111 @@ async fn selectors_and_pagination() {
     let _ = nm_crd();
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn list_resource_version_semantics() {
+    let sim = start(Some(nmo::sim::Scenario::plain(2, 3)), 0.0).await;
+    let client = sim.kube_client().unwrap();
+    let pods: Api<Pod> = Api::all(client.clone());
+    let first = pods.list(&ListParams::default().limit(2)).await.unwrap();
+    let rv = first.metadata.resource_version.clone().unwrap();
+    // A write between pages: later pages still report the first page's version.
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            "node-0",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {"x": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let second = pods
+        .list(
+            &ListParams::default()
+                .limit(2)
+                .continue_token(first.metadata.continue_.as_deref().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        second.metadata.resource_version.as_deref(),
+        Some(rv.as_str())
+    );
+    // A version from the future: 504 like a server that waited for it in vain.
+    let (code, body) = raw(
+        &client,
+        "GET",
+        "/api/v1/pods?resourceVersion=99999999",
+        None,
+        None,
+    )
+    .await;
+    assert_eq!((code, body["reason"].as_str()), (504, Some("Timeout")));
+    // An exact read of a past version is not kept: 410.
+    let (code, body) = raw(
+        &client,
+        "GET",
+        &format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!((code, body["reason"].as_str()), (410, Some("Expired")));
+    // NotOlderThan an old version: the current state.
+    let (code, body) = raw(
+        &client,
+        "GET",
+        &format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=NotOlderThan"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(body["items"].as_array().unwrap().len(), 6);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn custom_resources_need_a_resource_version_to_be_replaced() {
+    let sim = start(None, 0.0).await;
+    let client = sim.kube_client().unwrap();
+    let nm = json!({"apiVersion": "nodemaintenance.medik8s.io/v1beta1", "kind": "NodeMaintenance",
+                    "metadata": {"name": "nm1"}, "spec": {"nodeName": "n1"}});
+    let base = "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances";
+    assert_eq!(
+        raw(
+            &client,
+            "POST",
+            base,
+            Some("application/json"),
+            Some(nm.clone())
+        )
+        .await
+        .0,
+        201
+    );
+    let (code, body) = raw(
+        &client,
+        "PUT",
+        &format!("{base}/nm1"),
+        Some("application/json"),
+        Some(nm),
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        "NodeMaintenance.nodemaintenance.medik8s.io \"nm1\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+    // Server-side apply needs a field manager.
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        &format!("{base}/nm1"),
+        Some("application/apply-patch+yaml"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!((code, body["reason"].as_str()), (422, Some("Invalid")));
+    sim.shutdown().await;
+}

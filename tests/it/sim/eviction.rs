@@ -46,7 +46,10 @@ async fn eviction_allowed_then_refused_with_the_real_message() {
         .evict(&names[0], &EvictParams::default())
         .await
         .unwrap();
-    assert_eq!(st.code, 201);
+    assert_eq!(
+        st.status,
+        Some(kube::core::response::StatusSummary::Success)
+    );
     let victim = pods.get(&names[0]).await.unwrap();
     assert!(
         victim.metadata.deletion_timestamp.is_some(),
@@ -87,8 +90,8 @@ async fn eviction_allowed_then_refused_with_the_real_message() {
         pods.evict(&names[0], &EvictParams::default())
             .await
             .unwrap()
-            .code,
-        201
+            .status,
+        Some(kube::core::response::StatusSummary::Success)
     );
     // A missing pod: 404.
     let err = status_of(
@@ -150,8 +153,8 @@ async fn pending_and_unready_pods_follow_the_real_rules() {
         pods.evict("unready", &EvictParams::default())
             .await
             .unwrap()
-            .code,
-        201
+            .status,
+        Some(kube::core::response::StatusSummary::Success)
     );
     assert_eq!(
         pdb(&sim, "app-0-pdb")["status"]["disruptionsAllowed"],
@@ -163,8 +166,8 @@ async fn pending_and_unready_pods_follow_the_real_rules() {
         pods.evict(&names[0], &EvictParams::default())
             .await
             .unwrap()
-            .code,
-        201
+            .status,
+        Some(kube::core::response::StatusSummary::Success)
     );
     assert_eq!(
         status_of(
@@ -183,8 +186,8 @@ async fn pending_and_unready_pods_follow_the_real_rules() {
         pods.evict("pending", &EvictParams::default())
             .await
             .unwrap()
-            .code,
-        201
+            .status,
+        Some(kube::core::response::StatusSummary::Success)
     );
     assert!(
         pods.get_opt("pending").await.unwrap().is_none(),

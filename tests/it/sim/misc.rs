@@ -193,3 +193,63 @@ async fn rbac_denies_with_the_real_message() {
         .unwrap();
     sim.shutdown().await;
 }
+
+#[test]
+fn cli_arguments_parse_like_nmo_sim_expects() {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cmd {
+        #[command(flatten)]
+        sim: nmo::sim::cli::SimArgs,
+    }
+    let c = Cmd::parse_from([
+        "nmo-sim",
+        "--nodes",
+        "50",
+        "--pods-per-node",
+        "20",
+        "--port",
+        "6443",
+        "--kubeconfig",
+        "/tmp/k",
+    ]);
+    assert_eq!(
+        (c.sim.nodes, c.sim.pods_per_node, c.sim.port),
+        (50, 20, 6443)
+    );
+    assert_eq!(
+        c.sim.kubeconfig.as_deref(),
+        Some(std::path::Path::new("/tmp/k"))
+    );
+    let d = Cmd::parse_from(["nmo-sim"]);
+    assert_eq!(
+        (
+            d.sim.nodes,
+            d.sim.pods_per_node,
+            d.sim.port,
+            d.sim.time_scale
+        ),
+        (3, 10, 0, 1.0)
+    );
+}
+
+#[tokio::test]
+async fn kubeconfig_works_with_kube_config_loading() {
+    let sim = Simulator::start(SimConfig::default().scenario(Scenario::plain(2, 0)))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("kubeconfig");
+    sim.write_kubeconfig(&path).unwrap();
+    let kc = kube::config::Kubeconfig::read_from(&path).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(cfg).unwrap();
+    let nodes = Api::<Node>::all(client)
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    assert_eq!(nodes.items.len(), 2);
+    sim.shutdown().await;
+}

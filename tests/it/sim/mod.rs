@@ -3,6 +3,7 @@
 mod cluster;
 mod common;
 mod crud;
+mod events;
 mod eviction;
 mod hooks;
 mod kubectl;

@@ -25,11 +25,6 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
     );
     assert_eq!(st.code, 422);
     assert_eq!(st.reason, "Invalid");
-    let after = nodes.get("node-0").await.unwrap();
-    assert_eq!(
-        after.metadata.resource_version,
-        before.metadata.resource_version
-    );
     // The patch library's own text is in a cause, as clients (nmo included) read it.
     assert!(
         serde_json::to_string(&st.details)
@@ -38,9 +33,16 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
         "{:?}",
         st.details
     );
-    // Like evanphx/json-patch behind the real server, `test` of null passes on a missing member
-    // (the Go operator tests an absent taint list this way), and the rest of the patch applies.
+    let after = nodes.get("node-0").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version,
+        before.metadata.resource_version
+    );
+    // A test for null passes on a missing path (the Go json-patch semantics kube-runtime's
+    // finalizer helper relies on), and the patch applies.
     let p: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": null},
+        {"op": "add", "path": "/metadata/finalizers", "value": ["example.com/f"]},
         {"op": "test", "path": "/spec/unschedulable", "value": null},
         {"op": "add", "path": "/spec/taints", "value": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}
     ]))
@@ -49,17 +51,25 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
         .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
         .await
         .unwrap();
+    assert_eq!(
+        n.metadata.finalizers.unwrap(),
+        vec!["example.com/f".to_string()]
+    );
     assert_eq!(n.spec.unwrap().taints.unwrap()[0].key, "medik8s.io/drain");
-    // A non-null test on a missing member fails.
-    let p: json_patch::Patch = serde_json::from_value(json!([
-        {"op": "test", "path": "/spec/podCIDR2", "value": "10.0.0.0/24"}
-    ]))
+    // A test for null on a present value fails.
+    let p: json_patch::Patch = serde_json::from_value(
+        json!([{"op": "test", "path": "/metadata/finalizers", "value": null}]),
+    )
     .unwrap();
-    assert!(
-        nodes
-            .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
-            .await
-            .is_err()
+    assert_eq!(
+        status_of(
+            nodes
+                .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
+                .await
+                .unwrap_err()
+        )
+        .code,
+        422
     );
     sim.shutdown().await;
 }
@@ -191,5 +201,50 @@ async fn merge_patch_and_server_side_apply() {
         .await
         .unwrap();
     assert_eq!(l.spec.unwrap().lease_duration_seconds, None);
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn kube_runtime_finalizer_helper_works() {
+    use kube::runtime::controller::Action;
+    use kube::runtime::finalizer::{Event, finalizer};
+    use std::sync::Arc;
+    let sim = start(None, 0.0).await;
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(sim.kube_client().unwrap(), "default");
+    let l: k8s_openapi::api::coordination::v1::Lease =
+        serde_json::from_value(json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "fin"}})).unwrap();
+    leases.create(&Default::default(), &l).await.unwrap();
+    let run = |obj| {
+        let leases = leases.clone();
+        async move {
+            finalizer(
+                &leases,
+                "example.com/cleanup",
+                Arc::new(obj),
+                |ev| async move {
+                    Ok::<_, std::convert::Infallible>(match ev {
+                        Event::Apply(_) => Action::await_change(),
+                        Event::Cleanup(_) => Action::await_change(),
+                    })
+                },
+            )
+            .await
+        }
+    };
+    run(leases.get("fin").await.unwrap()).await.unwrap();
+    let got = leases.get("fin").await.unwrap();
+    assert_eq!(
+        got.metadata.finalizers.clone().unwrap(),
+        vec!["example.com/cleanup".to_string()]
+    );
+    leases.delete("fin", &Default::default()).await.unwrap();
+    let deleting = leases.get("fin").await.unwrap();
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    run(deleting).await.unwrap();
+    assert!(
+        leases.get_opt("fin").await.unwrap().is_none(),
+        "removing the finalizer completes the deletion"
+    );
     sim.shutdown().await;
 }

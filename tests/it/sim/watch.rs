@@ -244,3 +244,32 @@ async fn bookmarks_initial_events_and_leaving_a_selector() {
     assert_eq!(n, 3);
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn table_watches_send_one_row_tables() {
+    let sim = start(Some(Scenario::plain(1, 2)), 0.0).await;
+    let client = sim.kube_client().unwrap();
+    let req = http::Request::builder()
+        .uri("/api/v1/namespaces/workloads/pods?watch=1&timeoutSeconds=1")
+        .header(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(kube::client::Body::empty())
+        .unwrap();
+    let resp = client.send(req).await.unwrap();
+    let body = resp.into_body().collect_bytes().await.unwrap();
+    let lines: Vec<serde_json::Value> = body
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .map(|l| serde_json::from_slice(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    for l in &lines {
+        assert_eq!(l["type"], "ADDED");
+        assert_eq!(l["object"]["kind"], "Table");
+        assert_eq!(l["object"]["rows"].as_array().unwrap().len(), 1);
+        assert_eq!(l["object"]["rows"][0]["cells"][2], "Running");
+    }
+    sim.shutdown().await;
+}
