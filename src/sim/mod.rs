@@ -32,7 +32,6 @@ mod controller;
 pub mod convert;
 pub mod discovery;
 pub mod errors;
-pub mod events;
 pub mod eviction;
 pub mod faults;
 pub mod kubeconfig;

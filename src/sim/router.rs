@@ -573,7 +573,6 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
             }
             c.strict_fields(&body)?;
             let o = api.create(def, c.ns(), body, c.dry_run(), false)?;
-            mirror_event(api, def, &o, c.dry_run())?;
             Ok(object_response(201, def, &o))
         }
         "update" => {
@@ -581,7 +580,6 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
             let body = parse_body(c.body, c.ctype)?;
             c.strict_fields(&body)?;
             let o = api.update(def, c.ns(), c.name(), body, c.sub(), c.dry_run())?;
-            mirror_event(api, def, &o, c.dry_run())?;
             Ok(object_response(200, def, &o))
         }
         "patch" => {
@@ -605,7 +603,6 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
             }
             let existed = api.store.get(def, c.ns(), c.name()).is_some();
             let o = api.patch(def, c.ns(), c.name(), pt, c.body, c.sub(), c.dry_run())?;
-            mirror_event(api, def, &o, c.dry_run())?;
             Ok(object_response(if existed { 200 } else { 201 }, def, &o))
         }
         "delete" => {
@@ -675,17 +672,4 @@ fn returns_deleted_object(def: &ResourceDef) -> bool {
     def.custom
         || (def.group.is_empty() && (def.plural == "pods" || def.plural == "namespaces"))
         || def.plural == "customresourcedefinitions"
-}
-
-/// An events.k8s.io Event written through the API is readable as a core/v1 Event too.
-fn mirror_event(
-    api: &Api,
-    def: &ResourceDef,
-    written: &super::store::StoredObject,
-    dry_run: bool,
-) -> Result<(), ApiError> {
-    if dry_run || !super::events::is_new_api_event(def) {
-        return Ok(());
-    }
-    super::events::mirror_to_core(api, &written.value()?)
 }

@@ -126,11 +126,12 @@ pub fn pods_on(sim: &SimHandle, node: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The reasons of the events (events.k8s.io) about the object named `name`.
+/// The reasons of the events about the object named `name` (read as core/v1 events, the form
+/// the API server stores both event APIs in and `kubectl describe` reads).
 pub fn event_reasons(sim: &SimHandle, name: &str) -> Vec<String> {
-    sim.list_json("events.k8s.io", "events", "default")
+    sim.list_json("", "events", "default")
         .into_iter()
-        .filter(|event| event["regarding"]["name"] == name)
+        .filter(|event| event["involvedObject"]["name"] == name)
         .filter_map(|event| event["reason"].as_str().map(str::to_string))
         .collect()
 }
