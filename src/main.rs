@@ -31,6 +31,8 @@ enum Command {
     Sim(nmo::sim::cli::SimArgs),
     /// Show nmo draining a simulated cluster: live progress, a summary, the nodes restored.
     Demo(nmo::demo::DemoOptions),
+    /// Benchmark concurrent drains: the simulator here, `nmo run` in a child process.
+    Bench(nmo::bench::cli::BenchArgs),
 }
 
 /// Why a command failed.
@@ -57,6 +59,9 @@ enum CliError {
     /// The demo failed.
     #[error("demo: {0}")]
     Demo(#[from] nmo::demo::DemoError),
+    /// A benchmark failed.
+    #[error("bench: {0}")]
+    Bench(#[from] nmo::bench::error::BenchError),
     /// The CRD could not be turned into JSON for the simulator.
     #[error("cannot convert the CRD: {0}")]
     Json(#[from] serde_json::Error),
@@ -87,6 +92,15 @@ fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Demo(options) => {
             quiet_logs_by_default();
             runtime()?.block_on(run_demo(options))
+        }
+        Command::Bench(args) => {
+            let nmo = match &args.nmo {
+                Some(path) => path.clone(),
+                None => std::env::current_exe()?,
+            };
+            let mut out = std::io::stdout();
+            runtime()?.block_on(nmo::bench::cli::run_all(&args, &nmo, &mut out))?;
+            Ok(())
         }
         Command::Sim(args) => {
             let crd = serde_json::to_value(nmo::crd::definition())?;
