@@ -716,7 +716,7 @@ impl Actor for NodeActor {
                     tokio::spawn(
                         async move {
                             // The node uid only matters if the lease vanished and is re-created.
-                            let result = ops::acquire_lease(&ctx, &node_uid).await;
+                            let result = ops::acquire_lease(&ctx, &node_uid, false).await;
                             let _ = actor.cast(NodeMsg::LeaseRenewed(result));
                         }
                         .instrument(span),

@@ -579,6 +579,46 @@ async fn lease_errors_above_three_fail_and_undo() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_first_maintenance_creates_its_lease_without_reading_it_first() {
+    let cluster = cluster_with_node("n1", 1);
+    let h = Harness::new(cluster.clone()).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(60), || phase(&cluster, "nm1")
+            == Some(Phase::Succeeded))
+        .await
+    );
+    assert_eq!(cluster.count_calls("get_lease"), 0, "{:?}", cluster.calls());
+    // The first create may find the lease namespace missing (then it is created): two at most.
+    assert!(cluster.count_calls("create_lease") <= 2);
+    let lease = cluster.lease(NS, "node-n1").unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_maintenance_finding_a_lease_reads_it_and_respects_its_holder() {
+    let cluster = cluster_with_node("n1", 1);
+    cluster.put_lease(foreign_lease(t0(), 3600, 1));
+    let h = Harness::new(cluster.clone()).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(30), || cluster
+            .status("nm1")
+            .last_error
+            .is_some_and(|e| e.contains("node-healthcheck")))
+        .await
+    );
+    assert!(
+        cluster.count_calls("get_lease") >= 1,
+        "the refused create led to a read"
+    );
+    let lease = cluster.lease(NS, "node-n1").unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some("node-healthcheck"));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn lease_errors_before_evictions_do_not_count() {
     let cluster = cluster_with_node("n1", 1);
     cluster.fail_next(

@@ -180,17 +180,27 @@ fn to_i32(n: usize) -> i32 {
     i32::try_from(n).unwrap_or(i32::MAX)
 }
 
-/// Takes or renews the lease.
-pub(crate) async fn acquire_lease(ctx: &OpCtx, node_uid: &str) -> Result<Lease, LeaseProblem> {
+/// Takes or renews the lease. With `probably_absent` (a maintenance starting for the first
+/// time) the first attempt creates the lease without reading it first: the create itself
+/// fails if a lease exists, and the next attempt then reads it, so nothing is overwritten and
+/// the common case costs one request instead of two.
+pub(crate) async fn acquire_lease(
+    ctx: &OpCtx,
+    node_uid: &str,
+    probably_absent: bool,
+) -> Result<Lease, LeaseProblem> {
     let namespace = &ctx.config.lease_namespace;
     let name = plan::lease_name(&ctx.node_name);
     let mut last = ClusterError::Other("lease retries exhausted".to_string());
-    for _ in 0..CONFLICT_RETRIES {
-        let existing = ctx
-            .cluster
-            .get_lease(namespace, &name)
-            .await
-            .map_err(LeaseProblem::Api)?;
+    for attempt in 0..CONFLICT_RETRIES {
+        let existing = if attempt == 0 && probably_absent {
+            None
+        } else {
+            ctx.cluster
+                .get_lease(namespace, &name)
+                .await
+                .map_err(LeaseProblem::Api)?
+        };
         let now = ctx.config.now();
         let action = plan::plan_lease(
             existing.as_ref(),
@@ -355,7 +365,7 @@ pub(crate) async fn reconcile(
             return done;
         }
     };
-    let lease = match acquire_lease(&ctx, &node.uid).await {
+    let lease = match acquire_lease(&ctx, &node.uid, first_time).await {
         Ok(lease) => lease,
         Err(LeaseProblem::HeldByOther { holder, until }) => {
             done.outcome = ReconcileOutcome::LeaseHeld { holder, until };
