@@ -206,13 +206,13 @@ impl NodeActorState {
         let ctx = self.ctx.clone();
         let actor = myself.clone();
         let refresh = !self.refreshed;
-        let has_finalizer = self.nm.has_finalizer();
+        let finalizers = self.nm.finalizers.clone();
         let first_time = self.status.phase.is_none();
         let known = self.daemonsets.clone();
         let span = tracing::info_span!(parent: &self.span, "reconcile");
         tokio::spawn(
             async move {
-                let done = ops::reconcile(ctx, refresh, has_finalizer, first_time, known).await;
+                let done = ops::reconcile(ctx, refresh, finalizers, first_time, known).await;
                 let _ = actor.cast(NodeMsg::Op(OpResult::Reconciled(Box::new(done))));
             }
             .instrument(span),

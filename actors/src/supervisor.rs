@@ -129,7 +129,7 @@ impl SupervisorState {
                 return;
             }
             if !nm.has_finalizer()
-                && let Err(err) = cluster.add_finalizer(&nm.name).await
+                && let Err(err) = cluster.add_finalizer(&nm.name, &nm.finalizers).await
             {
                 tracing::warn!(maintenance = %nm.name, error = %err, "cannot add finalizer");
                 return;

@@ -81,16 +81,27 @@ impl KubeCluster {
         else {
             return Err(ClusterError::NotFound(format!("nodemaintenance {name}")));
         };
-        let current = object.metadata.finalizers.clone().unwrap_or_default();
-        let mut desired = current.clone();
+        self.patch_finalizers(name, object.metadata.finalizers.as_deref(), change)
+            .await
+    }
+
+    /// The JSON patch of [`Self::set_finalizers`], computed from `current` (None: the object
+    /// has no finalizer list). A stale `current` fails the `test` op: `Conflict`.
+    async fn patch_finalizers(
+        &self,
+        name: &str,
+        current: Option<&[String]>,
+        change: impl Fn(&mut Vec<String>),
+    ) -> Result<(), ClusterError> {
+        let list = current.map(<[String]>::to_vec).unwrap_or_default();
+        let mut desired = list.clone();
         change(&mut desired);
-        if desired == current {
+        if desired == list {
             return Ok(());
         }
-        let test = if object.metadata.finalizers.is_some() {
-            json!(current)
-        } else {
-            json!(null)
+        let test = match current {
+            Some(list) => json!(list),
+            None => json!(null),
         };
         let patch: json_patch::Patch = serde_json::from_value(json!([
             {"op": "test", "path": "/metadata/finalizers", "value": test},
@@ -138,13 +149,20 @@ impl Cluster for KubeCluster {
         Ok(object.as_ref().map(convert::maintenance))
     }
 
-    async fn add_finalizer(&self, name: &str) -> Result<(), ClusterError> {
-        self.set_finalizers(name, |list| {
+    async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError> {
+        let add = |list: &mut Vec<String>| {
             if !list.iter().any(|f| f == FINALIZER) {
                 list.push(FINALIZER.to_string());
             }
-        })
-        .await
+        };
+        // Tried against the list as last seen first (no GET); if that is stale the `test` op
+        // fails and the list is read afresh. An empty list is tested as absent, the usual
+        // shape of a new object.
+        let seen = (!seen.is_empty()).then_some(seen);
+        match self.patch_finalizers(name, seen, add).await {
+            Err(ClusterError::Conflict(_)) => self.set_finalizers(name, add).await,
+            other => other,
+        }
     }
 
     async fn remove_finalizer(&self, name: &str) -> Result<(), ClusterError> {

@@ -278,7 +278,7 @@ where
 pub(crate) async fn reconcile(
     ctx: OpCtx,
     refresh: bool,
-    mut has_finalizer: bool,
+    mut finalizers: Vec<String>,
     mut first_time: bool,
     known_daemonsets: HashMap<(String, String), bool>,
 ) -> Reconciled {
@@ -298,7 +298,7 @@ pub(crate) async fn reconcile(
                 let stop = nm.deleting
                     || nm.status.as_ref().and_then(|s| s.phase)
                         == Some(crate::model::Phase::Failed);
-                has_finalizer = nm.has_finalizer();
+                finalizers = nm.finalizers.clone();
                 first_time = nm.status.as_ref().and_then(|s| s.phase).is_none();
                 done.fresh = Some(nm);
                 if stop {
@@ -312,8 +312,8 @@ pub(crate) async fn reconcile(
             }
         }
     }
-    if !has_finalizer {
-        if let Err(err) = ctx.cluster.add_finalizer(&ctx.nm_name).await {
+    if !finalizers.iter().any(|f| f == crate::model::FINALIZER) {
+        if let Err(err) = ctx.cluster.add_finalizer(&ctx.nm_name, &finalizers).await {
             done.outcome = ReconcileOutcome::Error(format!("cannot add finalizer: {err}"));
             return done;
         }
