@@ -44,6 +44,9 @@ pub struct NodeActor;
 pub struct NodeArgs {
     /// The NodeMaintenance as last seen.
     pub maintenance: Maintenance,
+    /// `maintenance` was just delivered by the watch: the first reconcile skips re-reading it.
+    /// False for a restart from a stored copy, which may predate the crashed actor's writes.
+    pub fresh: bool,
     /// The cluster.
     pub cluster: Arc<dyn Cluster>,
     /// Tunables.
@@ -356,6 +359,15 @@ impl NodeActorState {
         }
     }
 
+    /// A maintenance found Failed in the API stays Failed; one failed for a missing node is
+    /// retried when its spec changes.
+    fn enter_failed(&mut self) {
+        self.stage = Stage::Failed;
+        if self.status.last_error.as_deref() == Some(&missing_node(&self.ctx.node_name)) {
+            self.failed_reason = Some(self.nm.reason.clone());
+        }
+    }
+
     fn on_reconciled(&mut self, myself: &ActorRef<NodeMsg>, done: Reconciled) {
         let now = self.now();
         if let Some(fresh) = done.fresh {
@@ -371,10 +383,7 @@ impl NodeActorState {
                 return;
             }
             if self.status.phase == Some(Phase::Failed) {
-                self.stage = Stage::Failed;
-                if self.status.last_error.as_deref() == Some(&missing_node(&self.ctx.node_name)) {
-                    self.failed_reason = Some(self.nm.reason.clone());
-                }
+                self.enter_failed();
                 return;
             }
         }
@@ -611,7 +620,7 @@ impl Actor for NodeActor {
             status_flush_scheduled: false,
             busy: false,
             dirty: false,
-            refreshed: false,
+            refreshed: args.fresh,
             repair: false,
             failed_reason: None,
             fail_undo: false,
@@ -643,6 +652,9 @@ impl Actor for NodeActor {
             // Undo is decided from the cluster too, but a deletion needs no re-read first.
             state.refreshed = true;
             state.start_undo(&myself);
+        } else if state.refreshed && state.status.phase == Some(Phase::Failed) {
+            // Fresh from the watch and already Failed: stays Failed, as after a re-read.
+            state.enter_failed();
         } else {
             state.kick(&myself);
         }

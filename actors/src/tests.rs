@@ -579,6 +579,39 @@ async fn lease_errors_above_three_fail_and_undo() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_maintenance_fresh_from_the_watch_is_not_read_again() {
+    let cluster = cluster_with_node("n1", 1);
+    let h = Harness::new(cluster.clone()).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(60), || phase(&cluster, "nm1")
+            == Some(Phase::Succeeded))
+        .await
+    );
+    assert_eq!(cluster.count_calls("get_maintenance"), 0, "{:?}", cluster.calls());
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_maintenance_seen_at_start_stays_failed_without_a_re_read() {
+    let cluster = cluster_with_node("n1", 1);
+    let mut nm = cluster.create_maintenance("nm1", "n1", t0());
+    nm.finalizers = vec![FINALIZER.to_string()];
+    nm.status = Some(MaintenanceStatus {
+        phase: Some(Phase::Failed),
+        last_error: Some("failed to extend lease owned by us: timeout".into()),
+        ..MaintenanceStatus::default()
+    });
+    cluster.put_maintenance(nm);
+    let h = Harness::new(cluster.clone()).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_released(&cluster, "n1");
+    assert_eq!(phase(&cluster, "nm1"), Some(Phase::Failed));
+    assert_eq!(cluster.count_calls("patch_node"), 0, "{:?}", cluster.calls());
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_first_maintenance_creates_its_lease_without_reading_it_first() {
     let cluster = cluster_with_node("n1", 1);
     let h = Harness::new(cluster.clone()).await;
