@@ -588,7 +588,12 @@ async fn a_maintenance_fresh_from_the_watch_is_not_read_again() {
             == Some(Phase::Succeeded))
         .await
     );
-    assert_eq!(cluster.count_calls("get_maintenance"), 0, "{:?}", cluster.calls());
+    assert_eq!(
+        cluster.count_calls("get_maintenance"),
+        0,
+        "{:?}",
+        cluster.calls()
+    );
     h.stop().await;
 }
 
@@ -607,7 +612,12 @@ async fn a_failed_maintenance_seen_at_start_stays_failed_without_a_re_read() {
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_released(&cluster, "n1");
     assert_eq!(phase(&cluster, "nm1"), Some(Phase::Failed));
-    assert_eq!(cluster.count_calls("patch_node"), 0, "{:?}", cluster.calls());
+    assert_eq!(
+        cluster.count_calls("patch_node"),
+        0,
+        "{:?}",
+        cluster.calls()
+    );
     h.stop().await;
 }
 

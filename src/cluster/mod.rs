@@ -2,6 +2,7 @@
 //! logic meets the Kubernetes API.
 
 mod convert;
+mod daemonsets;
 mod errors;
 mod node_patch;
 mod watch;
@@ -37,6 +38,7 @@ pub const CONTROLLER_NAME: &str = "nmo";
 pub struct KubeCluster {
     client: Client,
     recorder: Recorder,
+    daemonsets: daemonsets::DaemonSetCache,
 }
 
 impl KubeCluster {
@@ -47,7 +49,11 @@ impl KubeCluster {
             instance,
         };
         let recorder = Recorder::new(client.clone(), reporter);
-        KubeCluster { client, recorder }
+        KubeCluster {
+            client,
+            recorder,
+            daemonsets: daemonsets::DaemonSetCache::default(),
+        }
     }
 
     fn maintenances(&self) -> Api<NodeMaintenance> {
@@ -328,8 +334,11 @@ impl Cluster for KubeCluster {
 
     async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
         let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), namespace);
-        let found = api.get_opt(name).await.map_err(to_cluster_error)?;
-        Ok(found.is_some())
+        let lookup = async move {
+            let found = api.get_opt(name).await.map_err(to_cluster_error)?;
+            Ok(found.is_some())
+        };
+        self.daemonsets.exists(namespace, name, lookup).await
     }
 
     async fn delete_pod(

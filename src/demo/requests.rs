@@ -13,8 +13,12 @@ pub struct RequestTotals {
     pub total: u64,
     /// By Kubernetes verb (`create` includes evictions).
     pub by_verb: BTreeMap<String, u64>,
+    /// By verb and resource (`patch nodemaintenances/status`).
+    pub by_request: BTreeMap<String, u64>,
     /// Eviction requests (`create pods/eviction`), refused ones included.
     pub evictions: u64,
+    /// Eviction responses by status code (201 evicted, 429 refused, 404 gone, ...).
+    pub eviction_responses: BTreeMap<u16, u64>,
     /// Responses `429 Too Many Requests` (a PodDisruptionBudget refusing, mostly).
     pub too_many_requests: u64,
 }
@@ -24,18 +28,33 @@ impl RequestTotals {
     pub fn of(sim: &SimHandle, identity: &Query) -> RequestTotals {
         let accounting = sim.accounting();
         let mut by_verb = BTreeMap::new();
+        let mut by_request = BTreeMap::new();
         let mut total = 0;
         for (key, count) in accounting.snapshot() {
             if identity_matches(identity, &key) {
                 *by_verb.entry(key.verb.clone()).or_insert(0) += count;
+                let what = if key.subresource.is_empty() {
+                    format!("{} {}", key.verb, key.resource)
+                } else {
+                    format!("{} {}/{}", key.verb, key.resource, key.subresource)
+                };
+                *by_request.entry(what).or_insert(0) += count;
                 total += count;
             }
         }
-        let evictions = sim.requests(&identity.clone().resource("pods").subresource("eviction"));
+        let eviction = identity.clone().resource("pods").subresource("eviction");
+        let evictions = sim.requests(&eviction);
+        let eviction_responses = [200, 201, 404, 409, 422, 429, 500, 503, 504]
+            .into_iter()
+            .map(|code| (code, accounting.count_status(&eviction, code)))
+            .filter(|(_, n)| *n > 0)
+            .collect();
         RequestTotals {
             total,
             by_verb,
+            by_request,
             evictions,
+            eviction_responses,
             too_many_requests: accounting.count_status(identity, 429),
         }
     }
