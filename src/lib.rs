@@ -6,6 +6,7 @@ pub mod bench;
 pub mod cluster;
 pub mod controller;
 pub mod crd;
+pub mod demo;
 pub mod http;
 pub mod leader;
 pub mod metrics;

@@ -419,7 +419,7 @@ impl Cluster for FakeCluster {
         Ok(inner.maintenances.get(name).cloned())
     }
 
-    async fn add_finalizer(&self, name: &str) -> Result<(), ClusterError> {
+    async fn add_finalizer(&self, name: &str, _seen: &[String]) -> Result<(), ClusterError> {
         let mut inner = self.record(format!("add_finalizer {name}"));
         if let Some(err) = inner.take_error("add_finalizer") {
             return Err(err);

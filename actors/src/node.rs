@@ -45,6 +45,9 @@ pub struct NodeActor;
 pub struct NodeArgs {
     /// The NodeMaintenance as last seen.
     pub maintenance: Maintenance,
+    /// `maintenance` was just delivered by the watch: the first reconcile skips re-reading it.
+    /// False for a restart from a stored copy, which may predate the crashed actor's writes.
+    pub fresh: bool,
     /// The cluster.
     pub cluster: Arc<dyn Cluster>,
     /// Tunables.
@@ -216,13 +219,13 @@ impl NodeActorState {
         let ctx = self.ctx.clone();
         let actor = myself.clone();
         let refresh = !self.refreshed;
-        let has_finalizer = self.nm.has_finalizer();
+        let finalizers = self.nm.finalizers.clone();
         let first_time = self.status.phase.is_none();
         let known = self.daemonsets.clone();
         let span = tracing::info_span!(parent: &self.span, "reconcile");
         tokio::spawn(
             async move {
-                let done = ops::reconcile(ctx, refresh, has_finalizer, first_time, known).await;
+                let done = ops::reconcile(ctx, refresh, finalizers, first_time, known).await;
                 let _ = actor.cast(NodeMsg::Op(OpResult::Reconciled(Box::new(done))));
             }
             .instrument(span),
@@ -424,6 +427,15 @@ impl NodeActorState {
         }
     }
 
+    /// A maintenance found Failed in the API stays Failed; one failed for a missing node is
+    /// retried when its spec changes.
+    fn enter_failed(&mut self) {
+        self.stage = Stage::Failed;
+        if self.status.last_error.as_deref() == Some(&missing_node(&self.ctx.node_name)) {
+            self.failed_reason = Some(self.nm.reason.clone());
+        }
+    }
+
     fn on_reconciled(&mut self, myself: &ActorRef<NodeMsg>, done: Reconciled) {
         let now = self.now();
         if let Some(fresh) = done.fresh {
@@ -439,10 +451,7 @@ impl NodeActorState {
                 return;
             }
             if self.status.phase == Some(Phase::Failed) {
-                self.stage = Stage::Failed;
-                if self.status.last_error.as_deref() == Some(&missing_node(&self.ctx.node_name)) {
-                    self.failed_reason = Some(self.nm.reason.clone());
-                }
+                self.enter_failed();
                 return;
             }
         }
@@ -695,7 +704,7 @@ impl Actor for NodeActor {
             status_flush_scheduled: false,
             busy: false,
             dirty: false,
-            refreshed: false,
+            refreshed: args.fresh,
             repair: false,
             failed_reason: None,
             fail_undo: false,
@@ -729,6 +738,9 @@ impl Actor for NodeActor {
             // Undo is decided from the cluster too, but a deletion needs no re-read first.
             state.refreshed = true;
             state.start_undo(&myself);
+        } else if state.refreshed && state.status.phase == Some(Phase::Failed) {
+            // Fresh from the watch and already Failed: stays Failed, as after a re-read.
+            state.enter_failed();
         } else {
             state.kick(&myself);
         }
@@ -803,7 +815,8 @@ impl Actor for NodeActor {
                     tokio::spawn(
                         async move {
                             // The node uid only matters if the lease vanished and is re-created.
-                            let result = ops::acquire_lease(&ctx, &node_uid, LeaseOp::Renew).await;
+                            let result =
+                                ops::acquire_lease(&ctx, &node_uid, LeaseOp::Renew, false).await;
                             let _ = actor.cast(NodeMsg::LeaseRenewed(result));
                         }
                         .instrument(span),

@@ -80,7 +80,9 @@ pub trait Cluster: Send + Sync + 'static {
     async fn get_maintenance(&self, name: &str) -> Result<Option<Maintenance>, ClusterError>;
 
     /// Adds the finalizer `foregroundDeleteNodeMaintenance` if absent, keeping other finalizers.
-    async fn add_finalizer(&self, name: &str) -> Result<(), ClusterError>;
+    /// `seen` is the finalizer list as last seen: an adapter may write against it without
+    /// reading first, but must re-read when it turns out stale.
+    async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError>;
 
     /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others.
     /// A missing object is Ok (nothing left to release).

@@ -72,7 +72,9 @@ fn is_marked_duplicate(nm: &Maintenance) -> bool {
 }
 
 impl SupervisorState {
-    async fn spawn(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance) {
+    /// Starts the node actor of `nm`. `fresh`: `nm` comes straight from a watch event (not a
+    /// stored copy kept while a crashed actor restarts), so the actor need not re-read it.
+    async fn spawn(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance, fresh: bool) {
         let name = nm.name.clone();
         let node = nm.node_name.clone();
         let actor_name = self
@@ -82,6 +84,7 @@ impl SupervisorState {
             .map(|prefix| format!("{prefix}node/{name}"));
         let args = NodeArgs {
             maintenance: nm,
+            fresh,
             cluster: self.cluster.clone(),
             config: self.config.clone(),
             evictor: self.evictor.clone(),
@@ -129,7 +132,7 @@ impl SupervisorState {
                 return;
             }
             if !nm.has_finalizer()
-                && let Err(err) = cluster.add_finalizer(&nm.name).await
+                && let Err(err) = cluster.add_finalizer(&nm.name, &nm.finalizers).await
             {
                 tracing::warn!(maintenance = %nm.name, error = %err, "cannot add finalizer");
                 return;
@@ -216,9 +219,9 @@ impl SupervisorState {
                 }
                 self.duplicates.insert(other.name.clone(), name.clone());
                 self.handle_duplicate(&other, &name);
-                self.spawn(myself, nm).await;
+                self.spawn(myself, nm, true).await;
             }
-            None => self.spawn(myself, nm).await,
+            None => self.spawn(myself, nm, true).await,
         }
     }
 
@@ -331,7 +334,8 @@ impl Actor for Supervisor {
                     return Ok(());
                 }
                 match state.known.get(&name).cloned() {
-                    Some(nm) => state.spawn(&myself, nm).await,
+                    // The stored copy may predate the crashed actor's own writes.
+                    Some(nm) => state.spawn(&myself, nm, false).await,
                     None => {
                         state.drivers.retain(|_, driver| *driver != name);
                     }

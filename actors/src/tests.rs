@@ -579,6 +579,89 @@ async fn lease_errors_above_three_fail_and_undo() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_maintenance_fresh_from_the_watch_is_not_read_again() {
+    let cluster = cluster_with_node("n1", 1);
+    let h = Harness::new(cluster.clone()).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(60), || phase(&cluster, "nm1")
+            == Some(Phase::Succeeded))
+        .await
+    );
+    assert_eq!(
+        cluster.count_calls("get_maintenance"),
+        0,
+        "{:?}",
+        cluster.calls()
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_maintenance_seen_at_start_stays_failed_without_a_re_read() {
+    let cluster = cluster_with_node("n1", 1);
+    let mut nm = cluster.create_maintenance("nm1", "n1", t0());
+    nm.finalizers = vec![FINALIZER.to_string()];
+    nm.status = Some(MaintenanceStatus {
+        phase: Some(Phase::Failed),
+        last_error: Some("failed to extend lease owned by us: timeout".into()),
+        ..MaintenanceStatus::default()
+    });
+    cluster.put_maintenance(nm);
+    let h = Harness::new(cluster.clone()).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_released(&cluster, "n1");
+    assert_eq!(phase(&cluster, "nm1"), Some(Phase::Failed));
+    assert_eq!(
+        cluster.count_calls("patch_node"),
+        0,
+        "{:?}",
+        cluster.calls()
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_maintenance_creates_its_lease_without_reading_it_first() {
+    let cluster = cluster_with_node("n1", 1);
+    let h = Harness::new(cluster.clone()).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(60), || phase(&cluster, "nm1")
+            == Some(Phase::Succeeded))
+        .await
+    );
+    assert_eq!(cluster.count_calls("get_lease"), 0, "{:?}", cluster.calls());
+    // The first create may find the lease namespace missing (then it is created): two at most.
+    assert!(cluster.count_calls("create_lease") <= 2);
+    let lease = cluster.lease(NS, "node-n1").unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_maintenance_finding_a_lease_reads_it_and_respects_its_holder() {
+    let cluster = cluster_with_node("n1", 1);
+    cluster.put_lease(foreign_lease(t0(), 3600, 1));
+    let h = Harness::new(cluster.clone()).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(30), || cluster
+            .status("nm1")
+            .last_error
+            .is_some_and(|e| e.contains("node-healthcheck")))
+        .await
+    );
+    assert!(
+        cluster.count_calls("get_lease") >= 1,
+        "the refused create led to a read"
+    );
+    let lease = cluster.lease(NS, "node-n1").unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some("node-healthcheck"));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn lease_errors_before_evictions_do_not_count() {
     let cluster = cluster_with_node("n1", 1);
     cluster.fail_next(

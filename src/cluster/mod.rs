@@ -2,6 +2,7 @@
 //! logic meets the Kubernetes API.
 
 mod convert;
+mod daemonsets;
 mod errors;
 mod node_patch;
 mod watch;
@@ -37,6 +38,7 @@ pub const CONTROLLER_NAME: &str = "nmo";
 pub struct KubeCluster {
     client: Client,
     recorder: Recorder,
+    daemonsets: daemonsets::DaemonSetCache,
 }
 
 impl KubeCluster {
@@ -47,7 +49,11 @@ impl KubeCluster {
             instance,
         };
         let recorder = Recorder::new(client.clone(), reporter);
-        KubeCluster { client, recorder }
+        KubeCluster {
+            client,
+            recorder,
+            daemonsets: daemonsets::DaemonSetCache::default(),
+        }
     }
 
     fn maintenances(&self) -> Api<NodeMaintenance> {
@@ -81,16 +87,27 @@ impl KubeCluster {
         else {
             return Err(ClusterError::NotFound(format!("nodemaintenance {name}")));
         };
-        let current = object.metadata.finalizers.clone().unwrap_or_default();
-        let mut desired = current.clone();
+        self.patch_finalizers(name, object.metadata.finalizers.as_deref(), change)
+            .await
+    }
+
+    /// The JSON patch of [`Self::set_finalizers`], computed from `current` (None: the object
+    /// has no finalizer list). A stale `current` fails the `test` op: `Conflict`.
+    async fn patch_finalizers(
+        &self,
+        name: &str,
+        current: Option<&[String]>,
+        change: impl Fn(&mut Vec<String>),
+    ) -> Result<(), ClusterError> {
+        let list = current.map(<[String]>::to_vec).unwrap_or_default();
+        let mut desired = list.clone();
         change(&mut desired);
-        if desired == current {
+        if desired == list {
             return Ok(());
         }
-        let test = if object.metadata.finalizers.is_some() {
-            json!(current)
-        } else {
-            json!(null)
+        let test = match current {
+            Some(list) => json!(list),
+            None => json!(null),
         };
         let patch: json_patch::Patch = serde_json::from_value(json!([
             {"op": "test", "path": "/metadata/finalizers", "value": test},
@@ -140,13 +157,20 @@ impl Cluster for KubeCluster {
         Ok(object.as_ref().map(convert::maintenance))
     }
 
-    async fn add_finalizer(&self, name: &str) -> Result<(), ClusterError> {
-        self.set_finalizers(name, |list| {
+    async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError> {
+        let add = |list: &mut Vec<String>| {
             if !list.iter().any(|f| f == FINALIZER) {
                 list.push(FINALIZER.to_string());
             }
-        })
-        .await
+        };
+        // Tried against the list as last seen first (no GET); if that is stale the `test` op
+        // fails and the list is read afresh. An empty list is tested as absent, the usual
+        // shape of a new object.
+        let seen = (!seen.is_empty()).then_some(seen);
+        match self.patch_finalizers(name, seen, add).await {
+            Err(ClusterError::Conflict(_)) => self.set_finalizers(name, add).await,
+            other => other,
+        }
     }
 
     async fn remove_finalizer(&self, name: &str) -> Result<(), ClusterError> {
@@ -312,8 +336,11 @@ impl Cluster for KubeCluster {
 
     async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
         let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), namespace);
-        let found = api.get_opt(name).await.map_err(to_cluster_error)?;
-        Ok(found.is_some())
+        let lookup = async move {
+            let found = api.get_opt(name).await.map_err(to_cluster_error)?;
+            Ok(found.is_some())
+        };
+        self.daemonsets.exists(namespace, name, lookup).await
     }
 
     async fn delete_pod(

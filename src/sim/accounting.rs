@@ -88,6 +88,9 @@ impl Query {
 #[derive(Debug, Default)]
 pub struct Accounting {
     counts: Mutex<HashMap<RequestKey, u64>>,
+    /// Responses by request and status code: benchmarks count refused evictions (429) by who
+    /// asked, which the request counts alone cannot tell.
+    statuses: Mutex<HashMap<(RequestKey, u16), u64>>,
 }
 
 impl Accounting {
@@ -95,6 +98,21 @@ impl Accounting {
     pub fn record(&self, key: RequestKey) {
         let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         *c.entry(key).or_insert(0) += 1;
+    }
+
+    /// Counts the status code of one answered request.
+    pub fn record_status(&self, key: &RequestKey, code: u16) {
+        let mut c = self.statuses.lock().unwrap_or_else(|p| p.into_inner());
+        *c.entry((key.clone(), code)).or_insert(0) += 1;
+    }
+
+    /// Number of responses with status `code` to the requests a query matches.
+    pub fn count_status(&self, q: &Query, code: u16) -> u64 {
+        let c = self.statuses.lock().unwrap_or_else(|p| p.into_inner());
+        c.iter()
+            .filter(|((k, status), _)| *status == code && q.matches(k))
+            .map(|(_, n)| *n)
+            .sum()
     }
 
     /// All counters.
@@ -120,6 +138,10 @@ impl Accounting {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+        self.statuses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 
     /// The counters as JSON (for the debug endpoint).
@@ -134,6 +156,47 @@ impl Accounting {
             })
             .collect();
         let total: u64 = items.iter().filter_map(|i| i["count"].as_u64()).sum();
-        serde_json::json!({"total": total, "requests": items})
+        let statuses: Vec<serde_json::Value> = {
+            let c = self.statuses.lock().unwrap_or_else(|p| p.into_inner());
+            c.iter()
+                .map(|((k, code), n)| {
+                    let mut v = serde_json::to_value(k).unwrap_or_default();
+                    v["code"] = serde_json::json!(code);
+                    v["count"] = serde_json::json!(n);
+                    v
+                })
+                .collect()
+        };
+        serde_json::json!({"total": total, "requests": items, "responses": statuses})
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(agent: &str) -> RequestKey {
+        RequestKey {
+            verb: "create".into(),
+            group: String::new(),
+            resource: "pods".into(),
+            subresource: "eviction".into(),
+            user: String::new(),
+            user_agent: agent.into(),
+        }
+    }
+
+    #[test]
+    fn status_codes_are_counted_per_client() {
+        let accounting = Accounting::default();
+        accounting.record_status(&key("nmo"), 429);
+        accounting.record_status(&key("nmo"), 429);
+        accounting.record_status(&key("nmo"), 201);
+        accounting.record_status(&key("other"), 429);
+        let nmo = Query::all().user_agent("nmo");
+        assert_eq!(accounting.count_status(&nmo, 429), 2);
+        assert_eq!(accounting.count_status(&nmo, 201), 1);
+        accounting.reset();
+        assert_eq!(accounting.count_status(&nmo, 429), 0);
     }
 }

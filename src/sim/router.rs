@@ -304,14 +304,20 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
             return ApiError::method_not_allowed().into_response();
         }
     };
-    sh.accounting.record(RequestKey {
+    let key = RequestKey {
         verb: verb.to_string(),
         group: group.clone(),
         resource: target.def.plural.clone(),
         subresource: target.sub.clone(),
         user: user.clone(),
         user_agent: ua.clone(),
-    });
+    };
+    sh.accounting.record(key.clone());
+    let answered = |response: Response| {
+        sh.accounting
+            .record_status(&key, response.status().as_u16());
+        response
+    };
     if let Some(rbac) = &sh.rbac
         && let Err(e) = rbac.check(
             &user,
@@ -323,22 +329,24 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
             target.name.as_deref().unwrap_or(""),
         )
     {
-        return e.into_response();
+        return answered(e.into_response());
     }
     let fault = sh.faults.decide(verb, &target.def.plural, &target.sub, &ua);
     if !fault.latency.is_zero() {
         tokio::time::sleep(fault.latency).await;
     }
     if let Some(code) = fault.error_code {
-        return injected(code).into_response();
+        return answered(injected(code).into_response());
     }
     if fault.conflict {
-        return ApiError::stale(
-            &target.def.group,
-            &target.def.plural,
-            target.name.as_deref().unwrap_or(""),
-        )
-        .into_response();
+        return answered(
+            ApiError::stale(
+                &target.def.group,
+                &target.def.plural,
+                target.name.as_deref().unwrap_or(""),
+            )
+            .into_response(),
+        );
     }
     let ctx = Ctx {
         sh: &sh,
@@ -349,10 +357,10 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         body: &body,
         fault_close: (fault.watch_close_after, fault.watch_close_after_events),
     };
-    match serve(&ctx, verb) {
+    answered(match serve(&ctx, verb) {
         Ok(r) => r,
         Err(e) => e.into_response(),
-    }
+    })
 }
 
 struct Ctx<'a> {

@@ -2,6 +2,7 @@
 
 mod api_requests;
 mod crd;
+mod demo;
 mod logs;
 mod manifests;
 mod metrics;

@@ -3,6 +3,7 @@
 
 mod cluster;
 mod drain;
+mod finalizer;
 mod harness;
 mod leader;
 mod lease;

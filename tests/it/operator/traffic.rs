@@ -72,6 +72,16 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
         status_writes <= 6,
         "status written when it changes, not per pod: {status_writes}"
     );
+    assert_eq!(
+        ours(Query::all().verb("get").resource("nodemaintenances")),
+        0,
+        "the watch's copy is used: no re-read, no read before adding the finalizer"
+    );
+    assert_eq!(
+        ours(Query::all().verb("get").resource("leases")),
+        0,
+        "a first maintenance creates its lease without reading it first"
+    );
     assert!(
         total <= evictions + 20,
         "{total} requests for {evictions} evictions"

@@ -1,0 +1,33 @@
+//! Why a benchmark scenario could not run.
+
+/// A failed benchmark run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Setting up the cluster or driving the maintenances failed.
+    #[error(transparent)]
+    Demo(#[from] crate::demo::DemoError),
+    /// The simulator failed.
+    #[error("simulated cluster: {0}")]
+    Sim(#[from] crate::sim::SimError),
+    /// The operator binary could not be started.
+    #[error("cannot start {binary}: {source}")]
+    Spawn {
+        /// The binary.
+        binary: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The operator process exited by itself.
+    #[error("nmo run exited early; its log is {0}")]
+    OperatorExited(String),
+    /// The operator's figures could not be read from /proc.
+    #[error(transparent)]
+    Proc(#[from] super::procstat::ProcError),
+    /// A file could not be written.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// The results could not be written as JSON.
+    #[error("cannot write JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}

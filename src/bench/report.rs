@@ -1,0 +1,109 @@
+//! The benchmark's output: a table of every scenario with its targets, or JSON lines.
+
+use super::result::{ScenarioResult, Target};
+use crate::demo::table::Table;
+
+/// The figures of every scenario as a table.
+pub fn figures_table(results: &[ScenarioResult]) -> String {
+    let mut table = Table::new(&[
+        "scenario",
+        "nodes x pods",
+        "in maint.",
+        "wall",
+        "p50",
+        "p99",
+        "evicted",
+        "requests",
+        "per pod",
+        "other/node",
+        "429s",
+        "peak RSS",
+        "CPU",
+    ]);
+    for r in results {
+        table.row(vec![
+            r.scenario.clone(),
+            format!("{} x {}", r.nodes, r.pods_per_node),
+            r.maintenance.to_string(),
+            format!("{:.2} s", r.wall_s),
+            format!("{:.2} s", r.p50_s),
+            format!("{:.2} s", r.p99_s),
+            r.evicted_pods.to_string(),
+            r.requests.total.to_string(),
+            format!("{:.2}", r.requests_per_evicted_pod),
+            format!("{:.1}", r.other_requests_per_node),
+            r.requests.too_many_requests.to_string(),
+            format!("{:.1} MiB", r.peak_rss_mib),
+            format!("{:.2} s", r.cpu_s),
+        ]);
+    }
+    table.render()
+}
+
+/// nmo's requests by verb, one line per scenario.
+pub fn verbs_lines(results: &[ScenarioResult]) -> String {
+    results
+        .iter()
+        .map(|r| {
+            format!(
+                "{:<6} {} (per evicted pod: {})\n",
+                r.scenario,
+                r.requests.by_verb_line(),
+                per_pod_by_verb(r)
+            )
+        })
+        .collect()
+}
+
+fn per_pod_by_verb(r: &ScenarioResult) -> String {
+    let pods = r.evicted_pods.max(1) as f64;
+    let mut verbs: Vec<(&String, &u64)> = r.requests.by_verb.iter().collect();
+    verbs.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    verbs
+        .iter()
+        .map(|(verb, n)| format!("{verb} {:.2}", **n as f64 / pods))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Every target with its figure and whether it is met.
+pub fn targets_table(rows: &[(String, Target)]) -> String {
+    let mut table = Table::new(&["scenario", "target", "wanted", "measured", "met"]);
+    for (scenario, t) in rows {
+        table.row(vec![
+            scenario.clone(),
+            t.what.clone(),
+            t.target.clone(),
+            t.actual.clone(),
+            if t.met { "yes" } else { "NO" }.into(),
+        ]);
+    }
+    table.render()
+}
+
+/// The machine the figures come from: cores, memory and CPU model.
+pub fn machine() -> String {
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let model = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let memory = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find(|l| l.starts_with("MemTotal:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|kib| kib.parse::<u64>().ok())
+        })
+        .map(|kib| format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0)))
+        .unwrap_or_else(|| "unknown memory".into());
+    format!("{cores} cores, {memory}, {model}")
+}

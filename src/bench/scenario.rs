@@ -1,0 +1,166 @@
+//! The benchmark scenarios: what cluster is simulated and how much of it goes into
+//! maintenance at once.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::sim::{Scenario, Timing};
+
+/// One benchmark scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct BenchScenario {
+    /// Short name (`a`, `b100`, ...).
+    pub name: String,
+    /// What it measures.
+    pub title: String,
+    /// Nodes in the cluster.
+    pub nodes: usize,
+    /// Pods per node.
+    pub pods_per_node: usize,
+    /// Nodes put into maintenance at once.
+    pub maintenance: usize,
+    /// Spread ReplicaSets (fewer: more pods of one budget on the maintained nodes).
+    pub replicasets: Option<usize>,
+    /// `maxUnavailable` of each spread ReplicaSet's budget (None: no budgets).
+    pub pdb_max_unavailable: Option<u32>,
+    /// Simulated time scale (0: instant kubelet, 1: 30 s grace periods and 2 s start-up).
+    pub time_scale: f64,
+    /// Evictions per second nmo may make, cluster wide (`--eviction-rate`; None: nmo's
+    /// default).
+    pub eviction_rate: Option<f64>,
+    /// Give up after this long.
+    #[serde(skip)]
+    pub timeout: Duration,
+}
+
+impl BenchScenario {
+    /// The simulated workload.
+    pub fn scenario(&self) -> Scenario {
+        let mut s = Scenario::new(self.nodes, self.pods_per_node).pdb(
+            self.pdb_max_unavailable
+                .map(|m| json!({"maxUnavailable": m})),
+        );
+        if let Some(n) = self.replicasets {
+            s = s.replicasets(n);
+        }
+        s
+    }
+
+    /// The simulated kubelet.
+    pub fn timing(&self) -> Timing {
+        Timing {
+            time_scale: self.time_scale,
+            ..Timing::default()
+        }
+    }
+
+    /// Nodes put into maintenance.
+    pub fn maintained_nodes(&self) -> Vec<String> {
+        let s = self.scenario();
+        (0..self.maintenance).map(|i| s.node_name(i)).collect()
+    }
+}
+
+/// a: 50 nodes x 10 pods, all in maintenance at once, instant kubelet. Every node is drained,
+/// so no replacement can be scheduled: budgets would block forever, and there are none.
+pub fn all_at_once() -> BenchScenario {
+    BenchScenario {
+        name: "a".into(),
+        title: "50 nodes x 10 pods, all 50 at once, instant kubelet".into(),
+        nodes: 50,
+        pods_per_node: 10,
+        maintenance: 50,
+        replicasets: None,
+        pdb_max_unavailable: None,
+        time_scale: 0.0,
+        eviction_rate: None,
+        timeout: Duration::from_secs(120),
+    }
+}
+
+/// b: `nodes` x 30 pods, a quarter of the nodes at once, instant kubelet, no budgets. nmo's
+/// cluster-wide eviction rate limit (50/s by default) would make the wall time a measure of
+/// that limit alone at this size, so it is raised: the point here is the cost per node.
+pub fn scaling(nodes: usize) -> BenchScenario {
+    BenchScenario {
+        name: format!("b{nodes}"),
+        title: format!("{nodes} nodes x 30 pods, 25% at once, instant kubelet"),
+        nodes,
+        pods_per_node: 30,
+        maintenance: nodes / 4,
+        replicasets: None,
+        pdb_max_unavailable: None,
+        time_scale: 0.0,
+        eviction_rate: Some(1000.0),
+        timeout: Duration::from_secs(900),
+    }
+}
+
+/// c: budgets (`maxUnavailable: 1`) over few ReplicaSets spread across the maintained nodes,
+/// and a kubelet in real time (30 s grace periods, 2 s start-up): evictions are refused until
+/// the replacements are Ready.
+pub fn pdb_constrained() -> BenchScenario {
+    BenchScenario {
+        name: "c".into(),
+        title:
+            "20 nodes x 10 pods, 5 at once, 4 ReplicaSets with maxUnavailable 1, real-time kubelet"
+                .into(),
+        nodes: 20,
+        pods_per_node: 10,
+        maintenance: 5,
+        replicasets: Some(4),
+        pdb_max_unavailable: Some(1),
+        time_scale: 1.0,
+        eviction_rate: None,
+        timeout: Duration::from_secs(600),
+    }
+}
+
+/// Every scenario, in the order they run.
+pub fn all() -> Vec<BenchScenario> {
+    vec![
+        all_at_once(),
+        scaling(100),
+        scaling(500),
+        scaling(2000),
+        pdb_constrained(),
+    ]
+}
+
+/// The scenarios named (`a`, `b`, `b100`, `b500`, `b2000`, `c`; `b` is all three sizes).
+pub fn by_names(names: &[String]) -> Vec<BenchScenario> {
+    if names.is_empty() {
+        return all();
+    }
+    all()
+        .into_iter()
+        .filter(|s| {
+            names
+                .iter()
+                .any(|n| n == &s.name || (n == "b" && s.name.starts_with('b')))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn b_selects_every_scaling_size() {
+        let names: Vec<String> = by_names(&["b".into()])
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(names, ["b100", "b500", "b2000"]);
+        assert_eq!(by_names(&[]).len(), 5);
+        assert_eq!(by_names(&["c".into(), "a".into()]).len(), 2);
+    }
+
+    #[test]
+    fn a_quarter_of_the_nodes_go_into_maintenance_when_scaling() {
+        assert_eq!(scaling(2000).maintained_nodes().len(), 500);
+    }
+}
