@@ -74,7 +74,7 @@ mod tests {
         table.row(vec!["n".into(), "12".into()]);
         assert_eq!(
             table.render(),
-            "node     pods\n-------  ----\nnode-10     7\nn         12\n"
+            "node     pods\n-------  ----\nnode-10     7\nn          12\n"
         );
     }
 }
