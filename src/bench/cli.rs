@@ -10,7 +10,7 @@ use super::{report, run, scenario};
 /// Flags of `nmo bench`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BenchArgs {
-    /// Scenarios to run: a, b (= b100 b500 b2000), b100, b500, b2000, c. Default: all.
+    /// Scenarios to run: a, a-fast, b (= b100 b500 b2000), b100, b500, b2000, c. Default: all.
     #[arg(long = "scenario", value_name = "NAME")]
     pub scenarios: Vec<String>,
     /// Print one JSON object per scenario instead of tables.

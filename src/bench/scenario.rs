@@ -80,6 +80,17 @@ pub fn all_at_once() -> BenchScenario {
     }
 }
 
+/// a-fast: a with nmo's cluster-wide eviction rate raised from 50/s (burst 100) to 500/s: a's
+/// 350 evictions alone take 5 s at the default rate, so this shows what the limit costs.
+pub fn all_at_once_unthrottled() -> BenchScenario {
+    BenchScenario {
+        name: "a-fast".into(),
+        title: "a with --eviction-rate 500".into(),
+        eviction_rate: Some(500.0),
+        ..all_at_once()
+    }
+}
+
 /// b: `nodes` x 30 pods, a quarter of the nodes at once, instant kubelet, no budgets. nmo's
 /// cluster-wide eviction rate limit (50/s by default) would make the wall time a measure of
 /// that limit alone at this size, so it is raised: the point here is the cost per node.
@@ -122,6 +133,7 @@ pub fn pdb_constrained() -> BenchScenario {
 pub fn all() -> Vec<BenchScenario> {
     vec![
         all_at_once(),
+        all_at_once_unthrottled(),
         scaling(100),
         scaling(500),
         scaling(2000),
@@ -155,7 +167,7 @@ mod tests {
             .map(|s| s.name)
             .collect();
         assert_eq!(names, ["b100", "b500", "b2000"]);
-        assert_eq!(by_names(&[]).len(), 5);
+        assert_eq!(by_names(&[]).len(), 6);
         assert_eq!(by_names(&["c".into(), "a".into()]).len(), 2);
     }
 
