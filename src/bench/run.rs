@@ -101,11 +101,7 @@ async fn measure(
         .map(|t| t.pods_to_evict())
         .sum();
     let removed = requests.eviction_responses.get(&201).copied().unwrap_or(0)
-        + requests
-            .by_request
-            .get("delete pods")
-            .copied()
-            .unwrap_or(0);
+        + requests.by_request.get("delete pods").copied().unwrap_or(0);
     let evicted_pods = counted.max(removed);
     Ok(ScenarioResult::new(
         scenario,
