@@ -2,8 +2,8 @@
 //!
 //! - Per-PodDisruptionBudget gates: after a 429 naming a budget, the pods behind it are parked
 //!   and the budget is probed with ONE eviction after an exponential backoff (with jitter,
-//!   honouring Retry-After); a success releases all of them. A tight budget therefore costs one
-//!   call per backoff step, not one per pod.
+//!   honouring Retry-After); a success sends the next one at once, and so on, one at a time. A
+//!   tight budget therefore costs one call per backoff step, not one per pod.
 //! - A cluster-wide token bucket and a cap on calls in flight protect the API server; a 429
 //!   without a budget (API throttling) pauses everything for a backoff.
 //! - A bounded set of held requests: beyond it, requests are refused back to the asker, who asks
@@ -326,6 +326,27 @@ impl EvictionState {
         self.pump(myself);
     }
 
+    /// A budget that refused before accepted an eviction. Its parked pods go on one at a time
+    /// (the next is sent at once, with the backoff reset): releasing them all together would
+    /// earn a 429 for every pod but one whenever the budget allows a single disruption, the
+    /// usual `maxUnavailable: 1`.
+    fn budget_accepted(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
+        let Some(gate) = self.gates.get_mut(key) else {
+            return;
+        };
+        if gate.parked.is_empty() {
+            self.release_gate(key);
+            return;
+        }
+        if let Some(timer) = gate.timer.take() {
+            timer.abort();
+        }
+        gate.failures = 0;
+        gate.open_at = None;
+        gate.probing = false;
+        self.open_gate(myself, key);
+    }
+
     fn release_gate(&mut self, key: &str) {
         let Some(mut gate) = self.gates.remove(key) else {
             return;
@@ -365,7 +386,7 @@ impl EvictionState {
         match result {
             Ok(EvictionOutcome::Evicted | EvictionOutcome::NotFound) => {
                 if let Some(key) = self.pod_gate.remove(&pod) {
-                    self.release_gate(&key);
+                    self.budget_accepted(myself, &key);
                 }
                 self.global_failures = 0;
                 if let Some(h) = held {

@@ -337,6 +337,35 @@ async fn pdb_blocked_pods_are_retried_as_one_unit() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_budget_allowing_one_disruption_releases_its_pods_one_at_a_time() {
+    let cluster = cluster_with_node("n1", 6);
+    let names: Vec<String> = (0..6).map(|i| format!("n1-p{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    cluster.add_pdb("app", "one", &refs, 0);
+    let h = Harness::new(cluster.clone()).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    // A replacement becomes Ready every 2 s: the budget allows one more disruption.
+    let budget = cluster.clone();
+    let replenish = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            budget.set_pdb_allowed("app", "one", 1);
+        }
+    });
+    assert!(
+        eventually(Duration::from_secs(120), || phase(&cluster, "nm1")
+            == Some(Phase::Succeeded))
+        .await
+    );
+    replenish.abort();
+    let calls = cluster.count_calls("evict_pod");
+    // 6 accepted, 6 refused in the first round, then about two refused probes per 2 s round.
+    // Releasing every parked pod after each success would add 5 + 4 + 3 + 2 + 1 refusals.
+    assert!(calls <= 28, "{calls} evictions for 6 pods");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn blocked_maintenance_does_not_delay_another() {
     let cluster = cluster_with_node("n1", 3);
     cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1", "n1-p2"], 0);
