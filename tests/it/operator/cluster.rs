@@ -309,3 +309,19 @@ pub async fn wait_until_gone(sim: &SimHandle, name: &str) {
     })
     .await;
 }
+
+/// Whether the NodeMaintenance's `lastError` mentions `text`.
+pub fn last_error_mentions(sim: &SimHandle, name: &str, text: &str) -> bool {
+    maintenance(sim, name)
+        .and_then(|nm| nm["status"]["lastError"].as_str().map(|e| e.contains(text)))
+        .unwrap_or(false)
+}
+
+/// Waits until the NodeMaintenance reports that the budget `pdb` blocks its drain.
+pub async fn wait_until_blocked_by(sim: &SimHandle, name: &str, pdb: &str) {
+    let what = format!("{name} to be blocked by {pdb}");
+    wait_for(&what, Duration::from_secs(20), || {
+        last_error_mentions(sim, name, pdb)
+    })
+    .await;
+}

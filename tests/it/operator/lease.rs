@@ -27,15 +27,7 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released() {
     cluster::wait_for(
         "the status to say who holds the lease",
         Duration::from_secs(20),
-        || {
-            cluster::maintenance(&sim, "nm-0")
-                .and_then(|nm| {
-                    nm["status"]["lastError"]
-                        .as_str()
-                        .map(|e| e.contains("node-healthcheck"))
-                })
-                .unwrap_or(false)
-        },
+        || cluster::last_error_mentions(&sim, "nm-0", "node-healthcheck"),
     )
     .await;
     // Waiting longer than a re-check: still nothing touched.

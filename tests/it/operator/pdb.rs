@@ -77,12 +77,7 @@ async fn a_blocked_maintenance_does_not_delay_another() {
     let (sim, client) = cluster_with_a_blocked_pod().await;
     let operator = Operator::start(cluster::operator_client(&sim), test_options());
     cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_for("node-0 to be blocked", Duration::from_secs(20), || {
-        status(&sim, "nm-0")["lastError"]
-            .as_str()
-            .is_some_and(|e| e.contains("db-budget"))
-    })
-    .await;
+    cluster::wait_until_blocked_by(&sim, "nm-0", "db-budget").await;
 
     let started = Instant::now();
     cluster::create_maintenance(&client, "nm-1", "node-1").await;
@@ -103,12 +98,7 @@ async fn deleting_a_blocked_maintenance_undoes_it_within_seconds() {
     let (sim, client) = cluster_with_a_blocked_pod().await;
     let operator = Operator::start(cluster::operator_client(&sim), test_options());
     cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_for("node-0 to be blocked", Duration::from_secs(20), || {
-        status(&sim, "nm-0")["lastError"]
-            .as_str()
-            .is_some_and(|e| e.contains("db-budget"))
-    })
-    .await;
+    cluster::wait_until_blocked_by(&sim, "nm-0", "db-budget").await;
 
     let started = Instant::now();
     cluster::delete_maintenance(&client, "nm-0").await;

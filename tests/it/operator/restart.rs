@@ -17,20 +17,8 @@ async fn a_new_operator_finishes_what_a_killed_one_started() {
 
     let first = Operator::start(cluster::operator_client(&sim), test_options());
     cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_for(
-        "the drain to be under way and blocked",
-        Duration::from_secs(20),
-        || {
-            cluster::maintenance(&sim, "nm-0")
-                .and_then(|nm| {
-                    nm["status"]["lastError"]
-                        .as_str()
-                        .map(|e| e.contains("db-budget"))
-                })
-                .unwrap_or(false)
-        },
-    )
-    .await;
+    // The drain is under way and blocked.
+    cluster::wait_until_blocked_by(&sim, "nm-0", "db-budget").await;
     first.kill().await;
     let progress_before =
         cluster::maintenance(&sim, "nm-0").expect("exists")["status"]["drainProgress"].clone();
