@@ -12,6 +12,5 @@ pub mod leader;
 pub mod metrics;
 pub mod operator;
 pub mod operator_metrics;
-pub mod sim;
 pub mod telemetry;
 pub mod webhook;

@@ -28,7 +28,7 @@ enum Command {
     /// Print the NodeMaintenance CustomResourceDefinition as YAML (what deploy/crd.yaml holds).
     Crd,
     /// Serve a simulated cluster (NodeMaintenance CRD installed) and write a kubeconfig for it.
-    Sim(nmo::sim::cli::SimArgs),
+    Sim(nmo_sim::cli::SimArgs),
     /// Show nmo draining a simulated cluster: live progress, a summary, the nodes restored.
     Demo(nmo::demo::DemoOptions),
     /// Benchmark concurrent drains: the simulator here, `nmo run` in a child process.
@@ -55,7 +55,7 @@ enum CliError {
     Operator(#[from] operator::OperatorError),
     /// The simulated cluster failed.
     #[error("simulated cluster: {0}")]
-    Sim(#[from] nmo::sim::SimError),
+    Sim(#[from] nmo_sim::SimError),
     /// The demo failed.
     #[error("demo: {0}")]
     Demo(#[from] nmo::demo::DemoError),
@@ -104,7 +104,7 @@ fn dispatch(cli: Cli) -> Result<(), CliError> {
         }
         Command::Sim(args) => {
             let crd = serde_json::to_value(nmo::crd::definition())?;
-            runtime()?.block_on(nmo::sim::cli::run_with_crds(args, vec![crd]))?;
+            runtime()?.block_on(nmo_sim::cli::run_with_crds(args, vec![crd]))?;
             Ok(())
         }
     }

@@ -8,7 +8,7 @@ pub enum BenchError {
     Demo(#[from] crate::demo::DemoError),
     /// The simulator failed.
     #[error("simulated cluster: {0}")]
-    Sim(#[from] crate::sim::SimError),
+    Sim(#[from] nmo_sim::SimError),
     /// The operator binary could not be started.
     #[error("cannot start {binary}: {source}")]
     Spawn {

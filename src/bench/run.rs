@@ -11,7 +11,7 @@ use super::scenario::BenchScenario;
 use crate::demo::requests::RequestTotals;
 use crate::demo::tracker::{self, Tracker};
 use crate::demo::{DemoError, maintenance};
-use crate::sim::{ClientOptions, Query, SimConfig, SimHandle, Simulator};
+use nmo_sim::{ClientOptions, Query, SimConfig, SimHandle, Simulator};
 
 /// The user the operator's token maps to in the simulator: its requests are counted under it.
 pub const OPERATOR_USER: &str = "nmo";

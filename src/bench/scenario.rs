@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::sim::{Scenario, Timing};
+use nmo_sim::{Scenario, Timing};
 
 /// One benchmark scenario.
 #[derive(Debug, Clone, Serialize)]

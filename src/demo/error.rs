@@ -7,7 +7,7 @@ use std::time::Duration;
 pub enum DemoError {
     /// The simulated cluster did not start or failed.
     #[error("simulated cluster: {0}")]
-    Sim(#[from] crate::sim::SimError),
+    Sim(#[from] nmo_sim::SimError),
     /// A NodeMaintenance could not be created.
     #[error("cannot create NodeMaintenance {name}: {source}")]
     Create {

@@ -21,8 +21,8 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use crate::sim::{ClientOptions, Query, SimConfig, SimHandle, Simulator};
 pub use error::DemoError;
+use nmo_sim::{ClientOptions, Query, SimConfig, SimHandle, Simulator};
 use nodes::NodeMarks;
 pub use options::DemoOptions;
 pub use progress::Display;

@@ -4,7 +4,7 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::sim::SimHandle;
+use nmo_sim::SimHandle;
 
 /// The taints nmo puts on a node in maintenance.
 const NMO_TAINTS: [&str; 2] = ["medik8s.io/drain", "node.kubernetes.io/unschedulable"];

@@ -5,7 +5,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::error::DemoError;
-use crate::sim::{Scenario, Timing};
+use nmo_sim::{Scenario, Timing};
 
 /// Flags of `nmo demo`.
 #[derive(Debug, Clone, clap::Args)]

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::sim::{Query, SimHandle};
+use nmo_sim::{Query, SimHandle};
 
 /// Requests of one identity, by verb, with the evictions and the refusals among them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -78,7 +78,7 @@ impl RequestTotals {
 
 /// Whether a counted request belongs to the identity. The accounting's own query matching is
 /// private; only the identity fields (user, User-Agent) matter here.
-fn identity_matches(identity: &Query, key: &crate::sim::RequestKey) -> bool {
+fn identity_matches(identity: &Query, key: &nmo_sim::RequestKey) -> bool {
     identity.user.as_ref().is_none_or(|u| u == &key.user)
         && identity
             .user_agent

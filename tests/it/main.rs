@@ -11,6 +11,5 @@ mod observability_e2e;
 mod operator;
 mod otlp_receiver;
 mod probes;
-mod sim;
 mod traces;
 mod webhook;

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use nmo::operator::OperatorOptions;
-use nmo::sim::{ClientOptions, Scenario, SimConfig, SimHandle, Simulator};
 use nmo::telemetry;
+use nmo_sim::{ClientOptions, Scenario, SimConfig, SimHandle, Simulator};
 use serde_json::json;
 use tracing_subscriber::layer::SubscriberExt;
 

@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::DeleteParams;
 use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
-use nmo::sim::{ClientOptions, FaultRule, Query, Rbac, SimConfig, SimHandle, Simulator};
 use nmo::webhook::{self, VALIDATE_PATH, Webhook, WebhookConfig, WebhookError};
+use nmo_sim::{ClientOptions, FaultRule, Query, Rbac, SimConfig, SimHandle, Simulator};
 use rustls::RootCertStore;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -102,7 +102,7 @@ async fn start_sim(cluster: Cluster) -> (SimHandle, kube::Client) {
 // Cluster objects, as the real API server returns them.
 
 fn node(name: &str, labels: &[&str]) -> Value {
-    let mut node = nmo::sim::scenario::node(name, name.len());
+    let mut node = nmo_sim::scenario::node(name, name.len());
     for label in labels {
         node["metadata"]["labels"][*label] = json!("");
     }

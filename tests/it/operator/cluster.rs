@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use nmo::sim::{ClientOptions, Scenario, SimConfig, SimHandle, Simulator};
+use nmo_sim::{ClientOptions, Scenario, SimConfig, SimHandle, Simulator};
 use serde_json::{Value, json};
 
 /// The User-Agent of the operator's client, so the simulator counts its requests apart.

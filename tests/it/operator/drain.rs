@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use nmo::sim::Scenario;
+use nmo_sim::Scenario;
 
 use super::cluster::{self, taint_keys};
 use super::harness::{Operator, test_options};

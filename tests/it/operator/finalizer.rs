@@ -2,15 +2,15 @@
 //! read only when that list turned out stale (someone else's finalizer is never lost).
 
 use nmo::cluster::KubeCluster;
-use nmo::sim::{Query, Scenario};
 use nmo_actors::ports::Cluster;
+use nmo_sim::{Query, Scenario};
 use serde_json::json;
 
 use super::cluster::{self, OPERATOR_AGENT};
 
 const FINALIZER: &str = "foregroundDeleteNodeMaintenance";
 
-fn finalizers(sim: &nmo::sim::SimHandle, name: &str) -> Vec<String> {
+fn finalizers(sim: &nmo_sim::SimHandle, name: &str) -> Vec<String> {
     cluster::maintenance(sim, name).expect("the NodeMaintenance exists")["metadata"]["finalizers"]
         .as_array()
         .map(|list| {

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use nmo::operator::OperatorOptions;
-use nmo::sim::Scenario;
+use nmo_sim::Scenario;
 
 use super::cluster;
 use super::harness::{Operator, test_options};
@@ -18,7 +18,7 @@ fn elected() -> OperatorOptions {
     }
 }
 
-fn leader(sim: &nmo::sim::SimHandle) -> Option<String> {
+fn leader(sim: &nmo_sim::SimHandle) -> Option<String> {
     sim.get_json(
         "coordination.k8s.io",
         "leases",

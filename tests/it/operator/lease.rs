@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use nmo::sim::Scenario;
+use nmo_sim::Scenario;
 
 use super::cluster;
 use super::harness::{Operator, test_options};
@@ -123,7 +123,7 @@ async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts() {
         || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
     )
     .await;
-    let renew_time = |sim: &nmo::sim::SimHandle| {
+    let renew_time = |sim: &nmo_sim::SimHandle| {
         cluster::lease(sim, "node-0").map(|lease| lease["spec"]["renewTime"].clone())
     };
     let first = renew_time(&sim);

@@ -3,13 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use nmo::sim::Scenario;
+use nmo_sim::Scenario;
 
 use super::cluster::{self, taint_keys};
 use super::harness::{Operator, test_options};
 
 /// Two nodes without PDBs of their own, plus a pod on node-0 that a PDB protects completely.
-async fn cluster_with_a_blocked_pod() -> (nmo::sim::SimHandle, kube::Client) {
+async fn cluster_with_a_blocked_pod() -> (nmo_sim::SimHandle, kube::Client) {
     let sim = cluster::start(Scenario::plain(2, 4).pdb(None)).await;
     let client = cluster::test_client(&sim);
     cluster::create_namespace(&client, "precious").await;
@@ -18,7 +18,7 @@ async fn cluster_with_a_blocked_pod() -> (nmo::sim::SimHandle, kube::Client) {
     (sim, client)
 }
 
-fn status(sim: &nmo::sim::SimHandle, name: &str) -> serde_json::Value {
+fn status(sim: &nmo_sim::SimHandle, name: &str) -> serde_json::Value {
     cluster::maintenance(sim, name)
         .map(|nm| nm["status"].clone())
         .unwrap_or_default()

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use nmo::sim::{Rbac, Scenario, SimConfig};
+use nmo_sim::{Rbac, Scenario, SimConfig};
 
 use super::cluster;
 use super::harness::{Operator, test_options};

@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use nmo::sim::Scenario;
+use nmo_sim::Scenario;
 use serde_json::json;
 
 use super::cluster::{self, taint_keys};

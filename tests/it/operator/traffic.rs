@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use nmo::sim::{Query, Scenario};
+use nmo_sim::{Query, Scenario};
 
 use super::cluster::{self, OPERATOR_AGENT};
 use super::harness::{Operator, test_options};
@@ -96,7 +96,7 @@ async fn a_refused_eviction_reaches_nmo_at_once_not_after_client_retries() {
     let uri: http::Uri = sim.base_url().parse().expect("a URL");
     let client = nmo::operator::client(kube::Config::new(uri)).expect("a client");
     sim.faults().add(
-        nmo::sim::FaultRule::on(Some("create"), Some("pods"))
+        nmo_sim::FaultRule::on(Some("create"), Some("pods"))
             .subresource("eviction")
             .errors(1.0, 429),
     );

@@ -5,10 +5,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
-use nmo::sim::Scenario;
+use nmo_sim::Scenario;
 use serde_json::json;
 
-use super::common::{eventually, start, status_of};
+use crate::support::{eventually, start, status_of};
 
 fn ready(p: &Pod) -> bool {
     p.status
@@ -306,7 +306,7 @@ async fn daemonsets_keep_a_pod_per_node_and_deletion_propagation_is_honoured() {
     let node =
         sim.get_json("", "pods", "kube-system", &victim).unwrap()["spec"]["nodeName"].clone();
     sys.delete(&victim, &DeleteParams::default()).await.unwrap();
-    sim.create_json("", "nodes", "", nmo::sim::scenario::node("node-9", 9), true)
+    sim.create_json("", "nodes", "", nmo_sim::scenario::node("node-9", 9), true)
         .unwrap();
     assert!(
         eventually(Duration::from_secs(5), || {

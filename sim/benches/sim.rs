@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams};
-use nmo::sim::{Query, Scenario, SimConfig, Simulator};
+use nmo_sim::{Query, Scenario, SimConfig, Simulator};
 use serde_json::json;
 
 fn env(k: &str, d: usize) -> usize {

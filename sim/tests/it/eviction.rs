@@ -4,10 +4,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, EvictParams, ListParams};
-use nmo::sim::{Scenario, SimHandle};
+use nmo_sim::{Scenario, SimHandle};
 use serde_json::{Value, json};
 
-use super::common::{eventually, start, status_of};
+use crate::support::{eventually, start, status_of};
 
 fn pdb(sim: &SimHandle, name: &str) -> Value {
     sim.get_json("policy", "poddisruptionbudgets", "workloads", name)
@@ -208,16 +208,16 @@ async fn terminating_namespace_refuses_evictions_with_403() {
         false,
     )
     .unwrap();
-    sim.create_json("", "nodes", "", nmo::sim::scenario::node("n0", 0), true)
+    sim.create_json("", "nodes", "", nmo_sim::scenario::node("n0", 0), true)
         .unwrap();
-    let pod = nmo::sim::scenario::running_pod(
+    let pod = nmo_sim::scenario::running_pod(
         "p",
         "doomed",
         "n0",
         "10.0.0.1",
         json!({"a": "b"}),
         None,
-        nmo::sim::scenario::pod_spec("a", false),
+        nmo_sim::scenario::pod_spec("a", false),
     );
     sim.create_json("", "pods", "doomed", pod, true).unwrap();
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
@@ -283,14 +283,14 @@ async fn pdb_status_is_computed_like_the_disruption_controller() {
     sim.create_json("policy", "poddisruptionbudgets", "workloads",
         json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "orphans"},
                "spec": {"maxUnavailable": "50%", "selector": {"matchLabels": {"none": "x"}}}}), false).unwrap();
-    let pod = nmo::sim::scenario::running_pod(
+    let pod = nmo_sim::scenario::running_pod(
         "lonely",
         "workloads",
         "node-0",
         "10.0.0.1",
         json!({"none": "x"}),
         None,
-        nmo::sim::scenario::pod_spec("a", false),
+        nmo_sim::scenario::pod_spec("a", false),
     );
     sim.create_json("", "pods", "workloads", pod, true).unwrap();
     assert!(

@@ -1,10 +1,10 @@
 //! The real kubectl against the simulator: get with server-side tables, field selectors, CRD
 //! apply, NodeMaintenance, drain (with and without a blocking PDB).
 
-use nmo::sim::{Scenario, SimConfig, Simulator};
+use nmo_sim::{Scenario, SimConfig, Simulator};
 use serde_json::json;
 
-use super::common::{Kubectl, start};
+use crate::support::{Kubectl, start};
 
 fn rows(out: &str) -> Vec<Vec<String>> {
     out.lines()
@@ -92,7 +92,7 @@ async fn kubectl_applies_a_crd_then_a_nodemaintenance() {
     let sim = Simulator::start(cfg).await.unwrap();
     let Some(k) = Kubectl::new(&sim) else { return };
     // The CRD nmo ships: deploy/crd.yaml is `nmo crd`'s output (a test checks that).
-    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd.yaml");
+    let crd = crate::support::NM_CRD_PATH;
     let o = k.run(&["apply", "--dry-run=client", "-f", crd]).await;
     assert!(o.ok, "{o:?}");
     assert!(o.stdout.contains("(dry run)"), "{o:?}");

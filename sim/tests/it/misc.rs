@@ -5,9 +5,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams};
 use kube::discovery::{Discovery, Scope};
-use nmo::sim::{ClientOptions, Rbac, Scenario, SimConfig, Simulator};
+use nmo_sim::{ClientOptions, Rbac, Scenario, SimConfig, Simulator};
 
-use super::common::{nm_crd, raw, status_of};
+use crate::support::{nm_crd, raw, status_of};
 
 #[tokio::test]
 async fn discovery_and_typed_crd_configuration() {
@@ -200,7 +200,7 @@ fn cli_arguments_parse_like_nmo_sim_expects() {
     #[derive(Parser)]
     struct Cmd {
         #[command(flatten)]
-        sim: nmo::sim::cli::SimArgs,
+        sim: nmo_sim::cli::SimArgs,
     }
     let c = Cmd::parse_from([
         "nmo-sim",

@@ -7,10 +7,10 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
 use kube::runtime::watcher;
-use nmo::sim::{Scenario, SimConfig, Simulator};
+use nmo_sim::{Scenario, SimConfig, Simulator};
 use serde_json::json;
 
-use super::common::start;
+use crate::support::start;
 
 async fn next_event<S: futures::Stream<Item = Result<WatchEvent<Pod>, kube::Error>> + Unpin>(
     s: &mut S,

@@ -5,11 +5,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use super::common::{raw, start, status_of};
+use crate::support::{raw, start, status_of};
 
 #[tokio::test]
 async fn json_patch_test_failure_is_422_and_changes_nothing() {
-    let sim = start(Some(nmo::sim::Scenario::plain(1, 1)), 0.0).await;
+    let sim = start(Some(nmo_sim::Scenario::plain(1, 1)), 0.0).await;
     let nodes: Api<Node> = Api::all(sim.kube_client().unwrap());
     let before = nodes.get("node-0").await.unwrap();
     let p: json_patch::Patch = serde_json::from_value(json!([
@@ -76,7 +76,7 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
 
 #[tokio::test]
 async fn strategic_merge_merges_by_key_and_replaces_atomic_lists() {
-    let sim = start(Some(nmo::sim::Scenario::plain(1, 1)), 0.0).await;
+    let sim = start(Some(nmo_sim::Scenario::plain(1, 1)), 0.0).await;
     let client = sim.kube_client().unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
     let p = json!({"metadata": {"labels": {"remediation.medik8s.io/exclude-from-remediation": "true"}},

@@ -6,10 +6,10 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
-use nmo::sim::{ClientOptions, FaultRule, Query, Scenario, SimConfig, Simulator};
+use nmo_sim::{ClientOptions, FaultRule, Query, Scenario, SimConfig, Simulator};
 use serde_json::json;
 
-use super::common::{raw, status_of};
+use crate::support::{raw, status_of};
 
 #[tokio::test]
 async fn requests_are_counted_by_verb_resource_and_identity() {

@@ -5,9 +5,9 @@ use k8s_openapi::api::core::v1::{Event as CoreEvent, ObjectReference};
 use k8s_openapi::api::events::v1::Event as V1Event;
 use kube::api::{Api, ListParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use nmo::sim::Scenario;
+use nmo_sim::Scenario;
 
-use super::common::{Kubectl, start};
+use crate::support::{Kubectl, start};
 
 #[tokio::test]
 async fn recorder_events_are_visible_through_both_apis_and_kubectl() {

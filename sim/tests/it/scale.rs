@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
-use nmo::sim::{Query, Scenario, SimConfig, Simulator};
+use nmo_sim::{Query, Scenario, SimConfig, Simulator};
 use serde_json::json;
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::common::{nm_crd, raw, start, status_of};
+use crate::support::{nm_crd, raw, start, status_of};
 
 fn lease(name: &str) -> Lease {
     serde_json::from_value(json!({
@@ -242,7 +242,7 @@ async fn finalizers_hold_deletion_until_removed() {
 
 #[tokio::test]
 async fn pods_are_deleted_gracefully_and_unscheduled_ones_immediately() {
-    let sim = start(Some(nmo::sim::Scenario::plain(1, 2)), 0.0).await;
+    let sim = start(Some(nmo_sim::Scenario::plain(1, 2)), 0.0).await;
     let client = sim.kube_client().unwrap();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "workloads");
     let list = pods.list(&ListParams::default()).await.unwrap();
@@ -264,7 +264,7 @@ async fn pods_are_deleted_gracefully_and_unscheduled_ones_immediately() {
     assert_eq!(p.metadata.deletion_grace_period_seconds, Some(60));
     // The kubelet (instant clock) removes it.
     assert!(
-        super::common::eventually(std::time::Duration::from_secs(5), || sim
+        crate::support::eventually(std::time::Duration::from_secs(5), || sim
             .get_json("", "pods", "workloads", &name)
             .is_none())
         .await
@@ -303,7 +303,7 @@ async fn pods_are_deleted_gracefully_and_unscheduled_ones_immediately() {
 
 #[tokio::test]
 async fn selectors_and_pagination() {
-    let sim = start(Some(nmo::sim::Scenario::new(4, 8)), 0.0).await;
+    let sim = start(Some(nmo_sim::Scenario::new(4, 8)), 0.0).await;
     let client = sim.kube_client().unwrap();
     let pods: Api<Pod> = Api::all(client.clone());
     let on = |n: &str| ListParams::default().fields(&format!("spec.nodeName={n}"));
@@ -394,7 +394,7 @@ async fn selectors_and_pagination() {
 
 #[tokio::test]
 async fn list_resource_version_semantics() {
-    let sim = start(Some(nmo::sim::Scenario::plain(2, 3)), 0.0).await;
+    let sim = start(Some(nmo_sim::Scenario::plain(2, 3)), 0.0).await;
     let client = sim.kube_client().unwrap();
     let pods: Api<Pod> = Api::all(client.clone());
     let first = pods.list(&ListParams::default().limit(2)).await.unwrap();

@@ -6,9 +6,9 @@
 //! controllers, disruption controller, namespace controller, garbage collector).
 //!
 //! ```no_run
-//! # async fn demo(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) -> Result<(), nmo::sim::SimError> {
+//! # async fn demo(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) -> Result<(), nmo_sim::SimError> {
 //! use std::time::Duration;
-//! use nmo::sim::{FaultRule, Query, Scenario, SimConfig, Simulator};
+//! use nmo_sim::{FaultRule, Query, Scenario, SimConfig, Simulator};
 //! // The NodeMaintenance CRD preinstalled (e.g. `NodeMaintenance::crd()`), 3 nodes with 10
 //! // pods each, the cluster running 100x faster than real time.
 //! let sim = Simulator::start(

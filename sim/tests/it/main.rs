@@ -1,0 +1,14 @@
+//! Conformance tests of the simulated API server: the one integration test binary of nmo-sim
+//! (each test binary is large and slow to link).
+
+mod cluster;
+mod crud;
+mod events;
+mod eviction;
+mod hooks;
+mod kubectl;
+mod misc;
+mod patch;
+mod scale;
+mod support;
+mod watch;
