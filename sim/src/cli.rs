@@ -4,8 +4,9 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::errors::SimError;
-use super::{Scenario, SimConfig, Simulator};
+use crate::errors::SimError;
+use crate::scenario::Scenario;
+use crate::simulator::{SimConfig, Simulator, default_kubeconfig_path};
 
 /// Arguments of the standalone simulator.
 #[derive(Debug, Clone, clap::Args)]
@@ -55,7 +56,7 @@ pub async fn run_with_crds(args: SimArgs, crds: Vec<Value>) -> Result<(), SimErr
     let path = args
         .kubeconfig
         .clone()
-        .unwrap_or_else(super::default_kubeconfig_path);
+        .unwrap_or_else(default_kubeconfig_path);
     sim.write_kubeconfig(&path)?;
     println!("simulated API server at {}", sim.base_url());
     println!(

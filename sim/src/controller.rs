@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, watch};
 
-use super::store::StoreEvent;
+use crate::store::StoreEvent;
 
 /// One wake-up of a controller.
 pub struct Batch {

@@ -5,8 +5,8 @@
 use bytes::Bytes;
 use serde_json::{Map, Value, json};
 
-use super::resources::ResourceDef;
-use super::store::StoredObject;
+use crate::object::StoredObject;
+use crate::resources::ResourceDef;
 
 /// (events.k8s.io/v1 field, core/v1 field).
 const RENAMES: &[(&str, &str)] = &[

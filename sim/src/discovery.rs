@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::resources::{ALL_VERBS, Registry, ResourceDef};
+use crate::resources::{ALL_VERBS, Registry, ResourceDef};
 
 /// `/version`.
 pub fn version() -> Value {

@@ -6,11 +6,11 @@
 
 use serde_json::{Value, json};
 
-use super::errors::{ApiError, cause};
-use super::pdb::pod_ready;
-use super::resources::names;
-use super::rest::{Api, DeleteOpts, now_rfc3339};
-use super::selectors::{Filter, LabelSelector};
+use crate::errors::{ApiError, cause};
+use crate::pdb::pod_ready;
+use crate::resources::names;
+use crate::rest::{Api, DeleteOpts, now_rfc3339};
+use crate::selectors::{Filter, LabelSelector};
 
 /// Above this many unconfirmed evictions a PDB refuses more (the real `MaxDisruptedPodSize`).
 const MAX_DISRUPTED_POD_SIZE: usize = 2000;
@@ -173,7 +173,7 @@ fn check_and_decrement(v: &mut Value, pdb: &str, pod: &str) -> Result<bool, ApiE
     let observed = num("/status/observedGeneration");
     v["status"]["disruptionsAllowed"] = json!(allowed - 1);
     if allowed - 1 == 0 {
-        super::pdb::set_condition(&mut v["status"], 0, observed);
+        crate::pdb::set_condition(&mut v["status"], 0, observed);
     }
     if !v["status"]
         .get("disruptedPods")

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use super::errors::SimError;
+use crate::errors::SimError;
 
 /// The kubeconfig YAML for a server URL and an optional bearer token.
 pub fn kubeconfig_yaml(server: &str, token: Option<&str>, namespace: &str) -> String {

@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::AbortHandle;
 
-use super::controller::{next_batch, scaled};
-use super::resources::names;
-use super::rest::{Api, DeleteOpts, now_rfc3339};
-use super::selectors::Filter;
-use super::store::StoredObject;
+use crate::controller::{next_batch, scaled};
+use crate::object::StoredObject;
+use crate::resources::names;
+use crate::rest::{Api, DeleteOpts, now_rfc3339};
+use crate::selectors::Filter;
 
 /// Speed of the simulated cluster.
 #[derive(Debug, Clone, Copy)]
@@ -89,7 +89,7 @@ pub fn running_status(pod: &Value, host_ip: &str, ip: &str, now: &str) -> Value 
         "podIPs": [{"ip": ip}],
         "startTime": now,
         "containerStatuses": statuses,
-        "qosClass": super::rest::qos_class(pod),
+        "qosClass": crate::rest::qos_class(pod),
     })
 }
 
@@ -244,7 +244,7 @@ pub async fn run(api: Arc<Api>, timing: Timing, mut shutdown: watch::Receiver<bo
             if (ev.def.group.as_str(), ev.def.plural.as_str()) != names::PODS {
                 continue;
             }
-            k.observe(&ev.obj, ev.kind == super::store::EventType::Deleted);
+            k.observe(&ev.obj, ev.kind == crate::store::EventType::Deleted);
         }
         // Forget finished timers.
         k.starting.retain(|_, h| !h.is_finished());

@@ -1,30 +1,66 @@
-//! The simulated Kubernetes API server used by tests, the demo and the benchmarks.
+//! nmo-sim: a fake kube-apiserver for tests, demos and benchmarks.
 //!
-//! It speaks the real REST API over plain HTTP on 127.0.0.1 closely enough that kube-rs and
-//! `kubectl` cannot tell it from a real server for everything nmo uses, and runs a small live
-//! cluster in-process on its own thread (kubelet, scheduler-lite, ReplicaSet and DaemonSet
-//! controllers, disruption controller, namespace controller, garbage collector).
+//! An in-process HTTP server that speaks the Kubernetes REST API over plain HTTP on 127.0.0.1
+//! closely enough that kube-rs and `kubectl` cannot tell it from a real API server for what an
+//! operator such as nmo uses, with a small live cluster behind it on its own thread: a kubelet
+//! (pods become Running/Ready, terminating pods go after their grace period, time scalable down
+//! to instant), a scheduler-lite, ReplicaSet and DaemonSet controllers, the disruption
+//! controller (PodDisruptionBudget status), the namespace controller and a garbage collector.
+//! On top of a real server it offers what tests need: request accounting by verb, resource and
+//! identity, fault injection (errors, latency, 409 storms, watches closed early), RBAC enforced
+//! for one identity from ClusterRole manifests, and realistic scenarios seeded in one call.
 //!
-//! ```no_run
-//! # async fn demo(crd: k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition) -> Result<(), nmo_sim::SimError> {
+//! It knows nothing of nmo: CRDs (the NodeMaintenance CRD included) and RBAC rules are given by
+//! the caller, as JSON objects or manifest files.
+//!
+//! Resources: core/v1 nodes, pods (with `eviction` and `status`), namespaces, events;
+//! events.k8s.io/v1 events (one storage with core/v1 events, as in the real server);
+//! coordination/v1 leases; policy/v1 PodDisruptionBudgets; apps/v1 ReplicaSets and DaemonSets;
+//! apiextensions/v1 CustomResourceDefinitions and the custom resources they define (with
+//! the status subresource, structural-schema defaulting, pruning and validation); discovery,
+//! a minimal OpenAPI v3 (paths, no schemas) and `meta.k8s.io/v1` Table responses for kubectl.
+//!
+//! Where it is NOT faithful (do not test these against it; use a real kube-apiserver):
+//! - Only the resources above exist; any other path is a 404 `Status`, never a silent success.
+//! - Security: plain HTTP, no TLS, no client certificates; a bearer token maps to a user name
+//!   and RBAC is enforced for one configured identity only (every other identity may do all).
+//! - Admission: no admission webhooks are called (nmo's validating webhook never sees a
+//!   request) and only a few built-in admission checks exist (NamespaceLifecycle,
+//!   DefaultTolerationSeconds); CEL validation rules other than `self == oldSelf` are ignored.
+//! - Patches: strategic merge knows the patch strategies of the fields nmo and kubectl patch,
+//!   not every field's; server-side apply is simplified (no managed fields, no conflicts).
+//! - Controllers are simplified: no real scheduling (no resources, affinity or preemption:
+//!   the emptiest schedulable node whose taints are tolerated), no Deployments, StatefulSets or
+//!   Jobs, no container runtime (containers never fail or restart), no node heartbeats or
+//!   node lifecycle controller.
+//! - Storage is in memory, with one global resourceVersion counter and a bounded watch
+//!   history per resource (older versions get 410 Gone); no etcd compaction timing, no
+//!   protobuf, JSON only.
+//!
+//! ```ignore
 //! use std::time::Duration;
 //! use nmo_sim::{FaultRule, Query, Scenario, SimConfig, Simulator};
-//! // The NodeMaintenance CRD preinstalled (e.g. `NodeMaintenance::crd()`), 3 nodes with 10
-//! // pods each, the cluster running 100x faster than real time.
+//! // A CRD preinstalled (any serializable CustomResourceDefinition, e.g. `NodeMaintenance::crd()`),
+//! // 3 nodes with 10 pods each, the cluster running 100x faster than real time.
 //! let sim = Simulator::start(
 //!     SimConfig::default().crd(&crd)?.scenario(Scenario::new(3, 10)).time_scale(0.01),
 //! )
 //! .await?;
 //! let client = sim.kube_client()?; // or kube_client_with(&ClientOptions { user_agent, token, .. })
 //! sim.write_kubeconfig(std::path::Path::new("/tmp/sim.kubeconfig"))?; // for kubectl
-//! // ... run nmo against `client` ...
+//! // ... run the operator against `client` ...
 //! let evictions = sim.requests(&Query::all().verb("create").resource("pods").subresource("eviction"));
 //! sim.faults().add(FaultRule::on(Some("patch"), Some("nodes")).conflicts(0.5));
 //! sim.faults().add(FaultRule::on(Some("watch"), None).close_watches_after(Some(Duration::from_secs(5)), None));
-//! # let _ = evictions; sim.shutdown().await; Ok(()) }
+//! sim.shutdown().await;
 //! ```
 //!
 //! Request counters are also served as JSON at `GET /debug/sim/requests` (`DELETE` resets).
+//!
+//! Modules, leaves first: `errors`, `resources` (the resource registry), `object` (one stored
+//! object), `selectors`, `store` (objects, resourceVersions, watch history), `rest` (the API's
+//! semantics over the store), `router` (HTTP), the controllers (`kubelet`, `scheduler`, `pdb`,
+//! workloads, lifecycle), `scenario` (seeding), `simulator` (start, stop, test hooks).
 
 pub mod accounting;
 pub mod cli;
@@ -37,6 +73,7 @@ pub mod faults;
 pub mod kubeconfig;
 pub mod kubelet;
 mod lifecycle;
+pub mod object;
 pub mod openapi;
 pub mod patch;
 pub mod pdb;
@@ -48,19 +85,11 @@ pub mod scenario;
 pub mod scheduler;
 pub mod schema;
 pub mod selectors;
+mod simulator;
 pub mod store;
 pub mod table;
 pub mod watch;
 mod workloads;
-
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::time::Duration;
-
-use serde_json::Value;
-use tokio::task::JoinHandle;
 
 pub use accounting::{Accounting, Query, RequestKey};
 pub use errors::{ApiError, SimError};
@@ -69,392 +98,5 @@ pub use kubelet::Timing;
 pub use rbac::Rbac;
 pub use rest::{Api, DeleteOpts, Deleted, Sub};
 pub use scenario::{Scenario, ScenarioReport};
+pub use simulator::{ClientOptions, SimConfig, SimHandle, Simulator, default_kubeconfig_path};
 pub use store::Store;
-
-/// Configuration of a simulator.
-#[derive(Debug, Clone)]
-pub struct SimConfig {
-    /// Port on 127.0.0.1 (0: ephemeral).
-    pub port: u16,
-    /// CRDs installed at start (objects as JSON, e.g. `serde_json::to_value(&crd)`).
-    pub crds: Vec<Value>,
-    /// A scenario seeded before the controllers start.
-    pub scenario: Option<Scenario>,
-    /// Speed of the simulated cluster.
-    pub timing: Timing,
-    /// Watch events kept per resource (older resourceVersions get 410 Expired).
-    pub history_limit: usize,
-    /// Interval between watch bookmarks.
-    pub bookmark_interval: Duration,
-    /// Bearer token -> user name. When non-empty, unknown tokens get 401.
-    pub tokens: HashMap<String, String>,
-    /// RBAC enforced for one user.
-    pub rbac: Option<Rbac>,
-    /// Run the in-process controllers (kubelet, scheduler, ReplicaSet, PDB, namespace, GC).
-    pub controllers: bool,
-}
-
-impl Default for SimConfig {
-    fn default() -> Self {
-        SimConfig {
-            port: 0,
-            crds: Vec::new(),
-            scenario: None,
-            timing: Timing::default(),
-            history_limit: 5_000,
-            bookmark_interval: Duration::from_secs(10),
-            tokens: HashMap::new(),
-            rbac: None,
-            controllers: true,
-        }
-    }
-}
-
-impl SimConfig {
-    /// Adds a CRD (any serializable CustomResourceDefinition, e.g. from `kube::CustomResourceExt`).
-    pub fn crd<T: serde::Serialize>(mut self, crd: &T) -> Result<Self, SimError> {
-        self.crds.push(serde_json::to_value(crd)?);
-        Ok(self)
-    }
-    /// Adds a CRD given as JSON.
-    pub fn crd_json(mut self, crd: Value) -> Self {
-        self.crds.push(crd);
-        self
-    }
-    /// Seeds a scenario.
-    pub fn scenario(mut self, s: Scenario) -> Self {
-        self.scenario = Some(s);
-        self
-    }
-    /// Sets the time scale (1.0 real time, 0 instant).
-    pub fn time_scale(mut self, f: f64) -> Self {
-        self.timing.time_scale = f;
-        self
-    }
-    /// Maps a bearer token to a user.
-    pub fn token(mut self, token: &str, user: &str) -> Self {
-        self.tokens.insert(token.into(), user.into());
-        self
-    }
-}
-
-/// How a kube client built by the simulator identifies itself.
-#[derive(Debug, Clone)]
-pub struct ClientOptions {
-    /// User-Agent header.
-    pub user_agent: String,
-    /// Bearer token.
-    pub token: Option<String>,
-    /// kube's default retry of 429/503/504 (off by default so tests see every response).
-    pub retry: bool,
-}
-
-impl Default for ClientOptions {
-    fn default() -> Self {
-        ClientOptions {
-            user_agent: "nmo-sim-client".into(),
-            token: None,
-            retry: false,
-        }
-    }
-}
-
-/// Starts simulators.
-pub struct Simulator;
-
-impl Simulator {
-    /// Starts a simulator: installs CRDs, seeds the scenario, starts the controllers and serves.
-    pub async fn start(config: SimConfig) -> Result<SimHandle, SimError> {
-        let store = Store::new(config.history_limit);
-        let registry = Arc::new(resources::Registry::new());
-        let api = Arc::new(Api { registry, store });
-        let nsdef = api.def(resources::names::NAMESPACES)?;
-        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            api.create(
-                &nsdef,
-                "",
-                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-                false,
-                false,
-            )?;
-        }
-        let crddef = api.def(resources::names::CRDS)?;
-        for crd in &config.crds {
-            let mut c = crd.clone();
-            if let Some(m) = c.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-                m.remove("resourceVersion");
-                m.remove("uid");
-                m.remove("creationTimestamp");
-            }
-            if let Some(m) = c.as_object_mut() {
-                m.remove("status");
-            }
-            api.create(&crddef, "", c, false, false)?;
-        }
-        let report = match &config.scenario {
-            Some(s) => Some(scenario::apply(&api, s)?),
-            None => None,
-        };
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", config.port)).await?;
-        let addr = listener.local_addr()?;
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        let shared = Arc::new(router::Shared {
-            api: api.clone(),
-            accounting: Arc::new(Accounting::default()),
-            faults: Arc::new(Faults::default()),
-            rbac: config.rbac.clone().map(Arc::new),
-            tokens: config.tokens.clone(),
-            addr: addr.to_string(),
-            bookmark_interval: config.bookmark_interval,
-            shutdown: stop_rx.clone(),
-        });
-        let mut controllers = None;
-        if config.controllers {
-            // The disruption controller first, so PDBs get their status before anyone evicts.
-            if let Ok(pdbs) = api.def(resources::names::PDBS) {
-                let namespaces: std::collections::HashSet<String> = api
-                    .store
-                    .list(&pdbs, &selectors::Filter::default(), None, 0)
-                    .0
-                    .iter()
-                    .map(|p| p.namespace.clone())
-                    .collect();
-                for ns in namespaces {
-                    pdb::sync_namespace(&api, &ns)?;
-                }
-            }
-            // The controllers run on their own thread and runtime: their bursts of work (a
-            // resync over 60,000 pods) must never starve the HTTP handlers.
-            let (api2, stop2, timing) = (api.clone(), stop_rx.clone(), config.timing);
-            let thread = std::thread::Builder::new()
-                .name("sim-controllers".into())
-                .spawn(move || {
-                    let rt = match tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                    {
-                        Ok(rt) => rt,
-                        Err(e) => {
-                            tracing::error!(error = %e, "simulator controllers could not start");
-                            return;
-                        }
-                    };
-                    rt.block_on(async move {
-                        let _ = tokio::join!(
-                            pdb::run(api2.clone(), stop2.clone()),
-                            kubelet::run(api2.clone(), timing, stop2.clone()),
-                            scheduler::run(api2.clone(), stop2.clone()),
-                            workloads::run(api2.clone(), stop2.clone()),
-                            lifecycle::run(api2.clone(), stop2.clone()),
-                        );
-                    });
-                })?;
-            controllers = Some(thread);
-        }
-        let app = router::router(shared.clone());
-        let mut srv_stop = stop_rx.clone();
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = srv_stop.changed().await;
-                })
-                .await;
-        });
-        Ok(SimHandle {
-            shared,
-            addr,
-            stop: stop_tx,
-            server: Some(server),
-            controllers,
-            report,
-        })
-    }
-}
-
-/// A running simulator.
-pub struct SimHandle {
-    shared: Arc<router::Shared>,
-    addr: SocketAddr,
-    stop: tokio::sync::watch::Sender<bool>,
-    server: Option<JoinHandle<()>>,
-    controllers: Option<std::thread::JoinHandle<()>>,
-    report: Option<ScenarioReport>,
-}
-
-impl SimHandle {
-    /// The listening address.
-    pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-
-    /// `http://127.0.0.1:<port>`.
-    pub fn base_url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    /// A kube client (User-Agent `nmo-sim-client`, no token, no automatic retries).
-    pub fn kube_client(&self) -> Result<kube::Client, SimError> {
-        self.kube_client_with(&ClientOptions::default())
-    }
-
-    /// A kube client with a given identity.
-    pub fn kube_client_with(&self, opts: &ClientOptions) -> Result<kube::Client, SimError> {
-        let uri: http::Uri = self
-            .base_url()
-            .parse()
-            .map_err(|e: http::uri::InvalidUri| SimError::Config(e.to_string()))?;
-        let mut cfg = kube::Config::new(uri);
-        cfg.default_namespace = "default".into();
-        cfg.default_retry = opts.retry;
-        if let Ok(ua) = http::HeaderValue::from_str(&opts.user_agent) {
-            cfg.headers.push((http::header::USER_AGENT, ua));
-        }
-        if let Some(t) = &opts.token {
-            cfg.auth_info.token = Some(t.clone().into());
-        }
-        Ok(kube::Client::try_from(cfg)?)
-    }
-
-    /// Writes a kubeconfig for kubectl (and `Config::infer`).
-    pub fn write_kubeconfig(&self, path: &Path) -> Result<(), SimError> {
-        kubeconfig::write(path, &self.base_url(), None)
-    }
-
-    /// Writes a kubeconfig carrying a bearer token.
-    pub fn write_kubeconfig_with_token(&self, path: &Path, token: &str) -> Result<(), SimError> {
-        kubeconfig::write(path, &self.base_url(), Some(token))
-    }
-
-    /// The REST layer (direct store access with the API's semantics).
-    pub fn api(&self) -> &Arc<Api> {
-        &self.shared.api
-    }
-
-    /// The raw store.
-    pub fn store(&self) -> &Arc<Store> {
-        &self.shared.api.store
-    }
-
-    /// Request counters.
-    pub fn accounting(&self) -> &Accounting {
-        &self.shared.accounting
-    }
-
-    /// Number of requests a query matches.
-    pub fn requests(&self, q: &Query) -> u64 {
-        self.shared.accounting.count(q)
-    }
-
-    /// The requests RBAC refused so far (empty when RBAC is off).
-    pub fn rbac_denials(&self) -> Vec<String> {
-        self.shared
-            .rbac
-            .as_ref()
-            .map(|r| r.denials())
-            .unwrap_or_default()
-    }
-
-    /// Fault injection controls.
-    pub fn faults(&self) -> &Faults {
-        &self.shared.faults
-    }
-
-    /// What the configured scenario created.
-    pub fn scenario_report(&self) -> Option<&ScenarioReport> {
-        self.report.as_ref()
-    }
-
-    /// Seeds another scenario.
-    pub fn apply_scenario(&self, s: &Scenario) -> Result<ScenarioReport, SimError> {
-        scenario::apply(&self.shared.api, s)
-    }
-
-    /// An object as JSON (None when missing). `group` "" for core; `ns` "" when cluster scoped.
-    pub fn get_json(&self, group: &str, plural: &str, ns: &str, name: &str) -> Option<Value> {
-        let def = self.shared.api.registry.by_name((group, plural))?;
-        self.shared.api.store.get(&def, ns, name)?.value().ok()
-    }
-
-    /// Creates an object directly (API semantics, no HTTP). `keep_status` keeps a given status.
-    pub fn create_json(
-        &self,
-        group: &str,
-        plural: &str,
-        ns: &str,
-        obj: Value,
-        keep_status: bool,
-    ) -> Result<Value, ApiError> {
-        let def = self.shared.api.def((group, plural))?;
-        self.shared
-            .api
-            .create(&def, ns, obj, false, keep_status)?
-            .value()
-    }
-
-    /// Lists objects directly (namespace "" for all).
-    pub fn list_json(&self, group: &str, plural: &str, ns: &str) -> Vec<Value> {
-        let Ok(def) = self.shared.api.def((group, plural)) else {
-            return Vec::new();
-        };
-        let filter = selectors::Filter {
-            namespace: (!ns.is_empty()).then(|| ns.to_string()),
-            ..Default::default()
-        };
-        self.shared
-            .api
-            .store
-            .list(&def, &filter, None, 0)
-            .0
-            .iter()
-            .filter_map(|o| o.value().ok())
-            .collect()
-    }
-
-    /// Names of the objects of a resource (namespace "" for all), without parsing them.
-    pub fn names(&self, group: &str, plural: &str, ns: &str) -> Vec<String> {
-        let Ok(def) = self.shared.api.def((group, plural)) else {
-            return Vec::new();
-        };
-        let filter = selectors::Filter {
-            namespace: (!ns.is_empty()).then(|| ns.to_string()),
-            ..Default::default()
-        };
-        self.shared
-            .api
-            .store
-            .list(&def, &filter, None, 0)
-            .0
-            .iter()
-            .map(|o| o.name.clone())
-            .collect()
-    }
-
-    /// Stops serving, ends watches and stops the controllers.
-    pub async fn shutdown(mut self) {
-        let _ = self.stop.send(true);
-        if let Some(server) = self.server.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
-        }
-        if let Some(t) = self.controllers.take() {
-            // The controllers see the stop signal at their next wake-up.
-            let _ = tokio::time::timeout(
-                Duration::from_secs(5),
-                tokio::task::spawn_blocking(move || t.join()),
-            )
-            .await;
-        }
-    }
-}
-
-impl Drop for SimHandle {
-    /// A simulator dropped without `shutdown` still stops serving and stops its controller
-    /// thread (without waiting).
-    fn drop(&mut self) {
-        let _ = self.stop.send(true);
-    }
-}
-
-/// Where `cli::run` writes its kubeconfig when none is given.
-pub fn default_kubeconfig_path() -> PathBuf {
-    std::env::temp_dir().join("nmo-sim.kubeconfig")
-}

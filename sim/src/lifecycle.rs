@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::controller::next_batch;
-use super::resources::names;
-use super::rest::{Api, DeleteOpts};
-use super::selectors::Filter;
-use super::store::{EventType, Expect, Write};
+use crate::controller::next_batch;
+use crate::resources::names;
+use crate::rest::{Api, DeleteOpts};
+use crate::selectors::Filter;
+use crate::store::{EventType, Expect, Write};
 
 /// Deletes the content of terminating namespaces and finally the namespaces.
 fn sync_namespaces(api: &Api) -> bool {

@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::resources::{Registry, ResourceDef};
+use crate::resources::{Registry, ResourceDef};
 
 fn gv_path(group: &str, version: &str) -> String {
     if group.is_empty() {

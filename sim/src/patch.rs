@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value};
 
-use super::errors::ApiError;
+use crate::errors::ApiError;
 
 /// The patch flavours, by Content-Type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,7 +63,7 @@ pub fn json_patch(doc: &Value, body: &[u8]) -> Result<Value, ApiError> {
             "the server rejected our request due to an error in our request",
         )
         .with_details(serde_json::json!({
-            "causes": [super::errors::cause("UnexpectedServerResponse", &text, None)]
+            "causes": [crate::errors::cause("UnexpectedServerResponse", &text, None)]
         }))
     };
     let mut out = doc.clone();

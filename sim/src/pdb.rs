@@ -9,12 +9,13 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::controller::next_batch;
-use super::errors::ApiError;
-use super::resources::names;
-use super::rest::{Api, now_rfc3339};
-use super::selectors::{Filter, LabelSelector};
-use super::store::{EventType, StoredObject};
+use crate::controller::next_batch;
+use crate::errors::ApiError;
+use crate::object::StoredObject;
+use crate::resources::names;
+use crate::rest::{Api, now_rfc3339};
+use crate::selectors::{Filter, LabelSelector};
+use crate::store::EventType;
 
 /// How long an eviction stays in `disruptedPods` without the pod being deleted.
 const DELETION_TIMEOUT_SECS: i64 = 120;

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::Value;
 
-use super::errors::{ApiError, SimError};
+use crate::errors::{ApiError, SimError};
 
 #[derive(Debug, Clone)]
 struct Rule {

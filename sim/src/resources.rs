@@ -4,7 +4,7 @@ use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
 
-use super::errors::SimError;
+use crate::errors::SimError;
 
 /// The verbs every served resource supports.
 pub const ALL_VERBS: &[&str] = &[

@@ -7,13 +7,14 @@ use std::sync::Arc;
 use rand::Rng;
 use serde_json::{Value, json};
 
-use super::convert;
-use super::errors::{ApiError, cause};
-use super::patch::{self, PatchType};
-use super::resources::{self, Registry, ResourceDef, names};
-use super::schema;
-use super::selectors::Filter;
-use super::store::{CommitError, Expect, Key, Store, StoredObject, Write};
+use crate::convert;
+use crate::errors::{ApiError, cause};
+use crate::object::{Key, StoredObject};
+use crate::patch::{self, PatchType};
+use crate::resources::{self, Registry, ResourceDef, names};
+use crate::schema;
+use crate::selectors::Filter;
+use crate::store::{CommitError, Expect, Store, Write};
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -11,19 +11,20 @@ use axum::response::Response;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::accounting::{Accounting, RequestKey};
-use super::discovery;
-use super::errors::ApiError;
-use super::eviction;
-use super::faults::Faults;
-use super::patch::{PatchType, accepted_patch_types};
-use super::rbac::Rbac;
-use super::resources::ResourceDef;
-use super::rest::{Api, DeleteOpts, Deleted, Sub};
-use super::selectors::{FieldSelector, Filter, LabelSelector};
-use super::store::{StoredObject, WatchFrom};
-use super::table::{self, Include};
-use super::watch::{self, WatchParams};
+use crate::accounting::{Accounting, RequestKey};
+use crate::discovery;
+use crate::errors::ApiError;
+use crate::eviction;
+use crate::faults::Faults;
+use crate::object::StoredObject;
+use crate::patch::{PatchType, accepted_patch_types};
+use crate::rbac::Rbac;
+use crate::resources::ResourceDef;
+use crate::rest::{Api, DeleteOpts, Deleted, Sub};
+use crate::selectors::{FieldSelector, Filter, LabelSelector};
+use crate::store::WatchFrom;
+use crate::table::{self, Include};
+use crate::watch::{self, WatchParams};
 
 /// State shared by all requests.
 pub struct Shared {
@@ -64,7 +65,7 @@ fn value_response(code: u16, v: &Value) -> Response {
 }
 
 fn object_response(code: u16, def: &ResourceDef, o: &StoredObject) -> Response {
-    json_response(code, super::convert::render(def, o))
+    json_response(code, crate::convert::render(def, o))
 }
 
 fn list_bytes(
@@ -92,7 +93,7 @@ fn list_bytes(
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&super::convert::render(def, o));
+        out.extend_from_slice(&crate::convert::render(def, o));
     }
     out.extend_from_slice(b"]}");
     Bytes::from(out)
@@ -243,11 +244,11 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         }
         ["openapi", "v3"] => {
             count_nonresource(&path);
-            return value_response(200, &super::openapi::root(&sh.api.registry));
+            return value_response(200, &crate::openapi::root(&sh.api.registry));
         }
         ["openapi", "v3", rest @ ..] => {
             count_nonresource(&path);
-            return match super::openapi::group_version(&sh.api.registry, &rest.join("/")) {
+            return match crate::openapi::group_version(&sh.api.registry, &rest.join("/")) {
                 Some(d) => value_response(200, &d),
                 None => ApiError::path_not_found().into_response(),
             };
@@ -416,8 +417,8 @@ impl Ctx<'_> {
             && let Some(n) = &self.t.name
         {
             // Deprecated single-object watch paths: a name field selector.
-            fields.0.push(super::selectors::FieldReq {
-                target: super::selectors::FieldTarget::Name,
+            fields.0.push(crate::selectors::FieldReq {
+                target: crate::selectors::FieldTarget::Name,
                 value: n.clone(),
                 negate: false,
             });
@@ -441,7 +442,7 @@ impl Ctx<'_> {
         let Some(schema) = &def.schema else {
             return Ok(());
         };
-        let unknown = super::schema::unknown_fields(body, schema);
+        let unknown = crate::schema::unknown_fields(body, schema);
         if unknown.is_empty() {
             return Ok(());
         }

@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::errors::SimError;
-use super::kubelet::{pod_ip, running_status};
-use super::resources::names;
-use super::rest::{Api, new_uid, now_rfc3339};
+use crate::errors::SimError;
+use crate::kubelet::{pod_ip, running_status};
+use crate::resources::names;
+use crate::rest::{Api, new_uid, now_rfc3339};
 
 /// Namespace of the scenario's workloads.
 pub const WORKLOAD_NS: &str = "workloads";
@@ -112,7 +112,7 @@ pub struct ScenarioReport {
 }
 
 fn hexs(n: usize) -> String {
-    super::kubelet::rand_hex(n)
+    crate::kubelet::rand_hex(n)
 }
 
 /// A realistic Node (10-15 KiB of JSON).
@@ -341,7 +341,7 @@ fn ensure_namespace(api: &Api, ns: &str) -> Result<(), SimError> {
 
 struct SeedCtx<'a> {
     api: &'a Arc<Api>,
-    pods: &'a Arc<super::resources::ResourceDef>,
+    pods: &'a Arc<crate::resources::ResourceDef>,
 }
 
 /// Seeds a scenario into the store (directly, not through HTTP).

@@ -9,11 +9,12 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use super::controller::next_batch;
-use super::resources::names;
-use super::rest::{Api, now_rfc3339};
-use super::selectors::{FieldReq, FieldSelector, FieldTarget, Filter};
-use super::store::{EventType, Key};
+use crate::controller::next_batch;
+use crate::object::Key;
+use crate::resources::names;
+use crate::rest::{Api, now_rfc3339};
+use crate::selectors::{FieldReq, FieldSelector, FieldTarget, Filter};
+use crate::store::EventType;
 
 #[derive(Debug, Clone)]
 struct NodeInfo {

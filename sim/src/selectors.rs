@@ -2,9 +2,9 @@
 
 use serde_json::Value;
 
-use super::errors::ApiError;
-use super::resources::ResourceDef;
-use super::store::StoredObject;
+use crate::errors::ApiError;
+use crate::object::StoredObject;
+use crate::resources::ResourceDef;
 
 /// One label requirement.
 #[derive(Debug, Clone, PartialEq)]
@@ -365,24 +365,6 @@ impl Filter {
             return false;
         }
         self.labels.matches(&obj.labels) && self.fields.matches(obj)
-    }
-}
-
-/// Extracts a dotted field path as the string a field selector compares with.
-pub fn field_value(v: &Value, path: &str) -> String {
-    let mut cur = v;
-    for seg in path.split('.') {
-        match cur.get(seg) {
-            Some(x) => cur = x,
-            None => return String::new(),
-        }
-    }
-    match cur {
-        Value::String(s) => s.clone(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::Null => String::new(),
-        other => other.to_string(),
     }
 }
 

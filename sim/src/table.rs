@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::resources::ResourceDef;
-use super::store::StoredObject;
+use crate::object::StoredObject;
+use crate::resources::ResourceDef;
 
 /// What to embed in each row (`includeObject`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

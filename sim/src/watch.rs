@@ -8,10 +8,10 @@ use std::time::Duration;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use super::errors::ApiError;
-use super::resources::ResourceDef;
-use super::selectors::Filter;
-use super::store::{EventType, Store, StoreEvent, WatchFrom};
+use crate::errors::ApiError;
+use crate::resources::ResourceDef;
+use crate::selectors::Filter;
+use crate::store::{EventType, Store, StoreEvent, WatchFrom};
 
 /// What a watch request asked for.
 #[derive(Debug, Clone)]
@@ -31,7 +31,7 @@ pub struct WatchParams {
     /// Fault injection: close the stream after this many events.
     pub close_after_events: Option<usize>,
     /// Send each object as a one-row Table (`kubectl get -w`).
-    pub table: Option<super::table::Include>,
+    pub table: Option<crate::table::Include>,
 }
 
 /// One watch event line.
@@ -65,7 +65,7 @@ fn convert(
     def: &ResourceDef,
     ev: &StoreEvent,
     filter: &Filter,
-    table: Option<super::table::Include>,
+    table: Option<crate::table::Include>,
 ) -> Option<Bytes> {
     let plain = convert_plain(def, ev, filter)?;
     let Some(include) = table else {
@@ -74,13 +74,13 @@ fn convert(
     let v: Value = serde_json::from_slice(&plain).ok()?;
     let kind = v.get("type")?.as_str()?.to_string();
     let obj = v.get("object")?;
-    let t = super::table::table_values(def, std::slice::from_ref(obj), ev.rv(), None, include);
+    let t = crate::table::table_values(def, std::slice::from_ref(obj), ev.rv(), None, include);
     Some(line(&kind, t.to_string().as_bytes()))
 }
 
 fn convert_plain(def: &ResourceDef, ev: &StoreEvent, filter: &Filter) -> Option<Bytes> {
     let cur = filter.matches(&ev.obj);
-    let body = || super::convert::render(def, &ev.obj);
+    let body = || crate::convert::render(def, &ev.obj);
     match ev.kind {
         EventType::Added => cur.then(|| line("ADDED", &body())),
         EventType::Deleted => cur.then(|| line("DELETED", &body())),
@@ -94,7 +94,7 @@ fn convert_plain(def: &ResourceDef, ev: &StoreEvent, filter: &Filter) -> Option<
                     let p = ev.prev.as_ref()?;
                     let mut v: Value = serde_json::from_slice(&p.json).ok()?;
                     v["metadata"]["resourceVersion"] = json!(ev.rv().to_string());
-                    let v = super::convert::from_storage(def, &v);
+                    let v = crate::convert::from_storage(def, &v);
                     Some(line("DELETED", v.to_string().as_bytes()))
                 }
                 (false, false) => None,

@@ -9,11 +9,11 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::controller::next_batch;
-use super::resources::names;
-use super::rest::{Api, DeleteOpts};
-use super::selectors::Filter;
-use super::store::{Key, StoredObject};
+use crate::controller::next_batch;
+use crate::object::{Key, StoredObject};
+use crate::resources::names;
+use crate::rest::{Api, DeleteOpts};
+use crate::selectors::Filter;
 
 fn active(p: &StoredObject) -> bool {
     !p.deleting
@@ -189,7 +189,7 @@ fn place_daemon_pods(
     key: &Key,
     uid: &str,
     ds: &serde_json::Value,
-    nodes: &Arc<super::resources::ResourceDef>,
+    nodes: &Arc<crate::resources::ResourceDef>,
 ) -> usize {
     let Ok(pods) = api.def(names::PODS) else {
         return 0;
@@ -214,7 +214,7 @@ fn place_daemon_pods(
         let mut schedulable = nv.clone();
         // Cordoned nodes still run daemons.
         schedulable["spec"]["unschedulable"] = json!(false);
-        if n.deleting || !super::scheduler::node_fits(&probe, &schedulable) {
+        if n.deleting || !crate::scheduler::node_fits(&probe, &schedulable) {
             continue;
         }
         desired += 1;
@@ -277,7 +277,7 @@ pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
                 rs_dirty.insert(ev.obj.key());
             } else if gp == names::DAEMONSETS {
                 ds_dirty.insert(ev.obj.key());
-            } else if gp == names::NODES && ev.kind != super::store::EventType::Modified {
+            } else if gp == names::NODES && ev.kind != crate::store::EventType::Modified {
                 ds_dirty.extend(all_keys(&api, names::DAEMONSETS));
             } else if gp == names::PODS {
                 for uid in &ev.obj.owner_uids {
