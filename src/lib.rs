@@ -2,11 +2,11 @@
 //! Node Maintenance Operator.
 
 pub mod api_metrics;
-pub mod bench;
 pub mod cluster;
 pub mod controller;
 pub mod crd;
-pub mod demo;
+#[cfg(feature = "devtools")]
+pub mod devtools;
 pub mod http;
 pub mod leader;
 pub mod metrics;

@@ -27,12 +27,10 @@ enum Command {
     },
     /// Print the NodeMaintenance CustomResourceDefinition as YAML (what deploy/crd.yaml holds).
     Crd,
-    /// Serve a simulated cluster (NodeMaintenance CRD installed) and write a kubeconfig for it.
-    Sim(nmo_sim::cli::SimArgs),
-    /// Show nmo draining a simulated cluster: live progress, a summary, the nodes restored.
-    Demo(nmo::demo::DemoOptions),
-    /// Benchmark concurrent drains: the simulator here, `nmo run` in a child process.
-    Bench(nmo::bench::cli::BenchArgs),
+    /// `sim`, `demo` and `bench`: only in development builds (feature `devtools`).
+    #[cfg(feature = "devtools")]
+    #[command(flatten)]
+    Dev(nmo::devtools::DevCommand),
 }
 
 /// Why a command failed.
@@ -53,19 +51,14 @@ enum CliError {
     /// The operator stopped with an error.
     #[error(transparent)]
     Operator(#[from] operator::OperatorError),
-    /// The simulated cluster failed.
-    #[error("simulated cluster: {0}")]
-    Sim(#[from] nmo_sim::SimError),
-    /// The demo failed.
-    #[error("demo: {0}")]
-    Demo(#[from] nmo::demo::DemoError),
-    /// A benchmark failed.
-    #[error("bench: {0}")]
-    Bench(#[from] nmo::bench::error::BenchError),
-    /// The CRD could not be turned into JSON for the simulator.
-    #[error("cannot convert the CRD: {0}")]
-    Json(#[from] serde_json::Error),
+    /// A development subcommand (sim, demo, bench) failed.
+    #[cfg(feature = "devtools")]
+    #[error(transparent)]
+    Dev(#[from] nmo::devtools::DevError),
 }
+
+/// What `nmo run` logs when RUST_LOG is unset.
+const RUN_LOG_FILTER: &str = "info";
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -89,24 +82,8 @@ fn dispatch(cli: Cli) -> Result<(), CliError> {
             options,
             log_format,
         } => runtime()?.block_on(run_operator(options, log_format)),
-        Command::Demo(options) => {
-            quiet_logs_by_default();
-            runtime()?.block_on(run_demo(options))
-        }
-        Command::Bench(args) => {
-            let nmo = match &args.nmo {
-                Some(path) => path.clone(),
-                None => std::env::current_exe()?,
-            };
-            let mut out = std::io::stdout();
-            runtime()?.block_on(nmo::bench::cli::run_all(&args, &nmo, &mut out))?;
-            Ok(())
-        }
-        Command::Sim(args) => {
-            let crd = serde_json::to_value(nmo::crd::definition())?;
-            runtime()?.block_on(nmo_sim::cli::run_with_crds(args, vec![crd]))?;
-            Ok(())
-        }
+        #[cfg(feature = "devtools")]
+        Command::Dev(command) => Ok(runtime()?.block_on(nmo::devtools::run(command))?),
     }
 }
 
@@ -117,7 +94,7 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 }
 
 async fn run_operator(options: OperatorOptions, log_format: LogFormat) -> Result<(), CliError> {
-    let telemetry = telemetry::init(log_format)?;
+    let telemetry = telemetry::init(log_format, RUN_LOG_FILTER)?;
     let outcome = async {
         let config = kube::Config::infer()
             .await
@@ -129,33 +106,6 @@ async fn run_operator(options: OperatorOptions, log_format: LogFormat) -> Result
     .await;
     telemetry.shutdown().await;
     outcome
-}
-
-/// The demo's output is its progress and tables: nmo's own info logs would scroll them away,
-/// so unless RUST_LOG says otherwise only warnings are logged.
-fn quiet_logs_by_default() {
-    if std::env::var_os("RUST_LOG").is_none() {
-        // SAFETY: called before the runtime starts, while this is the only thread.
-        unsafe { std::env::set_var("RUST_LOG", "warn") };
-    }
-}
-
-async fn run_demo(options: nmo::demo::DemoOptions) -> Result<(), CliError> {
-    // Traces go to Jaeger when OTEL_EXPORTER_OTLP_ENDPOINT is set; otherwise nothing is exported.
-    let telemetry = telemetry::init(LogFormat::Text)?;
-    let mut out = std::io::stdout();
-    let outcome = nmo::demo::run(&options, nmo::demo::Display::Live, &mut out, async {
-        let _ = tokio::signal::ctrl_c().await;
-    })
-    .await;
-    telemetry.shutdown().await;
-    let report = outcome?;
-    if !report.all_succeeded() || !report.all_restored() {
-        return Err(CliError::Demo(nmo::demo::DemoError::Options(
-            "not every maintenance succeeded and was undone (see the tables above)".into(),
-        )));
-    }
-    Ok(())
 }
 
 /// Completes on SIGTERM (what the kubelet sends) or Ctrl-C.

@@ -129,13 +129,14 @@ where
     }
 }
 
-/// Installs the global subscriber: logs filtered by `RUST_LOG` (default `info`), and spans
-/// exported over OTLP when configured.
-pub fn init(format: LogFormat) -> Result<Telemetry, TelemetryError> {
+/// Installs the global subscriber: logs filtered by `RUST_LOG` (by `default_filter`, e.g. `info`,
+/// when it is unset or unusable), and spans exported over OTLP when configured.
+pub fn init(format: LogFormat, default_filter: &str) -> Result<Telemetry, TelemetryError> {
     // Without an endpoint, a provider without exporter: trace ids for the logs, nothing sent.
     let provider = tracer_provider()?.unwrap_or_else(|| SdkTracerProvider::builder().build());
     let otel_layer = otel_layer(&provider);
-    let log_filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let log_filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_filter));
     let log_layer = log_layer(format, std::io::stdout).with_filter(log_filter);
     Registry::default()
         .with(otel_layer)

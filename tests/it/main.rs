@@ -2,6 +2,7 @@
 
 mod api_requests;
 mod crd;
+#[cfg(feature = "devtools")]
 mod demo;
 mod logs;
 mod manifests;

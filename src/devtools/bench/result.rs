@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use super::procstat::ProcessUsage;
 use super::scenario::BenchScenario;
-use crate::demo::requests::RequestTotals;
+use crate::devtools::demo::requests::RequestTotals;
 
 /// Non-eviction requests a drained node may cost (issue 7's budget).
 pub const OTHER_REQUESTS_PER_NODE: f64 = 12.0;

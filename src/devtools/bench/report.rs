@@ -1,7 +1,7 @@
 //! The benchmark's output: a table of every scenario with its targets, or JSON lines.
 
 use super::result::{ScenarioResult, Target};
-use crate::demo::table::Table;
+use crate::devtools::demo::table::Table;
 
 /// The figures of every scenario as a table.
 pub fn figures_table(results: &[ScenarioResult]) -> String {

@@ -8,9 +8,9 @@ use super::error::BenchError;
 use super::process::OperatorProcess;
 use super::result::ScenarioResult;
 use super::scenario::BenchScenario;
-use crate::demo::requests::RequestTotals;
-use crate::demo::tracker::{self, Tracker};
-use crate::demo::{DemoError, maintenance};
+use crate::devtools::demo::requests::RequestTotals;
+use crate::devtools::demo::tracker::{self, Tracker};
+use crate::devtools::demo::{DemoError, maintenance};
 use nmo_sim::{ClientOptions, Query, SimConfig, SimHandle, Simulator};
 
 /// The user the operator's token maps to in the simulator: its requests are counted under it.
