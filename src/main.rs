@@ -4,8 +4,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use nmo::observability::telemetry::{self, LogFormat};
 use nmo::operator::{self, OperatorOptions};
-use nmo::telemetry::{self, LogFormat};
 
 /// nmo: Kubernetes node maintenance operator (drop-in for the medik8s Node Maintenance Operator).
 #[derive(Parser, Debug)]

@@ -13,13 +13,13 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-use crate::api_metrics::{self, ApiRequests};
 use crate::cluster::KubeCluster;
-use crate::controller::{self, ControllerError};
-use crate::http::{self, parse_bind_address};
 use crate::leader::{LeaderConfig, LeaderElector, LeaderError};
-use crate::metrics::{self, Readiness};
-use crate::operator_metrics::{OperatorMetrics, ProcessObserver};
+use crate::maintenance_watch::{self, WatchError};
+use crate::observability::api_metrics::{self, ApiRequests};
+use crate::observability::endpoints::{self, Readiness};
+use crate::observability::http::{self, parse_bind_address};
+use crate::observability::operator_metrics::{OperatorMetrics, ProcessObserver};
 use crate::webhook::{self, WebhookConfig, WebhookError};
 
 /// The operator's flags (the Go operator's names where it has them).
@@ -147,9 +147,9 @@ pub enum OperatorError {
     /// Leader election failed or leadership was lost.
     #[error(transparent)]
     Leader(#[from] LeaderError),
-    /// The NodeMaintenance controller stopped.
+    /// The NodeMaintenance watch stopped.
     #[error(transparent)]
-    Controller(#[from] ControllerError),
+    MaintenanceWatch(#[from] WatchError),
     /// The admission webhook could not start (its certificate is missing, say).
     #[error(transparent)]
     Webhook(#[from] WebhookError),
@@ -197,7 +197,7 @@ pub async fn run(
         }
     };
     if let Some(listener) = bind(&options.metrics_bind_address).await? {
-        let router = metrics::metrics_router(registry.clone());
+        let router = endpoints::metrics_router(registry.clone());
         tokio::spawn(http::serve(
             listener,
             router,
@@ -206,7 +206,7 @@ pub async fn run(
         ));
     }
     if let Some(listener) = bind(&options.health_probe_bind_address).await? {
-        let router = metrics::probes_router(readiness.clone());
+        let router = endpoints::probes_router(readiness.clone());
         tokio::spawn(http::serve(
             listener,
             router,
@@ -278,7 +278,7 @@ pub async fn run(
     let mut config = options.actor_config();
     config.observer = ProcessObserver::new(maintenance_metrics).shared();
     let actors = system::start(cluster, config).await?;
-    let controller = controller::run(client, actors.supervisor.clone(), readiness);
+    let maintenances = maintenance_watch::run(client, actors.supervisor.clone(), readiness);
     let leadership = async {
         match &elector {
             Some(elector) => elector.hold().await,
@@ -287,7 +287,7 @@ pub async fn run(
     };
     let outcome = tokio::select! {
         () = &mut shutdown => Ok(()),
-        error = controller => Err(OperatorError::from(error)),
+        error = maintenances => Err(OperatorError::from(error)),
         lost = leadership => Err(OperatorError::from(lost)),
         error = &mut webhook_failed => Err(error),
     };

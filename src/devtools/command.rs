@@ -1,6 +1,6 @@
 //! The development subcommands of `nmo` and how each runs.
 
-use crate::telemetry::{self, LogFormat};
+use crate::observability::telemetry::{self, LogFormat};
 
 use super::{bench, demo};
 

@@ -6,7 +6,7 @@ use axum::routing::{get, post};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::EvictParams;
 use kube::{Api, Client};
-use nmo::api_metrics::{ApiRequests, count_requests};
+use nmo::observability::api_metrics::{ApiRequests, count_requests};
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 use serde_json::json;

@@ -4,8 +4,8 @@
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use nmo::operator_metrics::ProcessObserver;
-use nmo::telemetry::{self, LogFormat};
+use nmo::observability::operator_metrics::ProcessObserver;
+use nmo::observability::telemetry::{self, LogFormat};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use serde_json::Value;
 use tracing_subscriber::layer::SubscriberExt;

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use nmo::metrics::metrics_router;
-use nmo::operator_metrics::{OperatorMetrics, ProcessObserver};
+use nmo::observability::endpoints::metrics_router;
+use nmo::observability::operator_metrics::{OperatorMetrics, ProcessObserver};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
@@ -37,7 +37,7 @@ async fn metrics_after_a_drain_count_what_happened() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(nmo::http::serve(
+    let server = tokio::spawn(nmo::observability::http::serve(
         listener,
         metrics_router(Arc::new(registry)),
         false,

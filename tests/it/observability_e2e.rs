@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
+use nmo::observability::telemetry;
 use nmo::operator::OperatorOptions;
-use nmo::telemetry;
 use nmo_sim::{ClientOptions, Scenario, SimConfig, SimHandle, Simulator};
 use serde_json::json;
 use tracing_subscriber::layer::SubscriberExt;

@@ -1,6 +1,6 @@
 //! `/healthz` answers as soon as the server runs; `/readyz` only once the replica is ready.
 
-use nmo::metrics::{Readiness, probes_router};
+use nmo::observability::endpoints::{Readiness, probes_router};
 use tokio::net::TcpListener;
 
 use crate::obs_support::http_get;
@@ -11,7 +11,7 @@ async fn readyz_fails_until_ready_and_healthz_always_answers() {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(nmo::http::serve(
+    let server = tokio::spawn(nmo::observability::http::serve(
         listener,
         probes_router(readiness.clone()),
         false,

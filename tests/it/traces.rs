@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use nmo::operator_metrics::ProcessObserver;
-use nmo::telemetry;
+use nmo::observability::operator_metrics::ProcessObserver;
+use nmo::observability::telemetry;
 use opentelemetry_otlp::{SpanExporter, WithExportConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;

@@ -12,11 +12,11 @@ use ractor::ActorRef;
 
 use crate::cluster::maintenance;
 use crate::crd::NodeMaintenance;
-use crate::metrics::Readiness;
+use crate::observability::endpoints::Readiness;
 
-/// Why the controller stopped.
+/// Why the NodeMaintenance watch stopped feeding the supervisor.
 #[derive(Debug, thiserror::Error)]
-pub enum ControllerError {
+pub enum WatchError {
     /// The supervisor is gone, so nothing can act on what the watch sees.
     #[error("the supervisor stopped: {0}")]
     SupervisorGone(String),
@@ -30,7 +30,7 @@ pub async fn run(
     client: Client,
     supervisor: ActorRef<SupervisorMsg>,
     readiness: Readiness,
-) -> ControllerError {
+) -> WatchError {
     let api: Api<NodeMaintenance> = Api::all(client);
     let mut stream = watch(api, watcher::Config::default())
         .default_backoff()
@@ -74,20 +74,20 @@ pub async fn run(
             return error;
         }
     }
-    ControllerError::WatchEnded
+    WatchError::WatchEnded
 }
 
 fn upsert(
     supervisor: &ActorRef<SupervisorMsg>,
     object: &NodeMaintenance,
-) -> Result<(), ControllerError> {
+) -> Result<(), WatchError> {
     supervisor
         .cast(SupervisorMsg::Upsert(Box::new(maintenance(object))))
-        .map_err(|e| ControllerError::SupervisorGone(e.to_string()))
+        .map_err(|e| WatchError::SupervisorGone(e.to_string()))
 }
 
-fn deleted(supervisor: &ActorRef<SupervisorMsg>, name: String) -> Result<(), ControllerError> {
+fn deleted(supervisor: &ActorRef<SupervisorMsg>, name: String) -> Result<(), WatchError> {
     supervisor
         .cast(SupervisorMsg::Deleted { name })
-        .map_err(|e| ControllerError::SupervisorGone(e.to_string()))
+        .map_err(|e| WatchError::SupervisorGone(e.to_string()))
 }

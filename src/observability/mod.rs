@@ -1,0 +1,10 @@
+//! What nmo shows of itself: logs and traces (`telemetry`), Prometheus metrics of the
+//! maintenances (`operator_metrics`) and of every Kubernetes API request (`api_metrics`), and
+//! the plain-HTTP endpoints that serve the metrics and the health probes (`endpoints`, served by
+//! `http`).
+
+pub mod api_metrics;
+pub mod endpoints;
+pub mod http;
+pub mod operator_metrics;
+pub mod telemetry;
