@@ -1,4 +1,4 @@
-//! Feeds the supervisor: every NodeMaintenance the watch sees is sent as `Upsert`, every one
+//! The NodeMaintenance watch, feeding the supervisor: every NodeMaintenance the watch sees is sent as `Upsert`, every one
 //! that disappears as `Deleted`. The supervisor and its node actors do the rest.
 
 use std::collections::BTreeSet;

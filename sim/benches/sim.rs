@@ -13,6 +13,9 @@ use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams};
 use nmo_sim::{Query, Scenario, SimConfig, Simulator};
 use serde_json::json;
 
+/// Bytes in a MiB.
+const MIB: f64 = 1_048_576.0;
+
 fn env(k: &str, d: usize) -> usize {
     std::env::var(k)
         .ok()
@@ -89,7 +92,7 @@ async fn main() {
     println!(
         "seeded {nodes} nodes x {per_node} pods in {:.2}s: {objects} objects, {:.0} MiB JSON, RSS {:.0} MiB",
         t.elapsed().as_secs_f64(),
-        bytes as f64 / (1 << 20) as f64,
+        bytes as f64 / MIB,
         rss_mib()
     );
     let client = sim.kube_client().expect("client");
@@ -153,8 +156,8 @@ async fn main() {
         "requests served: {}, RSS {:.0} MiB; store {objects} objects / {:.0} MiB, watch history {events} events / {:.0} MiB",
         sim.requests(&Query::all()),
         rss_mib(),
-        bytes as f64 / (1 << 20) as f64,
-        hbytes as f64 / (1 << 20) as f64
+        bytes as f64 / MIB,
+        hbytes as f64 / MIB
     );
     sim.shutdown().await;
 }

@@ -44,26 +44,31 @@ impl Query {
         Self::default()
     }
     /// Filter by verb.
+    #[must_use]
     pub fn verb(mut self, v: &str) -> Self {
         self.verb = Some(v.into());
         self
     }
     /// Filter by resource plural.
+    #[must_use]
     pub fn resource(mut self, r: &str) -> Self {
         self.resource = Some(r.into());
         self
     }
     /// Filter by subresource ("" for the main resource).
+    #[must_use]
     pub fn subresource(mut self, s: &str) -> Self {
         self.subresource = Some(s.into());
         self
     }
     /// Filter by user.
+    #[must_use]
     pub fn user(mut self, u: &str) -> Self {
         self.user = Some(u.into());
         self
     }
     /// Filter by User-Agent substring.
+    #[must_use]
     pub fn user_agent(mut self, ua: &str) -> Self {
         self.user_agent = Some(ua.into());
         self

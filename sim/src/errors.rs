@@ -64,6 +64,7 @@ impl ApiError {
     }
 
     /// Adds details.
+    #[must_use]
     pub fn with_details(mut self, d: Value) -> Self {
         self.details = Some(d);
         self

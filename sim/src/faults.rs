@@ -43,38 +43,45 @@ impl FaultRule {
         }
     }
     /// Adds latency.
+    #[must_use]
     pub fn latency(mut self, d: Duration) -> Self {
         self.latency = Some(d);
         self
     }
     /// Fails a fraction of requests with a code.
+    #[must_use]
     pub fn errors(mut self, rate: f64, code: u16) -> Self {
         self.error_rate = rate;
         self.error_code = code;
         self
     }
     /// Fails a fraction of updates/patches with 409 Conflict.
+    #[must_use]
     pub fn conflicts(mut self, rate: f64) -> Self {
         self.conflict_rate = rate;
         self
     }
     /// Closes watches early.
+    #[must_use]
     pub fn close_watches_after(mut self, d: Option<Duration>, events: Option<usize>) -> Self {
         self.watch_close_after = d;
         self.watch_close_after_events = events;
         self
     }
     /// Limits how many times the rule fires.
+    #[must_use]
     pub fn times(mut self, n: u64) -> Self {
         self.remaining = Some(n);
         self
     }
     /// Matches a subresource.
+    #[must_use]
     pub fn subresource(mut self, s: &str) -> Self {
         self.subresource = Some(s.into());
         self
     }
     /// Matches a User-Agent substring.
+    #[must_use]
     pub fn user_agent(mut self, ua: &str) -> Self {
         self.user_agent = Some(ua.into());
         self

@@ -186,7 +186,7 @@ impl Kubelet {
             let api = self.api.clone();
             let (ns, name, uid) = (o.namespace.clone(), o.name.clone(), o.uid.clone());
             let d = scaled(
-                Duration::from_secs(grace.max(0) as u64),
+                Duration::from_secs(u64::try_from(grace).unwrap_or(0)),
                 self.timing.time_scale,
             );
             let h = tokio::spawn(async move {

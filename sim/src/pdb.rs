@@ -60,6 +60,11 @@ pub fn set_condition(status: &mut Value, allowed: i64, generation: i64) {
     }]);
 }
 
+/// A number of pods as the API's integer fields hold it (saturating, never wrapping).
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
 /// `GetScaledValueFromIntOrPercent` with rounding up.
 fn scaled_up(v: &Value, total: i64) -> Result<i64, String> {
     match v {
@@ -136,12 +141,12 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> 
         })
     } else if let Some(ma) = pdb.pointer("/spec/minAvailable") {
         match ma {
-            Value::Number(n) => Ok((pods.len() as i64, n.as_i64().unwrap_or(0))),
+            Value::Number(n) => Ok((count(pods.len()), n.as_i64().unwrap_or(0))),
             _ => expected_scale(api, &pods)
                 .and_then(|expected| Ok((expected, scaled_up(ma, expected)?))),
         }
     } else {
-        Ok((pods.len() as i64, 0))
+        Ok((count(pods.len()), 0))
     };
     let (expected, desired) = match counts {
         Ok(c) => c,
@@ -189,7 +194,8 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> 
     let healthy = pods
         .iter()
         .filter(|p| !p.deleting && !disrupted.contains_key(&p.name) && p.ready)
-        .count() as i64;
+        .count();
+    let healthy = count(healthy);
     let mut allowed = healthy - desired;
     if expected <= 0 || allowed <= 0 {
         allowed = 0;

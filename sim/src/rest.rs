@@ -102,7 +102,7 @@ pub fn new_uid() -> String {
     rand::rng().fill(&mut b);
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    let h = hex_bytes(&b);
     format!(
         "{}-{}-{}-{}-{}",
         &h[0..8],
@@ -203,7 +203,18 @@ fn spec_part(v: &Value, skip_status: bool) -> Value {
 }
 
 fn hex(s: &str) -> String {
-    s.bytes().map(|b| format!("{b:02x}")).collect()
+    hex_bytes(s.as_bytes())
+}
+
+/// Lowercase hex, two digits a byte.
+fn hex_bytes(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
 }
 
 fn unhex(s: &str) -> Option<String> {

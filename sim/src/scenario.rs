@@ -73,18 +73,21 @@ impl Scenario {
     }
 
     /// Sets the number of spread ReplicaSets.
+    #[must_use]
     pub fn replicasets(mut self, n: usize) -> Self {
         self.replicasets = n.max(1);
         self
     }
 
     /// Sets the PDB spec fields (None: no PDBs).
+    #[must_use]
     pub fn pdb(mut self, spec: Option<Value>) -> Self {
         self.pdb = spec;
         self
     }
 
     /// Sets the number of DaemonSets.
+    #[must_use]
     pub fn daemonsets(mut self, n: usize) -> Self {
         self.daemonsets = n;
         self

@@ -66,21 +66,25 @@ impl SimConfig {
         Ok(self)
     }
     /// Adds a CRD given as JSON.
+    #[must_use]
     pub fn crd_json(mut self, crd: Value) -> Self {
         self.crds.push(crd);
         self
     }
     /// Seeds a scenario.
+    #[must_use]
     pub fn scenario(mut self, s: Scenario) -> Self {
         self.scenario = Some(s);
         self
     }
     /// Sets the time scale (1.0 real time, 0 instant).
+    #[must_use]
     pub fn time_scale(mut self, f: f64) -> Self {
         self.timing.time_scale = f;
         self
     }
     /// Maps a bearer token to a user.
+    #[must_use]
     pub fn token(mut self, token: &str, user: &str) -> Self {
         self.tokens.insert(token.into(), user.into());
         self

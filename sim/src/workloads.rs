@@ -55,7 +55,7 @@ fn sync_rs(api: &Api, key: &Key) {
         .unwrap_or(1);
     let owned = owned_pods(api, &key.0, &rs.uid);
     let act: Vec<&Arc<StoredObject>> = owned.iter().filter(|p| active(p)).collect();
-    let diff = replicas - act.len() as i64;
+    let diff = replicas - i64::try_from(act.len()).unwrap_or(i64::MAX);
     if diff > 0 {
         let template = v.pointer("/spec/template").cloned().unwrap_or(json!({}));
         for _ in 0..diff {
@@ -95,7 +95,10 @@ fn sync_rs(api: &Api, key: &Key) {
             })
             .collect();
         victims.sort_by_key(|(r, _)| *r);
-        for (_, p) in victims.into_iter().take((-diff) as usize) {
+        for (_, p) in victims
+            .into_iter()
+            .take(usize::try_from(-diff).unwrap_or(0))
+        {
             let _ = api.delete(&pods, &p.namespace, &p.name, &DeleteOpts::default());
         }
     }

@@ -23,7 +23,9 @@ pub fn from_timestamp(ts: &Timestamp) -> DateTime<Utc> {
 
 /// A chrono timestamp as a Kubernetes one.
 pub fn to_timestamp(time: &DateTime<Utc>) -> Timestamp {
-    Timestamp::new(time.timestamp(), time.timestamp_subsec_nanos() as i32).unwrap_or_default()
+    // Below 2 * 10^9 even in a leap second, so it fits an i32.
+    let nanos = i32::try_from(time.timestamp_subsec_nanos()).unwrap_or_default();
+    Timestamp::new(time.timestamp(), nanos).unwrap_or_default()
 }
 
 fn time(value: &DateTime<Utc>) -> Time {

@@ -29,7 +29,11 @@ fn manifest_files(dir: &Path) -> Vec<PathBuf> {
                 .unwrap_or_default();
             if path.is_dir() {
                 pending.push(path);
-            } else if name.ends_with(".yaml") && name != "kustomization.yaml" {
+            } else if path
+                .extension()
+                .is_some_and(|extension| extension.eq_ignore_ascii_case("yaml"))
+                && name != "kustomization.yaml"
+            {
                 files.push(path);
             }
         }

@@ -77,6 +77,16 @@ async fn simulator_with_a_guarded_pod() -> (SimHandle, kube::Client) {
     (sim, client)
 }
 
+/// A counter's value (a small whole number, exported as a float) as a count.
+#[allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    reason = "counters are whole numbers far below 2^52"
+)]
+fn whole(counter: f64) -> usize {
+    counter as usize
+}
+
 /// A local port nothing listens on right now.
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -234,8 +244,8 @@ async fn a_drain_on_the_simulator_is_traced_metered_and_probed() {
             reason: "end-to-end test",
             blocked: (POD, NS),
             pdb: PDB,
-            eviction_calls: (evicted + blocked) as usize,
-            min_refusals: REFUSALS as usize,
+            eviction_calls: whole(evicted + blocked),
+            min_refusals: whole(REFUSALS),
         },
     );
     assert_eq!(pods.len() as f64, evicted);

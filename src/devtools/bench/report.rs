@@ -1,5 +1,7 @@
 //! The benchmark's output: a table of every scenario with its targets, or JSON lines.
 
+use std::fmt::Write as _;
+
 use super::result::{ScenarioResult, Target};
 use crate::devtools::demo::table::Table;
 
@@ -42,17 +44,17 @@ pub fn figures_table(results: &[ScenarioResult]) -> String {
 
 /// nmo's requests by verb, one line per scenario.
 pub fn verbs_lines(results: &[ScenarioResult]) -> String {
-    results
-        .iter()
-        .map(|r| {
-            format!(
-                "{:<6} {} (per evicted pod: {})\n",
-                r.scenario,
-                r.requests.by_verb_line(),
-                per_pod_by_verb(r)
-            )
-        })
-        .collect()
+    let mut out = String::new();
+    for r in results {
+        let _ = writeln!(
+            out,
+            "{:<6} {} (per evicted pod: {})",
+            r.scenario,
+            r.requests.by_verb_line(),
+            per_pod_by_verb(r)
+        );
+    }
+    out
 }
 
 fn per_pod_by_verb(r: &ScenarioResult) -> String {

@@ -71,6 +71,11 @@ pub fn percentile(durations: &[Duration], q: f64) -> f64 {
     }
     let mut sorted: Vec<f64> = durations.iter().map(Duration::as_secs_f64).collect();
     sorted.sort_by(f64::total_cmp);
+    #[allow(
+        clippy::cast_possible_truncation,
+        clippy::cast_sign_loss,
+        reason = "a rank between 0 and the count (or 0 for NaN), clamped below"
+    )]
     let rank = (q * sorted.len() as f64).ceil() as usize;
     sorted[rank.clamp(1, sorted.len()) - 1]
 }

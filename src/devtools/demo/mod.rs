@@ -165,7 +165,7 @@ async fn drive(
             )?;
         }
         if options.keep {
-            keep_serving(sim, out).await?;
+            keep_serving(sim, out)?;
             keep_until.await;
         }
         writeln!(out, "\ndeleting the NodeMaintenances")?;
@@ -239,7 +239,7 @@ pub fn kubeconfig_path() -> PathBuf {
     std::env::temp_dir().join("nmo-demo.kubeconfig")
 }
 
-async fn keep_serving(sim: &SimHandle, out: &mut (dyn Write + Send)) -> Result<(), DemoError> {
+fn keep_serving(sim: &SimHandle, out: &mut (dyn Write + Send)) -> Result<(), DemoError> {
     let path = kubeconfig_path();
     sim.write_kubeconfig(&path)?;
     writeln!(

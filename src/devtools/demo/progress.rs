@@ -29,6 +29,7 @@ pub enum Display {
 
 impl Display {
     /// `Live` on a terminal, else `Plain`.
+    #[must_use]
     pub fn resolve(self) -> Display {
         match self {
             Display::Live if !std::io::stderr().is_terminal() => Display::Plain,

@@ -98,9 +98,10 @@ impl Operator {
         .await;
         match joined {
             Ok(Ok(Ok(outcome))) => outcome,
-            Ok(Ok(Err(_))) => panic!("the operator thread panicked"),
+            // The operator thread panicked: fail with its message.
+            Ok(Ok(Err(panic))) => std::panic::resume_unwind(panic),
             Ok(Err(join)) => panic!("joining the operator thread failed: {join}"),
-            Err(_) => panic!("the operator did not stop within 30 s"),
+            Err(elapsed) => panic!("the operator did not stop within 30 s: {elapsed}"),
         }
     }
 }
