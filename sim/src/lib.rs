@@ -60,7 +60,8 @@
 //! Modules, leaves first: `errors`, `resources` (the resource registry), `object` (one stored
 //! object), `selectors`, `store` (objects, resourceVersions, watch history), `rest` (the API's
 //! semantics over the store), `router` (HTTP), the controllers (`kubelet`, `scheduler`, `pdb`,
-//! workloads, lifecycle), `scenario` (seeding), `simulator` (start, stop, test hooks).
+//! workloads, lifecycle), `scenario` (seeding), `simulator` (start, stop, test hooks); `testing` has the one
+//! `eventually` that the tests of this crate and of nmo wait with.
 
 pub mod accounting;
 pub mod cli;
@@ -88,6 +89,7 @@ pub mod selectors;
 mod simulator;
 pub mod store;
 pub mod table;
+pub mod testing;
 pub mod watch;
 mod workloads;
 

@@ -252,6 +252,12 @@ impl SimHandle {
 
     /// A kube client with a given identity.
     pub fn kube_client_with(&self, opts: &ClientOptions) -> Result<kube::Client, SimError> {
+        Ok(kube::Client::try_from(self.kube_config_with(opts)?)?)
+    }
+
+    /// The configuration of a kube client with a given identity: for a client built later, or
+    /// on another runtime (a client's connection pool lives on the runtime that builds it).
+    pub fn kube_config_with(&self, opts: &ClientOptions) -> Result<kube::Config, SimError> {
         let uri: http::Uri = self
             .base_url()
             .parse()
@@ -265,7 +271,7 @@ impl SimHandle {
         if let Some(t) = &opts.token {
             cfg.auth_info.token = Some(t.clone().into());
         }
-        Ok(kube::Client::try_from(cfg)?)
+        Ok(cfg)
     }
 
     /// Writes a kubeconfig for kubectl (and `Config::infer`).

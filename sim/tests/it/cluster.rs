@@ -8,7 +8,9 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, 
 use nmo_sim::Scenario;
 use serde_json::json;
 
-use crate::support::{eventually, start, status_of};
+use nmo_sim::testing::eventually;
+
+use crate::support::{start, status_of};
 
 fn ready(p: &Pod) -> bool {
     p.status
@@ -58,15 +60,10 @@ async fn pdb_blocks_then_frees_as_replacements_become_ready() {
     );
     // The ReplicaSet replaces the pod, the scheduler avoids the cordoned node, the kubelet makes
     // it Ready, the PDB frees up.
-    let mut freed = false;
-    for _ in 0..100 {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        if pods.evict(&on0[1], &EvictParams::default()).await.is_ok() {
-            freed = true;
-            break;
-        }
-    }
-    assert!(freed, "the PDB never freed up");
+    eventually("the PDB to free up", Duration::from_secs(5), async || {
+        pods.evict(&on0[1], &EvictParams::default()).await.is_ok()
+    })
+    .await;
     // Replacements (seeded pods have no generateName) are owned by the ReplicaSet, land on the
     // schedulable node and become Ready.
     let replacements = || {
@@ -80,17 +77,19 @@ async fn pdb_blocks_then_frees_as_replacements_become_ready() {
             })
             .collect::<Vec<_>>()
     };
-    assert!(
-        eventually(Duration::from_secs(5), || {
+    eventually(
+        "two replacements Running on node-1",
+        Duration::from_secs(5),
+        async || {
             let r = replacements();
-            r.len() == 2
-                && r.iter()
-                    .all(|p| p["spec"]["nodeName"] == "node-1" && p["status"]["phase"] == "Running")
-        })
-        .await,
-        "{:?}",
-        replacements()
-    );
+            let done = r.len() == 2
+                && r.iter().all(|p| {
+                    p["spec"]["nodeName"] == "node-1" && p["status"]["phase"] == "Running"
+                });
+            if done { Ok(()) } else { Err(format!("{r:?}")) }
+        },
+    )
+    .await;
     let all = pods
         .list(&ListParams::default().labels("app=app-0"))
         .await
@@ -106,12 +105,12 @@ async fn pdb_blocks_then_frees_as_replacements_become_ready() {
     );
     assert!(ready(replacement));
     // Terminating pods go away after their (scaled) grace period.
-    assert!(
-        eventually(Duration::from_secs(5), || sim
-            .get_json("", "pods", "workloads", &on0[0])
-            .is_none())
-        .await
-    );
+    eventually(
+        "the terminating pod to go",
+        Duration::from_secs(5),
+        async || sim.get_json("", "pods", "workloads", &on0[0]).is_none(),
+    )
+    .await;
     sim.shutdown().await;
 }
 
@@ -152,17 +151,19 @@ async fn scheduler_respects_cordons_taints_and_tolerations() {
         sim.get_json("", "pods", "default", n)
             .and_then(|p| p["spec"]["nodeName"].as_str().map(String::from))
     };
-    assert!(
-        eventually(Duration::from_secs(3), || (0..4)
-            .all(|i| node_of(&format!("plain-{i}")).is_some()))
-        .await
-    );
+    eventually(
+        "the plain pods to be scheduled",
+        Duration::from_secs(3),
+        async || (0..4).all(|i| node_of(&format!("plain-{i}")).is_some()),
+    )
+    .await;
     assert!((0..4).all(|i| node_of(&format!("plain-{i}")).as_deref() == Some("node-0")));
-    assert!(
-        eventually(Duration::from_secs(3), || node_of("tolerant").as_deref()
-            == Some("node-1"))
-        .await
-    );
+    eventually(
+        "the tolerant pod on node-1",
+        Duration::from_secs(3),
+        async || node_of("tolerant").as_deref() == Some("node-1"),
+    )
+    .await;
     // Nowhere to go: Pending with PodScheduled=False, until a node is schedulable again.
     nodes
         .patch(
@@ -183,7 +184,12 @@ async fn scheduler_respects_cordons_taints_and_tolerations() {
                     .is_some_and(|c| c.iter().any(|c| c["reason"] == "Unschedulable"))
             })
     };
-    assert!(eventually(Duration::from_secs(3), unschedulable).await);
+    eventually(
+        "the pod to be Unschedulable",
+        Duration::from_secs(3),
+        async || unschedulable(),
+    )
+    .await;
     nodes
         .patch(
             "node-0",
@@ -192,18 +198,17 @@ async fn scheduler_respects_cordons_taints_and_tolerations() {
         )
         .await
         .unwrap();
-    assert!(
-        eventually(Duration::from_secs(3), || node_of("stuck").as_deref()
-            == Some("node-0"))
-        .await
-    );
-    assert!(
-        eventually(Duration::from_secs(3), || {
-            sim.get_json("", "pods", "default", "stuck")
-                .is_some_and(|p| p["status"]["phase"] == "Running")
-        })
-        .await
-    );
+    eventually(
+        "the stuck pod on node-0",
+        Duration::from_secs(3),
+        async || node_of("stuck").as_deref() == Some("node-0"),
+    )
+    .await;
+    eventually("the stuck pod to run", Duration::from_secs(3), async || {
+        sim.get_json("", "pods", "default", "stuck")
+            .is_some_and(|p| p["status"]["phase"] == "Running")
+    })
+    .await;
     sim.shutdown().await;
 }
 
@@ -229,18 +234,20 @@ async fn garbage_collection_and_namespace_deletion() {
         .delete("node-0", &DeleteParams::default())
         .await
         .unwrap();
-    assert!(
-        eventually(Duration::from_secs(3), || sim
-            .get_json(
+    eventually(
+        "the lease to be garbage collected with its node",
+        Duration::from_secs(3),
+        async || {
+            sim.get_json(
                 "coordination.k8s.io",
                 "leases",
                 "medik8s-leases",
-                "node-node-0"
+                "node-node-0",
             )
-            .is_none())
-        .await,
-        "the lease is garbage collected with its node"
-    );
+            .is_none()
+        },
+    )
+    .await;
     let nss: Api<Namespace> = Api::all(client);
     nss.delete("workloads", &DeleteParams::default())
         .await
@@ -269,12 +276,10 @@ async fn garbage_collection_and_namespace_deletion() {
             .unwrap_err(),
     );
     assert_eq!(st.code, 403);
-    assert!(
-        eventually(Duration::from_secs(10), || sim
-            .get_json("", "namespaces", "", "workloads")
-            .is_none())
-        .await
-    );
+    eventually("the namespace to go", Duration::from_secs(10), async || {
+        sim.get_json("", "namespaces", "", "workloads").is_none()
+    })
+    .await;
     assert!(sim.list_json("", "pods", "workloads").is_empty());
     sim.shutdown().await;
 }
@@ -308,15 +313,18 @@ async fn daemonsets_keep_a_pod_per_node_and_deletion_propagation_is_honoured() {
     sys.delete(&victim, &DeleteParams::default()).await.unwrap();
     sim.create_json("", "nodes", "", nmo_sim::scenario::node("node-9", 9), true)
         .unwrap();
-    assert!(
-        eventually(Duration::from_secs(5), || {
+    eventually(
+        "a daemon pod on node-9 and the victim's node",
+        Duration::from_secs(5),
+        async || {
             let p = ds_pods();
-            p.len() == 3 && p.iter().any(|n| n == "node-9") && p.iter().any(|n| json!(n) == node)
-        })
-        .await,
-        "{:?}",
-        ds_pods()
-    );
+            let done = p.len() == 3
+                && p.iter().any(|n| n == "node-9")
+                && p.iter().any(|n| json!(n) == node);
+            if done { Ok(()) } else { Err(format!("{p:?}")) }
+        },
+    )
+    .await;
     // Orphan: the DaemonSet goes, its pods stay without owner.
     let ds: Api<k8s_openapi::api::apps::v1::DaemonSet> =
         Api::namespaced(client.clone(), "kube-system");
@@ -345,15 +353,15 @@ async fn daemonsets_keep_a_pod_per_node_and_deletion_propagation_is_honoured() {
             .unwrap()
             .contains(&"foregroundDeletion".to_string())
     );
-    assert!(
-        eventually(Duration::from_secs(5), || sim
-            .get_json("apps", "replicasets", "workloads", &rs)
-            .is_none())
-        .await,
-        "{:?} {:?}",
-        sim.get_json("apps", "replicasets", "workloads", &rs),
-        sim.names("", "pods", "workloads")
-    );
+    eventually(
+        "the ReplicaSet to go after its pods",
+        Duration::from_secs(5),
+        async || match sim.get_json("apps", "replicasets", "workloads", &rs) {
+            None => Ok(()),
+            Some(held) => Err(format!("{held:?} {:?}", sim.names("", "pods", "workloads"))),
+        },
+    )
+    .await;
     assert!(sim.list_json("", "pods", "workloads").is_empty());
     sim.shutdown().await;
 }

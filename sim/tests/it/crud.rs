@@ -263,12 +263,12 @@ async fn pods_are_deleted_gracefully_and_unscheduled_ones_immediately() {
     assert!(p.metadata.deletion_timestamp.is_some());
     assert_eq!(p.metadata.deletion_grace_period_seconds, Some(60));
     // The kubelet (instant clock) removes it.
-    assert!(
-        crate::support::eventually(std::time::Duration::from_secs(5), || sim
-            .get_json("", "pods", "workloads", &name)
-            .is_none())
-        .await
-    );
+    nmo_sim::testing::eventually(
+        "the kubelet to remove the pod",
+        std::time::Duration::from_secs(5),
+        async || sim.get_json("", "pods", "workloads", &name).is_none(),
+    )
+    .await;
     // An unscheduled pod goes at once.
     let bare: Pod = serde_json::from_value(
         json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "bare"},

@@ -7,7 +7,9 @@ use kube::api::{Api, EvictParams, ListParams};
 use nmo_sim::{Scenario, SimHandle};
 use serde_json::{Value, json};
 
-use crate::support::{eventually, start, status_of};
+use nmo_sim::testing::eventually;
+
+use crate::support::{start, status_of};
 
 fn pdb(sim: &SimHandle, name: &str) -> Value {
     sim.get_json("policy", "poddisruptionbudgets", "workloads", name)
@@ -62,12 +64,10 @@ async fn eviction_allowed_then_refused_with_the_real_message() {
         "decremented by the eviction itself"
     );
     // The disruption controller then sees the pod terminating.
-    assert!(
-        eventually(Duration::from_secs(3), || pdb(&sim, "app-0-pdb")["status"]
-            ["currentHealthy"]
-            == 2)
-        .await
-    );
+    eventually("currentHealthy 2", Duration::from_secs(3), async || {
+        pdb(&sim, "app-0-pdb")["status"]["currentHealthy"] == 2
+    })
+    .await;
     let err = status_of(
         pods.evict(&names[1], &EvictParams::default())
             .await
@@ -142,12 +142,10 @@ async fn pending_and_unready_pods_follow_the_real_rules() {
     }
     sim.create_json("", "pods", "workloads", unready, true)
         .unwrap();
-    assert!(
-        eventually(Duration::from_secs(3), || pdb(&sim, "app-0-pdb")["status"]
-            ["expectedPods"]
-            == 3)
-        .await
-    );
+    eventually("expectedPods 3", Duration::from_secs(3), async || {
+        pdb(&sim, "app-0-pdb")["status"]["expectedPods"] == 3
+    })
+    .await;
     assert_eq!(pdb(&sim, "app-0-pdb")["status"]["disruptionsAllowed"], 1);
     assert_eq!(
         pods.evict("unready", &EvictParams::default())
@@ -246,12 +244,10 @@ async fn pdb_status_is_computed_like_the_disruption_controller() {
     add_pdb(&sim, "min-pct", json!({"minAvailable": "50%"}));
     add_pdb(&sim, "max-pct", json!({"maxUnavailable": "30%"}));
     add_pdb(&sim, "max-int", json!({"maxUnavailable": 0}));
-    assert!(
-        eventually(Duration::from_secs(3), || pdb(&sim, "max-int")
-            .get("status")
-            .is_some())
-        .await
-    );
+    eventually("a status for max-int", Duration::from_secs(3), async || {
+        pdb(&sim, "max-int").get("status").is_some()
+    })
+    .await;
     let st = |n: &str| {
         let s = pdb(&sim, n)["status"].clone();
         (
@@ -261,11 +257,15 @@ async fn pdb_status_is_computed_like_the_disruption_controller() {
             s["disruptionsAllowed"].as_i64().unwrap(),
         )
     };
-    assert!(
-        eventually(Duration::from_secs(3), || st("min-int") == (5, 2, 5, 3)).await,
-        "{:?}",
-        st("min-int")
-    );
+    eventually(
+        "min-int's status (5, 2, 5, 3)",
+        Duration::from_secs(3),
+        async || match st("min-int") {
+            (5, 2, 5, 3) => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    )
+    .await;
     assert_eq!(st("min-pct"), (5, 3, 5, 2), "50% of 5 rounds up to 3");
     assert_eq!(
         st("max-pct"),
@@ -293,13 +293,10 @@ async fn pdb_status_is_computed_like_the_disruption_controller() {
         nmo_sim::scenario::pod_spec("a", false),
     );
     sim.create_json("", "pods", "workloads", pod, true).unwrap();
-    assert!(
-        eventually(
-            Duration::from_secs(3),
-            || pdb(&sim, "orphans")["status"]["conditions"][0]["reason"] == "SyncFailed"
-        )
-        .await
-    );
+    eventually("orphans SyncFailed", Duration::from_secs(3), async || {
+        pdb(&sim, "orphans")["status"]["conditions"][0]["reason"] == "SyncFailed"
+    })
+    .await;
     assert_eq!(pdb(&sim, "orphans")["status"]["disruptionsAllowed"], 0);
     sim.shutdown().await;
 }

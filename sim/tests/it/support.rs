@@ -29,20 +29,6 @@ pub async fn start(scenario: Option<Scenario>, time_scale: f64) -> SimHandle {
     Simulator::start(cfg).await.expect("simulator starts")
 }
 
-/// Polls a condition until it holds or the timeout passes.
-pub async fn eventually<F: FnMut() -> bool>(timeout: Duration, mut f: F) -> bool {
-    let end = tokio::time::Instant::now() + timeout;
-    loop {
-        if f() {
-            return true;
-        }
-        if tokio::time::Instant::now() > end {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// kubectl against a simulator, with its own kubeconfig and discovery cache.
 pub struct Kubectl {
     pub dir: tempfile::TempDir,
