@@ -89,16 +89,16 @@ mod tests {
         .catch_unwind()
         .await;
         let panic = waited.expect_err("a condition that never holds times out");
-        let message = panic
-            .downcast_ref::<String>()
-            .cloned()
-            .unwrap_or_default();
+        let message = panic.downcast_ref::<String>().cloned().unwrap_or_default();
         assert!(
             message.starts_with("timed out after 1s waiting for the answer; last seen: "),
             "{message}"
         );
         // Checked at once, then every 25 ms until the deadline.
         assert!((40..=42).contains(&checks), "{checks} checks");
-        assert!(message.ends_with(&format!("{checks} wrong answers")), "{message}");
+        assert!(
+            message.ends_with(&format!("{checks} wrong answers")),
+            "{message}"
+        );
     }
 }

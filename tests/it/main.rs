@@ -12,5 +12,6 @@ mod observability_e2e;
 mod operator;
 mod otlp_receiver;
 mod probes;
+mod support;
 mod traces;
 mod webhook;

@@ -6,12 +6,14 @@ use nmo_actors::ports::Cluster;
 use nmo_sim::{Query, Scenario};
 use serde_json::json;
 
-use super::cluster::{self, OPERATOR_AGENT};
+use crate::support::{OPERATOR_AGENT, TestEnv};
 
 const FINALIZER: &str = "foregroundDeleteNodeMaintenance";
 
-fn finalizers(sim: &nmo_sim::SimHandle, name: &str) -> Vec<String> {
-    cluster::maintenance(sim, name).expect("the NodeMaintenance exists")["metadata"]["finalizers"]
+async fn finalizers(env: &TestEnv, name: &str) -> Vec<String> {
+    env.maintenance(name)
+        .await
+        .expect("the NodeMaintenance exists")["metadata"]["finalizers"]
         .as_array()
         .map(|list| {
             list.iter()
@@ -23,15 +25,18 @@ fn finalizers(sim: &nmo_sim::SimHandle, name: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current() {
-    let sim = cluster::start(Scenario::plain(1, 1).pdb(None)).await;
-    let client = cluster::test_client(&sim);
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    let adapter = KubeCluster::new((cluster::operator_client(&sim))(), None);
+    let env = TestEnv::builder()
+        .scenario(Scenario::plain(1, 1).pdb(None))
+        .maintenance("nm-0", "node-0")
+        .without_operator()
+        .start()
+        .await;
+    let adapter = KubeCluster::new(env.operator_client(), None);
 
     adapter.add_finalizer("nm-0", &[]).await.expect("added");
 
-    assert_eq!(finalizers(&sim, "nm-0"), [FINALIZER]);
-    let ours = |q: Query| sim.requests(&q.user_agent(OPERATOR_AGENT));
+    assert_eq!(finalizers(&env, "nm-0").await, [FINALIZER]);
+    let ours = |q: Query| env.sim().requests(&q.user_agent(OPERATOR_AGENT));
     assert_eq!(
         ours(Query::all().verb("get").resource("nodemaintenances")),
         0
@@ -40,32 +45,31 @@ async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current() {
         ours(Query::all().verb("patch").resource("nodemaintenances")),
         1
     );
-    sim.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_seen_list_is_re_read_and_keeps_the_other_finalizers() {
-    let sim = cluster::start(Scenario::plain(1, 1).pdb(None)).await;
-    sim.create_json(
-        "nodemaintenance.medik8s.io",
-        "nodemaintenances",
-        "",
-        json!({
+    let env = TestEnv::builder()
+        .scenario(Scenario::plain(1, 1).pdb(None))
+        .object(json!({
             "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
             "kind": "NodeMaintenance",
             "metadata": {"name": "nm-0", "finalizers": ["example.com/keep"]},
             "spec": {"nodeName": "node-0"}
-        }),
-        false,
-    )
-    .expect("created");
-    let adapter = KubeCluster::new((cluster::operator_client(&sim))(), None);
+        }))
+        .without_operator()
+        .start()
+        .await;
+    let adapter = KubeCluster::new(env.operator_client(), None);
 
     // Seen before the other finalizer arrived: the first write's test fails, the retry reads.
     adapter.add_finalizer("nm-0", &[]).await.expect("added");
 
-    assert_eq!(finalizers(&sim, "nm-0"), ["example.com/keep", FINALIZER]);
-    let ours = |q: Query| sim.requests(&q.user_agent(OPERATOR_AGENT));
+    assert_eq!(
+        finalizers(&env, "nm-0").await,
+        ["example.com/keep", FINALIZER]
+    );
+    let ours = |q: Query| env.sim().requests(&q.user_agent(OPERATOR_AGENT));
     assert_eq!(
         ours(Query::all().verb("get").resource("nodemaintenances")),
         1
@@ -74,5 +78,4 @@ async fn a_stale_seen_list_is_re_read_and_keeps_the_other_finalizers() {
         ours(Query::all().verb("patch").resource("nodemaintenances")),
         2
     );
-    sim.shutdown().await;
 }

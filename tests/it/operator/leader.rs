@@ -2,11 +2,11 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use nmo::operator::OperatorOptions;
 use nmo_sim::Scenario;
 
-use super::cluster;
-use super::harness::{Operator, test_options};
+use crate::support::{TestEnv, eventually, test_options};
 
 fn elected() -> OperatorOptions {
     OperatorOptions {
@@ -18,61 +18,60 @@ fn elected() -> OperatorOptions {
     }
 }
 
-fn leader(sim: &nmo_sim::SimHandle) -> Option<String> {
-    sim.get_json(
-        "coordination.k8s.io",
-        "leases",
-        "default",
-        nmo::leader::LEADER_ELECTION_ID,
-    )
-    .and_then(|lease| lease["spec"]["holderIdentity"].as_str().map(str::to_string))
-    .filter(|holder| !holder.is_empty())
+async fn leader_lease(env: &TestEnv) -> Option<serde_json::Value> {
+    env.get_json::<Lease>(Some("default"), nmo::leader::LEADER_ELECTION_ID)
+        .await
+}
+
+async fn leader(env: &TestEnv) -> Option<String> {
+    leader_lease(env)
+        .await
+        .and_then(|lease| lease["spec"]["holderIdentity"].as_str().map(str::to_string))
+        .filter(|holder| !holder.is_empty())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_takes_over_when_the_leader_dies() {
-    let sim = cluster::start(Scenario::plain(2, 3).pdb(None)).await;
-    let client = cluster::test_client(&sim);
-    let first = Operator::start(cluster::operator_client(&sim), elected());
-    cluster::wait_for("a leader", Duration::from_secs(10), || {
-        leader(&sim).is_some()
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 3).pdb(None))
+        .operator_options(elected())
+        .start()
+        .await;
+    eventually("a leader", Duration::from_secs(10), async || {
+        leader(&env).await.is_some()
     })
     .await;
-    let first_leader = leader(&sim);
-    let standby = Operator::start(cluster::operator_client(&sim), elected());
+    let first_leader = leader(&env).await;
+    let standby = env.start_another_operator(elected());
 
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_for(
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
         "the leader to drain node-0",
         Duration::from_secs(20),
-        || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
     )
     .await;
     // The standby keeps its hands off: the leader stays the leader.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(leader(&sim), first_leader);
+    assert_eq!(leader(&env).await, first_leader);
 
-    first.kill().await;
-    cluster::create_maintenance(&client, "nm-1", "node-1").await;
-    cluster::wait_for(
+    env.kill_operator().await;
+    env.create_maintenance("nm-1", "node-1").await;
+    eventually(
         "the standby to take over and drain node-1",
         Duration::from_secs(20),
-        || cluster::phase(&sim, "nm-1").as_deref() == Some("Succeeded"),
+        async || env.phase("nm-1").await.as_deref() == Some("Succeeded"),
     )
     .await;
-    assert_ne!(leader(&sim), first_leader, "leadership moved");
-    let lease = sim
-        .get_json(
-            "coordination.k8s.io",
-            "leases",
-            "default",
-            nmo::leader::LEADER_ELECTION_ID,
-        )
-        .expect("the leader lease");
+    assert_ne!(leader(&env).await, first_leader, "leadership moved");
+    let lease = leader_lease(&env).await.expect("the leader lease");
     assert_eq!(lease["spec"]["leaseTransitions"], 1);
 
     // A graceful stop hands the lease back at once.
     standby.stop().await.expect("clean stop");
-    assert_eq!(leader(&sim), None, "the lease is released on shutdown");
-    sim.shutdown().await;
+    assert_eq!(
+        leader(&env).await,
+        None,
+        "the lease is released on shutdown"
+    );
 }

@@ -5,34 +5,28 @@ use std::time::Duration;
 
 use nmo_sim::Scenario;
 
-use super::cluster;
-use super::harness::{Operator, test_options};
+use crate::support::{TestEnv, eventually, test_options};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_valid_foreign_lease_means_hands_off_until_it_is_released() {
-    let sim = cluster::start(Scenario::plain(2, 3)).await;
-    let client = cluster::test_client(&sim);
-    cluster::create_foreign_lease(
-        &client,
-        "node-0",
-        "node-healthcheck",
-        Duration::from_secs(60),
-    )
-    .await;
-    let node_before = cluster::node(&sim, "node-0");
-    let pods_before = cluster::pods_on(&sim, "node-0").len();
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 3))
+        .foreign_lease("node-0", "node-healthcheck", Duration::from_secs(60))
+        .start()
+        .await;
+    let node_before = env.node("node-0").await;
+    let pods_before = env.pods_on("node-0").await.len();
+    env.create_maintenance("nm-0", "node-0").await;
 
-    cluster::wait_for(
+    eventually(
         "the status to say who holds the lease",
         Duration::from_secs(20),
-        || cluster::last_error_mentions(&sim, "nm-0", "node-healthcheck"),
+        async || env.last_error_mentions("nm-0", "node-healthcheck").await,
     )
     .await;
     // Waiting longer than a re-check: still nothing touched.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let nm = cluster::maintenance(&sim, "nm-0").expect("exists");
+    let nm = env.maintenance("nm-0").await.expect("exists");
     let conditions = nm["status"]["conditions"]
         .as_array()
         .cloned()
@@ -44,7 +38,7 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released() {
         "waiting for the lease is visible: {conditions:?}"
     );
     assert_eq!(nm["status"]["errorOnLeaseCount"].as_i64().unwrap_or(0), 0);
-    let node_now = cluster::node(&sim, "node-0");
+    let node_now = env.node("node-0").await;
     assert_eq!(
         node_now["spec"], node_before["spec"],
         "the node is untouched"
@@ -54,91 +48,87 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released() {
         node_before["metadata"]["labels"]
     );
     assert_eq!(
-        cluster::pods_on(&sim, "node-0").len(),
+        env.pods_on("node-0").await.len(),
         pods_before,
         "no pod was evicted"
     );
     assert_eq!(
-        cluster::lease(&sim, "node-0").expect("lease")["spec"]["holderIdentity"],
+        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
         "node-healthcheck"
     );
 
-    cluster::delete_lease(&client, "node-0").await;
-    cluster::wait_for(
+    env.delete_lease("node-0").await;
+    eventually(
         "the maintenance to proceed",
         Duration::from_secs(30),
-        || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
     )
     .await;
     assert_eq!(
-        cluster::lease(&sim, "node-0").expect("lease")["spec"]["holderIdentity"],
+        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
         "node-maintenance"
     );
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    env.stop_operator().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_foreign_lease_is_taken_over() {
-    let sim = cluster::start(Scenario::plain(2, 3)).await;
-    let client = cluster::test_client(&sim);
-    cluster::create_foreign_lease(
-        &client,
-        "node-0",
-        "node-healthcheck",
-        Duration::from_secs(7200),
-    )
-    .await;
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_for(
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 3))
+        .foreign_lease("node-0", "node-healthcheck", Duration::from_secs(7200))
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
         "the maintenance to succeed",
         Duration::from_secs(30),
-        || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
     )
     .await;
-    let lease = cluster::lease(&sim, "node-0").expect("lease");
+    let lease = env.lease("node-0").await.expect("lease");
     assert_eq!(lease["spec"]["holderIdentity"], "node-maintenance");
     assert_eq!(
         lease["spec"]["leaseTransitions"], 3,
         "one more transition than the foreign holder's 2"
     );
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    env.stop_operator().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts() {
-    let sim = cluster::start(Scenario::plain(2, 2).pdb(None)).await;
-    let client = cluster::test_client(&sim);
     let options = nmo::operator::OperatorOptions {
         lease_renew_interval: Some(Duration::from_secs(1)),
         ..test_options()
     };
-    let operator = Operator::start(cluster::operator_client(&sim), options);
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_for(
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 2).pdb(None))
+        .operator_options(options)
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
         "the maintenance to succeed",
         Duration::from_secs(20),
-        || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
     )
     .await;
-    let renew_time = |sim: &nmo_sim::SimHandle| {
-        cluster::lease(sim, "node-0").map(|lease| lease["spec"]["renewTime"].clone())
+    let renew_time = async || {
+        env.lease("node-0")
+            .await
+            .map(|lease| lease["spec"]["renewTime"].clone())
     };
-    let first = renew_time(&sim);
+    let first = renew_time().await;
     // Nothing else happens to this maintenance: only the timer can move renewTime.
-    cluster::wait_for("a renewal", Duration::from_secs(5), || {
-        renew_time(&sim) != first
+    eventually("a renewal", Duration::from_secs(5), async || {
+        renew_time().await != first
     })
     .await;
-    let lease = cluster::lease(&sim, "node-0").expect("lease");
+    let lease = env.lease("node-0").await.expect("lease");
     assert_eq!(lease["spec"]["holderIdentity"], "node-maintenance");
     assert_eq!(
         lease["spec"]["leaseTransitions"].as_i64().unwrap_or(0),
         0,
         "a renewal is no transition"
     );
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    env.stop_operator().await.expect("clean stop");
 }

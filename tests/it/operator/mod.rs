@@ -1,10 +1,8 @@
 //! nmo end to end: the operator in-process against the simulated API server, through the real
 //! kube client, checking nodes, pods, leases, statuses and events.
 
-mod cluster;
 mod drain;
 mod finalizer;
-mod harness;
 mod leader;
 mod lease;
 mod pdb;

@@ -5,36 +5,27 @@ use std::time::{Duration, Instant};
 
 use nmo_sim::Scenario;
 
-use super::cluster::{self, taint_keys};
-use super::harness::{Operator, test_options};
+use crate::support::{TestEnv, TestEnvBuilder, eventually, taint_keys};
 
 /// Two nodes without PDBs of their own, plus a pod on node-0 that a PDB protects completely.
-async fn cluster_with_a_blocked_pod() -> (nmo_sim::SimHandle, kube::Client) {
-    let sim = cluster::start(Scenario::plain(2, 4).pdb(None)).await;
-    let client = cluster::test_client(&sim);
-    cluster::create_namespace(&client, "precious").await;
-    cluster::create_pod(&client, "precious", "db-0", "node-0", "db").await;
-    cluster::create_pdb(&client, "precious", "db-budget", "db", 1).await;
-    (sim, client)
-}
-
-fn status(sim: &nmo_sim::SimHandle, name: &str) -> serde_json::Value {
-    cluster::maintenance(sim, name)
-        .map(|nm| nm["status"].clone())
-        .unwrap_or_default()
+fn cluster_with_a_blocked_pod() -> TestEnvBuilder {
+    TestEnv::builder()
+        .scenario(Scenario::plain(2, 4).pdb(None))
+        .namespace("precious")
+        .pod("precious", "db-0", "node-0", "db")
+        .pdb("precious", "db-budget", "db", 1)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocked_drain_names_the_budget_then_finishes_when_it_is_relaxed() {
-    let (sim, client) = cluster_with_a_blocked_pod().await;
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
+    let mut env = cluster_with_a_blocked_pod().start().await;
+    env.create_maintenance("nm-0", "node-0").await;
 
-    cluster::wait_for(
+    eventually(
         "only the protected pod to be left, blocked by its budget",
         Duration::from_secs(20),
-        || {
-            let status = status(&sim, "nm-0");
+        async || {
+            let status = env.status("nm-0").await;
             status["pendingPods"].as_array().map(Vec::len) == Some(1)
                 && status["lastError"]
                     .as_str()
@@ -42,7 +33,7 @@ async fn a_blocked_drain_names_the_budget_then_finishes_when_it_is_relaxed() {
         },
     )
     .await;
-    let blocked = status(&sim, "nm-0");
+    let blocked = env.status("nm-0").await;
     assert_eq!(blocked["phase"], "Running");
     assert_eq!(blocked["pendingPods"], serde_json::json!(["db-0"]));
     let reasons = blocked["pendingPodsReasons"]
@@ -56,56 +47,52 @@ async fn a_blocked_drain_names_the_budget_then_finishes_when_it_is_relaxed() {
         "{blocked}"
     );
     assert!(
-        cluster::pod_exists(&sim, "precious", "db-0"),
+        env.pod_exists("precious", "db-0").await,
         "a protected pod is never deleted"
     );
 
-    cluster::relax_pdb(&client, "precious", "db-budget", 0).await;
-    cluster::wait_for_phase(&sim, "nm-0", "Succeeded").await;
-    let done = status(&sim, "nm-0");
+    env.relax_pdb("precious", "db-budget", 0).await;
+    env.wait_phase("nm-0", "Succeeded").await;
+    let done = env.status("nm-0").await;
     assert!(
         done["lastError"].as_str().unwrap_or_default().is_empty(),
         "lastError is cleared: {done}"
     );
-    assert!(!cluster::pod_exists(&sim, "precious", "db-0"));
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    assert!(!env.pod_exists("precious", "db-0").await);
+    env.stop_operator().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blocked_maintenance_does_not_delay_another() {
-    let (sim, client) = cluster_with_a_blocked_pod().await;
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_until_blocked_by(&sim, "nm-0", "db-budget").await;
+    let mut env = cluster_with_a_blocked_pod().start().await;
+    env.create_maintenance("nm-0", "node-0").await;
+    env.wait_blocked_by("nm-0", "db-budget").await;
 
     let started = Instant::now();
-    cluster::create_maintenance(&client, "nm-1", "node-1").await;
-    cluster::wait_for_phase(&sim, "nm-1", "Succeeded").await;
+    env.create_maintenance("nm-1", "node-1").await;
+    env.wait_phase("nm-1", "Succeeded").await;
     // The Go operator's single worker would hold node-1 behind node-0's blocked retries.
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "node-1 took {:?}",
         started.elapsed()
     );
-    assert_eq!(cluster::phase(&sim, "nm-0").as_deref(), Some("Running"));
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
+    env.stop_operator().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_blocked_maintenance_undoes_it_within_seconds() {
-    let (sim, client) = cluster_with_a_blocked_pod().await;
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_until_blocked_by(&sim, "nm-0", "db-budget").await;
+    let mut env = cluster_with_a_blocked_pod().start().await;
+    env.create_maintenance("nm-0", "node-0").await;
+    env.wait_blocked_by("nm-0", "db-budget").await;
 
     let started = Instant::now();
-    cluster::delete_maintenance(&client, "nm-0").await;
-    cluster::wait_for(
+    env.delete_maintenance("nm-0").await;
+    eventually(
         "the maintenance to be gone",
         Duration::from_secs(20),
-        || cluster::maintenance(&sim, "nm-0").is_none(),
+        async || env.maintenance("nm-0").await.is_none(),
     )
     .await;
     assert!(
@@ -113,43 +100,42 @@ async fn deleting_a_blocked_maintenance_undoes_it_within_seconds() {
         "undo took {:?}",
         started.elapsed()
     );
-    let node = cluster::node(&sim, "node-0");
+    let node = env.node("node-0").await;
     assert_ne!(node["spec"]["unschedulable"], true);
     assert!(!taint_keys(&node).iter().any(|k| k == "medik8s.io/drain"));
-    assert!(cluster::lease(&sim, "node-0").is_none());
-    assert!(cluster::pod_exists(&sim, "precious", "db-0"));
+    assert!(env.lease("node-0").await.is_none());
+    assert!(env.pod_exists("precious", "db-0").await);
     // Nothing re-cordons the node afterwards.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    assert_ne!(cluster::node(&sim, "node-0")["spec"]["unschedulable"], true);
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    assert_ne!(env.node("node-0").await["spec"]["unschedulable"], true);
+    env.stop_operator().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pod_under_two_budgets_is_reported_as_such() {
-    let sim = cluster::start(Scenario::plain(2, 2).pdb(None)).await;
-    let client = cluster::test_client(&sim);
-    cluster::create_namespace(&client, "precious").await;
-    cluster::create_pod(&client, "precious", "db-0", "node-0", "db").await;
-    cluster::create_pdb(&client, "precious", "db-budget", "db", 0).await;
-    cluster::create_pdb(&client, "precious", "db-budget-too", "db", 0).await;
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_for(
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 2).pdb(None))
+        .namespace("precious")
+        .pod("precious", "db-0", "node-0", "db")
+        .pdb("precious", "db-budget", "db", 0)
+        .pdb("precious", "db-budget-too", "db", 0)
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
         "the status to say why db-0 cannot go",
         Duration::from_secs(20),
-        || {
-            status(&sim, "nm-0")["lastError"]
+        async || {
+            env.status("nm-0").await["lastError"]
                 .as_str()
                 .is_some_and(|e| e.contains("more than one PodDisruptionBudget"))
         },
     )
     .await;
     assert!(
-        cluster::pod_exists(&sim, "precious", "db-0"),
+        env.pod_exists("precious", "db-0").await,
         "the pod is not deleted instead"
     );
-    assert_eq!(cluster::phase(&sim, "nm-0").as_deref(), Some("Running"));
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
+    env.stop_operator().await.expect("clean stop");
 }

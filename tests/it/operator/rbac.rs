@@ -5,14 +5,9 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
-use nmo_sim::{Rbac, Scenario, SimConfig};
+use nmo_sim::Scenario;
 
-use super::cluster;
-use super::harness::{Operator, test_options};
-
-const OPERATOR_USER: &str = "system:serviceaccount:nmo-system:nmo";
-const OPERATOR_TOKEN: &str = "operator-token";
-const ADMIN_TOKEN: &str = "admin-token";
+use crate::support::{OPERATOR_USER, TestEnv, eventually, test_options};
 
 /// The (group, resource, verb) grants of deploy/rbac.yaml, subresources as `pods/eviction`.
 fn granted() -> BTreeSet<(String, String, String)> {
@@ -44,41 +39,35 @@ fn granted() -> BTreeSet<(String, String, String)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_role_is_sufficient_and_every_grant_is_used() {
-    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml");
-    let mut config = SimConfig::default()
-        .scenario(Scenario::new(3, 8))
-        .time_scale(0.0)
-        .token(OPERATOR_TOKEN, OPERATOR_USER)
-        .token(ADMIN_TOKEN, "admin");
-    config.rbac = Some(Rbac::from_path(OPERATOR_USER, &rbac).expect("the rules load"));
-    let sim = cluster::start_with(config).await;
-    let client = cluster::test_client_with_token(&sim, Some(ADMIN_TOKEN));
     let options = nmo::operator::OperatorOptions {
         leader_elect: true,
         ..test_options()
     };
-    let operator = Operator::start(
-        cluster::operator_client_with_token(&sim, Some(OPERATOR_TOKEN)),
-        options,
-    );
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::new(3, 8))
+        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml"))
+        .operator_options(options)
+        .start()
+        .await;
 
     // Every kind of pod (DaemonSet, mirror, finished, emptyDir, unmanaged), a lease namespace
     // to create, a maintenance to undo, and a missing node.
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::create_maintenance(&client, "nm-ghost", "no-such-node").await;
-    cluster::wait_for(
+    env.create_maintenance("nm-0", "node-0").await;
+    env.create_maintenance("nm-ghost", "no-such-node").await;
+    eventually(
         "the maintenance to succeed",
         Duration::from_secs(30),
-        || {
-            cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded")
-                && cluster::phase(&sim, "nm-ghost").as_deref() == Some("Failed")
+        async || {
+            env.phase("nm-0").await.as_deref() == Some("Succeeded")
+                && env.phase("nm-ghost").await.as_deref() == Some("Failed")
         },
     )
     .await;
-    cluster::delete_maintenance(&client, "nm-0").await;
-    cluster::wait_until_gone(&sim, "nm-0").await;
-    operator.stop().await.expect("clean stop");
+    env.delete_maintenance("nm-0").await;
+    env.wait_gone("nm-0").await;
+    env.stop_operator().await.expect("clean stop");
 
+    let sim = env.sim();
     let used: BTreeSet<(String, String, String)> = sim
         .accounting()
         .snapshot()
@@ -117,5 +106,4 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used() {
         unused.is_empty(),
         "granted but never used (drop them from deploy/rbac.yaml): {unused:?}"
     );
-    sim.shutdown().await;
 }

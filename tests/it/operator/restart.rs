@@ -4,52 +4,50 @@ use std::time::Duration;
 
 use nmo_sim::Scenario;
 
-use super::cluster::{self, taint_keys};
-use super::harness::{Operator, test_options};
+use crate::support::{TestEnv, eventually, taint_keys};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_operator_finishes_what_a_killed_one_started() {
-    let sim = cluster::start(Scenario::plain(2, 4).pdb(None)).await;
-    let client = cluster::test_client(&sim);
-    cluster::create_namespace(&client, "precious").await;
-    cluster::create_pod(&client, "precious", "db-0", "node-0", "db").await;
-    cluster::create_pdb(&client, "precious", "db-budget", "db", 1).await;
-
-    let first = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 4).pdb(None))
+        .namespace("precious")
+        .pod("precious", "db-0", "node-0", "db")
+        .pdb("precious", "db-budget", "db", 1)
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
     // The drain is under way and blocked.
-    cluster::wait_until_blocked_by(&sim, "nm-0", "db-budget").await;
-    first.kill().await;
+    env.wait_blocked_by("nm-0", "db-budget").await;
+    env.kill_operator().await;
     let progress_before =
-        cluster::maintenance(&sim, "nm-0").expect("exists")["status"]["drainProgress"].clone();
+        env.maintenance("nm-0").await.expect("exists")["status"]["drainProgress"].clone();
 
     // The budget is relaxed while no operator runs; the next one picks the drain up.
-    cluster::relax_pdb(&client, "precious", "db-budget", 0).await;
-    let second = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::wait_for(
+    env.relax_pdb("precious", "db-budget", 0).await;
+    env.start_operator();
+    eventually(
         "the new operator to finish the drain",
         Duration::from_secs(30),
-        || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
     )
     .await;
-    let status = cluster::maintenance(&sim, "nm-0").expect("exists")["status"].clone();
+    let status = env.maintenance("nm-0").await.expect("exists")["status"].clone();
     assert!(
         status["drainProgress"].as_i64() >= progress_before.as_i64(),
         "progress never goes back"
     );
     assert_eq!(status["drainProgress"], 100);
-    assert!(!cluster::pod_exists(&sim, "precious", "db-0"));
-    assert_eq!(cluster::node(&sim, "node-0")["spec"]["unschedulable"], true);
+    assert!(!env.pod_exists("precious", "db-0").await);
+    assert_eq!(env.node("node-0").await["spec"]["unschedulable"], true);
 
     // And a kill during the undo is finished by the next operator too.
-    cluster::delete_maintenance(&client, "nm-0").await;
-    second.kill().await;
-    let third = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::wait_until_gone(&sim, "nm-0").await;
-    let node = cluster::node(&sim, "node-0");
+    env.delete_maintenance("nm-0").await;
+    env.kill_operator().await;
+    env.start_operator();
+    env.wait_gone("nm-0").await;
+    let node = env.node("node-0").await;
     assert_ne!(node["spec"]["unschedulable"], true);
     assert!(taint_keys(&node).is_empty(), "{:?}", taint_keys(&node));
-    assert!(cluster::lease(&sim, "node-0").is_none());
-    third.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    assert!(env.lease("node-0").await.is_none());
+    env.stop_operator().await.expect("clean stop");
 }

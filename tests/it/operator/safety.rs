@@ -6,81 +6,83 @@ use std::time::{Duration, Instant};
 use nmo_sim::Scenario;
 use serde_json::json;
 
-use super::cluster::{self, taint_keys};
-use super::harness::{Operator, test_options};
+use crate::support::{TestEnv, eventually, taint_keys};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_node_fails_the_maintenance_with_a_reason() {
-    let sim = cluster::start(Scenario::plain(1, 2).pdb(None)).await;
-    let client = cluster::test_client(&sim);
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-ghost", "no-such-node").await;
-    cluster::wait_for_phase(&sim, "nm-ghost", "Failed").await;
-    let nm = cluster::maintenance(&sim, "nm-ghost").expect("exists");
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(1, 2).pdb(None))
+        .start()
+        .await;
+    env.create_maintenance("nm-ghost", "no-such-node").await;
+    env.wait_phase("nm-ghost", "Failed").await;
+    let nm = env.maintenance("nm-ghost").await.expect("exists");
     let error = nm["status"]["lastError"].as_str().unwrap_or_default();
     assert!(
         error.contains("no-such-node"),
         "lastError names the node: {error}"
     );
     // Events are sent alongside the status, not before it.
-    cluster::wait_for(
+    eventually(
         "the FailedMaintenance event",
         Duration::from_secs(5),
-        || cluster::event_reasons(&sim, "nm-ghost").contains(&"FailedMaintenance".to_string()),
+        async || {
+            env.event_reasons("nm-ghost")
+                .await
+                .contains(&"FailedMaintenance".to_string())
+        },
     )
     .await;
     assert!(
-        cluster::lease(&sim, "no-such-node").is_none(),
+        env.lease("no-such-node").await.is_none(),
         "no lease for a node that does not exist"
     );
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    env.stop_operator().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing() {
-    let sim = cluster::start(Scenario::plain(2, 3)).await;
-    let client = cluster::test_client(&sim);
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-first", "node-0").await;
-    cluster::wait_for_phase(&sim, "nm-first", "Succeeded").await;
-    cluster::create_maintenance(&client, "nm-second", "node-0").await;
-    cluster::wait_for_phase(&sim, "nm-second", "Failed").await;
-    let second = cluster::maintenance(&sim, "nm-second").expect("exists");
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 3))
+        .start()
+        .await;
+    env.create_maintenance("nm-first", "node-0").await;
+    env.wait_phase("nm-first", "Succeeded").await;
+    env.create_maintenance("nm-second", "node-0").await;
+    env.wait_phase("nm-second", "Failed").await;
+    let second = env.maintenance("nm-second").await.expect("exists");
     let error = second["status"]["lastError"].as_str().unwrap_or_default();
     assert!(
         error.contains("nm-first"),
         "the reason names the active maintenance: {error}"
     );
 
-    cluster::delete_maintenance(&client, "nm-second").await;
-    cluster::wait_until_gone(&sim, "nm-second").await;
-    let node = cluster::node(&sim, "node-0");
+    env.delete_maintenance("nm-second").await;
+    env.wait_gone("nm-second").await;
+    let node = env.node("node-0").await;
     assert_eq!(
         node["spec"]["unschedulable"], true,
         "the first maintenance still holds the node"
     );
     assert!(taint_keys(&node).contains(&"medik8s.io/drain".to_string()));
     assert_eq!(
-        cluster::lease(&sim, "node-0").expect("lease")["spec"]["holderIdentity"],
+        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
         "node-maintenance"
     );
-    assert_eq!(
-        cluster::phase(&sim, "nm-first").as_deref(),
-        Some("Succeeded")
-    );
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    assert_eq!(env.phase("nm-first").await.as_deref(), Some("Succeeded"));
+    env.stop_operator().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn foreign_taints_and_labels_survive_maintenance_and_its_end() {
-    let sim = cluster::start(Scenario::plain(1, 2).pdb(None)).await;
-    let client = cluster::test_client(&sim);
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(1, 2).pdb(None))
+        .without_operator()
+        .start()
+        .await;
     let foreign_taint =
         json!({"key": "example.com/gpu-broken", "value": "true", "effect": "NoExecute"});
-    cluster::patch_node(
-        &client,
+    env.patch_node(
         "node-0",
         json!({
             "metadata": {"labels": {"team": "storage"}},
@@ -88,52 +90,51 @@ async fn foreign_taints_and_labels_survive_maintenance_and_its_end() {
         }),
     )
     .await;
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_for(
+    env.start_operator();
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
         "the maintenance to succeed",
         Duration::from_secs(20),
-        || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
     )
     .await;
-    let during = cluster::node(&sim, "node-0");
+    let during = env.node("node-0").await;
     assert!(taint_keys(&during).contains(&"example.com/gpu-broken".to_string()));
     assert_eq!(taint_keys(&during).len(), 3, "{:?}", taint_keys(&during));
 
-    cluster::delete_maintenance(&client, "nm-0").await;
-    cluster::wait_for(
+    env.delete_maintenance("nm-0").await;
+    eventually(
         "the maintenance to be gone",
         Duration::from_secs(20),
-        || cluster::maintenance(&sim, "nm-0").is_none(),
+        async || env.maintenance("nm-0").await.is_none(),
     )
     .await;
-    let after = cluster::node(&sim, "node-0");
+    let after = env.node("node-0").await;
     assert_eq!(
         taint_keys(&after),
         vec!["example.com/gpu-broken".to_string()]
     );
     assert_eq!(after["metadata"]["labels"]["team"], "storage");
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    env.stop_operator().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_uncordoned_node_is_put_back_within_seconds() {
-    let sim = cluster::start(Scenario::plain(1, 2).pdb(None)).await;
-    let client = cluster::test_client(&sim);
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_for(
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(1, 2).pdb(None))
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
         "the maintenance to succeed",
         Duration::from_secs(20),
-        || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
     )
     .await;
 
     // Someone uncordons, untaints and unlabels the node by hand.
     let started = Instant::now();
-    cluster::patch_node(
-        &client,
+    env.patch_node(
         "node-0",
         json!({
             "metadata": {"labels": {"remediation.medik8s.io/exclude-from-remediation": null}},
@@ -141,19 +142,22 @@ async fn an_uncordoned_node_is_put_back_within_seconds() {
         }),
     )
     .await;
-    cluster::wait_for("nmo to repair the node", Duration::from_secs(10), || {
-        let node = cluster::node(&sim, "node-0");
-        node["spec"]["unschedulable"] == true
-            && taint_keys(&node).len() == 2
-            && node["metadata"]["labels"]["remediation.medik8s.io/exclude-from-remediation"]
-                == "true"
-    })
+    eventually(
+        "nmo to repair the node",
+        Duration::from_secs(10),
+        async || {
+            let node = env.node("node-0").await;
+            node["spec"]["unschedulable"] == true
+                && taint_keys(&node).len() == 2
+                && node["metadata"]["labels"]["remediation.medik8s.io/exclude-from-remediation"]
+                    == "true"
+        },
+    )
     .await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "repair took {:?}",
         started.elapsed()
     );
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    env.stop_operator().await.expect("clean stop");
 }

@@ -2,25 +2,28 @@
 
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::ListParams;
 use nmo_sim::{Query, Scenario};
 
-use super::cluster::{self, OPERATOR_AGENT};
-use super::harness::{Operator, test_options};
+use crate::support::{OPERATOR_AGENT, TestEnv, eventually};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
-    let sim = cluster::start(Scenario::plain(3, 10).pdb(None)).await;
-    let client = cluster::test_client(&sim);
-    let operator = Operator::start(cluster::operator_client(&sim), test_options());
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(3, 10).pdb(None))
+        .start()
+        .await;
+    let sim = env.sim();
     // Let the operator's start-up (the NodeMaintenance watch) settle before counting.
     tokio::time::sleep(Duration::from_millis(500)).await;
     sim.accounting().reset();
 
-    cluster::create_maintenance(&client, "nm-0", "node-0").await;
-    cluster::wait_for(
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
         "the maintenance to succeed",
         Duration::from_secs(20),
-        || cluster::phase(&sim, "nm-0").as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
     )
     .await;
     // Anything still to come from this maintenance (a last status write, say) is counted too.
@@ -86,13 +89,17 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
         total <= evictions + 20,
         "{total} requests for {evictions} evictions"
     );
-    operator.stop().await.expect("clean stop");
-    sim.shutdown().await;
+    env.stop_operator().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_eviction_reaches_nmo_at_once_not_after_client_retries() {
-    let sim = cluster::start(Scenario::plain(1, 1).pdb(None)).await;
+    let env = TestEnv::builder()
+        .scenario(Scenario::plain(1, 1).pdb(None))
+        .without_operator()
+        .start()
+        .await;
+    let sim = env.sim();
     let uri: http::Uri = sim.base_url().parse().expect("a URL");
     let client = nmo::operator::client(kube::Config::new(uri)).expect("a client");
     sim.faults().add(
@@ -102,7 +109,9 @@ async fn a_refused_eviction_reaches_nmo_at_once_not_after_client_retries() {
     );
     let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
         kube::Api::namespaced(client, "workloads");
-    let name = sim.list_json("", "pods", "workloads")[0]["metadata"]["name"]
+    let name = env
+        .list_json::<Pod>(Some("workloads"), &ListParams::default())
+        .await[0]["metadata"]["name"]
         .as_str()
         .expect("a pod")
         .to_string();
@@ -120,5 +129,4 @@ async fn a_refused_eviction_reaches_nmo_at_once_not_after_client_retries() {
         "one request, no retries"
     );
     assert!(started.elapsed() < Duration::from_secs(5));
-    sim.shutdown().await;
 }

@@ -1,0 +1,89 @@
+//! The cluster behind a [`TestEnv`](super::TestEnv), and the two identities tests use on it:
+//! an admin (the test itself) and nmo's service account.
+//!
+//! Today the only backend is the simulated API server. A real kube-apiserver (envtest style,
+//! from `KUBEBUILDER_ASSETS`) becomes a second variant of [`Backend`]: it has to start with the
+//! NodeMaintenance CRD installed, give a kube client configuration for each identity (nmo's
+//! with `deploy/rbac.yaml` bound when [`ClusterSpec::rbac`] is set) and create the nodes and
+//! pods of [`ClusterSpec::scenario`] through the API.
+
+use std::path::PathBuf;
+
+use nmo_sim::{ClientOptions, Rbac, Scenario, SimConfig, SimHandle, Simulator};
+
+/// The User-Agent of nmo's client, so its requests are counted apart.
+pub const OPERATOR_AGENT: &str = "nmo-operator";
+/// The User-Agent of the test's own (admin) client.
+pub const ADMIN_AGENT: &str = "nmo-test";
+/// The user nmo runs as when RBAC is enforced: the service account of `deploy/`.
+pub const OPERATOR_USER: &str = "system:serviceaccount:nmo-system:nmo";
+const OPERATOR_TOKEN: &str = "operator-token";
+const ADMIN_TOKEN: &str = "admin-token";
+const ADMIN_USER: &str = "admin";
+
+/// What the cluster must be before a test starts.
+#[derive(Default)]
+pub struct ClusterSpec {
+    /// Nodes and workloads to start with.
+    pub scenario: Option<Scenario>,
+    /// ClusterRole manifests whose rules bind nmo's service account; nmo runs with exactly
+    /// these rights (and the admin with every right). `None`: nmo may do anything.
+    pub rbac: Option<PathBuf>,
+    /// Nothing acts in the cluster on its own: no kubelet, no controllers, so objects keep the
+    /// status they are given (what a bare kube-apiserver is anyway).
+    pub static_cluster: bool,
+}
+
+/// Where a test's cluster runs.
+pub enum Backend {
+    /// The simulated API server in this process, with an instant kubelet (time scale 0) and its
+    /// controllers on their own thread.
+    Sim(SimHandle),
+}
+
+/// A started backend and how to reach it.
+pub struct Started {
+    pub backend: Backend,
+    /// A client configuration for the test itself, allowed everything.
+    pub admin: kube::Config,
+    /// A client configuration for nmo (its service account when RBAC is enforced).
+    pub operator: kube::Config,
+}
+
+impl Backend {
+    /// Starts the simulated API server with the NodeMaintenance CRD installed.
+    pub async fn simulator(spec: ClusterSpec) -> Started {
+        let mut config = SimConfig::default()
+            .crd(&nmo::crd::definition())
+            .expect("the CRD serializes")
+            .time_scale(0.0);
+        config.scenario = spec.scenario;
+        config.controllers = !spec.static_cluster;
+        let tokens = spec.rbac.is_some();
+        if let Some(path) = &spec.rbac {
+            config = config
+                .token(OPERATOR_TOKEN, OPERATOR_USER)
+                .token(ADMIN_TOKEN, ADMIN_USER);
+            config.rbac = Some(Rbac::from_path(OPERATOR_USER, path).expect("the rules load"));
+        }
+        let sim = Simulator::start(config)
+            .await
+            .expect("the simulator starts");
+        let identity = |agent: &str, token: &str| ClientOptions {
+            user_agent: agent.into(),
+            token: tokens.then(|| token.to_string()),
+            ..ClientOptions::default()
+        };
+        let admin = sim
+            .kube_config_with(&identity(ADMIN_AGENT, ADMIN_TOKEN))
+            .expect("a client configuration for the admin");
+        let operator = sim
+            .kube_config_with(&identity(OPERATOR_AGENT, OPERATOR_TOKEN))
+            .expect("a client configuration for nmo");
+        Started {
+            backend: Backend::Sim(sim),
+            admin,
+            operator,
+        }
+    }
+}

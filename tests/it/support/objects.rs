@@ -1,0 +1,318 @@
+//! Reading and changing the cluster of a [`TestEnv`] through its admin client, the way an admin
+//! or another controller would. Objects are read as the JSON the API server returns, so tests
+//! assert on exactly what is stored.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Event, Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Resource;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GetParams, ListParams, Patch, PatchParams, PostParams,
+};
+use kube::core::{GroupVersionKind, Request};
+use kube::discovery::Scope;
+use nmo::crd::NodeMaintenance;
+use serde_json::{Value, json};
+
+use super::TestEnv;
+
+/// Where nmo and the other medik8s operators keep node leases.
+const LEASE_NAMESPACE: &str = "medik8s-leases";
+
+/// The taint keys on a node.
+pub fn taint_keys(node: &Value) -> Vec<String> {
+    node["spec"]["taints"]
+        .as_array()
+        .map(|taints| {
+            taints
+                .iter()
+                .filter_map(|t| t["key"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl TestEnv {
+    // -----------------------------------------------------------------------------------------
+    // Reading.
+
+    /// An object of kind `K` as stored (None when missing); `namespace` None for cluster-scoped
+    /// kinds.
+    pub async fn get_json<K>(&self, namespace: Option<&str>, name: &str) -> Option<Value>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let request = Request::new(K::url_path(&(), namespace))
+            .get(name, &GetParams::default())
+            .expect("a GET request");
+        match self.admin.request::<Value>(request).await {
+            Ok(object) => Some(object),
+            Err(kube::Error::Api(status)) if status.code == 404 => None,
+            Err(error) => panic!("reading {} {name}: {error}", K::kind(&())),
+        }
+    }
+
+    /// The objects of kind `K` (in `namespace`, or everywhere), as stored.
+    pub async fn list_json<K>(&self, namespace: Option<&str>, params: &ListParams) -> Vec<Value>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let request = Request::new(K::url_path(&(), namespace))
+            .list(params)
+            .expect("a LIST request");
+        let mut list = self
+            .admin
+            .request::<Value>(request)
+            .await
+            .unwrap_or_else(|error| panic!("listing {}: {error}", K::plural(&())));
+        match list["items"].take() {
+            Value::Array(items) => items,
+            // An empty list may come without items.
+            Value::Null => Vec::new(),
+            other => panic!("a {} list with items {other}", K::kind(&())),
+        }
+    }
+
+    /// The NodeMaintenance as stored.
+    pub async fn maintenance(&self, name: &str) -> Option<Value> {
+        self.get_json::<NodeMaintenance>(None, name).await
+    }
+
+    /// The status of a NodeMaintenance (null when it has none or is gone).
+    pub async fn status(&self, name: &str) -> Value {
+        self.maintenance(name)
+            .await
+            .map(|nm| nm["status"].clone())
+            .unwrap_or_default()
+    }
+
+    /// The phase of a NodeMaintenance, if any.
+    pub async fn phase(&self, name: &str) -> Option<String> {
+        self.maintenance(name)
+            .await
+            .and_then(|nm| nm["status"]["phase"].as_str().map(str::to_string))
+    }
+
+    /// Whether the NodeMaintenance's `lastError` mentions `text`.
+    pub async fn last_error_mentions(&self, name: &str, text: &str) -> bool {
+        self.maintenance(name)
+            .await
+            .and_then(|nm| nm["status"]["lastError"].as_str().map(|e| e.contains(text)))
+            .unwrap_or(false)
+    }
+
+    /// The Node as stored.
+    pub async fn node(&self, name: &str) -> Value {
+        self.get_json::<Node>(None, name)
+            .await
+            .expect("the node exists")
+    }
+
+    /// The node's lease as stored.
+    pub async fn lease(&self, node: &str) -> Option<Value> {
+        self.get_json::<Lease>(Some(LEASE_NAMESPACE), &format!("node-{node}"))
+            .await
+    }
+
+    /// The pods bound to `node`.
+    pub async fn pods_on(&self, node: &str) -> Vec<Value> {
+        let bound = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        self.list_json::<Pod>(None, &bound).await
+    }
+
+    /// Whether a pod exists.
+    pub async fn pod_exists(&self, namespace: &str, name: &str) -> bool {
+        self.get_json::<Pod>(Some(namespace), name).await.is_some()
+    }
+
+    /// The core/v1 events in `default`, the namespace events about cluster-scoped objects go
+    /// to (the API server stores both event APIs as core/v1 events, which `kubectl describe`
+    /// reads).
+    pub async fn events(&self) -> Vec<Value> {
+        self.list_json::<Event>(Some("default"), &ListParams::default())
+            .await
+    }
+
+    /// The reasons of the events about the object named `name`.
+    pub async fn event_reasons(&self, name: &str) -> Vec<String> {
+        self.events()
+            .await
+            .into_iter()
+            .filter(|event| event["involvedObject"]["name"] == name)
+            .filter_map(|event| event["reason"].as_str().map(str::to_string))
+            .collect()
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Changing, as an admin.
+
+    /// Creates a NodeMaintenance.
+    pub async fn create_maintenance(&self, name: &str, node: &str) {
+        let object: NodeMaintenance = serde_json::from_value(json!({
+            "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
+            "kind": "NodeMaintenance",
+            "metadata": {"name": name},
+            "spec": {"nodeName": node, "reason": "end-to-end test"}
+        }))
+        .expect("a valid NodeMaintenance");
+        Api::<NodeMaintenance>::all(self.admin.clone())
+            .create(&PostParams::default(), &object)
+            .await
+            .expect("the NodeMaintenance is created");
+    }
+
+    /// Deletes a NodeMaintenance (its finalizer keeps it until nmo has undone it).
+    pub async fn delete_maintenance(&self, name: &str) {
+        Api::<NodeMaintenance>::all(self.admin.clone())
+            .delete(name, &Default::default())
+            .await
+            .expect("the NodeMaintenance is deleted");
+    }
+
+    /// Creates a namespace.
+    pub async fn create_namespace(&self, name: &str) {
+        let namespace =
+            serde_json::from_value(json!({"metadata": {"name": name}})).expect("a valid namespace");
+        Api::<Namespace>::all(self.admin.clone())
+            .create(&PostParams::default(), &namespace)
+            .await
+            .expect("the namespace is created");
+    }
+
+    /// Creates a Running pod bound to `node` with label `app=<app>` and no owner (nothing
+    /// replaces it once evicted).
+    pub async fn create_pod(&self, namespace: &str, name: &str, node: &str, app: &str) {
+        let pod = serde_json::from_value(json!({
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+            "spec": {
+                "nodeName": node,
+                "terminationGracePeriodSeconds": 5,
+                "containers": [{"name": "main", "image": "registry.invalid/app:1"}]
+            }
+        }))
+        .expect("a valid pod");
+        Api::<Pod>::namespaced(self.admin.clone(), namespace)
+            .create(&PostParams::default(), &pod)
+            .await
+            .expect("the pod is created");
+    }
+
+    /// Creates a PodDisruptionBudget over `app=<app>` with `minAvailable`.
+    pub async fn create_pdb(&self, namespace: &str, name: &str, app: &str, min_available: i32) {
+        let pdb = serde_json::from_value(json!({
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": app}}}
+        }))
+        .expect("a valid PDB");
+        Api::<PodDisruptionBudget>::namespaced(self.admin.clone(), namespace)
+            .create(&PostParams::default(), &pdb)
+            .await
+            .expect("the PDB is created");
+    }
+
+    /// Lowers a PodDisruptionBudget's `minAvailable`, as an admin freeing a drain would.
+    pub async fn relax_pdb(&self, namespace: &str, name: &str, min_available: i32) {
+        let patch = json!({"spec": {"minAvailable": min_available}});
+        Api::<PodDisruptionBudget>::namespaced(self.admin.clone(), namespace)
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("the PDB is patched");
+    }
+
+    /// Creates the node lease as another medik8s operator would hold it, renewed `renewed_ago`
+    /// before now.
+    pub async fn create_foreign_lease(&self, node: &str, holder: &str, renewed_ago: Duration) {
+        let namespaces = Api::<Namespace>::all(self.admin.clone());
+        if namespaces
+            .get_opt(LEASE_NAMESPACE)
+            .await
+            .expect("namespace lookup")
+            .is_none()
+        {
+            self.create_namespace(LEASE_NAMESPACE).await;
+        }
+        let renewed =
+            chrono::Utc::now() - chrono::Duration::from_std(renewed_ago).expect("a small duration");
+        let renewed = renewed.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
+        let lease = serde_json::from_value(json!({
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {"name": format!("node-{node}"), "namespace": LEASE_NAMESPACE},
+            "spec": {
+                "holderIdentity": holder,
+                "leaseDurationSeconds": 3600,
+                "acquireTime": renewed,
+                "renewTime": renewed,
+                "leaseTransitions": 2
+            }
+        }))
+        .expect("a valid lease");
+        Api::<Lease>::namespaced(self.admin.clone(), LEASE_NAMESPACE)
+            .create(&PostParams::default(), &lease)
+            .await
+            .expect("the lease is created");
+    }
+
+    /// Deletes the node lease, as its foreign holder releasing it would.
+    pub async fn delete_lease(&self, node: &str) {
+        Api::<Lease>::namespaced(self.admin.clone(), LEASE_NAMESPACE)
+            .delete(&format!("node-{node}"), &Default::default())
+            .await
+            .expect("the lease is deleted");
+    }
+
+    /// Applies a JSON merge patch to a node, as another controller or an admin would.
+    pub async fn patch_node(&self, node: &str, patch: Value) {
+        Api::<Node>::all(self.admin.clone())
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("the node is patched");
+    }
+
+    /// Creates any object (its kind found through discovery), then writes its `status`, if it
+    /// has one, through the status subresource: an API server ignores a status on create.
+    pub async fn create_object(&self, object: Value) {
+        let (group, version) = match object["apiVersion"].as_str() {
+            Some(api_version) => match api_version.split_once('/') {
+                Some((group, version)) => (group, version),
+                None => ("", api_version),
+            },
+            None => panic!("no apiVersion in {object}"),
+        };
+        let kind = object["kind"].as_str().expect("a kind");
+        let (resource, capabilities) =
+            kube::discovery::pinned_kind(&self.admin, &GroupVersionKind::gvk(group, version, kind))
+                .await
+                .unwrap_or_else(|error| panic!("no resource for {kind}: {error}"));
+        let namespace = object["metadata"]["namespace"].as_str();
+        let api: Api<DynamicObject> = match (capabilities.scope, namespace) {
+            (Scope::Namespaced, Some(namespace)) => {
+                Api::namespaced_with(self.admin.clone(), namespace, &resource)
+            }
+            _ => Api::all_with(self.admin.clone(), &resource),
+        };
+        let dynamic: DynamicObject =
+            serde_json::from_value(object.clone()).expect("an object with metadata");
+        let created = api
+            .create(&PostParams::default(), &dynamic)
+            .await
+            .unwrap_or_else(|error| panic!("creating {kind}: {error}"));
+        let has_status = capabilities
+            .subresources
+            .iter()
+            .any(|(sub, _): &(ApiResource, _)| sub.plural == "status");
+        if has_status && !object["status"].is_null() {
+            let name = created.metadata.name.expect("a name");
+            let status = json!({"status": object["status"]});
+            api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+                .await
+                .unwrap_or_else(|error| panic!("writing the status of {kind} {name}: {error}"));
+        }
+    }
+}
