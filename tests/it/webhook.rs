@@ -1,6 +1,6 @@
 //! The admission webhook end to end: real AdmissionReviews over HTTPS (a throwaway CA made
-//! here), the webhook reading the simulated cluster (`nmo::sim`) through a real kube client,
-//! with the RBAC of deploy/rbac.yaml enforced on it.
+//! here), the webhook reading the test cluster (`support::TestEnv`, the simulator) through a
+//! real kube client, with the RBAC of deploy/rbac.yaml enforced on it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -12,10 +12,9 @@ use axum::http::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::DeleteParams;
 use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
 use nmo::webhook::{self, VALIDATE_PATH, Webhook, WebhookConfig, WebhookError};
-use nmo_sim::{ClientOptions, FaultRule, Query, Rbac, SimConfig, SimHandle, Simulator};
+use nmo_sim::{FaultRule, Query};
 use rustls::RootCertStore;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -23,8 +22,10 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_rustls::TlsConnector;
 
+use crate::support::{OPERATOR_AGENT, TestEnv};
+
 // ---------------------------------------------------------------------------------------------
-// The simulated cluster.
+// The cluster.
 
 /// What the cluster holds when the webhook starts.
 #[derive(Default)]
@@ -37,65 +38,30 @@ struct Cluster {
     etcd_pods: Vec<Value>,
 }
 
-/// The webhook's identity in the simulator: its requests are counted and authorized apart.
-const WEBHOOK_USER: &str = "system:serviceaccount:nmo-system:nmo";
-const WEBHOOK_TOKEN: &str = "webhook-token";
-const WEBHOOK_AGENT: &str = "nmo-webhook";
+/// The webhook runs as nmo: its requests are counted and authorized as nmo's.
+const WEBHOOK_AGENT: &str = OPERATOR_AGENT;
 
-/// A simulator with the CRD, no controllers (the objects keep the status the test gives them),
-/// deploy/rbac.yaml enforced for the webhook's user, seeded with `cluster`.
-async fn start_sim(cluster: Cluster) -> (SimHandle, kube::Client) {
-    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml");
-    let mut config = SimConfig::default()
-        .crd(&nmo::crd::definition())
-        .unwrap()
-        .token(WEBHOOK_TOKEN, WEBHOOK_USER)
-        .token("admin-token", "admin");
-    config.controllers = false;
-    config.rbac = Some(Rbac::from_path(WEBHOOK_USER, &rbac).unwrap());
-    let sim = Simulator::start(config).await.unwrap();
-    let create = |group: &str, plural: &str, ns: &str, object: &Value| {
-        sim.create_json(group, plural, ns, object.clone(), true)
-            .unwrap_or_else(|e| panic!("seeding {plural}: {e:?}"));
-    };
-    for object in &cluster.nodes {
-        create("", "nodes", "", object);
-    }
-    for object in &cluster.maintenances {
-        create("nodemaintenance.medik8s.io", "nodemaintenances", "", object);
+/// A cluster with the CRD where nothing acts on its own (the objects keep the status the test
+/// gives them), deploy/rbac.yaml enforced for nmo, seeded with `cluster`; no operator.
+async fn start_cluster(cluster: Cluster) -> TestEnv {
+    let mut builder = TestEnv::builder()
+        .static_cluster()
+        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml"))
+        .without_operator();
+    for object in cluster.nodes.into_iter().chain(cluster.maintenances) {
+        builder = builder.object(object);
     }
     if !cluster.etcd_pdbs.is_empty() || !cluster.etcd_pods.is_empty() {
-        let namespace = json!({"apiVersion": "v1", "kind": "Namespace",
-                               "metadata": {"name": "openshift-etcd"}});
-        create("", "namespaces", "", &namespace);
+        builder = builder.namespace("openshift-etcd");
     }
-    for object in &cluster.etcd_pdbs {
-        create("policy", "poddisruptionbudgets", "openshift-etcd", object);
+    for object in cluster.etcd_pdbs.into_iter().chain(cluster.etcd_pods) {
+        builder = builder.object(object);
     }
-    for object in &cluster.etcd_pods {
-        create("", "pods", "openshift-etcd", object);
-    }
-    let admin = sim
-        .kube_client_with(&ClientOptions {
-            token: Some("admin-token".into()),
-            user_agent: "webhook-test".into(),
-            ..Default::default()
-        })
-        .unwrap();
+    let env = builder.start().await;
     for name in &cluster.deleting {
-        kube::Api::<NodeMaintenance>::all(admin.clone())
-            .delete(name, &DeleteParams::default())
-            .await
-            .unwrap();
+        env.delete_maintenance(name).await;
     }
-    let client = sim
-        .kube_client_with(&ClientOptions {
-            token: Some(WEBHOOK_TOKEN.into()),
-            user_agent: WEBHOOK_AGENT.into(),
-            ..Default::default()
-        })
-        .unwrap();
-    (sim, client)
+    env
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -212,7 +178,7 @@ struct Harness {
     address: SocketAddr,
     ca: Ca,
     cert_dir: tempfile::TempDir,
-    sim: SimHandle,
+    env: TestEnv,
     stop: Option<oneshot::Sender<()>>,
     served: tokio::task::JoinHandle<Result<(), WebhookError>>,
 }
@@ -223,7 +189,8 @@ impl Harness {
     }
 
     async fn start_with(cluster: Cluster, enable_http2: bool) -> Self {
-        let (sim, client) = start_sim(cluster).await;
+        let env = start_cluster(cluster).await;
+        let client = env.operator_client();
         let ca = Ca::new("nmo test CA");
         let cert_dir = tempfile::tempdir().unwrap();
         let (cert, key) = ca.serving(1);
@@ -252,7 +219,7 @@ impl Harness {
             address,
             ca,
             cert_dir,
-            sim,
+            env,
             stop: Some(stop),
             served,
         }
@@ -260,7 +227,7 @@ impl Harness {
 
     /// How many requests the webhook made, of `verb` on `resource`.
     fn requests(&self, verb: &str, resource: &str) -> u64 {
-        self.sim.requests(
+        self.env.sim().requests(
             &Query::all()
                 .user_agent(WEBHOOK_AGENT)
                 .verb(verb)
@@ -270,7 +237,8 @@ impl Harness {
 
     /// Makes every `verb` on `resource` fail with a 500 from now on.
     fn fail(&self, verb: &str, resource: &str) {
-        self.sim
+        self.env
+            .sim()
             .faults()
             .add(FaultRule::on(Some(verb), Some(resource)).errors(1.0, 500));
     }
@@ -359,7 +327,6 @@ impl Harness {
             .expect("the webhook stops when asked")
             .unwrap()
             .unwrap();
-        self.sim.shutdown().await;
     }
 }
 
@@ -461,10 +428,7 @@ async fn a_second_maintenance_for_a_node_is_denied_even_while_the_first_is_delet
         ..Default::default()
     })
     .await;
-    let old = harness
-        .sim
-        .get_json("nodemaintenance.medik8s.io", "nodemaintenances", "", "old")
-        .unwrap();
+    let old = harness.env.maintenance("old").await.unwrap();
     assert!(!old["metadata"]["deletionTimestamp"].is_null(), "{old}");
     assert_denied(
         &harness.create("second", "worker-1").await,
@@ -500,7 +464,8 @@ async fn updates_may_change_anything_but_the_node_name() {
     );
     assert_eq!(
         harness
-            .sim
+            .env
+            .sim()
             .requests(&Query::all().user_agent(WEBHOOK_AGENT)),
         0,
         "updates need no lookups"

@@ -19,6 +19,7 @@ use super::operator::{Operator, test_options};
 pub struct TestEnv {
     // Declared first so it is dropped (killed) before the cluster goes.
     operator: Option<Operator>,
+    /// The test's own client, allowed everything (the `objects` methods use it).
     pub(super) admin: kube::Client,
     operator_config: kube::Config,
     options: OperatorOptions,
@@ -63,6 +64,7 @@ enum Seed {
 }
 
 /// Sets up a [`TestEnv`]: the cluster, what is in it, and how nmo runs.
+#[must_use = "nothing starts until `start().await`"]
 pub struct TestEnvBuilder {
     cluster: ClusterSpec,
     seeds: Vec<Seed>,
@@ -79,11 +81,6 @@ impl TestEnv {
             operator: Some(test_options()),
             placement: Placement::OwnRuntime,
         }
-    }
-
-    /// The test's own client, allowed everything.
-    pub fn admin(&self) -> &kube::Client {
-        &self.admin
     }
 
     /// A new client with nmo's identity, on the calling runtime.

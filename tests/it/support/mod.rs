@@ -20,8 +20,8 @@ mod objects;
 mod operator;
 mod waits;
 
-pub use backend::{ADMIN_AGENT, OPERATOR_AGENT, OPERATOR_USER};
+pub use backend::{OPERATOR_AGENT, OPERATOR_USER};
 pub use env::{TestEnv, TestEnvBuilder};
 pub use nmo_sim::testing::eventually;
 pub use objects::taint_keys;
-pub use operator::{Operator, test_options};
+pub use operator::test_options;
