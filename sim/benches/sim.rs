@@ -1,7 +1,7 @@
 //! Throughput of the simulated API server through the real kube client, so that it is known not
 //! to be the bottleneck of nmo's benchmarks. Prints figures; asserts nothing.
 //!
-//! `cargo bench --bench sim` (env SIM_NODES, SIM_PODS, SIM_SECS, SIM_CONCURRENCY to change the
+//! `cargo bench -p nmo-sim --bench sim` (env SIM_NODES, SIM_PODS, SIM_SECS, SIM_CONCURRENCY to change the
 //! defaults 2000, 30, 3, 32).
 
 use std::sync::Arc;
