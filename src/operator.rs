@@ -17,7 +17,7 @@ use crate::api_metrics::{self, ApiRequests};
 use crate::cluster::KubeCluster;
 use crate::controller::{self, ControllerError};
 use crate::http::{self, parse_bind_address};
-use crate::leader::{LeaderConfig, LeaderElector, LeaderError};
+use crate::leader::{LeaderConfig, LeaderConfigError, LeaderElector, LeaderError};
 use crate::metrics::{self, Readiness};
 use crate::operator_metrics::{OperatorMetrics, ProcessObserver};
 use crate::webhook::{self, WebhookConfig, WebhookError};
@@ -103,6 +103,16 @@ impl Default for OperatorOptions {
 }
 
 impl OperatorOptions {
+    /// The leader election settings of these options, for a lease in `namespace`.
+    pub fn leader_config(&self, namespace: String) -> LeaderConfig {
+        LeaderConfig {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+            ..LeaderConfig::new(namespace, leader_identity())
+        }
+    }
+
     /// The actor system's configuration for these options.
     pub fn actor_config(&self) -> Config {
         let mut config = Config {
@@ -147,6 +157,9 @@ pub enum OperatorError {
     /// Leader election failed or leadership was lost.
     #[error(transparent)]
     Leader(#[from] LeaderError),
+    /// The leader election timings could let two replicas lead at once.
+    #[error(transparent)]
+    LeaderConfig(#[from] LeaderConfigError),
     /// The NodeMaintenance controller stopped.
     #[error(transparent)]
     Controller(#[from] ControllerError),
@@ -180,6 +193,10 @@ pub async fn run(
     options: OperatorOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), OperatorError> {
+    let leader_config = options.leader_config(client.default_namespace().to_string());
+    if options.leader_elect {
+        leader_config.validate()?;
+    }
     let readiness = Readiness::default();
     let mut registry = Registry::default();
     let maintenance_metrics = OperatorMetrics::default();
@@ -244,15 +261,7 @@ pub async fn run(
 
     tokio::pin!(shutdown);
     let elector = if options.leader_elect {
-        let namespace = client.default_namespace().to_string();
-        let identity = leader_identity();
-        let config = LeaderConfig {
-            lease_duration: options.leader_elect_lease_duration,
-            renew_deadline: options.leader_elect_renew_deadline,
-            retry_period: options.leader_elect_retry_period,
-            ..LeaderConfig::new(namespace, identity)
-        };
-        let elector = LeaderElector::new(client.clone(), config);
+        let elector = LeaderElector::new(client.clone(), leader_config);
         // A standby is ready: it serves probes and waits; only the leader watches.
         readiness.set_ready();
         tokio::select! {
@@ -308,4 +317,35 @@ pub async fn run(
 fn leader_identity() -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "nmo".to_string());
     format!("{host}_{:016x}", rand::random::<u64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client whose every request fails: the checks below must refuse before any call.
+    fn unreachable_client() -> Client {
+        let service = tower::service_fn(|_request: ::http::Request<kube::client::Body>| async {
+            Err::<::http::Response<kube::client::Body>, _>(std::io::Error::other("no API server"))
+        });
+        Client::new(service, "nmo")
+    }
+
+    #[tokio::test]
+    async fn leader_timings_that_allow_two_leaders_refuse_to_start() {
+        let options = OperatorOptions {
+            leader_elect: true,
+            leader_elect_lease_duration: Duration::from_secs(10),
+            leader_elect_renew_deadline: Duration::from_secs(10),
+            metrics_bind_address: "0".into(),
+            health_probe_bind_address: "0".into(),
+            ..OperatorOptions::default()
+        };
+        let outcome = run(unreachable_client(), options, std::future::pending()).await;
+        let Err(error) = outcome else {
+            panic!("started with renew deadline = lease duration");
+        };
+        assert!(matches!(error, OperatorError::LeaderConfig(_)), "{error}");
+        assert!(error.to_string().contains("--leader-elect-renew-deadline"));
+    }
 }
