@@ -179,8 +179,8 @@ async fn bind(address: &str) -> Result<Option<TcpListener>, OperatorError> {
         address: address.to_string(),
         reason,
     };
-    let socket = parse_bind_address(address).map_err(|e| error(e.to_string()))?;
-    let listener = TcpListener::bind(socket)
+    let addresses = parse_bind_address(address).map_err(|e| error(e.to_string()))?;
+    let listener = http::bind_first(&addresses)
         .await
         .map_err(|e| error(e.to_string()))?;
     Ok(Some(listener))
