@@ -102,7 +102,69 @@ impl Default for OperatorOptions {
     }
 }
 
+/// A flag value nmo refuses to start with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OptionsError {
+    /// The node lease would never be renewed in time (or the renewal timer could not run).
+    #[error(
+        "--lease-renew-interval ({interval:?}) must be greater than zero and shorter than the node lease's duration ({duration:?})"
+    )]
+    LeaseRenewInterval {
+        /// The interval asked for.
+        interval: Duration,
+        /// The node lease's duration.
+        duration: Duration,
+    },
+    /// Evictions could never be sent.
+    #[error("--eviction-rate ({0}) must be a number of evictions per second greater than zero")]
+    EvictionRate(f64),
+    /// Evictions could never be sent.
+    #[error("--eviction-burst must be at least 1")]
+    EvictionBurst,
+    /// Evictions could never be sent.
+    #[error("--max-evictions-in-flight must be at least 1")]
+    MaxEvictionsInFlight,
+    /// No namespace to keep the node leases in.
+    #[error("LEASE_NAMESPACE (--lease-namespace) must not be empty")]
+    LeaseNamespace,
+    /// The leader election timings could let two replicas lead at once.
+    #[error(transparent)]
+    Leader(#[from] LeaderConfigError),
+}
+
 impl OperatorOptions {
+    /// Refuses values that would make nmo misbehave later instead of failing now: a renewal
+    /// timer of zero (it would panic, and the lease would silently never be renewed), a
+    /// renewal slower than the lease lapses, evictions that can never be sent, leader timings
+    /// that allow two leaders.
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        let actors = self.actor_config();
+        if actors.lease_renew_interval.is_zero()
+            || actors.lease_renew_interval >= actors.lease_duration
+        {
+            return Err(OptionsError::LeaseRenewInterval {
+                interval: actors.lease_renew_interval,
+                duration: actors.lease_duration,
+            });
+        }
+        if !(self.eviction_rate.is_finite() && self.eviction_rate > 0.0) {
+            return Err(OptionsError::EvictionRate(self.eviction_rate));
+        }
+        if self.eviction_burst == 0 {
+            return Err(OptionsError::EvictionBurst);
+        }
+        if self.max_evictions_in_flight == 0 {
+            return Err(OptionsError::MaxEvictionsInFlight);
+        }
+        if self.lease_namespace.trim().is_empty() {
+            return Err(OptionsError::LeaseNamespace);
+        }
+        if self.leader_elect {
+            self.leader_config(String::new()).validate()?;
+        }
+        Ok(())
+    }
+
     /// The leader election settings of these options, for a lease in `namespace`.
     pub fn leader_config(&self, namespace: String) -> LeaderConfig {
         LeaderConfig {
@@ -157,9 +219,9 @@ pub enum OperatorError {
     /// Leader election failed or leadership was lost.
     #[error(transparent)]
     Leader(#[from] LeaderError),
-    /// The leader election timings could let two replicas lead at once.
-    #[error(transparent)]
-    LeaderConfig(#[from] LeaderConfigError),
+    /// A flag has a value nmo refuses to run with.
+    #[error("invalid flags: {0}")]
+    Options(#[from] OptionsError),
     /// The NodeMaintenance controller stopped.
     #[error(transparent)]
     Controller(#[from] ControllerError),
@@ -193,10 +255,8 @@ pub async fn run(
     options: OperatorOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), OperatorError> {
+    options.validate()?;
     let leader_config = options.leader_config(client.default_namespace().to_string());
-    if options.leader_elect {
-        leader_config.validate()?;
-    }
     let readiness = Readiness::default();
     let mut registry = Registry::default();
     let maintenance_metrics = OperatorMetrics::default();
@@ -345,7 +405,78 @@ mod tests {
         let Err(error) = outcome else {
             panic!("started with renew deadline = lease duration");
         };
-        assert!(matches!(error, OperatorError::LeaderConfig(_)), "{error}");
+        assert!(
+            matches!(error, OperatorError::Options(OptionsError::Leader(_))),
+            "{error}"
+        );
         assert!(error.to_string().contains("--leader-elect-renew-deadline"));
+    }
+
+    #[tokio::test]
+    async fn a_node_lease_renewal_of_zero_or_slower_than_the_lease_refuses_to_start() {
+        for seconds in [0, 3600, 7200] {
+            let options = OperatorOptions {
+                lease_renew_interval: Some(Duration::from_secs(seconds)),
+                ..OperatorOptions::default()
+            };
+            let outcome = run(unreachable_client(), options, std::future::pending()).await;
+            let Err(error) = outcome else {
+                panic!("started with --lease-renew-interval {seconds}");
+            };
+            assert!(
+                matches!(
+                    error,
+                    OperatorError::Options(OptionsError::LeaseRenewInterval { .. })
+                ),
+                "{seconds}: {error}"
+            );
+            assert!(error.to_string().contains("--lease-renew-interval"));
+        }
+    }
+
+    #[test]
+    fn eviction_limits_that_stop_every_eviction_are_refused() {
+        let valid = OperatorOptions::default();
+        assert_eq!(valid.validate(), Ok(()));
+        for (options, expected) in [
+            (
+                OperatorOptions {
+                    eviction_rate: 0.0,
+                    ..valid.clone()
+                },
+                "--eviction-rate",
+            ),
+            (
+                OperatorOptions {
+                    eviction_rate: f64::NAN,
+                    ..valid.clone()
+                },
+                "--eviction-rate",
+            ),
+            (
+                OperatorOptions {
+                    eviction_burst: 0,
+                    ..valid.clone()
+                },
+                "--eviction-burst",
+            ),
+            (
+                OperatorOptions {
+                    max_evictions_in_flight: 0,
+                    ..valid.clone()
+                },
+                "--max-evictions-in-flight",
+            ),
+            (
+                OperatorOptions {
+                    lease_namespace: " ".into(),
+                    ..valid.clone()
+                },
+                "LEASE_NAMESPACE",
+            ),
+        ] {
+            let error = options.validate().expect_err(expected);
+            assert!(error.to_string().contains(expected), "{error}");
+        }
     }
 }
