@@ -368,10 +368,15 @@ fn nmo_replicas_spread_over_nodes_and_a_budget_keeps_one_running() {
                 .any(|t| t["key"] == key && t["effect"] == "NoSchedule"),
             "{key} not tolerated"
         );
-        let preferred =
-            pod["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
-                .as_array()
-                .expect("preferred nodes");
+    }
+    let preferred =
+        pod["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+            .as_array()
+            .expect("preferred nodes");
+    for key in [
+        "node-role.kubernetes.io/control-plane",
+        "node-role.kubernetes.io/infra",
+    ] {
         assert!(
             preferred
                 .iter()

@@ -303,7 +303,7 @@ fn generate() -> Vec<(String, String)> {
 }
 
 #[test]
-fn the_bundle_is_what_deploy_generates() {
+fn generated_bundle_is_what_deploy_generates() {
     let files = generate();
     let manifests = repo().join("bundle/manifests");
     if regenerating() && manifests.exists() {

@@ -5,7 +5,7 @@ use super::support::{REGENERATE, check_generated, kustomize_text, repo};
 
 /// How to bring the generated files back in line.
 pub fn how_to_regenerate() -> String {
-    format!("regenerate with `{REGENERATE}=1 cargo test --test it packaging::`")
+    format!("regenerate with `{REGENERATE}=1 cargo test --test it generated_`")
 }
 
 const HEADER: &str = "\
@@ -21,7 +21,7 @@ const HEADER: &str = "\
 ";
 
 #[test]
-fn install_yaml_is_the_build_of_deploy_install() {
+fn generated_install_yaml_is_the_build_of_deploy_install() {
     let generated = format!("{HEADER}{}", kustomize_text(&repo().join("deploy/install")));
     check_generated("install.yaml", &generated, &how_to_regenerate());
 }
