@@ -16,6 +16,7 @@ use crate::manifests::check_document;
 const ENTRY_POINTS: &[&str] = &[
     "",
     "install",
+    "install-no-webhook",
     "no-webhook",
     "observability",
     "lease-namespace",
@@ -139,20 +140,24 @@ fn deploy_and_its_uninstall_leave_the_shared_lease_namespace_alone() {
     );
     let lease_namespace = env(&deploy, "LEASE_NAMESPACE").expect("LEASE_NAMESPACE is set");
     assert_eq!(lease_namespace, "medik8s-leases");
-    // A first install creates it: install.yaml's build has it, marked for GitOps tools to keep.
-    let install = build("install");
-    let namespace = find(&install, "Namespace", &lease_namespace);
-    let annotations = &namespace["metadata"]["annotations"];
-    assert_eq!(
-        annotations["argocd.argoproj.io/sync-options"],
-        "Delete=false"
-    );
-    assert_eq!(annotations["kustomize.toolkit.fluxcd.io/prune"], "disabled");
-    assert_eq!(annotations["helm.sh/resource-policy"], "keep");
-    // ... and apart from it, exactly deploy/.
-    let rest: Vec<&Value> = install.iter().filter(|o| *o != namespace).collect();
-    assert_eq!(rest.len(), deploy.len());
-    assert!(deploy.iter().all(|o| rest.contains(&o)));
+    // A first install creates it: install.yaml's build has it, marked for GitOps tools to keep,
+    // and apart from it exactly what the matching uninstall deletes.
+    for (install, uninstall) in [("install", ""), ("install-no-webhook", "no-webhook")] {
+        let uninstalled = build(uninstall);
+        assert!(!has(&uninstalled, "Namespace", &lease_namespace));
+        let install = build(install);
+        let namespace = find(&install, "Namespace", &lease_namespace);
+        let annotations = &namespace["metadata"]["annotations"];
+        assert_eq!(
+            annotations["argocd.argoproj.io/sync-options"],
+            "Delete=false"
+        );
+        assert_eq!(annotations["kustomize.toolkit.fluxcd.io/prune"], "disabled");
+        assert_eq!(annotations["helm.sh/resource-policy"], "keep");
+        let rest: Vec<&Value> = install.iter().filter(|o| *o != namespace).collect();
+        assert_eq!(rest.len(), uninstalled.len());
+        assert!(uninstalled.iter().all(|o| rest.contains(&o)));
+    }
 }
 
 #[test]
