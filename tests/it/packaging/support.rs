@@ -77,18 +77,22 @@ pub fn build_overlay(resources: &[&str], components: &[&str]) -> Vec<Value> {
     kustomize(dir.path())
 }
 
-/// The relative path from `dir` back to the repository root (`../../..`).
+/// The relative path from `dir` to the repository root (`../../..` when `dir` is inside it, as
+/// target/ usually is; up to their common ancestor and down again otherwise).
 fn relative_to_repo(dir: &Path) -> PathBuf {
     let dir = dir.canonicalize().expect("the directory exists");
     let root = repo().canonicalize().expect("the repository exists");
-    let below = dir
-        .strip_prefix(&root)
-        .expect("the temporary directory is inside the repository (target/)");
-    below
+    let common = dir
         .components()
+        .zip(root.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let up = dir
+        .components()
+        .skip(common)
         .filter(|c| matches!(c, Component::Normal(_)))
-        .map(|_| "..")
-        .collect()
+        .map(|_| Component::ParentDir);
+    up.chain(root.components().skip(common)).collect()
 }
 
 pub fn kind_of(object: &Value) -> (&str, &str) {
@@ -129,4 +133,18 @@ pub fn check_generated(relative: &str, generated: &str, how: &str) {
         documents(&on_disk) == documents(generated),
         "{relative} differs from what deploy/ builds: {how}"
     );
+}
+
+#[test]
+fn the_path_back_to_the_repository_works_from_anywhere() {
+    let outside = tempfile::tempdir().expect("a directory");
+    let inside = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
+    for dir in [outside.path(), inside.path()] {
+        let back = relative_to_repo(dir);
+        assert!(back.is_relative(), "{}", back.display());
+        assert_eq!(
+            dir.join(&back).canonicalize().expect("exists"),
+            repo().canonicalize().expect("exists")
+        );
+    }
 }
