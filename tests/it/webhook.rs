@@ -1,6 +1,6 @@
 //! The admission webhook end to end: real AdmissionReviews over HTTPS (a throwaway CA made
 //! here), the webhook reading the simulated cluster (`nmo::sim`) through a real kube client,
-//! with the RBAC of deploy/rbac.yaml enforced on it.
+//! with the RBAC of deploy/base/rbac.yaml enforced on it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -43,9 +43,9 @@ const WEBHOOK_TOKEN: &str = "webhook-token";
 const WEBHOOK_AGENT: &str = "nmo-webhook";
 
 /// A simulator with the CRD, no controllers (the objects keep the status the test gives them),
-/// deploy/rbac.yaml enforced for the webhook's user, seeded with `cluster`.
+/// deploy/base/rbac.yaml enforced for the webhook's user, seeded with `cluster`.
 async fn start_sim(cluster: Cluster) -> (SimHandle, kube::Client) {
-    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml");
+    let rbac = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml");
     let mut config = SimConfig::default()
         .crd(&nmo::crd::definition())
         .unwrap()

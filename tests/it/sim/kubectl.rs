@@ -91,8 +91,8 @@ async fn kubectl_applies_a_crd_then_a_nodemaintenance() {
     cfg.timing.time_scale = 0.0;
     let sim = Simulator::start(cfg).await.unwrap();
     let Some(k) = Kubectl::new(&sim) else { return };
-    // The CRD nmo ships: deploy/crd.yaml is `nmo crd`'s output (a test checks that).
-    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd.yaml");
+    // The CRD nmo ships: deploy/base/crd.yaml is `nmo crd`'s output (a test checks that).
+    let crd = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/base/crd.yaml");
     let o = k.run(&["apply", "--dry-run=client", "-f", crd]).await;
     assert!(o.ok, "{o:?}");
     assert!(o.stdout.contains("(dry run)"), "{o:?}");
