@@ -8,6 +8,9 @@ use chrono::{DateTime, Utc};
 
 use crate::observe::{self, Observer};
 
+/// Default namespace of the node leases: NMO's, shared with the other medik8s operators.
+pub const DEFAULT_LEASE_NAMESPACE: &str = "medik8s-leases";
+
 /// Source of wall-clock time for lease and status timestamps. Tests use [`TokioClock`] so that
 /// paused tokio time and lease validity move together.
 pub trait Clock: Send + Sync + 'static {
@@ -95,7 +98,7 @@ impl Default for Config {
     fn default() -> Self {
         let lease_duration = Duration::from_secs(3600);
         Config {
-            lease_namespace: "medik8s-leases".to_string(),
+            lease_namespace: DEFAULT_LEASE_NAMESPACE.to_string(),
             lease_duration,
             lease_renew_interval: lease_duration / 3,
             retry_interval: Duration::from_secs(5),
