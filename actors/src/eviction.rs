@@ -9,6 +9,8 @@
 //! - A bounded set of held requests: beyond it, requests are refused back to the asker, who asks
 //!   again on its retry tick.
 
+mod messages;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,12 +22,12 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::config::Config;
-use crate::messages::{
-    EvictionMsg, EvictionReply, EvictionReport, EvictionRequest, EvictionStats, NodeMsg,
-};
+
 use crate::model::PodRef;
 use crate::observe::EvictionResult;
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
+
+pub use messages::{EvictionMsg, EvictionReply, EvictionReport, EvictionRequest, EvictionStats};
 
 /// The eviction actor.
 #[derive(Debug, Clone, Copy, Default)]
@@ -152,7 +154,7 @@ fn reply(req: &EvictionRequest, reply: EvictionReply) {
         reply,
     };
     // The asker may be gone (maintenance deleted): nothing to tell then.
-    let _ = req.reply_to.cast(NodeMsg::Eviction(report));
+    let _ = req.reply_to.cast(report);
 }
 
 impl EvictionState {

@@ -7,7 +7,6 @@ pub mod config;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
-pub mod messages;
 pub mod model;
 pub mod node;
 pub mod observe;
@@ -17,8 +16,8 @@ pub mod supervisor;
 pub mod system;
 
 pub use config::{Clock, Config, SystemClock, TokioClock};
-pub use messages::SupervisorMsg;
 pub use observe::Observer;
+pub use supervisor::SupervisorMsg;
 pub use system::{ActorSystem, StartError, start};
 
 #[cfg(test)]

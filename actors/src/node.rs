@@ -6,6 +6,8 @@
 //! as messages, so a slow API or a PDB-blocked drain never stalls the mailbox (deletion
 //! included).
 
+mod errors;
+mod messages;
 mod ops;
 mod status;
 
@@ -14,16 +16,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
-use ractor::{Actor, ActorProcessingErr, ActorRef};
+use ractor::{Actor, ActorProcessingErr, ActorRef, DerivedActorRef};
 use tokio::task::JoinHandle;
 use tracing::Instrument;
 
+pub use errors::LeaseProblem;
+pub use messages::{NodeMsg, WatchKind};
 pub use ops::{DrainPass, InitialCounts, OpResult, ReconcileOutcome, Reconciled};
 
 use crate::config::Config;
-use crate::messages::{
-    EvictionMsg, EvictionReply, EvictionReport, EvictionRequest, LeaseProblem, NodeMsg, WatchKind,
-};
+use crate::eviction::{EvictionMsg, EvictionReply, EvictionReport, EvictionRequest};
 use crate::model::{
     EventType, Maintenance, MaintenanceStatus, PendingPodReason, Phase, PodRef, conditions, reasons,
 };
@@ -76,6 +78,9 @@ enum Stage {
 pub struct NodeActorState {
     ctx: OpCtx,
     evictor: ActorRef<EvictionMsg>,
+    /// Where the eviction actor sends its reports: this actor, seen only as a receiver of
+    /// [`EvictionReport`]s.
+    reports: DerivedActorRef<EvictionReport>,
     nm: Maintenance,
     stage: Stage,
     /// What the status should say.
@@ -563,7 +568,7 @@ impl NodeActorState {
                 pod: pod.clone(),
                 grace_period_seconds: grace,
                 maintenance: self.ctx.nm_name.clone(),
-                reply_to: myself.clone(),
+                reply_to: self.reports.clone(),
                 span: self
                     .drain
                     .as_ref()
@@ -668,7 +673,7 @@ impl Actor for NodeActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         args: NodeArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let nm = args.maintenance;
@@ -695,6 +700,7 @@ impl Actor for NodeActor {
         Ok(NodeActorState {
             ctx,
             evictor: args.evictor,
+            reports: myself.get_derived(),
             status: nm.status.clone().unwrap_or_default(),
             written: nm.status.clone(),
             nm,

@@ -6,6 +6,8 @@
 //! driven node Failed with a reason naming the active one: such a duplicate never touches the
 //! node, and deleting it only removes its finalizer.
 
+mod messages;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,11 +16,13 @@ use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::task::JoinHandle;
 
 use crate::config::Config;
-use crate::messages::{EvictionMsg, NodeMsg, SupervisorMsg};
+use crate::eviction::EvictionMsg;
 use crate::model::{Event, EventTarget, EventType, Maintenance, Phase, conditions, reasons};
-use crate::node::{NodeActor, NodeArgs, STOP_GONE, STOP_UNDONE};
+use crate::node::{NodeActor, NodeArgs, NodeMsg, STOP_GONE, STOP_UNDONE};
 use crate::plan;
 use crate::ports::Cluster;
+
+pub use messages::SupervisorMsg;
 
 /// Delay before a crashed node actor is started again (no hot crash loop).
 const RESPAWN_DELAY: Duration = Duration::from_secs(1);

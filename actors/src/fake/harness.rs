@@ -11,8 +11,9 @@ use tokio::task::JoinHandle;
 
 use super::{FakeCluster, MaintenanceChange, t0};
 use crate::config::{Clock, Config, TokioClock};
-use crate::messages::{EvictionMsg, EvictionStats, SupervisorMsg};
+use crate::eviction::{EvictionMsg, EvictionStats};
 use crate::model::Phase;
+use crate::supervisor::SupervisorMsg;
 use crate::system::{ActorSystem, StartError, start};
 
 /// How often [`eventually`] looks again.

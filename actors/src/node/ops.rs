@@ -10,7 +10,6 @@ use chrono::{DateTime, Utc};
 use tracing::Instrument;
 
 use crate::config::Config;
-use crate::messages::LeaseProblem;
 use crate::model::{
     Event, EventTarget, EventType, Lease, Maintenance, NodeOwner, NodeState, PodInfo, PodRef,
     reasons,
@@ -18,6 +17,8 @@ use crate::model::{
 use crate::observe::{LeaseOp, LeaseResult};
 use crate::plan::{self, LeaseAction, PodAction};
 use crate::ports::{Cluster, ClusterError};
+
+use super::errors::LeaseProblem;
 
 /// How often an operation retries a write that lost an optimistic-concurrency race before
 /// giving up until the next tick.
