@@ -14,6 +14,7 @@ pub mod plan;
 pub mod ports;
 pub mod supervisor;
 pub mod system;
+mod task;
 
 pub use config::{Clock, Config, SystemClock, TokioClock};
 pub use observe::Observer;
