@@ -60,6 +60,11 @@ impl TaskSlot {
     pub(crate) fn finished(&mut self) {
         self.0 = None;
     }
+
+    /// True while a task is owned.
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.is_some()
+    }
 }
 
 impl Drop for TaskSlot {
@@ -81,6 +86,7 @@ mod tests {
         let (first_abort, second_abort) = (first.abort_handle(), second.abort_handle());
         let mut slot = TaskSlot::default();
         slot.set(first);
+        assert!(slot.is_set());
         slot.set(second);
         tokio::task::yield_now().await;
         assert!(first_abort.is_finished(), "replaced: aborted");
@@ -97,6 +103,7 @@ mod tests {
         let mut slot = TaskSlot::default();
         slot.set(task);
         slot.finished();
+        assert!(!slot.is_set());
         drop(slot);
         tokio::task::yield_now().await;
         assert!(!abort.is_finished());

@@ -82,6 +82,14 @@ pub enum EvictionReply {
     Failed(String),
 }
 
+impl EvictionReply {
+    /// True when the eviction actor no longer holds the request (every reply but `Blocked`):
+    /// the asker asks again if the pod is still there.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, EvictionReply::Blocked { .. })
+    }
+}
+
 /// Counters of the eviction actor.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EvictionStats {

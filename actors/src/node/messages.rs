@@ -6,7 +6,7 @@ use crate::eviction::EvictionReport;
 use crate::model::{Lease, Maintenance, MaintenanceStatus, NodeState, PodInfo};
 use crate::ports::ClusterError;
 
-use super::errors::LeaseProblem;
+use super::errors::LeaseError;
 use super::ops::OpResult;
 
 /// Which watch of a node actor ended.
@@ -23,6 +23,9 @@ pub enum WatchKind {
 pub enum NodeMsg {
     /// The NodeMaintenance changed (from the supervisor).
     Update(Box<Maintenance>),
+    /// The NodeMaintenance is gone from the API before our undo finished (its finalizer was
+    /// removed by hand): finish the undo.
+    Gone,
     /// Retry timer: re-check whatever is unfinished.
     Tick,
     /// A deferred status write is due (progress writes are coalesced, see
@@ -43,7 +46,7 @@ pub enum NodeMsg {
     /// Internal: the status write finished (with the status written).
     StatusWritten(Result<MaintenanceStatus, ClusterError>),
     /// Internal: a lease renewal finished.
-    LeaseRenewed(Result<Lease, LeaseProblem>),
+    LeaseRenewed(Result<Lease, LeaseError>),
     /// An eviction outcome from the eviction actor.
     Eviction(EvictionReport),
 }

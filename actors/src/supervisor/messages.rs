@@ -2,6 +2,7 @@
 
 use ractor::RpcReplyPort;
 
+use super::duplicate::DuplicateError;
 use crate::model::Maintenance;
 
 /// Messages to the supervisor. The controller sends `Upsert` for every NodeMaintenance it sees
@@ -19,4 +20,11 @@ pub enum SupervisorMsg {
     Active(RpcReplyPort<Vec<String>>),
     /// Internal: respawn the node actor of this NodeMaintenance after a crash.
     Respawn(String),
+    /// Internal: the cluster calls for a duplicate NodeMaintenance finished.
+    DuplicateHandled {
+        /// The duplicate's name.
+        name: String,
+        /// Ok, or what failed.
+        result: Result<(), DuplicateError>,
+    },
 }
