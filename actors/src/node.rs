@@ -16,6 +16,7 @@
 //! ([`drain::Drain::apply`]); a fleet-wide budget is a `Queued` stage before `Starting`; a drain
 //! deadline is a timer owned by `Draining` leading to `Failed`.
 
+mod decide;
 mod drain;
 mod errors;
 mod lease;

@@ -7,11 +7,12 @@ use ractor::{ActorRef, DerivedActorRef};
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use super::decide::{Facts, NextOp, next_op};
 use super::drain::DrainEnd;
 use super::lease::LeaseKeeper;
 use super::messages::NodeMsg;
 use super::ops::{self, DaemonSets, OpCtx, OpResult, ReconcileInput};
-use super::stage::{Facts, NextOp, Stage, next_op};
+use super::stage::Stage;
 use super::status_writer::{Flush, StatusWriter};
 use super::watches::Watches;
 use crate::eviction::{EvictionMsg, EvictionReport};

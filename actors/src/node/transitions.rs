@@ -3,11 +3,12 @@
 
 use ractor::ActorRef;
 
+use super::decide::{self, AfterReconcile, OnUpdate};
 use super::drain::Drain;
 use super::errors::{LeaseError, LeaseLost, UndoError};
 use super::messages::{NodeMsg, WatchKind};
 use super::ops::{self, DrainPass, Reconciled};
-use super::stage::{self, AfterReconcile, Failure, OnUpdate, Stage};
+use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
 use super::status;
 use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
@@ -23,7 +24,7 @@ use crate::task::spawn_cast_back;
 impl NodeActorState {
     /// The NodeMaintenance changed.
     pub(super) fn on_update(&mut self, myself: &ActorRef<NodeMsg>, nm: Maintenance) {
-        match stage::on_update(&self.stage, &nm) {
+        match decide::on_update(&self.stage, &nm) {
             OnUpdate::Undo => {
                 self.nm = nm;
                 self.start_undo(myself);
@@ -50,7 +51,7 @@ impl NodeActorState {
     /// The retry timer.
     pub(super) fn on_tick(&mut self, myself: &ActorRef<NodeMsg>) {
         self.flush_status(myself);
-        if stage::retries_on_tick(&self.stage) {
+        if decide::retries_on_tick(&self.stage) {
             self.kick(myself);
         }
     }
@@ -157,7 +158,7 @@ impl NodeActorState {
             // The result raced the deletion or a give-up: those win.
             return;
         }
-        match stage::after_reconcile(done.outcome, self.lease.held_once()) {
+        match decide::after_reconcile(done.outcome, self.lease.held_once()) {
             AfterReconcile::Ready { node, lease } => self.ready(myself, &node, &lease),
             AfterReconcile::NodeMissing(error) => {
                 let error = error.to_string();
@@ -360,7 +361,7 @@ impl NodeActorState {
 
     /// Time to subscribe again, if the stage still wants the watch.
     pub(super) fn on_resubscribe(&mut self, myself: &ActorRef<NodeMsg>, kind: WatchKind) {
-        if !stage::resubscribes(&self.stage, kind) {
+        if !decide::resubscribes(&self.stage, kind) {
             return;
         }
         let (cluster, node) = (self.ctx.cluster.as_ref(), &self.ctx.node_name);
