@@ -5,7 +5,7 @@
 use chrono::{DateTime, TimeZone, Utc};
 
 use super::FakeCluster;
-use crate::config::DEFAULT_LEASE_NAMESPACE;
+use crate::config::defaults;
 use crate::model::{
     EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, Lease, Maintenance, MaintenanceStatus,
     NodeState, OwnerRef, PodInfo, PodPhase, Taint,
@@ -182,7 +182,7 @@ impl Lease {
     /// [`t0`] for an hour, never transferred.
     pub fn test(node: &str, holder: &str) -> Self {
         Lease {
-            namespace: DEFAULT_LEASE_NAMESPACE.to_string(),
+            namespace: defaults::LEASE_NAMESPACE.to_string(),
             name: plan::lease_name(node),
             holder_identity: Some(holder.to_string()),
             lease_duration_seconds: Some(3600),

@@ -130,7 +130,7 @@ mod tests {
 
     fn lease(holder: &str, renew: i64, transitions: i32) -> Lease {
         Lease {
-            namespace: "medik8s-leases".into(),
+            namespace: crate::config::defaults::LEASE_NAMESPACE.into(),
             name: "node-n1".into(),
             holder_identity: Some(holder.into()),
             lease_duration_seconds: Some(3600),

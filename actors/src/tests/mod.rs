@@ -12,7 +12,7 @@ mod supervisor;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::DEFAULT_LEASE_NAMESPACE as NS;
+use crate::config::defaults::LEASE_NAMESPACE as NS;
 use crate::fake::{FakeCluster, Harness, eventually, foreign_lease, t0};
 use crate::model::{
     DRAIN_TAINT_KEY, EXCLUDE_LABEL, EventTarget, EventType, LEASE_HOLDER, Lease, Maintenance,
