@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use super::FakeCluster;
+use super::cluster::FakeCluster;
 use crate::config::defaults;
 use crate::model::{
     EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, Lease, Maintenance, MaintenanceStatus,

@@ -9,7 +9,8 @@ use chrono::{DateTime, Utc};
 use ractor::ActorRef;
 use tokio::task::JoinHandle;
 
-use super::{FakeCluster, MaintenanceChange, t0};
+use super::cluster::{FakeCluster, MaintenanceChange};
+use super::fixtures::t0;
 use crate::config::{Clock, Config, TokioClock};
 use crate::eviction::{EvictionMsg, EvictionStats};
 use crate::model::Phase;

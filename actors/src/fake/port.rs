@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::mpsc;
 
-use super::{FakeCluster, Pdb};
+use super::cluster::{FakeCluster, Pdb};
 use crate::model::{
     Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
     PodInfo, PodRef,

@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 
 use tracing::Instrument;
 
-use super::OpCtx;
+use super::ctx::OpCtx;
 use crate::model::PodInfo;
 use crate::node::errors::DrainError;
 use crate::plan::{self, PodAction};

@@ -2,7 +2,7 @@
 
 use tracing::Instrument;
 
-use super::{CONFLICT_RETRIES, OpCtx};
+use super::ctx::{CONFLICT_RETRIES, OpCtx};
 use crate::model::{Lease, NodeOwner};
 use crate::node::errors::{LeaseError, ReleaseError};
 use crate::observe::{LeaseOp, LeaseResult};

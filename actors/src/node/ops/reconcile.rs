@@ -8,9 +8,9 @@ use std::sync::atomic::Ordering;
 
 use tracing::Instrument;
 
+use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
 use super::drain_pass::{DaemonSets, classify_all};
 use super::lease::acquire_lease;
-use super::{OpCtx, emit, nm_event, patch_until_settled};
 use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodRef, reasons};
 use crate::node::errors::ReconcileError;
 use crate::node::status::InitialCounts;

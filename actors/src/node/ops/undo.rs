@@ -2,8 +2,8 @@
 
 use tracing::Instrument;
 
+use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
 use super::lease::release_lease;
-use super::{OpCtx, emit, nm_event, patch_until_settled};
 use crate::model::{Event, EventTarget, EventType, reasons};
 use crate::node::errors::UndoError;
 use crate::plan;
