@@ -14,6 +14,7 @@
 mod backoff;
 mod bucket;
 mod gate;
+mod held;
 mod messages;
 mod outcome;
 
@@ -34,6 +35,7 @@ use crate::task::{TaskSlot, spawn_cast_back};
 use backoff::{Throttle, backoff};
 use bucket::TokenBucket;
 use gate::{Accepted, Gates};
+use held::{Held, Where};
 
 /// The eviction actor.
 #[derive(Debug, Clone, Copy, Default)]
@@ -45,46 +47,6 @@ pub struct EvictionArgs {
     pub cluster: Arc<dyn Cluster>,
     /// Tunables.
     pub config: Arc<Config>,
-}
-
-/// Where a held request is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Where {
-    /// In the queue, sent when the rate limit allows.
-    Ready,
-    /// Behind a closed budget gate.
-    Parked,
-    /// The call is out.
-    InFlight,
-}
-
-struct Held {
-    req: EvictionRequest,
-    at: Where,
-    /// Eviction calls made for this request so far.
-    attempts: u32,
-    /// The span of the call in flight: its outcome is recorded when the call returns.
-    attempt_span: Option<tracing::Span>,
-}
-
-impl Held {
-    fn new(req: EvictionRequest, at: Where) -> Self {
-        Held {
-            req,
-            at,
-            attempts: 0,
-            attempt_span: None,
-        }
-    }
-
-    /// Tells the asker; it may be gone (maintenance deleted): nothing to tell then.
-    fn reply(&self, reply: EvictionReply) {
-        let report = EvictionReport {
-            pod: self.req.pod.clone(),
-            reply,
-        };
-        let _ = self.req.reply_to.cast(report);
-    }
 }
 
 /// State of [`EvictionActor`].
@@ -234,7 +196,12 @@ impl EvictionState {
         result: Result<EvictionOutcome, ClusterError>,
     ) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        let mut held = self.held.remove(&pod).filter(|h| h.at == Where::InFlight);
+        // Only the request whose call this was: one cancelled while its call was out may have
+        // been made again meanwhile, and that one waits for a call of its own.
+        let mut held = match self.held.get(&pod) {
+            Some(h) if h.at == Where::InFlight => self.held.remove(&pod),
+            _ => None,
+        };
         let (counted, status) = outcome::classify(&result);
         self.config.observer.eviction(counted);
         // The attempt's span ends once the last handle is gone: take ours out of the request.
@@ -406,3 +373,6 @@ impl Actor for EvictionActor {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
