@@ -6,6 +6,7 @@ mod drain;
 mod eviction;
 mod lease;
 mod lifecycle;
+mod races;
 mod status;
 mod supervisor;
 
