@@ -1,15 +1,18 @@
 //! The eviction actor: the only caller of `Cluster::evict_pod`.
 //!
-//! - Per-PodDisruptionBudget gates ([`gate`]): after a 429 naming a budget, the pods behind it
+//! - Per-PodDisruptionBudget gates (`gate`): after a 429 naming a budget, the pods behind it
 //!   are parked and the budget is probed with ONE eviction after an exponential backoff (with
 //!   jitter, honouring Retry-After); a success sends the next one at once, one at a time.
-//! - A cluster-wide token bucket ([`bucket`]) and a cap on calls in flight protect the API
+//! - A cluster-wide token bucket (`bucket`) and a cap on calls in flight protect the API
 //!   server; a 429 without a budget (API throttling) pauses everything for a backoff.
 //! - A bounded set of held requests: beyond it, requests are refused back to the asker, who asks
 //!   again on its retry tick.
 //!
 //! Askers get their answers as [`EvictionReport`]s through the `reply_to` of their request: the
 //! eviction actor knows nothing else about them.
+//!
+//! A PodDisruptionBudget watch would feed `gate::Gates` (open a gate as soon as its budget
+//! allows disruptions again); the 429 backoff then stays as the fallback.
 
 mod backoff;
 mod bucket;

@@ -1,19 +1,19 @@
 //! The node actor: one maintenance, from finalizer to undo.
 //!
-//! Where a maintenance stands is one enum, [`stage::Stage`]: `Starting`, `WaitingForLease`
+//! Where a maintenance stands is one enum, `stage::Stage`: `Starting`, `WaitingForLease`
 //! (who holds it, until when), `Draining` (the drain's own state), `Succeeded`, `Failed` (why,
 //! and whether an undo is due) and `Undoing`. Each concern is a small type of its own: the
-//! drain ([`drain`]), the status writer ([`status_writer`]), the single-flight op runner
-//! ([`op_runner`]), the lease keeper ([`lease`]) and the watches ([`watches`]). The actor
-//! decides with pure functions ([`stage`], [`status`], [`pending`]), then acts
-//! ([`transitions`] through [`state`]); cluster work runs in tasks ([`ops`]) whose results come
-//! back as messages, so a slow API or a PDB-blocked drain never stalls the mailbox (deletion
-//! included).
+//! drain (`drain`), the status writer (`status_writer`), the single-flight op runner
+//! (`crate::op_runner`, shared with the supervisor), the lease keeper (`lease`) and the
+//! watches (`watches`). The actor decides with pure functions (`decide`, `status`,
+//! `pending`), then acts (`transitions` through `state`); cluster work runs in tasks (`ops`)
+//! whose results come back as messages, so a slow API or a PDB-blocked drain never stalls the
+//! mailbox (deletion included).
 //!
 //! Seams for what comes next: recording the node's prior state belongs in the reconcile's
-//! cordon step and the undo's patch ([`ops`]); a deadline per cluster call wraps
-//! [`ops::OpCtx::cluster`]; pausing evictions without the lease is one more fact for the drain
-//! ([`drain::Drain::apply`]); a fleet-wide budget is a `Queued` stage before `Starting`; a drain
+//! cordon step and the undo's patch (`ops`); a deadline per cluster call wraps
+//! `ops::OpCtx::cluster`; pausing evictions without the lease is one more fact for the drain
+//! (`drain::Drain::apply`); a fleet-wide budget is a `Queued` stage before `Starting`; a drain
 //! deadline is a timer owned by `Draining` leading to `Failed`.
 
 mod decide;

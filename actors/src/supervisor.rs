@@ -3,7 +3,7 @@
 //! Fed by the controller (`Upsert` on every watch change, `Deleted` when an object is gone). It
 //! restarts a crashed node actor (the restarted actor re-derives everything from the cluster),
 //! lets one that finished normally go, and marks a second NodeMaintenance for an already
-//! driven node Failed with a reason naming the active one ([`duplicate`]): such a duplicate
+//! driven node Failed with a reason naming the active one (`duplicate`): such a duplicate
 //! never touches the node, and deleting it only removes its finalizer.
 
 mod duplicate;

@@ -1,4 +1,4 @@
-//! What each message does to a node actor: decide (see [`super::stage`]), then act through the
+//! What each message does to a node actor: decide (see [`super::decide`]), then act through the
 //! primitives of [`super::state`].
 
 use ractor::ActorRef;
