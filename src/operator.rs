@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use nmo_actors::config::Config;
+use nmo_actors::config::{Config, defaults};
 use nmo_actors::system::{self, StartError};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -47,16 +47,16 @@ pub struct OperatorOptions {
     #[arg(long)]
     pub enable_http2: bool,
     /// Namespace of the node leases shared with the other medik8s operators.
-    #[arg(long, env = "LEASE_NAMESPACE", default_value = "medik8s-leases")]
+    #[arg(long, env = "LEASE_NAMESPACE", default_value = defaults::LEASE_NAMESPACE)]
     pub lease_namespace: String,
     /// Cluster-wide evictions per second.
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = defaults::EVICTION_RATE_PER_SEC)]
     pub eviction_rate: f64,
     /// Evictions allowed in a burst above the rate.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = defaults::EVICTION_BURST)]
     pub eviction_burst: u32,
     /// Evictions in flight at once, cluster wide.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = defaults::EVICTION_MAX_IN_FLIGHT)]
     pub max_evictions_in_flight: usize,
     /// How often each node lease is renewed (default: a third of its 3600 s duration).
     #[arg(long, value_parser = parse_seconds)]
@@ -90,10 +90,10 @@ impl Default for OperatorOptions {
             leader_elect_renew_deadline: Duration::from_secs(10),
             leader_elect_retry_period: Duration::from_secs(2),
             enable_http2: false,
-            lease_namespace: "medik8s-leases".into(),
-            eviction_rate: 50.0,
-            eviction_burst: 100,
-            max_evictions_in_flight: 32,
+            lease_namespace: defaults::LEASE_NAMESPACE.into(),
+            eviction_rate: defaults::EVICTION_RATE_PER_SEC,
+            eviction_burst: defaults::EVICTION_BURST,
+            max_evictions_in_flight: defaults::EVICTION_MAX_IN_FLIGHT,
             lease_renew_interval: None,
             // Embedded operators (tests, the demo) have no serving certificate.
             webhook_port: 0,
