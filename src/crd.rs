@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 
 /// The finalizer nmo (and the Go operator) puts on every NodeMaintenance, so that the node is
 /// restored before the object goes away.
-pub const FINALIZER: &str = "foregroundDeleteNodeMaintenance";
+pub use nmo_actors::model::FINALIZER;
 
 /// The desired state of a NodeMaintenance.
 // Each `printcolumn(...)` repeats the same keys, which clippy mistakes for duplicated attributes.

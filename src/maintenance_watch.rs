@@ -7,7 +7,7 @@ use futures::StreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Api, Client, ResourceExt};
-use nmo_actors::messages::SupervisorMsg;
+use nmo_actors::SupervisorMsg;
 use ractor::ActorRef;
 
 use crate::cluster::maintenance;

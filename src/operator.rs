@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Client;
-use nmo_actors::config::Config;
+use nmo_actors::config::{Config, defaults};
 use nmo_actors::system::{self, StartError};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use crate::cluster::KubeCluster;
-use crate::leader::{LeaderConfig, LeaderElector, LeaderError};
+use crate::leader::{LeaderConfig, LeaderConfigError, LeaderElector, LeaderError};
 use crate::maintenance_watch::{self, WatchError};
 use crate::observability::api_metrics::{self, ApiRequests};
 use crate::observability::endpoints::{self, Readiness};
@@ -47,16 +47,16 @@ pub struct OperatorOptions {
     #[arg(long)]
     pub enable_http2: bool,
     /// Namespace of the node leases shared with the other medik8s operators.
-    #[arg(long, env = "LEASE_NAMESPACE", default_value = "medik8s-leases")]
+    #[arg(long, env = "LEASE_NAMESPACE", default_value = defaults::LEASE_NAMESPACE)]
     pub lease_namespace: String,
     /// Cluster-wide evictions per second.
-    #[arg(long, default_value_t = 50.0)]
+    #[arg(long, default_value_t = defaults::EVICTION_RATE_PER_SEC)]
     pub eviction_rate: f64,
     /// Evictions allowed in a burst above the rate.
-    #[arg(long, default_value_t = 100)]
+    #[arg(long, default_value_t = defaults::EVICTION_BURST)]
     pub eviction_burst: u32,
     /// Evictions in flight at once, cluster wide.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = defaults::EVICTION_MAX_IN_FLIGHT)]
     pub max_evictions_in_flight: usize,
     /// How often each node lease is renewed (default: a third of its 3600 s duration).
     #[arg(long, value_parser = parse_seconds)]
@@ -90,10 +90,10 @@ impl Default for OperatorOptions {
             leader_elect_renew_deadline: Duration::from_secs(10),
             leader_elect_retry_period: Duration::from_secs(2),
             enable_http2: false,
-            lease_namespace: "medik8s-leases".into(),
-            eviction_rate: 50.0,
-            eviction_burst: 100,
-            max_evictions_in_flight: 32,
+            lease_namespace: defaults::LEASE_NAMESPACE.into(),
+            eviction_rate: defaults::EVICTION_RATE_PER_SEC,
+            eviction_burst: defaults::EVICTION_BURST,
+            max_evictions_in_flight: defaults::EVICTION_MAX_IN_FLIGHT,
             lease_renew_interval: None,
             // Embedded operators (tests, the demo) have no serving certificate.
             webhook_port: 0,
@@ -102,7 +102,79 @@ impl Default for OperatorOptions {
     }
 }
 
+/// A flag value nmo refuses to start with.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum OptionsError {
+    /// The node lease would never be renewed in time (or the renewal timer could not run).
+    #[error(
+        "--lease-renew-interval ({interval:?}) must be greater than zero and shorter than the node lease's duration ({duration:?})"
+    )]
+    LeaseRenewInterval {
+        /// The interval asked for.
+        interval: Duration,
+        /// The node lease's duration.
+        duration: Duration,
+    },
+    /// Evictions could never be sent.
+    #[error("--eviction-rate ({0}) must be a number of evictions per second greater than zero")]
+    EvictionRate(f64),
+    /// Evictions could never be sent.
+    #[error("--eviction-burst must be at least 1")]
+    EvictionBurst,
+    /// Evictions could never be sent.
+    #[error("--max-evictions-in-flight must be at least 1")]
+    MaxEvictionsInFlight,
+    /// No namespace to keep the node leases in.
+    #[error("LEASE_NAMESPACE (--lease-namespace) must not be empty")]
+    LeaseNamespace,
+    /// The leader election timings could let two replicas lead at once.
+    #[error(transparent)]
+    Leader(#[from] LeaderConfigError),
+}
+
 impl OperatorOptions {
+    /// Refuses values that would make nmo misbehave later instead of failing now: a renewal
+    /// timer of zero (it would panic, and the lease would silently never be renewed), a
+    /// renewal slower than the lease lapses, evictions that can never be sent, leader timings
+    /// that allow two leaders.
+    pub fn validate(&self) -> Result<(), OptionsError> {
+        let actors = self.actor_config();
+        if actors.lease_renew_interval.is_zero()
+            || actors.lease_renew_interval >= actors.lease_duration
+        {
+            return Err(OptionsError::LeaseRenewInterval {
+                interval: actors.lease_renew_interval,
+                duration: actors.lease_duration,
+            });
+        }
+        if !(self.eviction_rate.is_finite() && self.eviction_rate > 0.0) {
+            return Err(OptionsError::EvictionRate(self.eviction_rate));
+        }
+        if self.eviction_burst == 0 {
+            return Err(OptionsError::EvictionBurst);
+        }
+        if self.max_evictions_in_flight == 0 {
+            return Err(OptionsError::MaxEvictionsInFlight);
+        }
+        if self.lease_namespace.trim().is_empty() {
+            return Err(OptionsError::LeaseNamespace);
+        }
+        if self.leader_elect {
+            self.leader_config(String::new()).validate()?;
+        }
+        Ok(())
+    }
+
+    /// The leader election settings of these options, for a lease in `namespace`.
+    pub fn leader_config(&self, namespace: String) -> LeaderConfig {
+        LeaderConfig {
+            lease_duration: self.leader_elect_lease_duration,
+            renew_deadline: self.leader_elect_renew_deadline,
+            retry_period: self.leader_elect_retry_period,
+            ..LeaderConfig::new(namespace, leader_identity())
+        }
+    }
+
     /// The actor system's configuration for these options.
     pub fn actor_config(&self) -> Config {
         let mut config = Config {
@@ -147,6 +219,9 @@ pub enum OperatorError {
     /// Leader election failed or leadership was lost.
     #[error(transparent)]
     Leader(#[from] LeaderError),
+    /// A flag has a value nmo refuses to run with.
+    #[error("invalid flags: {0}")]
+    Options(#[from] OptionsError),
     /// The NodeMaintenance watch stopped.
     #[error(transparent)]
     MaintenanceWatch(#[from] WatchError),
@@ -166,8 +241,8 @@ async fn bind(address: &str) -> Result<Option<TcpListener>, OperatorError> {
         address: address.to_string(),
         reason,
     };
-    let socket = parse_bind_address(address).map_err(|e| error(e.to_string()))?;
-    let listener = TcpListener::bind(socket)
+    let addresses = parse_bind_address(address).map_err(|e| error(e.to_string()))?;
+    let listener = http::bind_first(&addresses)
         .await
         .map_err(|e| error(e.to_string()))?;
     Ok(Some(listener))
@@ -180,6 +255,8 @@ pub async fn run(
     options: OperatorOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), OperatorError> {
+    options.validate()?;
+    let leader_config = options.leader_config(client.default_namespace().to_string());
     let readiness = Readiness::default();
     let mut registry = Registry::default();
     let maintenance_metrics = OperatorMetrics::default();
@@ -244,15 +321,7 @@ pub async fn run(
 
     tokio::pin!(shutdown);
     let elector = if options.leader_elect {
-        let namespace = client.default_namespace().to_string();
-        let identity = leader_identity();
-        let config = LeaderConfig {
-            lease_duration: options.leader_elect_lease_duration,
-            renew_deadline: options.leader_elect_renew_deadline,
-            retry_period: options.leader_elect_retry_period,
-            ..LeaderConfig::new(namespace, identity)
-        };
-        let elector = LeaderElector::new(client.clone(), config);
+        let elector = LeaderElector::new(client.clone(), leader_config);
         // A standby is ready: it serves probes and waits; only the leader watches.
         readiness.set_ready();
         tokio::select! {
@@ -308,4 +377,106 @@ pub async fn run(
 fn leader_identity() -> String {
     let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "nmo".to_string());
     format!("{host}_{:016x}", rand::random::<u64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A client whose every request fails: the checks below must refuse before any call.
+    fn unreachable_client() -> Client {
+        let service = tower::service_fn(|_request: ::http::Request<kube::client::Body>| async {
+            Err::<::http::Response<kube::client::Body>, _>(std::io::Error::other("no API server"))
+        });
+        Client::new(service, "nmo")
+    }
+
+    #[tokio::test]
+    async fn leader_timings_that_allow_two_leaders_refuse_to_start() {
+        let options = OperatorOptions {
+            leader_elect: true,
+            leader_elect_lease_duration: Duration::from_secs(10),
+            leader_elect_renew_deadline: Duration::from_secs(10),
+            metrics_bind_address: "0".into(),
+            health_probe_bind_address: "0".into(),
+            ..OperatorOptions::default()
+        };
+        let outcome = run(unreachable_client(), options, std::future::pending()).await;
+        let Err(error) = outcome else {
+            panic!("started with renew deadline = lease duration");
+        };
+        assert!(
+            matches!(error, OperatorError::Options(OptionsError::Leader(_))),
+            "{error}"
+        );
+        assert!(error.to_string().contains("--leader-elect-renew-deadline"));
+    }
+
+    #[tokio::test]
+    async fn a_node_lease_renewal_of_zero_or_slower_than_the_lease_refuses_to_start() {
+        for seconds in [0, 3600, 7200] {
+            let options = OperatorOptions {
+                lease_renew_interval: Some(Duration::from_secs(seconds)),
+                ..OperatorOptions::default()
+            };
+            let outcome = run(unreachable_client(), options, std::future::pending()).await;
+            let Err(error) = outcome else {
+                panic!("started with --lease-renew-interval {seconds}");
+            };
+            assert!(
+                matches!(
+                    error,
+                    OperatorError::Options(OptionsError::LeaseRenewInterval { .. })
+                ),
+                "{seconds}: {error}"
+            );
+            assert!(error.to_string().contains("--lease-renew-interval"));
+        }
+    }
+
+    #[test]
+    fn eviction_limits_that_stop_every_eviction_are_refused() {
+        let valid = OperatorOptions::default();
+        assert_eq!(valid.validate(), Ok(()));
+        for (options, expected) in [
+            (
+                OperatorOptions {
+                    eviction_rate: 0.0,
+                    ..valid.clone()
+                },
+                "--eviction-rate",
+            ),
+            (
+                OperatorOptions {
+                    eviction_rate: f64::NAN,
+                    ..valid.clone()
+                },
+                "--eviction-rate",
+            ),
+            (
+                OperatorOptions {
+                    eviction_burst: 0,
+                    ..valid.clone()
+                },
+                "--eviction-burst",
+            ),
+            (
+                OperatorOptions {
+                    max_evictions_in_flight: 0,
+                    ..valid.clone()
+                },
+                "--max-evictions-in-flight",
+            ),
+            (
+                OperatorOptions {
+                    lease_namespace: " ".into(),
+                    ..valid.clone()
+                },
+                "LEASE_NAMESPACE",
+            ),
+        ] {
+            let error = options.validate().expect_err(expected);
+            assert!(error.to_string().contains(expected), "{error}");
+        }
+    }
 }

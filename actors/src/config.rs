@@ -8,6 +8,35 @@ use chrono::{DateTime, Utc};
 
 use crate::observe::{self, Observer};
 
+/// The defaults of [`Config`], one constant each so that command-line flags and tests can
+/// name them; [`Config::default`] is built from these and nothing else.
+pub mod defaults {
+    use std::time::Duration;
+
+    /// Namespace of the node leases: NMO's, shared with the other medik8s operators.
+    pub const LEASE_NAMESPACE: &str = "medik8s-leases";
+    /// `leaseDurationSeconds` written into the lease (NMO's).
+    pub const LEASE_DURATION: Duration = Duration::from_secs(3600);
+    /// Lease renewal: a third of the duration, so two renewals may fail before it lapses.
+    pub const LEASE_RENEW_INTERVAL: Duration = Duration::from_secs(LEASE_DURATION.as_secs() / 3);
+    /// NMO's requeue interval.
+    pub const RETRY_INTERVAL: Duration = Duration::from_secs(5);
+    /// Cluster-wide evictions per second.
+    pub const EVICTION_RATE_PER_SEC: f64 = 50.0;
+    /// Evictions allowed in a burst above the rate.
+    pub const EVICTION_BURST: u32 = 100;
+    /// Evictions in flight at once, cluster wide.
+    pub const EVICTION_MAX_IN_FLIGHT: usize = 32;
+    /// Eviction requests held at once (queued, parked or in flight).
+    pub const EVICTION_QUEUE_BOUND: usize = 10_000;
+    /// First backoff after a 429.
+    pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
+    /// Backoff ceiling.
+    pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
+    /// Minimum time between two progress-only status writes.
+    pub const STATUS_COALESCE: Duration = Duration::from_secs(1);
+}
+
 /// Source of wall-clock time for lease and status timestamps. Tests use [`TokioClock`] so that
 /// paused tokio time and lease validity move together.
 pub trait Clock: Send + Sync + 'static {
@@ -58,7 +87,7 @@ impl Clock for TokioClock {
 /// Every tunable of the actor system.
 #[derive(Clone)]
 pub struct Config {
-    /// Namespace of the node leases (`LEASE_NAMESPACE`, default `medik8s-leases`).
+    /// Namespace of the node leases (`LEASE_NAMESPACE`, default [`defaults::LEASE_NAMESPACE`]).
     pub lease_namespace: String,
     /// `leaseDurationSeconds` written into the lease (3600 like NMO).
     pub lease_duration: Duration,
@@ -93,19 +122,18 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        let lease_duration = Duration::from_secs(3600);
         Config {
-            lease_namespace: "medik8s-leases".to_string(),
-            lease_duration,
-            lease_renew_interval: lease_duration / 3,
-            retry_interval: Duration::from_secs(5),
-            eviction_rate_per_sec: 50.0,
-            eviction_burst: 100,
-            eviction_max_in_flight: 32,
-            eviction_queue_bound: 10_000,
-            backoff_base: Duration::from_secs(1),
-            backoff_max: Duration::from_secs(60),
-            status_coalesce: Duration::from_secs(1),
+            lease_namespace: defaults::LEASE_NAMESPACE.to_string(),
+            lease_duration: defaults::LEASE_DURATION,
+            lease_renew_interval: defaults::LEASE_RENEW_INTERVAL,
+            retry_interval: defaults::RETRY_INTERVAL,
+            eviction_rate_per_sec: defaults::EVICTION_RATE_PER_SEC,
+            eviction_burst: defaults::EVICTION_BURST,
+            eviction_max_in_flight: defaults::EVICTION_MAX_IN_FLIGHT,
+            eviction_queue_bound: defaults::EVICTION_QUEUE_BOUND,
+            backoff_base: defaults::BACKOFF_BASE,
+            backoff_max: defaults::BACKOFF_MAX,
+            status_coalesce: defaults::STATUS_COALESCE,
             actor_name_prefix: Some(String::new()),
             clock: Arc::new(SystemClock),
             observer: observe::noop(),
@@ -147,5 +175,18 @@ impl fmt::Debug for Config {
             .field("status_coalesce", &self.status_coalesce)
             .field("actor_name_prefix", &self.actor_name_prefix)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_renewal_default_is_a_third_of_the_lease() {
+        assert_eq!(defaults::LEASE_RENEW_INTERVAL, defaults::LEASE_DURATION / 3);
+        let config = Config::default();
+        assert_eq!(config.lease_namespace, "medik8s-leases");
+        assert_eq!(config.lease_renew_interval, config.lease_duration / 3);
     }
 }

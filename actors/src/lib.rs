@@ -7,18 +7,20 @@ pub mod config;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
-pub mod messages;
 pub mod model;
 pub mod node;
 pub mod observe;
+mod op_runner;
 pub mod plan;
 pub mod ports;
+pub mod stop;
 pub mod supervisor;
 pub mod system;
+mod task;
 
 pub use config::{Clock, Config, SystemClock, TokioClock};
-pub use messages::SupervisorMsg;
 pub use observe::Observer;
+pub use supervisor::SupervisorMsg;
 pub use system::{ActorSystem, StartError, start};
 
 #[cfg(test)]

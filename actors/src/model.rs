@@ -251,7 +251,7 @@ pub struct NodePatch {
 /// A `coordination.k8s.io/v1` Lease.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct Lease {
-    /// Namespace (default `medik8s-leases`).
+    /// Namespace (see [`crate::config::defaults::LEASE_NAMESPACE`]).
     pub namespace: String,
     /// Name (`node-<nodeName>`).
     pub name: String,

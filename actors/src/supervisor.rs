@@ -3,27 +3,34 @@
 //! Fed by the controller (`Upsert` on every watch change, `Deleted` when an object is gone). It
 //! restarts a crashed node actor (the restarted actor re-derives everything from the cluster),
 //! lets one that finished normally go, and marks a second NodeMaintenance for an already
-//! driven node Failed with a reason naming the active one: such a duplicate never touches the
-//! node, and deleting it only removes its finalizer.
+//! driven node Failed with a reason naming the active one (`duplicate`): such a duplicate
+//! never touches the node, and deleting it only removes its finalizer.
+
+mod duplicate;
+mod messages;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
-use tokio::task::JoinHandle;
+
+pub use duplicate::DuplicateError;
+pub use messages::SupervisorMsg;
 
 use crate::config::Config;
-use crate::messages::{EvictionMsg, NodeMsg, SupervisorMsg};
-use crate::model::{Event, EventTarget, EventType, Maintenance, Phase, conditions, reasons};
-use crate::node::{NodeActor, NodeArgs, STOP_GONE, STOP_UNDONE};
+use crate::eviction::EvictionMsg;
+use crate::model::Maintenance;
+use crate::node::{NodeActor, NodeArgs, NodeMsg};
+use crate::op_runner::OpRunner;
 use crate::plan;
 use crate::ports::Cluster;
+use crate::stop::StopReason;
+use crate::task::TaskSlot;
+use duplicate::DuplicateAction;
 
 /// Delay before a crashed node actor is started again (no hot crash loop).
 const RESPAWN_DELAY: Duration = Duration::from_secs(1);
-/// Stop reason of a node actor replaced by an older NodeMaintenance for the same node.
-const STOP_SUPERSEDED: &str = "superseded";
 
 /// The supervisor actor.
 #[derive(Debug, Clone, Copy, Default)]
@@ -44,6 +51,16 @@ struct Child {
     node: String,
 }
 
+/// A NodeMaintenance found to be a duplicate.
+struct Duplicate {
+    /// The NodeMaintenance that drives the node.
+    active: String,
+    /// The duplicate as last seen.
+    latest: Maintenance,
+    /// Its cluster calls, one run at a time.
+    ops: OpRunner,
+}
+
 /// State of [`Supervisor`].
 pub struct SupervisorState {
     cluster: Arc<dyn Cluster>,
@@ -57,18 +74,12 @@ pub struct SupervisorState {
     drivers: HashMap<String, String>,
     /// Node actors stopped on purpose (their termination needs no reaction).
     superseded: HashSet<ActorId>,
-    /// NodeMaintenances found to be duplicates -> the active one.
-    duplicates: HashMap<String, String>,
+    /// NodeMaintenances found to be duplicates.
+    duplicates: HashMap<String, Duplicate>,
     /// NodeMaintenances whose undo finished (their last update may still arrive).
     finished: HashSet<String>,
-    timers: Vec<JoinHandle<()>>,
-}
-
-fn is_marked_duplicate(nm: &Maintenance) -> bool {
-    nm.status.as_ref().is_some_and(|s| {
-        s.phase == Some(Phase::Failed)
-            && plan::condition(s, conditions::DUPLICATE).is_some_and(|c| c.status == "True")
-    })
+    /// Pending respawns, by NodeMaintenance name.
+    respawns: HashMap<String, TaskSlot>,
 }
 
 impl SupervisorState {
@@ -105,89 +116,83 @@ impl SupervisorState {
     }
 
     fn respawn_later(&mut self, myself: &ActorRef<SupervisorMsg>, name: String) {
-        self.timers.retain(|t| !t.is_finished());
-        let actor = myself.clone();
-        self.timers.push(tokio::spawn(async move {
-            tokio::time::sleep(RESPAWN_DELAY).await;
-            let _ = actor.cast(SupervisorMsg::Respawn(name));
-        }));
+        let timer = myself.send_after(RESPAWN_DELAY, {
+            let name = name.clone();
+            move || SupervisorMsg::Respawn(name)
+        });
+        self.respawns.entry(name).or_default().set(timer);
     }
 
-    /// Sets a duplicate Failed (naming the active one), or releases its finalizer when deleted.
-    fn handle_duplicate(&self, nm: &Maintenance, active: &str) {
-        let cluster = self.cluster.clone();
+    /// `nm` is a duplicate of `active`: mark it Failed, or release its finalizer when deleted.
+    fn duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance, active: String) {
+        let name = nm.name.clone();
+        let duplicate = self
+            .duplicates
+            .entry(name.clone())
+            .or_insert_with(|| Duplicate {
+                active: active.clone(),
+                latest: nm.clone(),
+                ops: OpRunner::default(),
+            });
+        duplicate.active = active;
+        duplicate.latest = nm;
+        if duplicate.ops.may_start() {
+            self.handle_duplicate(myself, &name);
+        }
+    }
+
+    /// Runs what a duplicate calls for, if anything.
+    fn handle_duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, name: &str) {
         let now = self.config.now();
-        let nm = nm.clone();
-        let active = active.to_string();
-        tokio::spawn(async move {
-            if nm.deleting {
-                if nm.has_finalizer()
-                    && let Err(err) = cluster.remove_finalizer(&nm.name).await
-                {
-                    tracing::warn!(maintenance = %nm.name, error = %err, "cannot remove finalizer");
-                }
-                return;
-            }
-            if is_marked_duplicate(&nm) {
-                return;
-            }
-            if !nm.has_finalizer()
-                && let Err(err) = cluster.add_finalizer(&nm.name, &nm.finalizers).await
-            {
-                tracing::warn!(maintenance = %nm.name, error = %err, "cannot add finalizer");
-                return;
-            }
-            let error = format!(
-                "NodeMaintenance {active} already drives node {}; this one is ignored",
-                nm.node_name
-            );
-            let mut status = nm.status.clone().unwrap_or_default();
-            status.phase = Some(Phase::Failed);
-            status.last_error = Some(error.clone());
-            status.last_update = Some(now);
-            plan::set_condition(
-                &mut status.conditions,
-                conditions::DUPLICATE,
-                true,
-                conditions::DUPLICATE,
-                &error,
-                now,
-            );
-            if let Err(err) = cluster.write_status(&nm.name, &status).await {
-                tracing::warn!(maintenance = %nm.name, error = %err, "cannot mark duplicate");
-                return;
-            }
-            let event = Event {
-                target: EventTarget::Maintenance {
-                    name: nm.name.clone(),
-                    uid: nm.uid.clone(),
-                },
-                type_: EventType::Warning,
-                reason: reasons::FAILED.to_string(),
-                message: error,
-            };
-            if let Err(err) = cluster.emit_event(&event).await {
-                tracing::warn!(maintenance = %nm.name, error = %err, "cannot emit event");
-            }
-        });
+        let Some(duplicate) = self.duplicates.get_mut(name) else {
+            return;
+        };
+        let action = duplicate::decide(&duplicate.latest, &duplicate.active, now);
+        if action == DuplicateAction::Nothing {
+            return;
+        }
+        let work = duplicate::carry_out(self.cluster.clone(), duplicate.latest.clone(), action);
+        let name = name.to_string();
+        duplicate
+            .ops
+            .run(myself, tracing::Span::none(), work, move |result| {
+                SupervisorMsg::DuplicateHandled { name, result }
+            });
+    }
+
+    fn duplicate_handled(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        name: &str,
+        result: Result<(), DuplicateError>,
+    ) {
+        if let Err(err) = result {
+            tracing::warn!(maintenance = %name, error = %err, "cannot handle duplicate NodeMaintenance");
+        }
+        let Some(duplicate) = self.duplicates.get_mut(name) else {
+            return; // deleted meanwhile
+        };
+        duplicate.ops.finished();
+        if duplicate.ops.take_again() {
+            self.handle_duplicate(myself, name);
+        }
     }
 
     async fn upsert(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance) {
         let name = nm.name.clone();
         self.known.insert(name.clone(), nm.clone());
-        if let Some(active) = self.duplicates.get(&name) {
-            self.handle_duplicate(&nm, active);
+        if let Some(active) = self.duplicates.get(&name).map(|d| d.active.clone()) {
+            self.duplicate(myself, nm, active);
             return;
         }
-        if is_marked_duplicate(&nm) {
+        if duplicate::is_marked(&nm) {
             // Marked before a restart: stays out of the node's way for good.
             let active = nm
                 .status
                 .as_ref()
                 .and_then(|s| s.last_error.clone())
                 .unwrap_or_default();
-            self.duplicates.insert(name, active.clone());
-            self.handle_duplicate(&nm, &active);
+            self.duplicate(myself, nm, active);
             return;
         }
         if let Some(child) = self.children.get(&name) {
@@ -207,18 +212,16 @@ impl SupervisorState {
             .cloned();
         match other {
             Some(other) if plan::driver([&other, &nm]).map(|d| &d.name) == Some(&other.name) => {
-                self.duplicates.insert(name, other.name.clone());
-                self.handle_duplicate(&nm, &other.name);
+                self.duplicate(myself, nm, other.name);
             }
             Some(other) => {
                 // Both appeared at once and the younger one was seen first: the older drives.
                 // Node changes are the same whoever makes them, so nothing is undone.
                 if let Some(child) = self.children.remove(&other.name) {
                     self.superseded.insert(child.actor.get_id());
-                    child.actor.stop(Some(STOP_SUPERSEDED.to_string()));
+                    child.actor.stop(StopReason::Superseded.text());
                 }
-                self.duplicates.insert(other.name.clone(), name.clone());
-                self.handle_duplicate(&other, &name);
+                self.duplicate(myself, other, name);
                 self.spawn(myself, nm, true).await;
             }
             None => self.spawn(myself, nm, true).await,
@@ -231,18 +234,7 @@ impl SupervisorState {
         self.finished.remove(name);
         if let Some(child) = self.children.get(name) {
             // Gone without our undo having finished (finalizer removed by hand): finish it.
-            let gone = Maintenance {
-                name: name.to_string(),
-                uid: String::new(),
-                resource_version: String::new(),
-                node_name: child.node.clone(),
-                reason: String::new(),
-                creation_timestamp: self.config.now(),
-                deleting: true,
-                finalizers: Vec::new(),
-                status: None,
-            };
-            let _ = child.actor.cast(NodeMsg::Update(Box::new(gone)));
+            let _ = child.actor.cast(NodeMsg::Gone);
         }
     }
 
@@ -259,9 +251,9 @@ impl SupervisorState {
             return;
         }
         let node = self.children.remove(&name).map(|c| c.node);
-        match reason.as_deref() {
-            Some(STOP_UNDONE) | Some(STOP_GONE) => {
-                if reason.as_deref() == Some(STOP_UNDONE) {
+        match StopReason::parse(reason.as_deref()) {
+            Some(done @ (StopReason::Undone | StopReason::Gone)) => {
+                if done == StopReason::Undone {
                     self.finished.insert(name.clone());
                 }
                 if let Some(node) = node
@@ -270,9 +262,26 @@ impl SupervisorState {
                     self.drivers.remove(&node);
                 }
             }
-            _ => {
+            Some(StopReason::Superseded | StopReason::Shutdown) | None => {
                 tracing::warn!(maintenance = %name, ?reason, "node actor ended unexpectedly, restarting");
                 self.respawn_later(myself, name);
+            }
+        }
+    }
+
+    async fn respawn(&mut self, myself: &ActorRef<SupervisorMsg>, name: String) {
+        if let Some(timer) = self.respawns.get_mut(&name) {
+            timer.finished();
+        }
+        self.respawns.remove(&name);
+        if self.children.contains_key(&name) {
+            return;
+        }
+        match self.known.get(&name).cloned() {
+            // The stored copy may predate the crashed actor's own writes.
+            Some(nm) => self.spawn(myself, nm, false).await,
+            None => {
+                self.drivers.retain(|_, driver| *driver != name);
             }
         }
     }
@@ -299,7 +308,7 @@ impl Actor for Supervisor {
             superseded: HashSet::new(),
             duplicates: HashMap::new(),
             finished: HashSet::new(),
-            timers: Vec::new(),
+            respawns: HashMap::new(),
         })
     }
 
@@ -308,10 +317,8 @@ impl Actor for Supervisor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        for timer in state.timers.drain(..) {
-            timer.abort();
-        }
-        myself.stop_children(Some("shutdown".to_string()));
+        state.respawns.clear();
+        myself.stop_children(StopReason::Shutdown.text());
         Ok(())
     }
 
@@ -329,17 +336,9 @@ impl Actor for Supervisor {
                 names.sort();
                 let _ = port.send(names);
             }
-            SupervisorMsg::Respawn(name) => {
-                if state.children.contains_key(&name) {
-                    return Ok(());
-                }
-                match state.known.get(&name).cloned() {
-                    // The stored copy may predate the crashed actor's own writes.
-                    Some(nm) => state.spawn(&myself, nm, false).await,
-                    None => {
-                        state.drivers.retain(|_, driver| *driver != name);
-                    }
-                }
+            SupervisorMsg::Respawn(name) => state.respawn(&myself, name).await,
+            SupervisorMsg::DuplicateHandled { name, result } => {
+                state.duplicate_handled(&myself, &name, result);
             }
         }
         Ok(())

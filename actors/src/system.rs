@@ -5,10 +5,9 @@ use std::sync::Arc;
 use ractor::{Actor, ActorRef, SpawnErr};
 
 use crate::config::Config;
-use crate::eviction::{EvictionActor, EvictionArgs};
-use crate::messages::{EvictionMsg, SupervisorMsg};
+use crate::eviction::{EvictionActor, EvictionArgs, EvictionMsg};
 use crate::ports::Cluster;
-use crate::supervisor::{Supervisor, SupervisorArgs};
+use crate::supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
 
 /// Starting the actor system failed.
 #[derive(Debug, thiserror::Error)]

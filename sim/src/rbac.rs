@@ -1,5 +1,10 @@
-//! RBAC enforcement for one bearer-token identity from ClusterRole rules, with the real 403
-//! messages. Other identities are not restricted.
+//! RBAC enforcement for one bearer-token identity from ClusterRole and Role rules, with the real
+//! 403 messages. Other identities are not restricted.
+//!
+//! Scopes as a real API server has them: a Role's rules hold only in its namespace; with bindings
+//! in the YAML, only the roles bound to the user count (a RoleBinding's only in its namespace).
+//! Without any binding, every role in the YAML is the user's (the simulator's own tests give
+//! bare rules).
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -14,6 +19,8 @@ struct Rule {
     resources: Vec<String>,
     verbs: Vec<String>,
     names: Vec<String>,
+    /// Where the rule holds: `None` cluster wide, else in that namespace only.
+    namespace: Option<String>,
 }
 
 fn list(v: &Value, k: &str) -> Vec<String> {
@@ -27,6 +34,91 @@ fn list(v: &Value, k: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+fn str_at(v: &Value, path: &[&str]) -> String {
+    path.iter()
+        .try_fold(v, |v, key| v.get(key))
+        .and_then(|x| x.as_str())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Which RBAC object: kind, namespace (Roles and RoleBindings only; without one they are in
+/// `default`, as kubectl would put them) and name.
+#[derive(Debug, PartialEq)]
+struct ObjectRef {
+    kind: String,
+    namespace: Option<String>,
+    name: String,
+}
+
+impl ObjectRef {
+    fn of(v: &Value) -> Self {
+        let kind = str_at(v, &["kind"]);
+        let namespace = matches!(kind.as_str(), "Role" | "RoleBinding").then(|| {
+            Some(str_at(v, &["metadata", "namespace"]))
+                .filter(|ns| !ns.is_empty())
+                .unwrap_or_else(|| "default".to_string())
+        });
+        ObjectRef {
+            kind,
+            namespace,
+            name: str_at(v, &["metadata", "name"]),
+        }
+    }
+}
+
+/// A role whose rules the user holds, and where: `None` cluster wide, else in that namespace.
+struct Grant {
+    role: ObjectRef,
+    scope: Option<String>,
+}
+
+/// The grant a binding makes: a ClusterRoleBinding's cluster wide, a RoleBinding's in its
+/// namespace (its roleRef a Role of that namespace or a ClusterRole).
+fn grant_of(binding: &Value) -> Grant {
+    let binding_ref = ObjectRef::of(binding);
+    let kind = str_at(binding, &["roleRef", "kind"]);
+    let namespace = if kind == "Role" {
+        binding_ref.namespace.clone()
+    } else {
+        None
+    };
+    let scope = if binding_ref.kind == "RoleBinding" {
+        binding_ref.namespace
+    } else {
+        None
+    };
+    Grant {
+        role: ObjectRef {
+            kind,
+            namespace,
+            name: str_at(binding, &["roleRef", "name"]),
+        },
+        scope,
+    }
+}
+
+/// Whether a binding names `user`: as a User, or as a ServiceAccount (whose user name is
+/// `system:serviceaccount:<namespace>:<name>`; a RoleBinding's subject defaults to its namespace).
+fn binds(binding: &Value, user: &str) -> bool {
+    let binding_ns = ObjectRef::of(binding).namespace;
+    let subjects = binding.get("subjects").and_then(|s| s.as_array());
+    subjects.into_iter().flatten().any(|subject| {
+        let name = str_at(subject, &["name"]);
+        match str_at(subject, &["kind"]).as_str() {
+            "User" => name == user,
+            "ServiceAccount" => {
+                let ns = Some(str_at(subject, &["namespace"]))
+                    .filter(|ns| !ns.is_empty())
+                    .or_else(|| binding_ns.clone())
+                    .unwrap_or_default();
+                format!("system:serviceaccount:{ns}:{name}") == user
+            }
+            _ => false,
+        }
+    })
+}
+
 /// The rules enforced for one user.
 #[derive(Debug, Clone)]
 pub struct Rbac {
@@ -37,16 +129,41 @@ pub struct Rbac {
 }
 
 impl Rbac {
-    /// Collects the rules of every ClusterRole (and Role) document in a multi-document YAML.
+    /// Collects the rules granted to `user` by the ClusterRoles, Roles and bindings of a
+    /// multi-document YAML.
     pub fn from_yaml(user: &str, yaml: &str) -> Result<Self, SimError> {
-        let mut rules = Vec::new();
+        let mut roles = Vec::new();
+        let mut bindings = Vec::new();
         for doc in serde_yaml::Deserializer::from_str(yaml) {
             let v = <Value as serde::Deserialize>::deserialize(doc)?;
-            let kind = v.get("kind").and_then(|k| k.as_str()).unwrap_or_default();
-            if kind != "ClusterRole" && kind != "Role" {
-                continue;
+            match v.get("kind").and_then(|k| k.as_str()).unwrap_or_default() {
+                "ClusterRole" | "Role" => roles.push(v),
+                "ClusterRoleBinding" | "RoleBinding" => bindings.push(v),
+                _ => {}
             }
-            for r in v
+        }
+        let grants: Vec<Grant> = if bindings.is_empty() {
+            roles
+                .iter()
+                .map(|role| {
+                    let role = ObjectRef::of(role);
+                    let scope = role.namespace.clone();
+                    Grant { role, scope }
+                })
+                .collect()
+        } else {
+            bindings
+                .iter()
+                .filter(|b| binds(b, user))
+                .map(grant_of)
+                .collect()
+        };
+        let mut rules = Vec::new();
+        for grant in grants {
+            let Some(role) = roles.iter().find(|r| ObjectRef::of(r) == grant.role) else {
+                continue;
+            };
+            for r in role
                 .get("rules")
                 .and_then(|r| r.as_array())
                 .cloned()
@@ -57,6 +174,7 @@ impl Rbac {
                     resources: list(&r, "resources"),
                     verbs: list(&r, "verbs"),
                     names: list(&r, "resourceNames"),
+                    namespace: grant.scope.clone(),
                 });
             }
         }
@@ -129,7 +247,8 @@ impl Rbac {
             });
             let v = r.verbs.iter().any(|x| x == "*" || x == verb);
             let n = r.names.is_empty() || (!name.is_empty() && r.names.iter().any(|x| x == name));
-            g && res && v && n
+            let scope = r.namespace.as_deref().is_none_or(|only| only == ns);
+            g && res && v && n && scope
         });
         if allowed {
             return Ok(());

@@ -3,15 +3,15 @@
 //! (HTTP 400); anything about the NodeMaintenance itself is answered with a normal denial.
 
 use kube::Client;
-use kube::core::DynamicObject;
-use kube::core::Status;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::admission::{AdmissionResponse, Operation};
+use kube::core::{Status, TypeMeta};
+use serde::Deserialize;
 use serde_json::Value;
 use tracing::info;
 
 use super::rules::Denial;
 use super::validate;
-use crate::crd::NodeMaintenance;
+use crate::crd::{NodeMaintenance, NodeMaintenanceSpec};
 
 /// The only AdmissionReview version served (the webhook configuration asks for it alone).
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
@@ -37,24 +37,68 @@ pub enum ReviewError {
     NoRequest,
 }
 
-/// Parses a request body into the AdmissionRequest it carries.
-pub fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, ReviewError> {
-    let review: AdmissionReview<DynamicObject> =
-        serde_json::from_slice(body).map_err(ReviewError::Malformed)?;
-    if review.types.api_version != ADMISSION_API_VERSION || review.types.kind != "AdmissionReview" {
+/// The parts of an AdmissionReview the webhook reads. Everything else (`userInfo`, `options`,
+/// `managedFields`, the status...) is skipped without being built, so however a body is shaped
+/// it costs about its own size in memory: a generic JSON tree of a few MiB of nested arrays
+/// would cost hundreds.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireReview {
+    #[serde(default)]
+    api_version: String,
+    #[serde(default)]
+    kind: String,
+    request: Option<ReviewRequest>,
+}
+
+/// The request of an AdmissionReview, as far as the webhook needs it.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewRequest {
+    /// Echoed in the response: the API server matches the two by it.
+    pub uid: String,
+    /// The object's name (for logs).
+    #[serde(default)]
+    pub name: String,
+    /// CREATE, UPDATE, ...
+    pub operation: Operation,
+    #[serde(default)]
+    object: Option<WireObject>,
+    #[serde(default)]
+    old_object: Option<WireObject>,
+}
+
+/// An object of the review, read leniently: whether it is a usable NodeMaintenance is the
+/// webhook's verdict (a denial), not a malformed request.
+#[derive(Debug, Deserialize)]
+struct WireObject {
+    #[serde(default)]
+    spec: Option<WireSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireSpec {
+    #[serde(default)]
+    node_name: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+}
+
+/// Parses a request body into the request it carries.
+pub fn decode(body: &[u8]) -> Result<ReviewRequest, ReviewError> {
+    let review: WireReview = serde_json::from_slice(body).map_err(ReviewError::Malformed)?;
+    if review.api_version != ADMISSION_API_VERSION || review.kind != "AdmissionReview" {
         return Err(ReviewError::WrongType {
-            api_version: review.types.api_version,
-            kind: review.types.kind,
+            api_version: review.api_version,
+            kind: review.kind,
         });
     }
-    review.try_into().map_err(|_| ReviewError::NoRequest)
+    review.request.ok_or(ReviewError::NoRequest)
 }
 
 /// Decides one admission request, never failing: every problem is a denial with a message.
-pub async fn decide(
-    client: &Client,
-    request: &AdmissionRequest<DynamicObject>,
-) -> AdmissionResponse {
+pub async fn decide(client: &Client, request: &ReviewRequest) -> AdmissionResponse {
     let verdict = match request.operation {
         Operation::Create => match object(request.object.as_ref(), "object") {
             Ok(nm) => validate::create(client, &nm).await,
@@ -72,7 +116,16 @@ pub async fn decide(
         // The webhook is registered for CREATE and UPDATE only; anything else passes.
         Operation::Delete | Operation::Connect => Ok(()),
     };
-    let response = AdmissionResponse::from(request);
+    // `invalid` is the one constructor that takes no kube AdmissionRequest; its fields are
+    // then set as `From<&AdmissionRequest>` would.
+    let mut response = AdmissionResponse::invalid("");
+    response.types = TypeMeta {
+        api_version: ADMISSION_API_VERSION.into(),
+        kind: "AdmissionReview".into(),
+    };
+    response.uid = request.uid.clone();
+    response.allowed = true;
+    response.result = Status::default();
     match verdict {
         Ok(()) => {
             info!(name = %request.name, operation = ?request.operation, "admission allowed");
@@ -100,13 +153,23 @@ fn deny(mut response: AdmissionResponse, denial: &Denial) -> AdmissionResponse {
     response
 }
 
-fn object(object: Option<&DynamicObject>, field: &str) -> Result<NodeMaintenance, Denial> {
+fn object(object: Option<&WireObject>, field: &str) -> Result<NodeMaintenance, Denial> {
     let object = object.ok_or_else(|| Denial {
         message: format!("invalid request: the AdmissionRequest has no {field}"),
     })?;
-    serde_json::to_value(object)
-        .and_then(serde_json::from_value)
-        .map_err(|e| Denial {
-            message: format!("invalid request: {field} is not a NodeMaintenance: {e}"),
-        })
+    let spec = object.spec.as_ref().ok_or_else(|| Denial {
+        message: format!("invalid request: {field} is not a NodeMaintenance: it has no spec"),
+    })?;
+    let node_name = spec.node_name.clone().ok_or_else(|| Denial {
+        message: format!(
+            "invalid request: {field} is not a NodeMaintenance: it has no spec.nodeName"
+        ),
+    })?;
+    Ok(NodeMaintenance::new(
+        "",
+        NodeMaintenanceSpec {
+            node_name,
+            reason: spec.reason.clone(),
+        },
+    ))
 }

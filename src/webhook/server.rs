@@ -7,17 +7,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
+use axum::body::{Body, to_bytes};
+use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use http_body_util::LengthLimitError;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use kube::Client;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
@@ -31,22 +33,76 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long in-flight reviews may finish after shutdown was asked for.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// AdmissionReviews of an UPDATE carry the object twice; a NodeMaintenance with thousands of
-/// pending pods in its status is well under this.
-const BODY_LIMIT: usize = 16 * 1024 * 1024;
+/// The API server's own cap on a request body (3 MiB): no AdmissionReview it sends is larger.
+pub const BODY_LIMIT: usize = 3 * 1024 * 1024;
+
+/// How long a client may take to send a request body once its headers are in.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reviews read and decided at once. Each holds at most [`BODY_LIMIT`] of body (the decoded
+/// review is smaller), so this bounds the webhook's memory; the API server retries a webhook
+/// call that gets 503.
+pub const MAX_CONCURRENT_REVIEWS: usize = 8;
+
+/// How long a review waits for its turn before it is answered 503.
+pub const QUEUE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What every review handler shares.
+#[derive(Clone)]
+struct Reviewer {
+    client: Client,
+    turns: Arc<Semaphore>,
+}
 
 /// The webhook's routes: the validating path only (anything else is 404 / 405).
 pub fn router(client: Client) -> Router {
     Router::new()
         .route(VALIDATE_PATH, post(validate))
-        .layer(DefaultBodyLimit::max(BODY_LIMIT))
-        .with_state(client)
+        .with_state(Reviewer {
+            client,
+            turns: Arc::new(Semaphore::new(MAX_CONCURRENT_REVIEWS)),
+        })
 }
 
-async fn validate(State(client): State<Client>, body: Bytes) -> Response {
+async fn validate(State(reviewer): State<Reviewer>, body: Body) -> Response {
+    // The turn is taken before the body is read: bodies in memory never exceed the cap.
+    let Ok(Ok(_turn)) = tokio::time::timeout(QUEUE_TIMEOUT, reviewer.turns.acquire()).await else {
+        warn!("webhook busy: too many reviews at once");
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many reviews at once, retry",
+        )
+            .into_response();
+    };
+    let body = match tokio::time::timeout(BODY_READ_TIMEOUT, to_bytes(body, BODY_LIMIT)).await {
+        Ok(Ok(body)) => body,
+        Ok(Err(error)) if too_large(&error) => {
+            debug!("rejected an AdmissionReview over the body limit");
+            return (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("request body over {BODY_LIMIT} bytes"),
+            )
+                .into_response();
+        }
+        Ok(Err(error)) => {
+            debug!(%error, "cannot read a webhook request body");
+            return (StatusCode::BAD_REQUEST, error.to_string()).into_response();
+        }
+        Err(_) => {
+            debug!("webhook request body not sent in time");
+            return (
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "request body not sent within {} s",
+                    BODY_READ_TIMEOUT.as_secs()
+                ),
+            )
+                .into_response();
+        }
+    };
     match review::decode(&body) {
         Ok(request) => {
-            let response = review::decide(&client, &request).await;
+            let response = review::decide(&reviewer.client, &request).await;
             axum::Json(review::encode(response)).into_response()
         }
         Err(error) => {
@@ -54,6 +110,18 @@ async fn validate(State(client): State<Client>, body: Bytes) -> Response {
             (StatusCode::BAD_REQUEST, error.to_string()).into_response()
         }
     }
+}
+
+/// Whether reading a body failed because it was over the limit.
+fn too_large(error: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = source {
+        if current.is::<LengthLimitError>() {
+            return true;
+        }
+        source = current.source();
+    }
+    false
 }
 
 /// Accepts connections until `shutdown` completes, then lets in-flight reviews finish (for at
@@ -128,4 +196,118 @@ pub async fn bind(address: SocketAddr) -> Result<TcpListener, WebhookError> {
     TcpListener::bind(address)
         .await
         .map_err(|source| WebhookError::Bind { address, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::Request;
+    use futures::stream;
+    use tower::ServiceExt as _;
+
+    use super::*;
+
+    /// A client that must not be called: the answers below come before any lookup.
+    fn no_api() -> Client {
+        let service = tower::service_fn(|_request: Request<kube::client::Body>| async {
+            Err::<axum::http::Response<kube::client::Body>, _>(std::io::Error::other("no API"))
+        });
+        Client::new(service, "default")
+    }
+
+    fn post(body: Body) -> Request<Body> {
+        Request::post(VALIDATE_PATH)
+            .header("content-type", "application/json")
+            .body(body)
+            .expect("a request")
+    }
+
+    /// An UPDATE review (decided without lookups) padded with `padding` bytes of annotation.
+    fn update_review(padding: usize) -> Vec<u8> {
+        let object = serde_json::json!({
+            "apiVersion": "nodemaintenance.medik8s.io/v1beta1", "kind": "NodeMaintenance",
+            "metadata": {"name": "nm", "annotations": {"pad": "x".repeat(padding)}},
+            "spec": {"nodeName": "n1"},
+        });
+        serde_json::to_vec(&serde_json::json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u1", "name": "nm", "operation": "UPDATE",
+                        "object": object, "oldObject": object,
+                        "options": {"junk": [[[[1, 2, 3]]]]}},
+        }))
+        .expect("json")
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_api_servers_3_mib_cap_is_refused_unread() {
+        let body = update_review(BODY_LIMIT);
+        assert!(body.len() > BODY_LIMIT);
+        let response = router(no_api())
+            .oneshot(post(Body::from(body)))
+            .await
+            .expect("answers");
+        assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    }
+
+    #[tokio::test]
+    async fn a_review_just_under_the_cap_is_decided() {
+        // Two copies of the object: each padded to a bit under half the cap.
+        let body = update_review(BODY_LIMIT / 2 - 4096);
+        assert!(body.len() < BODY_LIMIT && body.len() > BODY_LIMIT - 16 * 1024);
+        let response = router(no_api())
+            .oneshot(post(Body::from(body)))
+            .await
+            .expect("answers");
+        assert_eq!(response.status(), StatusCode::OK);
+        let bytes = to_bytes(response.into_body(), BODY_LIMIT)
+            .await
+            .expect("a body");
+        let review: serde_json::Value = serde_json::from_slice(&bytes).expect("json");
+        assert_eq!(review["response"]["uid"], "u1");
+        assert_eq!(review["response"]["allowed"], true, "{review}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_that_never_finishes_is_cut_off() {
+        let never = stream::pending::<Result<Vec<u8>, std::io::Error>>();
+        let answer = tokio::time::timeout(
+            BODY_READ_TIMEOUT + Duration::from_secs(1),
+            router(no_api()).oneshot(post(Body::from_stream(never))),
+        )
+        .await
+        .expect("answered by the read timeout")
+        .expect("answers");
+        assert_eq!(answer.status(), StatusCode::REQUEST_TIMEOUT);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reviews_beyond_the_concurrency_cap_wait_then_get_503() {
+        let router = router(no_api());
+        // Slow clients take every turn.
+        let mut slow = Vec::new();
+        for _ in 0..MAX_CONCURRENT_REVIEWS {
+            let never = stream::pending::<Result<Vec<u8>, std::io::Error>>();
+            slow.push(tokio::spawn(
+                router.clone().oneshot(post(Body::from_stream(never))),
+            ));
+        }
+        tokio::task::yield_now().await;
+        let started = tokio::time::Instant::now();
+        let answer = router
+            .clone()
+            .oneshot(post(Body::from(update_review(0))))
+            .await
+            .expect("answers");
+        assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(started.elapsed() >= QUEUE_TIMEOUT);
+        // Once the slow ones are cut off, reviews are served again.
+        for task in slow {
+            let answer = task.await.expect("joined").expect("answers");
+            assert_eq!(answer.status(), StatusCode::REQUEST_TIMEOUT);
+        }
+        let answer = router
+            .oneshot(post(Body::from(update_review(0))))
+            .await
+            .expect("answers");
+        assert_eq!(answer.status(), StatusCode::OK);
+    }
 }

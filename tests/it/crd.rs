@@ -1,4 +1,4 @@
-//! The NodeMaintenance type against what the Go operator writes, and deploy/crd.yaml against the type.
+//! The NodeMaintenance type against what the Go operator writes, and deploy/base/crd.yaml against the type.
 
 use nmo::crd::{MaintenancePhase, NodeMaintenance};
 use serde_json::Value;
@@ -107,11 +107,11 @@ fn the_crd_uses_the_go_operators_names() {
 
 #[test]
 fn deploy_crd_yaml_is_what_nmo_crd_prints() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/crd.yaml");
-    let on_disk = std::fs::read_to_string(path).expect("deploy/crd.yaml is readable");
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/base/crd.yaml");
+    let on_disk = std::fs::read_to_string(path).expect("deploy/base/crd.yaml is readable");
     let generated = nmo::crd::definition_yaml().expect("CRD renders");
     assert!(
         on_disk == generated,
-        "deploy/crd.yaml drifted from the Rust type: regenerate it with `cargo run -- crd > deploy/crd.yaml`"
+        "deploy/base/crd.yaml drifted from the Rust type: regenerate it with `cargo run -- crd > deploy/base/crd.yaml`"
     );
 }

@@ -11,6 +11,7 @@ mod obs_support;
 mod observability_e2e;
 mod operator;
 mod otlp_receiver;
+mod packaging;
 mod probes;
 mod support;
 mod traces;

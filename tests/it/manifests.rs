@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde::Deserialize;
@@ -92,13 +93,20 @@ fn check_named(document: &Value) -> Result<(), String> {
     }
 }
 
-fn check_document(document: &Value) -> Result<(), String> {
+/// Checks one object: against its typed struct where there is one, else for what every object
+/// needs. Also used on the kustomize builds (tests/it/packaging).
+pub(crate) fn check_document(document: &Value) -> Result<(), String> {
     let api_version = document["apiVersion"].as_str().unwrap_or_default();
     let kind = document["kind"].as_str().unwrap_or_default();
     match (api_version, kind) {
         ("v1", "Namespace") => check_typed::<Namespace>(document),
         ("v1", "ServiceAccount") => check_typed::<ServiceAccount>(document),
         ("v1", "Service") => check_typed::<Service>(document),
+        ("v1", "ResourceQuota") => check_typed::<ResourceQuota>(document),
+        ("policy/v1", "PodDisruptionBudget") => check_typed::<PodDisruptionBudget>(document),
+        ("nodemaintenance.medik8s.io/v1beta1", "NodeMaintenance") => {
+            check_typed::<nmo::crd::NodeMaintenance>(document)
+        }
         ("apps/v1", "Deployment") => check_typed::<Deployment>(document),
         ("rbac.authorization.k8s.io/v1", "ClusterRole") => check_typed::<ClusterRole>(document),
         ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => {
@@ -115,6 +123,9 @@ fn check_document(document: &Value) -> Result<(), String> {
         // Not Kubernetes API types (k8s-openapi has no struct for them): deliberately checked
         // only for what every object needs.
         ("cert-manager.io/v1", "Issuer" | "Certificate") => check_named(document),
+        // Checked further by tests/it/packaging (the alerts' expressions, the bundle's CSV).
+        ("monitoring.coreos.com/v1", "ServiceMonitor" | "PrometheusRule") => check_named(document),
+        ("operators.coreos.com/v1alpha1", "ClusterServiceVersion") => check_named(document),
         ("kustomize.config.k8s.io/v1alpha1", "Component") => Ok(()),
         _ => Err(format!(
             "no typed check for {api_version} {kind}: add one to this test"
@@ -159,30 +170,72 @@ fn a_misspelt_field_is_caught() {
     assert!(error.contains(".metadata.namspace"), "{error}");
 }
 
+/// What a kustomization.yaml names: its resources (files or directories) and its patch files.
+#[derive(Deserialize)]
+struct Kustomization {
+    #[serde(default)]
+    resources: Vec<String>,
+    #[serde(default)]
+    components: Vec<String>,
+    #[serde(default)]
+    patches: Vec<PatchRef>,
+}
+
+#[derive(Deserialize)]
+struct PatchRef {
+    path: Option<String>,
+}
+
 #[test]
 fn kustomization_lists_every_manifest_in_deploy() {
-    #[derive(Deserialize)]
-    struct Kustomization {
-        resources: Vec<String>,
-    }
+    // Every directory of deploy/ that has a kustomization.yaml names what it has: a YAML file
+    // left out would be forgotten by every entry point.
     let dir = deploy_dir();
-    let text = std::fs::read_to_string(dir.join("kustomization.yaml")).expect("readable");
-    let kustomization: Kustomization = serde_yaml::from_str(&text).expect("kustomization parses");
-    for resource in &kustomization.resources {
-        assert!(
-            dir.join(resource).exists(),
-            "kustomization names missing {resource}"
-        );
+    let mut kustomizations = Vec::new();
+    let mut pending = vec![dir.clone()];
+    while let Some(current) = pending.pop() {
+        if current.join("kustomization.yaml").exists() {
+            kustomizations.push(current.clone());
+        }
+        for entry in std::fs::read_dir(&current).expect("readable") {
+            let path = entry.expect("directory entry").path();
+            if path.is_dir() {
+                pending.push(path);
+            }
+        }
     }
-    let top_level: Vec<String> = manifest_files(&dir)
-        .iter()
-        .filter(|path| path.parent() == Some(dir.as_path()))
-        .filter_map(|path| path.file_name()?.to_str().map(str::to_string))
-        .collect();
-    for file in top_level {
-        assert!(
-            kustomization.resources.contains(&file),
-            "{file} is not in kustomization.yaml"
-        );
+    assert!(
+        kustomizations.len() >= 8,
+        "expected deploy/'s kustomizations, found {kustomizations:?}"
+    );
+    for here in &kustomizations {
+        let text = std::fs::read_to_string(here.join("kustomization.yaml")).expect("readable");
+        let kustomization: Kustomization =
+            serde_yaml::from_str(&text).expect("kustomization parses");
+        let named: Vec<&String> = kustomization
+            .resources
+            .iter()
+            .chain(&kustomization.components)
+            .chain(kustomization.patches.iter().filter_map(|p| p.path.as_ref()))
+            .collect();
+        for resource in &named {
+            assert!(
+                here.join(resource).exists(),
+                "{} names missing {resource}",
+                here.display()
+            );
+        }
+        let files: Vec<String> = manifest_files(here)
+            .iter()
+            .filter(|path| path.parent() == Some(here.as_path()))
+            .filter_map(|path| path.file_name()?.to_str().map(str::to_string))
+            .collect();
+        for file in files {
+            assert!(
+                named.contains(&&file),
+                "{file} is not in {}/kustomization.yaml",
+                here.display()
+            );
+        }
     }
 }

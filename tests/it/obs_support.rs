@@ -7,15 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::Utc;
-use nmo_actors::SupervisorMsg;
 use nmo_actors::config::Config;
-use nmo_actors::fake::{FakeCluster, MaintenanceChange};
+use nmo_actors::fake::{FakeCluster, Harness};
 use nmo_actors::model::Phase;
 use nmo_actors::observe::Observer;
-use nmo_actors::system::{ActorSystem, start};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
 
 pub const NODE: &str = "worker-1";
 pub const NS: &str = "app";
@@ -27,11 +24,9 @@ pub const PODS: [&str; 3] = ["web-0", "web-1", BLOCKED];
 /// How many refused evictions of the blocked pod the drain waits for before the budget opens.
 pub const REFUSALS: usize = 2;
 
-/// The actor system fed by a fake cluster's NodeMaintenance changes.
-pub struct FakeOperator {
-    system: Option<ActorSystem>,
-    feeder: JoinHandle<()>,
-}
+/// The actor system fed by a fake cluster's NodeMaintenance changes (the actors' own test
+/// harness, in real time).
+pub struct FakeOperator(Harness);
 
 impl FakeOperator {
     /// Starts the actors with short timers (real time: the tests talk TCP) and `observer`.
@@ -44,32 +39,12 @@ impl FakeOperator {
             observer,
             ..Config::default()
         };
-        let system = start(Arc::new(cluster.clone()), config).await.unwrap();
-        let mut changes = cluster.subscribe_maintenances();
-        let supervisor = system.supervisor.clone();
-        let feeder = tokio::spawn(async move {
-            while let Some(change) = changes.recv().await {
-                let msg = match change {
-                    MaintenanceChange::Upsert(nm) => SupervisorMsg::Upsert(nm),
-                    MaintenanceChange::Deleted(name) => SupervisorMsg::Deleted { name },
-                };
-                if supervisor.cast(msg).is_err() {
-                    return;
-                }
-            }
-        });
-        FakeOperator {
-            system: Some(system),
-            feeder,
-        }
+        FakeOperator(Harness::start(&cluster, config).await.unwrap())
     }
 
     /// Stops every actor (their spans end with them).
-    pub async fn stop(mut self) {
-        self.feeder.abort();
-        if let Some(system) = self.system.take() {
-            system.shutdown().await;
-        }
+    pub async fn stop(self) {
+        self.0.stop().await;
     }
 }
 
@@ -85,15 +60,11 @@ pub fn cluster_with_guarded_pod() -> FakeCluster {
 }
 
 /// Waits until `cond` holds; panics naming `what` after 10 s.
-pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+pub async fn eventually(what: &str, cond: impl FnMut() -> bool) {
+    assert!(
+        nmo_actors::fake::eventually(Duration::from_secs(10), cond).await,
+        "timed out waiting for {what}"
+    );
 }
 
 /// Evictions of the blocked pod attempted so far.

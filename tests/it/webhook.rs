@@ -1,6 +1,6 @@
 //! The admission webhook end to end: real AdmissionReviews over HTTPS (a throwaway CA made
 //! here), the webhook reading the test cluster (`support::TestEnv`, the simulator) through a
-//! real kube client, with the RBAC of deploy/rbac.yaml enforced on it.
+//! real kube client, with the RBAC of deploy/base/rbac.yaml enforced on it.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -42,11 +42,11 @@ struct Cluster {
 const WEBHOOK_AGENT: &str = OPERATOR_AGENT;
 
 /// A cluster with the CRD where nothing acts on its own (the objects keep the status the test
-/// gives them), deploy/rbac.yaml enforced for nmo, seeded with `cluster`; no operator.
+/// gives them), deploy/base/rbac.yaml enforced for nmo, seeded with `cluster`; no operator.
 async fn start_cluster(cluster: Cluster) -> TestEnv {
     let mut builder = TestEnv::builder()
         .static_cluster()
-        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml"))
+        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
         .without_operator();
     for object in cluster.nodes.into_iter().chain(cluster.maintenances) {
         builder = builder.object(object);

@@ -1,13 +1,24 @@
-//! What the status says at each step of a maintenance (pure; the actor writes it).
+//! What the status says at each step of a maintenance (pure; the status writer writes it).
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::PendingPod;
-use super::ops::InitialCounts;
-use crate::model::{MaintenanceStatus, PendingPodReason, Phase, PodRef, conditions};
-use crate::plan::{self, PodAction};
+use super::errors::DrainError;
+use super::pending::{PendingPod, PendingReason, PodReason};
+use crate::model::{MaintenanceStatus, Phase, PodRef, conditions};
+use crate::plan;
+
+/// Pod counts taken the first time a maintenance runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InitialCounts {
+    /// Every pod on the node.
+    pub total: i32,
+    /// Pods the drain removes.
+    pub eviction: i32,
+    /// Those pods.
+    pub pending: Vec<PodRef>,
+}
 
 /// First-time status: Running with the counts taken when maintenance began.
 pub(super) fn begin(status: &mut MaintenanceStatus, initial: &InitialCounts, now: DateTime<Utc>) {
@@ -87,13 +98,13 @@ pub(super) fn fail(status: &mut MaintenanceStatus, error: String, now: DateTime<
     status.last_error = Some(error);
 }
 
-/// Updates the drain fields from the pending pods; returns true when the node is drained (the
-/// status then says Succeeded).
+/// Updates the drain fields from the pending pods and what is known about each; returns true
+/// when the node is drained (the status then says Succeeded).
 pub(super) fn drain(
     status: &mut MaintenanceStatus,
     pending: &[PendingPod],
-    reasons: &BTreeMap<PodRef, PendingPodReason>,
-    errors: &[String],
+    reasons: &BTreeMap<PodRef, PodReason>,
+    errors: &[DrainError],
     now: DateTime<Utc>,
 ) -> bool {
     let running = status.phase == Some(Phase::Running);
@@ -123,43 +134,31 @@ pub(super) fn drain(
     );
     status.pending_pods = pending.iter().map(|p| p.pod.name.clone()).collect();
     status.pending_pods_refs = pending.iter().map(|p| p.pod.clone()).collect();
-    status.pending_pods_reasons = pending
+    let why: Vec<(&PodRef, PodReason)> = pending
         .iter()
-        .map(|PendingPod { pod, action, .. }| {
-            reasons
-                .get(pod)
+        .map(|p| {
+            let reason = reasons
+                .get(&p.pod)
                 .cloned()
-                .unwrap_or_else(|| PendingPodReason {
-                    namespace: pod.namespace.clone(),
-                    name: pod.name.clone(),
-                    reason: match action {
-                        PodAction::Wait => "Terminating",
-                        PodAction::Delete => "Deleting",
-                        _ => "Evicting",
-                    }
-                    .to_string(),
-                    pdb: None,
-                    message: String::new(),
-                })
+                .unwrap_or_else(|| PodReason::of_action(p.action));
+            (&p.pod, reason)
         })
         .collect();
-    let blocked = status
-        .pending_pods_reasons
+    status.pending_pods_reasons = why
         .iter()
-        .find(|r| r.reason == conditions::BLOCKED_BY_PDB);
-    let problem = status.pending_pods_reasons.iter().find(|r| {
-        !matches!(
-            r.reason.as_str(),
-            "Evicting" | "Evicted" | "Terminating" | "Deleting"
-        )
-    });
+        .map(|(pod, reason)| reason.to_status(pod))
+        .collect();
+    let blocked = why
+        .iter()
+        .find(|(_, r)| r.reason == PendingReason::BlockedByPdb);
+    let problem = why.iter().find(|(_, r)| !r.reason.is_progress());
     let (reason, message) = match blocked {
-        Some(b) => (
+        Some((pod, b)) => (
             conditions::BLOCKED_BY_PDB,
             format!(
                 "pod {}/{} is blocked by PodDisruptionBudget {}: {}",
-                b.namespace,
-                b.name,
+                pod.namespace,
+                pod.name,
                 b.pdb.as_deref().unwrap_or("(unknown)"),
                 b.message
             ),
@@ -170,11 +169,17 @@ pub(super) fn drain(
         ),
     };
     status.last_error = if !errors.is_empty() {
+        let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
         Some(errors.join("; "))
     } else if blocked.is_some() {
         Some(message.clone())
     } else {
-        problem.map(|p| format!("cannot evict pod {}/{}: {}", p.namespace, p.name, p.message))
+        problem.map(|(pod, p)| {
+            format!(
+                "cannot evict pod {}/{}: {}",
+                pod.namespace, pod.name, p.message
+            )
+        })
     };
     plan::set_condition(
         &mut status.conditions,
@@ -185,4 +190,107 @@ pub(super) fn drain(
         now,
     );
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::TimeZone;
+
+    use super::*;
+    use crate::eviction::EvictionReply;
+    use crate::plan::PodAction;
+    use crate::ports::ClusterError;
+
+    fn now() -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000, 0).single().unwrap()
+    }
+
+    fn pending(name: &str, action: PodAction) -> PendingPod {
+        PendingPod {
+            pod: PodRef {
+                namespace: "app".into(),
+                name: name.into(),
+            },
+            uid: format!("uid-{name}"),
+            action,
+            grace: None,
+        }
+    }
+
+    fn running(eviction_pods: i32) -> MaintenanceStatus {
+        MaintenanceStatus {
+            phase: Some(Phase::Running),
+            eviction_pods,
+            ..MaintenanceStatus::default()
+        }
+    }
+
+    #[test]
+    fn nothing_pending_is_success_and_clears_the_error() {
+        let mut status = running(2);
+        status.last_error = Some("old".into());
+        assert!(drain(&mut status, &[], &BTreeMap::new(), &[], now()));
+        assert_eq!(status.phase, Some(Phase::Succeeded));
+        assert_eq!(status.drain_progress, 100);
+        assert_eq!(status.last_error, None);
+    }
+
+    #[test]
+    fn a_blocked_pod_names_its_budget_in_last_error_and_the_condition() {
+        let mut status = running(2);
+        let pods = [
+            pending("web-0", PodAction::Evict),
+            pending("web-1", PodAction::Wait),
+        ];
+        let reasons = BTreeMap::from([(
+            pods[0].pod.clone(),
+            PodReason::of_reply(EvictionReply::Blocked {
+                pdb: Some("web".into()),
+                message: "needs 2".into(),
+            }),
+        )]);
+        assert!(!drain(&mut status, &pods, &reasons, &[], now()));
+        assert_eq!(status.drain_progress, 0);
+        assert_eq!(
+            status.last_error.as_deref(),
+            Some("pod app/web-0 is blocked by PodDisruptionBudget web: needs 2")
+        );
+        let reasons: Vec<&str> = status
+            .pending_pods_reasons
+            .iter()
+            .map(|r| r.reason.as_str())
+            .collect();
+        assert_eq!(reasons, ["BlockedByPodDisruptionBudget", "Terminating"]);
+        let drained = plan::condition(&status, conditions::DRAINED).unwrap();
+        assert_eq!(drained.reason, conditions::BLOCKED_BY_PDB);
+    }
+
+    #[test]
+    fn drain_errors_come_first_in_last_error() {
+        let mut status = running(1);
+        let pods = [pending("p", PodAction::Evict)];
+        let errors = [DrainError::ListPods(ClusterError::Transient("x".into()))];
+        assert!(!drain(&mut status, &pods, &BTreeMap::new(), &errors, now()));
+        assert_eq!(
+            status.last_error.as_deref(),
+            Some("cannot list pods: transient: x")
+        );
+        let drained = plan::condition(&status, conditions::DRAINED).unwrap();
+        assert_eq!(drained.message, "1 pods still on the node");
+    }
+
+    #[test]
+    fn a_problem_other_than_a_budget_is_named() {
+        let mut status = running(1);
+        let pods = [pending("p", PodAction::Evict)];
+        let reasons = BTreeMap::from([(
+            pods[0].pod.clone(),
+            PodReason::of_reply(EvictionReply::Failed("boom".into())),
+        )]);
+        drain(&mut status, &pods, &reasons, &[], now());
+        assert_eq!(
+            status.last_error.as_deref(),
+            Some("cannot evict pod app/p: boom")
+        );
+    }
 }

@@ -91,7 +91,7 @@ async fn kubectl_applies_a_crd_then_a_nodemaintenance() {
     cfg.timing.time_scale = 0.0;
     let sim = Simulator::start(cfg).await.unwrap();
     let Some(k) = Kubectl::new(&sim) else { return };
-    // The CRD nmo ships: deploy/crd.yaml is `nmo crd`'s output (a test checks that).
+    // The CRD nmo ships: deploy/base/crd.yaml is `nmo crd`'s output (a test checks that).
     let crd = crate::support::NM_CRD_PATH;
     let o = k.run(&["apply", "--dry-run=client", "-f", crd]).await;
     assert!(o.ok, "{o:?}");

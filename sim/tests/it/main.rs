@@ -9,6 +9,7 @@ mod hooks;
 mod kubectl;
 mod misc;
 mod patch;
+mod rbac;
 mod scale;
 mod support;
 mod watch;

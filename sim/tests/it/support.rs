@@ -10,12 +10,12 @@ use serde_json::Value;
 /// The NodeMaintenance CRD nmo ships (`nmo crd`'s output; a test of nmo fails when the file
 /// drifts from the Rust type), so the simulator is tested with what nmo really installs. Read
 /// from the file: the simulator does not depend on nmo.
-pub const NM_CRD_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/crd.yaml");
+pub const NM_CRD_PATH: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/base/crd.yaml");
 
 /// The NodeMaintenance CRD as JSON.
 pub fn nm_crd() -> Value {
-    let text = std::fs::read_to_string(NM_CRD_PATH).expect("deploy/crd.yaml is readable");
-    serde_yaml::from_str(&text).expect("deploy/crd.yaml is one YAML document")
+    let text = std::fs::read_to_string(NM_CRD_PATH).expect("deploy/base/crd.yaml is readable");
+    serde_yaml::from_str(&text).expect("deploy/base/crd.yaml is one YAML document")
 }
 
 /// Starts a simulator with the NodeMaintenance CRD, a scenario, and a fast clock.

@@ -1,17 +1,16 @@
 //! What maintenance left on a node, read from the simulator's store (no API request, so the
 //! demo's own looking does not count against nmo).
 
+use nmo_actors::config::defaults::LEASE_NAMESPACE;
+use nmo_actors::model::{DRAIN_TAINT_KEY, EXCLUDE_LABEL, UNSCHEDULABLE_TAINT_KEY};
+use nmo_actors::plan::lease_name;
 use serde::Serialize;
 use serde_json::Value;
 
 use nmo_sim::SimHandle;
 
 /// The taints nmo puts on a node in maintenance.
-const NMO_TAINTS: [&str; 2] = ["medik8s.io/drain", "node.kubernetes.io/unschedulable"];
-/// The label nmo puts on a node in maintenance.
-const EXCLUDE_LABEL: &str = "remediation.medik8s.io/exclude-from-remediation";
-/// Where nmo keeps its node leases (the demo runs nmo with the default).
-const LEASE_NAMESPACE: &str = "medik8s-leases";
+const NMO_TAINTS: [&str; 2] = [DRAIN_TAINT_KEY, UNSCHEDULABLE_TAINT_KEY];
 
 /// The maintenance marks on one node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -42,7 +41,7 @@ impl NodeMarks {
                     "coordination.k8s.io",
                     "leases",
                     LEASE_NAMESPACE,
-                    &format!("node-{node}"),
+                    &lease_name(node),
                 )
                 .is_some(),
         })

@@ -1,4 +1,4 @@
-//! deploy/rbac.yaml is enough for everything nmo does, and nmo uses all of it: the simulator
+//! deploy/base/rbac.yaml is enough for everything nmo does, and nmo uses all of it: the simulator
 //! enforces the ClusterRole for nmo's service account and answers 403 like a real server.
 
 use std::collections::BTreeSet;
@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use nmo_sim::Scenario;
 
-use crate::support::{OPERATOR_USER, TestEnv, eventually, test_options};
+use crate::support::{OPERATOR_NAMESPACE, OPERATOR_USER, TestEnv, eventually, test_options};
 
-/// The (group, resource, verb) grants of deploy/rbac.yaml, subresources as `pods/eviction`.
+/// The (group, resource, verb) grants of deploy/base/rbac.yaml, subresources as `pods/eviction`.
 fn granted() -> BTreeSet<(String, String, String)> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml");
-    let text = std::fs::read_to_string(path).expect("deploy/rbac.yaml is readable");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml");
+    let text = std::fs::read_to_string(path).expect("deploy/base/rbac.yaml is readable");
     let mut grants = BTreeSet::new();
     for document in serde_yaml::Deserializer::from_str(&text) {
         let value: serde_json::Value = serde::Deserialize::deserialize(document).expect("YAML");
@@ -45,7 +45,9 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used() {
     };
     let mut env = TestEnv::builder()
         .scenario(Scenario::new(3, 8))
-        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/rbac.yaml"))
+        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+        // The install creates nmo's namespace (deploy/base/namespace.yaml) before nmo runs.
+        .namespace(OPERATOR_NAMESPACE)
         .operator_options(options)
         .start()
         .await;
@@ -104,6 +106,6 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used() {
         .collect();
     assert!(
         unused.is_empty(),
-        "granted but never used (drop them from deploy/rbac.yaml): {unused:?}"
+        "granted but never used (drop them from deploy/base/rbac.yaml): {unused:?}"
     );
 }

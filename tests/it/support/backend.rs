@@ -17,6 +17,9 @@ pub const OPERATOR_AGENT: &str = "nmo-operator";
 pub const ADMIN_AGENT: &str = "nmo-test";
 /// The user nmo runs as when RBAC is enforced: the service account of `deploy/`.
 pub const OPERATOR_USER: &str = "system:serviceaccount:nmo-system:nmo";
+/// Where nmo runs when RBAC is enforced (its pod's namespace), so where it elects its leader:
+/// the leader-election Role of deploy/base/rbac.yaml holds only there.
+pub const OPERATOR_NAMESPACE: &str = "nmo-system";
 const OPERATOR_TOKEN: &str = "operator-token";
 const ADMIN_TOKEN: &str = "admin-token";
 const ADMIN_USER: &str = "admin";
@@ -26,8 +29,9 @@ const ADMIN_USER: &str = "admin";
 pub struct ClusterSpec {
     /// Nodes and workloads to start with.
     pub scenario: Option<Scenario>,
-    /// ClusterRole manifests whose rules bind nmo's service account; nmo runs with exactly
-    /// these rights (and the admin with every right). `None`: nmo may do anything.
+    /// RBAC manifests (roles and their bindings) for nmo's service account; nmo runs with
+    /// exactly these rights, in its namespace [`OPERATOR_NAMESPACE`] as in its pod (the admin
+    /// keeps every right). `None`: nmo may do anything, in `default`.
     pub rbac: Option<PathBuf>,
     /// Nothing acts in the cluster on its own: no kubelet, no controllers, so objects keep the
     /// status they are given (what a bare kube-apiserver is anyway).
@@ -77,9 +81,12 @@ impl Backend {
         let admin = sim
             .kube_config_with(&identity(ADMIN_AGENT, ADMIN_TOKEN))
             .expect("a client configuration for the admin");
-        let operator = sim
+        let mut operator = sim
             .kube_config_with(&identity(OPERATOR_AGENT, OPERATOR_TOKEN))
             .expect("a client configuration for nmo");
+        if tokens {
+            operator.default_namespace = OPERATOR_NAMESPACE.into();
+        }
         Started {
             backend: Backend::Sim(sim),
             admin,

@@ -149,8 +149,8 @@ impl TestEnvBuilder {
         self
     }
 
-    /// nmo runs as its service account with the rules of the ClusterRole manifests at `path`
-    /// (e.g. deploy/rbac.yaml) enforced; the admin may still do anything.
+    /// nmo runs as its service account, in its namespace, with the RBAC manifests at `path`
+    /// (e.g. deploy/base/rbac.yaml) enforced; the admin may still do anything.
     pub fn rbac(mut self, path: PathBuf) -> Self {
         self.cluster.rbac = Some(path);
         self

@@ -20,7 +20,7 @@ mod objects;
 mod operator;
 mod waits;
 
-pub use backend::{OPERATOR_AGENT, OPERATOR_USER};
+pub use backend::{OPERATOR_AGENT, OPERATOR_NAMESPACE, OPERATOR_USER};
 pub use env::{TestEnv, TestEnvBuilder};
 pub use nmo_sim::testing::eventually;
 pub use objects::taint_keys;

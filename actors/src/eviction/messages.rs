@@ -1,80 +1,9 @@
-//! The messages of the three actors.
+//! The eviction actor's messages, and what it reports back to an asker.
 
-use ractor::RpcReplyPort;
+use ractor::{DerivedActorRef, RpcReplyPort};
 
-use crate::model::{Maintenance, NodeState, PodInfo, PodRef};
-use crate::node::OpResult;
-use crate::ports::ClusterError;
-
-/// Messages to the supervisor. The controller sends `Upsert` for every NodeMaintenance it sees
-/// (create, change, relist) and `Deleted` when one is gone from the API.
-#[derive(Debug)]
-pub enum SupervisorMsg {
-    /// The current state of a NodeMaintenance (created, changed, or seen again in a relist).
-    Upsert(Box<Maintenance>),
-    /// The NodeMaintenance no longer exists in the API.
-    Deleted {
-        /// `metadata.name`.
-        name: String,
-    },
-    /// Names of the NodeMaintenances that have a live node actor (introspection, tests).
-    Active(RpcReplyPort<Vec<String>>),
-    /// Internal: respawn the node actor of this NodeMaintenance after a crash.
-    Respawn(String),
-}
-
-/// Which watch of a node actor ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WatchKind {
-    /// The Node watch.
-    Node,
-    /// The node's pods watch.
-    Pods,
-}
-
-/// Messages to a node actor.
-#[derive(Debug)]
-pub enum NodeMsg {
-    /// The NodeMaintenance changed (from the supervisor).
-    Update(Box<Maintenance>),
-    /// Retry timer: re-check whatever is unfinished.
-    Tick,
-    /// A deferred status write is due (progress writes are coalesced, see
-    /// `Config::status_coalesce`).
-    FlushStatus,
-    /// Lease renewal timer.
-    RenewLease,
-    /// The Node changed (None = it does not exist).
-    NodeChanged(Option<NodeState>),
-    /// The node's pods changed (complete list).
-    PodsChanged(Vec<PodInfo>),
-    /// A watch stream ended; re-subscribe later.
-    WatchEnded(WatchKind),
-    /// Internal: re-subscribe a watch.
-    Resubscribe(WatchKind),
-    /// Internal: a spawned operation finished.
-    Op(OpResult),
-    /// Internal: the status write finished (with the status written).
-    StatusWritten(Result<crate::model::MaintenanceStatus, ClusterError>),
-    /// Internal: a lease renewal finished.
-    LeaseRenewed(Result<crate::model::Lease, LeaseProblem>),
-    /// An eviction outcome from the eviction actor.
-    Eviction(EvictionReport),
-}
-
-/// Why taking or keeping the lease failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LeaseProblem {
-    /// Someone else holds a valid lease.
-    HeldByOther {
-        /// Their holder identity.
-        holder: String,
-        /// When their lease expires, if known.
-        until: Option<chrono::DateTime<chrono::Utc>>,
-    },
-    /// The API call failed.
-    Api(ClusterError),
-}
+use crate::model::PodRef;
+use crate::ports::{ClusterError, EvictionOutcome};
 
 /// Messages to the eviction actor.
 #[derive(Debug)]
@@ -95,7 +24,7 @@ pub enum EvictionMsg {
         /// The pod.
         pod: PodRef,
         /// What the API said.
-        result: Result<crate::ports::EvictionOutcome, ClusterError>,
+        result: Result<EvictionOutcome, ClusterError>,
     },
     /// Counters (introspection, tests).
     Stats(RpcReplyPort<EvictionStats>),
@@ -111,7 +40,7 @@ pub struct EvictionRequest {
     /// NodeMaintenance name of the asker (for cancellation).
     pub maintenance: String,
     /// Who gets the outcome.
-    pub reply_to: ractor::ActorRef<NodeMsg>,
+    pub reply_to: DerivedActorRef<EvictionReport>,
     /// The asking drain's span: each eviction call's span is its child, so a maintenance reads
     /// as one trace (set explicitly: ractor's message span propagation would use whatever span
     /// the sender happened to be in).
@@ -151,6 +80,14 @@ pub enum EvictionReply {
     Refused,
     /// The API call failed.
     Failed(String),
+}
+
+impl EvictionReply {
+    /// True when the eviction actor no longer holds the request (every reply but `Blocked`):
+    /// the asker asks again if the pod is still there.
+    pub fn is_final(&self) -> bool {
+        !matches!(self, EvictionReply::Blocked { .. })
+    }
 }
 
 /// Counters of the eviction actor.

@@ -1,0 +1,264 @@
+//! Per-PodDisruptionBudget gates (pure; time is passed in). After a 429 naming a budget, the
+//! pods behind it are parked and the budget is probed with ONE eviction once its backoff
+//! elapsed; an accepted probe lets the next pod go at once, one at a time. A tight budget so
+//! costs one call per backoff step, not one per pod.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::model::PodRef;
+
+/// The gate of a budget: `<namespace>/<pdb>`, or `<namespace>/<unknown-pdb>` when the API did
+/// not name the budget (the namespace's refusals then share one backoff).
+pub(super) fn gate_key(pod: &PodRef, pdb: Option<&str>) -> String {
+    match pdb {
+        Some(name) => format!("{}/{}", pod.namespace, name),
+        None => format!("{}/<unknown-pdb>", pod.namespace),
+    }
+}
+
+/// Backoff state of one budget.
+#[derive(Debug, Default)]
+struct Gate {
+    failures: u32,
+    open_at: Option<Instant>,
+    /// A probe for this gate is queued or in flight.
+    probing: bool,
+    parked: VecDeque<PodRef>,
+}
+
+impl Gate {
+    /// A new request behind this gate waits with the parked ones.
+    fn holds_back(&self) -> bool {
+        self.open_at.is_some() || self.probing
+    }
+}
+
+/// What an accepted eviction does to the gate of the budget that refused the pod before.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Accepted {
+    /// The pod was never refused (or its gate is gone): nothing.
+    NoGate,
+    /// Nothing waits behind the budget any more: its gate is gone.
+    Released(String),
+    /// Pods wait behind the budget: its backoff is reset and the next one goes at once (see
+    /// [`Gates::open`]).
+    Reopened(String),
+}
+
+/// Every budget's gate, and which gate each refused pod sits behind.
+#[derive(Debug, Default)]
+pub(super) struct Gates {
+    gates: HashMap<String, Gate>,
+    pod_gate: HashMap<PodRef, String>,
+}
+
+impl Gates {
+    /// Parks `pod` if a budget refused it before and its gate is still closed or probing: true
+    /// when parked (the request waits with the others).
+    pub(super) fn park_if_closed(&mut self, pod: &PodRef) -> bool {
+        let gate = self
+            .pod_gate
+            .get(pod)
+            .and_then(|key| self.gates.get_mut(key))
+            .filter(|gate| gate.holds_back());
+        match gate {
+            Some(gate) => {
+                gate.parked.push_back(pod.clone());
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A budget refused `pod`: closes its gate for `backoff(failures so far)`. Returns the
+    /// gate, and the backoff when newly chosen: refusals of calls that were already in flight
+    /// when the gate closed do not lengthen it (the budget failed once, not once per pod).
+    pub(super) fn refused(
+        &mut self,
+        pod: &PodRef,
+        pdb: Option<&str>,
+        now: Instant,
+        backoff: impl FnOnce(u32) -> Duration,
+    ) -> (String, Option<Duration>) {
+        let key = gate_key(pod, pdb);
+        self.pod_gate.insert(pod.clone(), key.clone());
+        let gate = self.gates.entry(key.clone()).or_default();
+        let already_closed = gate.open_at.is_some_and(|at| at > now);
+        if already_closed && !gate.probing {
+            return (key, None);
+        }
+        gate.probing = false;
+        gate.failures = gate.failures.saturating_add(1);
+        let delay = backoff(gate.failures);
+        gate.open_at = Some(now + delay);
+        (key, Some(delay))
+    }
+
+    /// Parks a refused request behind gate `key`.
+    pub(super) fn park(&mut self, key: &str, pod: PodRef) {
+        if let Some(gate) = self.gates.get_mut(key) {
+            gate.parked.push_back(pod);
+        }
+    }
+
+    /// Gate `key` may open (its backoff elapsed, or its budget accepted): the one pod to probe
+    /// the budget with, taken from the parked ones for which `still_parked` holds (the rest
+    /// stay parked until the probe is accepted). None while the backoff runs or a probe is out.
+    pub(super) fn open(
+        &mut self,
+        key: &str,
+        now: Instant,
+        mut still_parked: impl FnMut(&PodRef) -> bool,
+    ) -> Option<PodRef> {
+        let gate = self.gates.get_mut(key)?;
+        if gate.open_at.is_some_and(|at| at > now) || gate.probing {
+            return None;
+        }
+        let mut probe = None;
+        while let Some(pod) = gate.parked.pop_front() {
+            if still_parked(&pod) {
+                gate.probing = true;
+                probe = Some(pod);
+                break;
+            }
+        }
+        if !gate.probing && gate.parked.is_empty() {
+            // Nothing waits behind this budget any more; forget its backoff only once a call
+            // succeeds (a new request for a known pod would otherwise hammer it again).
+            gate.open_at = None;
+        }
+        probe
+    }
+
+    /// `pod` was evicted (or is gone). If a budget refused it before, that budget accepts
+    /// again: its parked pods go on one at a time, the next at once with the backoff reset.
+    /// Releasing them all together would earn a 429 for every pod but one whenever the budget
+    /// allows a single disruption, the usual `maxUnavailable: 1`.
+    pub(super) fn accepted(&mut self, pod: &PodRef) -> Accepted {
+        let Some(key) = self.pod_gate.remove(pod) else {
+            return Accepted::NoGate;
+        };
+        let Some(gate) = self.gates.get_mut(&key) else {
+            return Accepted::NoGate;
+        };
+        if gate.parked.is_empty() {
+            self.gates.remove(&key);
+            return Accepted::Released(key);
+        }
+        gate.failures = 0;
+        gate.open_at = None;
+        gate.probing = false;
+        Accepted::Reopened(key)
+    }
+
+    /// Keeps only the parked pods for which `keep` holds (the rest were cancelled).
+    pub(super) fn retain_parked(&mut self, mut keep: impl FnMut(&PodRef) -> bool) {
+        for gate in self.gates.values_mut() {
+            gate.parked.retain(&mut keep);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str) -> PodRef {
+        PodRef {
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    fn secs(failures: u32) -> Duration {
+        Duration::from_secs(u64::from(failures))
+    }
+
+    #[test]
+    fn gate_key_names_the_budget_or_the_namespace() {
+        let pod = pod("p");
+        assert_eq!(gate_key(&pod, Some("web")), "ns/web");
+        assert_eq!(gate_key(&pod, None), "ns/<unknown-pdb>");
+    }
+
+    #[test]
+    fn a_refusal_closes_the_gate_once_per_backoff() {
+        let now = Instant::now();
+        let mut gates = Gates::default();
+        let (key, delay) = gates.refused(&pod("a"), Some("web"), now, secs);
+        assert_eq!((key.as_str(), delay), ("ns/web", Some(secs(1))));
+        // Another call that was in flight when the gate closed: same backoff.
+        let (_, delay) = gates.refused(&pod("b"), Some("web"), now, secs);
+        assert_eq!(delay, None);
+        // A new request for a refused pod waits behind the closed gate.
+        assert!(gates.park_if_closed(&pod("a")));
+        assert!(!gates.park_if_closed(&pod("unknown")));
+    }
+
+    #[test]
+    fn an_open_gate_sends_one_probe_and_a_refused_probe_backs_off_longer() {
+        let now = Instant::now();
+        let mut gates = Gates::default();
+        let (key, _) = gates.refused(&pod("a"), Some("web"), now, secs);
+        gates.park(&key, pod("a"));
+        gates.park(&key, pod("b"));
+        assert_eq!(gates.open(&key, now, |_| true), None, "backoff running");
+        let later = now + secs(1);
+        assert_eq!(gates.open(&key, later, |_| true), Some(pod("a")));
+        assert_eq!(gates.open(&key, later, |_| true), None, "probe out");
+        let (_, delay) = gates.refused(&pod("a"), Some("web"), later, secs);
+        assert_eq!(delay, Some(secs(2)));
+    }
+
+    #[test]
+    fn cancelled_pods_are_skipped_when_choosing_the_probe() {
+        let now = Instant::now();
+        let mut gates = Gates::default();
+        let (key, _) = gates.refused(&pod("a"), None, now, |_| Duration::ZERO);
+        gates.park(&key, pod("a"));
+        gates.park(&key, pod("b"));
+        assert_eq!(gates.open(&key, now, |p| p.name != "a"), Some(pod("b")));
+    }
+
+    #[test]
+    fn an_accepted_probe_reopens_the_gate_for_the_next_pod_only() {
+        let now = Instant::now();
+        let mut gates = Gates::default();
+        let (key, _) = gates.refused(&pod("a"), Some("web"), now, secs);
+        gates.park(&key, pod("a"));
+        gates.park(&key, pod("b"));
+        gates.park(&key, pod("c"));
+        let later = now + secs(1);
+        let probe = gates.open(&key, later, |_| true);
+        assert_eq!(probe, Some(pod("a")));
+        assert_eq!(gates.accepted(&pod("a")), Accepted::Reopened(key.clone()));
+        assert_eq!(gates.open(&key, later, |_| true), Some(pod("b")));
+        assert_eq!(gates.open(&key, later, |_| true), None, "one at a time");
+    }
+
+    #[test]
+    fn a_budget_with_nothing_parked_is_released_when_it_accepts() {
+        let now = Instant::now();
+        let mut gates = Gates::default();
+        gates.refused(&pod("a"), Some("web"), now, secs);
+        assert_eq!(
+            gates.accepted(&pod("a")),
+            Accepted::Released("ns/web".into())
+        );
+        assert!(!gates.park_if_closed(&pod("a")));
+        assert_eq!(gates.accepted(&pod("a")), Accepted::NoGate);
+    }
+
+    #[test]
+    fn retain_parked_forgets_cancelled_pods() {
+        let now = Instant::now();
+        let mut gates = Gates::default();
+        let (key, _) = gates.refused(&pod("a"), None, now, |_| Duration::ZERO);
+        gates.park(&key, pod("a"));
+        gates.retain_parked(|_| false);
+        assert_eq!(gates.open(&key, now, |_| true), None);
+    }
+}

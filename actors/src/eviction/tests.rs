@@ -1,0 +1,82 @@
+//! The eviction actor on its own, against the fake cluster.
+
+use ractor::Actor;
+use tokio::sync::mpsc;
+
+use super::*;
+use crate::fake::{FakeCluster, paused_config};
+
+/// Hands every report it gets to a channel.
+struct Collector;
+
+impl Actor for Collector {
+    type Msg = EvictionReport;
+    type State = mpsc::UnboundedSender<EvictionReport>;
+    type Arguments = mpsc::UnboundedSender<EvictionReport>;
+
+    async fn pre_start(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        reports: Self::Arguments,
+    ) -> Result<Self::State, ActorProcessingErr> {
+        Ok(reports)
+    }
+
+    async fn handle(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        report: EvictionReport,
+        reports: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        let _ = reports.send(report);
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_made_again_while_its_cancelled_call_is_out_is_answered() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let config = Config {
+        eviction_max_in_flight: 1,
+        ..paused_config()
+    };
+    let (evictor, _) = Actor::spawn(
+        None,
+        EvictionActor,
+        EvictionArgs {
+            cluster: Arc::new(cluster.clone()),
+            config: Arc::new(config),
+        },
+    )
+    .await
+    .unwrap();
+    let (reports, mut received) = mpsc::unbounded_channel();
+    let (collector, _) = Actor::spawn(None, Collector, reports).await.unwrap();
+    let request = || EvictionRequest {
+        pod: PodRef {
+            namespace: "app".into(),
+            name: "n1-p0".into(),
+        },
+        grace_period_seconds: None,
+        maintenance: "nm1".into(),
+        reply_to: collector.get_derived(),
+        span: tracing::Span::none(),
+    };
+    // E.g. a node actor restarted while its eviction call was out: the old actor's
+    // requests are cancelled, the new one asks again before the call returns.
+    evictor.cast(EvictionMsg::Evict(request())).unwrap();
+    evictor
+        .cast(EvictionMsg::Cancel {
+            maintenance: "nm1".into(),
+        })
+        .unwrap();
+    evictor.cast(EvictionMsg::Evict(request())).unwrap();
+    let report = tokio::time::timeout(Duration::from_secs(60), received.recv())
+        .await
+        .expect("the request made again is answered")
+        .unwrap();
+    assert_eq!(report.reply, EvictionReply::Done);
+    assert_eq!(cluster.count_calls("evict_pod app/n1-p0"), 2);
+    evictor.stop(None);
+    collector.stop(None);
+}

@@ -1,0 +1,365 @@
+//! The in-memory cluster's objects, its setup and what tests read back.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+
+use crate::model::{
+    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodeState, PodInfo, PodRef,
+};
+use crate::ports::{ClusterError, EvictionOutcome};
+
+/// A change of a NodeMaintenance, as the controller's watch reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MaintenanceChange {
+    /// Created or changed.
+    Upsert(Box<Maintenance>),
+    /// Gone.
+    Deleted(String),
+}
+
+/// A PodDisruptionBudget simulation: refuses evictions of its pods while `allowed` is 0.
+#[derive(Debug, Clone)]
+pub(super) struct Pdb {
+    pub(super) name: String,
+    pub(super) namespace: String,
+    pub(super) pods: HashSet<String>,
+    pub(super) allowed: u32,
+}
+
+#[derive(Default)]
+pub(super) struct Inner {
+    pub(super) nodes: BTreeMap<String, NodeState>,
+    /// Pods by node name.
+    pub(super) pods: BTreeMap<String, Vec<PodInfo>>,
+    pub(super) leases: BTreeMap<(String, String), Lease>,
+    pub(super) lease_owners: BTreeMap<(String, String), NodeOwner>,
+    pub(super) namespaces: HashSet<String>,
+    pub(super) maintenances: BTreeMap<String, Maintenance>,
+    pub(super) daemonsets: HashSet<(String, String)>,
+    pub(super) events: Vec<Event>,
+    pub(super) calls: Vec<String>,
+    pub(super) errors: HashMap<String, VecDeque<ClusterError>>,
+    pub(super) evictions: HashMap<PodRef, VecDeque<EvictionOutcome>>,
+    pub(super) pdbs: Vec<Pdb>,
+    /// Evicted pods are removed at once unless this is set (then they only become terminating).
+    pub(super) evicted_pods_linger: bool,
+    pub(super) version: u64,
+    pub(super) node_watchers: Vec<(String, mpsc::UnboundedSender<Option<NodeState>>)>,
+    pub(super) pod_watchers: Vec<(String, mpsc::UnboundedSender<Vec<PodInfo>>)>,
+    pub(super) nm_watchers: Vec<mpsc::UnboundedSender<MaintenanceChange>>,
+}
+
+impl Inner {
+    pub(super) fn next_version(&mut self) -> String {
+        self.version += 1;
+        self.version.to_string()
+    }
+
+    pub(super) fn take_error(&mut self, op: &str) -> Option<ClusterError> {
+        self.errors.get_mut(op).and_then(VecDeque::pop_front)
+    }
+
+    pub(super) fn notify_node(&mut self, name: &str) {
+        let snapshot = self.nodes.get(name).cloned();
+        self.node_watchers
+            .retain(|(n, tx)| n != name || tx.send(snapshot.clone()).is_ok());
+    }
+
+    pub(super) fn notify_pods(&mut self, node: &str) {
+        let snapshot = self.pods.get(node).cloned().unwrap_or_default();
+        self.pod_watchers
+            .retain(|(n, tx)| n != node || tx.send(snapshot.clone()).is_ok());
+    }
+
+    pub(super) fn notify_nm(&mut self, change: MaintenanceChange) {
+        self.nm_watchers
+            .retain(|tx| tx.send(change.clone()).is_ok());
+    }
+
+    pub(super) fn touch_nm(&mut self, name: &str) {
+        let version = self.next_version();
+        let Some(nm) = self.maintenances.get_mut(name) else {
+            return;
+        };
+        nm.resource_version = version;
+        if nm.deleting && nm.finalizers.is_empty() {
+            self.maintenances.remove(name);
+            self.notify_nm(MaintenanceChange::Deleted(name.to_string()));
+        } else {
+            let nm = nm.clone();
+            self.notify_nm(MaintenanceChange::Upsert(Box::new(nm)));
+        }
+    }
+
+    pub(super) fn find_pod(&self, namespace: &str, name: &str) -> Option<(String, usize)> {
+        self.pods.iter().find_map(|(node, pods)| {
+            pods.iter()
+                .position(|p| p.namespace == namespace && p.name == name)
+                .map(|i| (node.clone(), i))
+        })
+    }
+
+    pub(super) fn remove_pod(&mut self, namespace: &str, name: &str) -> bool {
+        let Some((node, index)) = self.find_pod(namespace, name) else {
+            return false;
+        };
+        if let Some(pods) = self.pods.get_mut(&node) {
+            pods.remove(index);
+        }
+        self.notify_pods(&node);
+        true
+    }
+}
+
+/// The in-memory cluster. Cheap to clone (shared state).
+#[derive(Clone, Default)]
+pub struct FakeCluster {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl FakeCluster {
+    /// An empty cluster.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panicking test thread may poison the lock; the data is still usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn record(&self, call: String) -> MutexGuard<'_, Inner> {
+        let mut inner = self.lock();
+        inner.calls.push(call);
+        inner
+    }
+
+    // --- setup --------------------------------------------------------------------------------
+
+    /// Adds or replaces a node (see [`NodeState::test`]).
+    pub fn add_node(&self, name: &str) {
+        self.set_node(NodeState::test(name));
+    }
+
+    /// Replaces a node's state (e.g. someone uncordons it).
+    pub fn set_node(&self, node: NodeState) {
+        let mut inner = self.lock();
+        let name = node.name.clone();
+        let version = inner.next_version();
+        inner.nodes.insert(
+            name.clone(),
+            NodeState {
+                resource_version: version,
+                ..node
+            },
+        );
+        inner.notify_node(&name);
+    }
+
+    /// A node's state.
+    pub fn node(&self, name: &str) -> Option<NodeState> {
+        self.lock().nodes.get(name).cloned()
+    }
+
+    /// Adds a running pod on a node, controlled by a ReplicaSet (see [`PodInfo::test`]).
+    pub fn add_pod(&self, node: &str, namespace: &str, name: &str) {
+        self.add_pod_info(node, PodInfo::test(namespace, name));
+    }
+
+    /// Adds a pod on a node.
+    pub fn add_pod_info(&self, node: &str, pod: PodInfo) {
+        let mut inner = self.lock();
+        inner.pods.entry(node.to_string()).or_default().push(pod);
+        inner.notify_pods(node);
+    }
+
+    /// Removes a pod (as if its controller or kubelet removed it).
+    pub fn remove_pod(&self, namespace: &str, name: &str) -> bool {
+        self.lock().remove_pod(namespace, name)
+    }
+
+    /// Pods on a node.
+    pub fn pods(&self, node: &str) -> Vec<PodInfo> {
+        self.lock().pods.get(node).cloned().unwrap_or_default()
+    }
+
+    /// Declares a DaemonSet as existing.
+    pub fn add_daemonset(&self, namespace: &str, name: &str) {
+        self.lock()
+            .daemonsets
+            .insert((namespace.to_string(), name.to_string()));
+    }
+
+    /// Adds a PodDisruptionBudget covering `pods` (names in `namespace`) allowing `allowed`
+    /// disruptions; each eviction consumes one.
+    pub fn add_pdb(&self, namespace: &str, name: &str, pods: &[&str], allowed: u32) {
+        self.lock().pdbs.push(Pdb {
+            name: name.to_string(),
+            namespace: namespace.to_string(),
+            pods: pods.iter().map(|p| p.to_string()).collect(),
+            allowed,
+        });
+    }
+
+    /// Sets how many disruptions a budget allows now.
+    pub fn set_pdb_allowed(&self, namespace: &str, name: &str, allowed: u32) {
+        let mut inner = self.lock();
+        for pdb in inner
+            .pdbs
+            .iter_mut()
+            .filter(|p| p.namespace == namespace && p.name == name)
+        {
+            pdb.allowed = allowed;
+        }
+    }
+
+    /// Scripts the next outcomes of evicting one pod (used before the PDB simulation).
+    pub fn script_evictions(&self, namespace: &str, name: &str, outcomes: Vec<EvictionOutcome>) {
+        self.lock().evictions.insert(
+            PodRef {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            },
+            outcomes.into(),
+        );
+    }
+
+    /// Makes the next calls of `op` (a `Cluster` method name) fail with these errors.
+    pub fn fail_next(&self, op: &str, errors: Vec<ClusterError>) {
+        self.lock()
+            .errors
+            .entry(op.to_string())
+            .or_default()
+            .extend(errors);
+    }
+
+    /// Evicted pods only become terminating instead of disappearing at once.
+    pub fn set_evicted_pods_linger(&self, linger: bool) {
+        self.lock().evicted_pods_linger = linger;
+    }
+
+    /// Puts a lease in place (e.g. held by another operator).
+    pub fn put_lease(&self, lease: Lease) {
+        let mut inner = self.lock();
+        let version = inner.next_version();
+        inner.namespaces.insert(lease.namespace.clone());
+        inner.leases.insert(
+            (lease.namespace.clone(), lease.name.clone()),
+            Lease {
+                resource_version: version,
+                ..lease
+            },
+        );
+    }
+
+    /// A lease.
+    pub fn lease(&self, namespace: &str, name: &str) -> Option<Lease> {
+        self.lock()
+            .leases
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// The owner recorded when a lease was created.
+    pub fn lease_owner(&self, namespace: &str, name: &str) -> Option<NodeOwner> {
+        self.lock()
+            .lease_owners
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Creates a NodeMaintenance (no status, no finalizer).
+    pub fn create_maintenance(
+        &self,
+        name: &str,
+        node: &str,
+        created: DateTime<Utc>,
+    ) -> Maintenance {
+        self.create(Maintenance::test(name).on(node).created_at(created))
+    }
+
+    /// Creates a NodeMaintenance as given (its resourceVersion assigned), as `kubectl create`
+    /// would; returns it as stored.
+    pub fn create(&self, nm: Maintenance) -> Maintenance {
+        let mut inner = self.lock();
+        let version = inner.next_version();
+        let nm = Maintenance {
+            resource_version: version,
+            ..nm
+        };
+        inner.maintenances.insert(nm.name.clone(), nm.clone());
+        inner.notify_nm(MaintenanceChange::Upsert(Box::new(nm.clone())));
+        nm
+    }
+
+    /// Puts a NodeMaintenance as-is (e.g. with a status from before a crash).
+    pub fn put_maintenance(&self, nm: Maintenance) {
+        let mut inner = self.lock();
+        let name = nm.name.clone();
+        inner.maintenances.insert(name.clone(), nm);
+        inner.touch_nm(&name);
+    }
+
+    /// Deletes a NodeMaintenance: sets deletionTimestamp, or removes it without finalizers.
+    pub fn delete_maintenance(&self, name: &str) {
+        let mut inner = self.lock();
+        if let Some(nm) = inner.maintenances.get_mut(name) {
+            nm.deleting = true;
+        }
+        inner.touch_nm(name);
+    }
+
+    /// A NodeMaintenance.
+    pub fn maintenance(&self, name: &str) -> Option<Maintenance> {
+        self.lock().maintenances.get(name).cloned()
+    }
+
+    /// The status of a NodeMaintenance (default if none).
+    pub fn status(&self, name: &str) -> MaintenanceStatus {
+        self.maintenance(name)
+            .and_then(|nm| nm.status)
+            .unwrap_or_default()
+    }
+
+    /// Every NodeMaintenance change from now on.
+    pub fn subscribe_maintenances(&self) -> mpsc::UnboundedReceiver<MaintenanceChange> {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let mut inner = self.lock();
+        for nm in inner.maintenances.values() {
+            let _ = tx.send(MaintenanceChange::Upsert(Box::new(nm.clone())));
+        }
+        inner.nm_watchers.push(tx);
+        rx
+    }
+
+    /// Events emitted so far.
+    pub fn events(&self) -> Vec<Event> {
+        self.lock().events.clone()
+    }
+
+    /// Reasons of events emitted so far, in order.
+    pub fn event_reasons(&self) -> Vec<String> {
+        self.lock()
+            .events
+            .iter()
+            .map(|e| e.reason.clone())
+            .collect()
+    }
+
+    /// Every call so far, as `"<method> <args>"`.
+    pub fn calls(&self) -> Vec<String> {
+        self.lock().calls.clone()
+    }
+
+    /// How many calls start with `prefix` (e.g. `"evict_pod"`, `"evict_pod ns/p1"`).
+    pub fn count_calls(&self, prefix: &str) -> usize {
+        self.lock()
+            .calls
+            .iter()
+            .filter(|c| c.starts_with(prefix))
+            .count()
+    }
+}

@@ -1,0 +1,328 @@
+//! `impl Cluster for FakeCluster`: every call is recorded, a scripted error is returned first,
+//! then the in-memory objects are read or changed the way the API server would.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::{self, BoxStream, StreamExt};
+use tokio::sync::mpsc;
+
+use super::cluster::{FakeCluster, Pdb};
+use crate::model::{
+    Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
+    PodInfo, PodRef,
+};
+use crate::ports::{Cluster, ClusterError, EvictionOutcome};
+
+fn snapshots<T: Send + 'static>(
+    initial: T,
+    rx: mpsc::UnboundedReceiver<T>,
+) -> BoxStream<'static, T> {
+    let rest = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) });
+    stream::once(async move { initial }).chain(rest).boxed()
+}
+
+#[async_trait]
+impl Cluster for FakeCluster {
+    async fn get_maintenance(&self, name: &str) -> Result<Option<Maintenance>, ClusterError> {
+        let mut inner = self.record(format!("get_maintenance {name}"));
+        if let Some(err) = inner.take_error("get_maintenance") {
+            return Err(err);
+        }
+        Ok(inner.maintenances.get(name).cloned())
+    }
+
+    async fn add_finalizer(&self, name: &str, _seen: &[String]) -> Result<(), ClusterError> {
+        let mut inner = self.record(format!("add_finalizer {name}"));
+        if let Some(err) = inner.take_error("add_finalizer") {
+            return Err(err);
+        }
+        let nm = inner
+            .maintenances
+            .get_mut(name)
+            .ok_or_else(|| ClusterError::NotFound(name.to_string()))?;
+        if !nm.has_finalizer() {
+            nm.finalizers.push(FINALIZER.to_string());
+            inner.touch_nm(name);
+        }
+        Ok(())
+    }
+
+    async fn remove_finalizer(&self, name: &str) -> Result<(), ClusterError> {
+        let mut inner = self.record(format!("remove_finalizer {name}"));
+        if let Some(err) = inner.take_error("remove_finalizer") {
+            return Err(err);
+        }
+        let Some(nm) = inner.maintenances.get_mut(name) else {
+            return Ok(());
+        };
+        if nm.has_finalizer() {
+            nm.finalizers.retain(|f| f != FINALIZER);
+            inner.touch_nm(name);
+        }
+        Ok(())
+    }
+
+    async fn write_status(
+        &self,
+        name: &str,
+        status: &MaintenanceStatus,
+    ) -> Result<(), ClusterError> {
+        let mut inner = self.record(format!("write_status {name}"));
+        if let Some(err) = inner.take_error("write_status") {
+            return Err(err);
+        }
+        let nm = inner
+            .maintenances
+            .get_mut(name)
+            .ok_or_else(|| ClusterError::NotFound(name.to_string()))?;
+        nm.status = Some(status.clone());
+        inner.touch_nm(name);
+        Ok(())
+    }
+
+    async fn emit_event(&self, event: &Event) -> Result<(), ClusterError> {
+        let mut inner = self.record(format!("emit_event {}", event.reason));
+        if let Some(err) = inner.take_error("emit_event") {
+            return Err(err);
+        }
+        inner.events.push(event.clone());
+        Ok(())
+    }
+
+    async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError> {
+        let mut inner = self.record(format!("get_node {name}"));
+        if let Some(err) = inner.take_error("get_node") {
+            return Err(err);
+        }
+        Ok(inner.nodes.get(name).cloned())
+    }
+
+    async fn patch_node(&self, patch: &NodePatch) -> Result<NodeState, ClusterError> {
+        let mut inner = self.record(format!("patch_node {}", patch.node));
+        if let Some(err) = inner.take_error("patch_node") {
+            return Err(err);
+        }
+        let version = inner.next_version();
+        let node = inner
+            .nodes
+            .get_mut(&patch.node)
+            .ok_or_else(|| ClusterError::NotFound(patch.node.clone()))?;
+        if node.taints != patch.expected_taints {
+            return Err(ClusterError::Conflict(format!(
+                "test of /spec/taints failed on node {}",
+                patch.node
+            )));
+        }
+        node.taints = patch.desired_taints.clone();
+        if let Some(unschedulable) = patch.unschedulable {
+            node.unschedulable = unschedulable;
+        }
+        for (key, value) in &patch.labels {
+            match value {
+                Some(value) => {
+                    node.labels.insert(key.clone(), value.clone());
+                }
+                None => {
+                    node.labels.remove(key);
+                }
+            }
+        }
+        node.resource_version = version;
+        let node = node.clone();
+        inner.notify_node(&patch.node);
+        Ok(node)
+    }
+
+    fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
+        let mut inner = self.record(format!("watch_node {name}"));
+        let (tx, rx) = mpsc::unbounded_channel();
+        inner.node_watchers.push((name.to_string(), tx));
+        snapshots(inner.nodes.get(name).cloned(), rx)
+    }
+
+    async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
+        let mut inner = self.record(format!("ensure_namespace {namespace}"));
+        if let Some(err) = inner.take_error("ensure_namespace") {
+            return Err(err);
+        }
+        inner.namespaces.insert(namespace.to_string());
+        Ok(())
+    }
+
+    async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, ClusterError> {
+        let mut inner = self.record(format!("get_lease {namespace}/{name}"));
+        if let Some(err) = inner.take_error("get_lease") {
+            return Err(err);
+        }
+        Ok(inner
+            .leases
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned())
+    }
+
+    async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError> {
+        let mut inner = self.record(format!("create_lease {}/{}", lease.namespace, lease.name));
+        if let Some(err) = inner.take_error("create_lease") {
+            return Err(err);
+        }
+        let key = (lease.namespace.clone(), lease.name.clone());
+        if !inner.namespaces.contains(&lease.namespace) {
+            return Err(ClusterError::NotFound(format!(
+                "namespace {}",
+                lease.namespace
+            )));
+        }
+        if inner.leases.contains_key(&key) {
+            return Err(ClusterError::AlreadyExists(lease.name.clone()));
+        }
+        let created = Lease {
+            resource_version: inner.next_version(),
+            ..lease.clone()
+        };
+        inner.leases.insert(key.clone(), created.clone());
+        inner.lease_owners.insert(key, owner.clone());
+        Ok(created)
+    }
+
+    async fn update_lease(&self, lease: &Lease) -> Result<Lease, ClusterError> {
+        let mut inner = self.record(format!("update_lease {}/{}", lease.namespace, lease.name));
+        if let Some(err) = inner.take_error("update_lease") {
+            return Err(err);
+        }
+        let key = (lease.namespace.clone(), lease.name.clone());
+        let version = inner.next_version();
+        let current = inner
+            .leases
+            .get_mut(&key)
+            .ok_or_else(|| ClusterError::NotFound(lease.name.clone()))?;
+        if current.resource_version != lease.resource_version {
+            return Err(ClusterError::Conflict(lease.name.clone()));
+        }
+        *current = Lease {
+            resource_version: version,
+            ..lease.clone()
+        };
+        Ok(current.clone())
+    }
+
+    async fn delete_lease(&self, lease: &Lease) -> Result<(), ClusterError> {
+        let mut inner = self.record(format!("delete_lease {}/{}", lease.namespace, lease.name));
+        if let Some(err) = inner.take_error("delete_lease") {
+            return Err(err);
+        }
+        let key = (lease.namespace.clone(), lease.name.clone());
+        let current = inner
+            .leases
+            .get(&key)
+            .ok_or_else(|| ClusterError::NotFound(lease.name.clone()))?;
+        if current.resource_version != lease.resource_version {
+            return Err(ClusterError::Conflict(lease.name.clone()));
+        }
+        inner.leases.remove(&key);
+        Ok(())
+    }
+
+    async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError> {
+        let mut inner = self.record(format!("list_pods {node}"));
+        if let Some(err) = inner.take_error("list_pods") {
+            return Err(err);
+        }
+        Ok(inner.pods.get(node).cloned().unwrap_or_default())
+    }
+
+    fn watch_pods(&self, node: &str) -> BoxStream<'static, Vec<PodInfo>> {
+        let mut inner = self.record(format!("watch_pods {node}"));
+        let (tx, rx) = mpsc::unbounded_channel();
+        inner.pod_watchers.push((node.to_string(), tx));
+        snapshots(inner.pods.get(node).cloned().unwrap_or_default(), rx)
+    }
+
+    async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
+        let mut inner = self.record(format!("daemonset_exists {namespace}/{name}"));
+        if let Some(err) = inner.take_error("daemonset_exists") {
+            return Err(err);
+        }
+        Ok(inner
+            .daemonsets
+            .contains(&(namespace.to_string(), name.to_string())))
+    }
+
+    async fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        _grace_period_seconds: Option<i64>,
+    ) -> Result<(), ClusterError> {
+        let mut inner = self.record(format!("delete_pod {namespace}/{name}"));
+        if let Some(err) = inner.take_error("delete_pod") {
+            return Err(err);
+        }
+        if inner.remove_pod(namespace, name) {
+            Ok(())
+        } else {
+            Err(ClusterError::NotFound(format!("{namespace}/{name}")))
+        }
+    }
+
+    async fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        _grace_period_seconds: Option<i64>,
+    ) -> Result<EvictionOutcome, ClusterError> {
+        let mut inner = self.record(format!("evict_pod {namespace}/{name}"));
+        if let Some(err) = inner.take_error("evict_pod") {
+            return Err(err);
+        }
+        let pod = PodRef {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        };
+        if let Some(outcome) = inner.evictions.get_mut(&pod).and_then(VecDeque::pop_front) {
+            return Ok(outcome);
+        }
+        let Some((node, index)) = inner.find_pod(namespace, name) else {
+            return Ok(EvictionOutcome::NotFound);
+        };
+        let mut pdbs: Vec<&mut Pdb> = inner
+            .pdbs
+            .iter_mut()
+            .filter(|p| p.namespace == namespace && p.pods.contains(name))
+            .collect();
+        if pdbs.len() > 1 {
+            return Ok(EvictionOutcome::TooManyPdbs {
+                message: "This pod has more than one PodDisruptionBudget, which the eviction \
+                          subresource does not support."
+                    .to_string(),
+            });
+        }
+        if let Some(pdb) = pdbs.pop() {
+            if pdb.allowed == 0 {
+                return Ok(EvictionOutcome::BlockedByPdb {
+                    pdb: Some(pdb.name.clone()),
+                    message: format!(
+                        "The disruption budget {} needs {} healthy pods and has {} currently",
+                        pdb.name,
+                        pdb.pods.len(),
+                        pdb.pods.len()
+                    ),
+                    retry_after: None::<Duration>,
+                });
+            }
+            pdb.allowed -= 1;
+        }
+        if inner.evicted_pods_linger {
+            if let Some(pods) = inner.pods.get_mut(&node)
+                && let Some(p) = pods.get_mut(index)
+            {
+                p.terminating = true;
+            }
+            inner.notify_pods(&node);
+        } else {
+            inner.remove_pod(namespace, name);
+        }
+        Ok(EvictionOutcome::Evicted)
+    }
+}

@@ -1,0 +1,276 @@
+//! The drain of one maintenance: the node's pods as last seen, those still pending, which the
+//! eviction actor holds, and why each is still there. Decisions only; the node actor sends the
+//! eviction requests and the status.
+
+use std::collections::{BTreeMap, HashSet};
+
+use chrono::{DateTime, Utc};
+use tokio::time::Instant;
+
+use super::errors::DrainError;
+use super::ops::DrainPass;
+use super::pending::{PendingPod, PendingReason, PodReason};
+use super::status;
+use crate::eviction::EvictionReport;
+use crate::model::{MaintenanceStatus, PodInfo, PodRef};
+use crate::plan::PodAction;
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DrainEnd {
+    /// Every evictable pod is gone.
+    Drained,
+    /// Stopped before (deleted, failed).
+    Stopped,
+}
+
+/// One drain, from cordon to the last pod gone.
+#[derive(Debug)]
+pub(super) struct Drain {
+    /// The pod watch's latest list (None until its first snapshot, or without a watch).
+    pub(super) pods: Option<Vec<PodInfo>>,
+    /// The last pass's pending pods and their actions.
+    pending: Vec<PendingPod>,
+    /// Uids of pods whose eviction was accepted or which were deleted: a watch snapshot that
+    /// still shows them (it may lag) must not cause a second call.
+    handled: HashSet<String>,
+    /// Pods handed to the eviction actor and not finally answered.
+    asked: HashSet<PodRef>,
+    reasons: BTreeMap<PodRef, PodReason>,
+    errors: Vec<DrainError>,
+    /// The drain's span: parent of every eviction attempt and pod deletion.
+    span: tracing::Span,
+    began: Instant,
+}
+
+impl Drain {
+    /// Begins a drain of `to_evict` pods under the maintenance's span.
+    pub(super) fn begin(parent: &tracing::Span, to_evict: i32) -> Self {
+        let span = tracing::info_span!(
+            parent: parent,
+            "drain",
+            pods.to_evict = to_evict,
+            outcome = tracing::field::Empty,
+        );
+        Drain {
+            pods: None,
+            pending: Vec::new(),
+            handled: HashSet::new(),
+            asked: HashSet::new(),
+            reasons: BTreeMap::new(),
+            errors: Vec::new(),
+            span,
+            began: Instant::now(),
+        }
+    }
+
+    /// The drain's span.
+    pub(super) fn span(&self) -> &tracing::Span {
+        &self.span
+    }
+
+    /// The pods to classify next (the watch's latest list, None = list them) and the uids
+    /// already handled.
+    pub(super) fn next_pass(&self) -> (Option<Vec<PodInfo>>, HashSet<String>) {
+        (self.pods.clone(), self.handled.clone())
+    }
+
+    /// Takes in a pass; returns the pods to ask the eviction actor for (to evict, not asked
+    /// yet, not already handled).
+    pub(super) fn apply(&mut self, pass: DrainPass) -> Vec<PendingPod> {
+        self.errors = pass.errors;
+        self.handled.extend(pass.deleted);
+        self.pending = pass
+            .pods
+            .iter()
+            .filter(|(_, action)| action.is_pending())
+            .map(|(pod, action)| PendingPod {
+                pod: pod.pod_ref(),
+                uid: pod.uid.clone(),
+                action: *action,
+                grace: pod.grace_period_seconds,
+            })
+            .collect();
+        let present: HashSet<&PodRef> = self.pending.iter().map(|p| &p.pod).collect();
+        let uids: HashSet<&String> = pass.pods.iter().map(|(p, _)| &p.uid).collect();
+        self.handled.retain(|uid| uids.contains(uid));
+        self.asked.retain(|p| present.contains(p));
+        self.reasons.retain(|p, _| present.contains(p));
+        self.pending
+            .iter()
+            .filter(|p| {
+                p.action == PodAction::Evict
+                    && !self.asked.contains(&p.pod)
+                    && !self.handled.contains(&p.uid)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The eviction actor took the request for `pod`.
+    pub(super) fn asked(&mut self, pod: PodRef) {
+        self.asked.insert(pod);
+    }
+
+    /// An answer of the eviction actor; true when it changes what the status says.
+    pub(super) fn report(&mut self, report: EvictionReport) -> bool {
+        let EvictionReport { pod, reply } = report;
+        if reply.is_final() {
+            self.asked.remove(&pod);
+        }
+        let reason = PodReason::of_reply(reply);
+        let Some(pending) = self.pending.iter().find(|p| p.pod == pod) else {
+            return false;
+        };
+        if reason.reason == PendingReason::Evicted {
+            self.handled.insert(pending.uid.clone());
+        }
+        self.reasons.insert(pod, reason);
+        true
+    }
+
+    /// Writes the drain's fields into `status`; true when the node is drained.
+    pub(super) fn write_status(&self, status: &mut MaintenanceStatus, now: DateTime<Utc>) -> bool {
+        status::drain(status, &self.pending, &self.reasons, &self.errors, now)
+    }
+
+    /// Ends the drain, recording how in its span; returns whether the eviction actor still
+    /// holds requests of it (to cancel).
+    pub(super) fn end(self, how: DrainEnd, observer: &dyn crate::observe::Observer) -> bool {
+        match how {
+            DrainEnd::Drained => {
+                self.span.record("outcome", "drained");
+                observer.drain_finished(self.began.elapsed());
+            }
+            DrainEnd::Stopped => {
+                self.span.record("outcome", "stopped");
+            }
+        }
+        !self.asked.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eviction::EvictionReply;
+    use crate::model::PodPhase;
+
+    fn pod(name: &str) -> PodInfo {
+        PodInfo {
+            namespace: "app".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            phase: PodPhase::Running,
+            controller: None,
+            is_mirror: false,
+            has_empty_dir: false,
+            terminating: false,
+            grace_period_seconds: Some(30),
+        }
+    }
+
+    fn pass(pods: &[(&str, PodAction)]) -> DrainPass {
+        DrainPass {
+            pods: pods.iter().map(|(n, a)| (pod(n), *a)).collect(),
+            ..DrainPass::default()
+        }
+    }
+
+    fn report(name: &str, reply: EvictionReply) -> EvictionReport {
+        EvictionReport {
+            pod: pod(name).pod_ref(),
+            reply,
+        }
+    }
+
+    fn names(pods: &[PendingPod]) -> Vec<&str> {
+        pods.iter().map(|p| p.pod.name.as_str()).collect()
+    }
+
+    #[test]
+    fn only_pods_to_evict_are_asked_for_and_only_once() {
+        let mut drain = Drain::begin(&tracing::Span::none(), 3);
+        let first = pass(&[
+            ("a", PodAction::Evict),
+            ("b", PodAction::Wait),
+            ("c", PodAction::Delete),
+        ]);
+        let ask = drain.apply(first);
+        assert_eq!(names(&ask), ["a"]);
+        drain.asked(ask[0].pod.clone());
+        let again = drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Wait)]));
+        assert!(again.is_empty(), "already asked");
+    }
+
+    #[test]
+    fn an_accepted_eviction_is_not_asked_again_while_the_watch_lags() {
+        let mut drain = Drain::begin(&tracing::Span::none(), 1);
+        let ask = drain.apply(pass(&[("a", PodAction::Evict)]));
+        drain.asked(ask[0].pod.clone());
+        assert!(drain.report(report("a", EvictionReply::Done)));
+        let again = drain.apply(pass(&[("a", PodAction::Evict)]));
+        assert!(again.is_empty(), "handled: the snapshot is stale");
+    }
+
+    #[test]
+    fn a_final_refusal_is_asked_again_on_the_next_pass_but_a_blocked_one_is_held() {
+        let mut drain = Drain::begin(&tracing::Span::none(), 2);
+        for p in drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)])) {
+            drain.asked(p.pod);
+        }
+        drain.report(report("a", EvictionReply::Refused));
+        drain.report(report(
+            "b",
+            EvictionReply::Blocked {
+                pdb: Some("web".into()),
+                message: "needs 2".into(),
+            },
+        ));
+        let again = drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)]));
+        assert_eq!(names(&again), ["a"]);
+    }
+
+    #[test]
+    fn reports_for_pods_no_longer_pending_change_nothing() {
+        let mut drain = Drain::begin(&tracing::Span::none(), 1);
+        drain.apply(pass(&[("a", PodAction::Evict)]));
+        assert!(!drain.report(report("gone", EvictionReply::Done)));
+    }
+
+    #[test]
+    fn the_status_shows_the_reasons_and_success_at_the_end() {
+        let mut drain = Drain::begin(&tracing::Span::none(), 1);
+        drain.apply(pass(&[("a", PodAction::Evict)]));
+        drain.report(report(
+            "a",
+            EvictionReply::Blocked {
+                pdb: Some("web".into()),
+                message: "needs 2".into(),
+            },
+        ));
+        let mut status = MaintenanceStatus {
+            eviction_pods: 1,
+            ..MaintenanceStatus::default()
+        };
+        assert!(!drain.write_status(&mut status, DateTime::<Utc>::UNIX_EPOCH));
+        assert_eq!(
+            status.pending_pods_reasons[0].reason,
+            "BlockedByPodDisruptionBudget"
+        );
+        drain.apply(pass(&[]));
+        assert!(drain.write_status(&mut status, DateTime::<Utc>::UNIX_EPOCH));
+        assert!(status.pending_pods_reasons.is_empty());
+    }
+
+    #[test]
+    fn ending_says_whether_requests_are_still_held() {
+        let observer = crate::observe::NoopObserver;
+        let mut drain = Drain::begin(&tracing::Span::none(), 1);
+        let ask = drain.apply(pass(&[("a", PodAction::Evict)]));
+        drain.asked(ask[0].pod.clone());
+        assert!(drain.end(DrainEnd::Stopped, &observer));
+        let drain = Drain::begin(&tracing::Span::none(), 0);
+        assert!(!drain.end(DrainEnd::Drained, &observer));
+    }
+}

@@ -1,0 +1,71 @@
+//! A node actor's messages: what the supervisor, the watches, the timers and the actor's own
+//! spawned work tell it. The eviction actor answers with an [`EvictionReport`], which becomes
+//! [`NodeMsg::Eviction`] (so the eviction actor needs no knowledge of this enum).
+
+use crate::eviction::EvictionReport;
+use crate::model::{Lease, Maintenance, MaintenanceStatus, NodeState, PodInfo};
+use crate::ports::ClusterError;
+
+use super::errors::LeaseError;
+use super::ops::OpResult;
+
+/// Which watch of a node actor ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchKind {
+    /// The Node watch.
+    Node,
+    /// The node's pods watch.
+    Pods,
+}
+
+/// Messages to a node actor.
+#[derive(Debug)]
+pub enum NodeMsg {
+    /// The NodeMaintenance changed (from the supervisor).
+    Update(Box<Maintenance>),
+    /// The NodeMaintenance is gone from the API before our undo finished (its finalizer was
+    /// removed by hand): finish the undo.
+    Gone,
+    /// Retry timer: re-check whatever is unfinished.
+    Tick,
+    /// A deferred status write is due (progress writes are coalesced, see
+    /// `Config::status_coalesce`).
+    FlushStatus,
+    /// Lease renewal timer.
+    RenewLease,
+    /// The Node changed (None = it does not exist).
+    NodeChanged(Option<NodeState>),
+    /// The node's pods changed (complete list).
+    PodsChanged(Vec<PodInfo>),
+    /// A watch stream ended; re-subscribe later.
+    WatchEnded(WatchKind),
+    /// Internal: re-subscribe a watch.
+    Resubscribe(WatchKind),
+    /// Internal: a spawned operation finished.
+    Op(OpResult),
+    /// Internal: the status write finished (with the status written).
+    StatusWritten(Result<MaintenanceStatus, ClusterError>),
+    /// Internal: a lease renewal finished.
+    LeaseRenewed(Result<Lease, LeaseError>),
+    /// An eviction outcome from the eviction actor.
+    Eviction(EvictionReport),
+}
+
+impl From<EvictionReport> for NodeMsg {
+    fn from(report: EvictionReport) -> Self {
+        NodeMsg::Eviction(report)
+    }
+}
+
+/// The way back for a report the node actor could not receive (ractor's
+/// [`ractor::DerivedActorRef`] hands an undelivered message back in its own type).
+impl TryFrom<NodeMsg> for EvictionReport {
+    type Error = NodeMsg;
+
+    fn try_from(msg: NodeMsg) -> Result<Self, Self::Error> {
+        match msg {
+            NodeMsg::Eviction(report) => Ok(report),
+            other => Err(other),
+        }
+    }
+}

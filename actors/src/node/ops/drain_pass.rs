@@ -1,0 +1,121 @@
+//! One drain pass: classify the node's pods, delete the finished and orphaned ones; the actor
+//! asks the eviction actor for the rest.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::Ordering;
+
+use tracing::Instrument;
+
+use super::ctx::OpCtx;
+use crate::model::PodInfo;
+use crate::node::errors::DrainError;
+use crate::plan::{self, PodAction};
+use crate::ports::ClusterError;
+
+/// Which DaemonSets exist, by `(namespace, name)`, as far as known.
+pub type DaemonSets = HashMap<(String, String), bool>;
+
+/// The result of a drain pass.
+#[derive(Debug, Default)]
+pub struct DrainPass {
+    /// Every pod on the node with what the drain does with it.
+    pub pods: Vec<(PodInfo, PodAction)>,
+    /// DaemonSet existence learned in this pass.
+    pub daemonsets: DaemonSets,
+    /// Failures (listing, deleting), for `lastError`.
+    pub errors: Vec<DrainError>,
+    /// Uids of the pods deleted by this pass.
+    pub deleted: Vec<String>,
+}
+
+/// Classifies pods, looking up the DaemonSets it does not know yet.
+pub(super) async fn classify_all(
+    ctx: &OpCtx,
+    pods: Vec<PodInfo>,
+    known: &DaemonSets,
+    learned: &mut DaemonSets,
+    errors: &mut Vec<DrainError>,
+) -> Vec<(PodInfo, PodAction)> {
+    let mut out = Vec::with_capacity(pods.len());
+    for pod in pods {
+        let mut action = plan::classify(&pod, None);
+        if action == PodAction::CheckDaemonSet
+            && let Some(key) = plan::daemonset_of(&pod)
+        {
+            let exists = match known.get(&key).or_else(|| learned.get(&key)) {
+                Some(exists) => *exists,
+                None => match ctx.cluster.daemonset_exists(&key.0, &key.1).await {
+                    Ok(exists) => {
+                        learned.insert(key.clone(), exists);
+                        exists
+                    }
+                    Err(source) => {
+                        errors.push(DrainError::LookUpDaemonSet {
+                            namespace: key.0.clone(),
+                            name: key.1.clone(),
+                            source,
+                        });
+                        // Unknown: treat as managed for now (never delete on a guess).
+                        true
+                    }
+                },
+            };
+            action = plan::classify(&pod, Some(exists));
+        }
+        out.push((pod, action));
+    }
+    out
+}
+
+/// One drain pass over `snapshot` (the pod watch's latest list; None = list them).
+pub(crate) async fn drain_pass(
+    ctx: OpCtx,
+    snapshot: Option<Vec<PodInfo>>,
+    known_daemonsets: DaemonSets,
+    handled: HashSet<String>,
+) -> DrainPass {
+    let mut pass = DrainPass::default();
+    let pods = match snapshot {
+        Some(pods) => pods,
+        None => match ctx.cluster.list_pods(&ctx.node_name).await {
+            Ok(pods) => pods,
+            Err(err) => {
+                pass.errors.push(DrainError::ListPods(err));
+                return pass;
+            }
+        },
+    };
+    let mut learned = HashMap::new();
+    let mut errors = Vec::new();
+    let classified = classify_all(&ctx, pods, &known_daemonsets, &mut learned, &mut errors).await;
+    for (pod, action) in &classified {
+        if *action != PodAction::Delete
+            || handled.contains(&pod.uid)
+            || ctx.deleting.load(Ordering::SeqCst)
+        {
+            continue;
+        }
+        let span = tracing::info_span!(
+            "delete_pod",
+            pod.namespace = %pod.namespace,
+            pod.name = %pod.name,
+        );
+        match ctx
+            .cluster
+            .delete_pod(&pod.namespace, &pod.name, pod.grace_period_seconds)
+            .instrument(span)
+            .await
+        {
+            Ok(()) | Err(ClusterError::NotFound(_)) => pass.deleted.push(pod.uid.clone()),
+            Err(source) => errors.push(DrainError::DeletePod {
+                namespace: pod.namespace.clone(),
+                name: pod.name.clone(),
+                source,
+            }),
+        }
+    }
+    pass.pods = classified;
+    pass.daemonsets = learned;
+    pass.errors = errors;
+    pass
+}

@@ -1,0 +1,39 @@
+//! The slow work of a node actor: sequences of cluster calls, run by the op runner in tasks of
+//! their own whose results come back as messages (so the mailbox, lease ticks included, never
+//! waits on the API). Each operation is idempotent and decides from what it reads, never from
+//! the actor's memory.
+//!
+//! Every cluster call goes through [`OpCtx::cluster`]: the one place a deadline per call would
+//! wrap the port.
+
+mod ctx;
+mod drain_pass;
+mod lease;
+mod reconcile;
+mod undo;
+
+pub(crate) use ctx::{OpCtx, emit, nm_event};
+pub(crate) use drain_pass::drain_pass;
+pub use drain_pass::{DaemonSets, DrainPass};
+pub(crate) use lease::acquire_lease;
+pub(crate) use reconcile::{ReconcileInput, reconcile};
+pub use reconcile::{ReconcileOutcome, Reconciled};
+pub(crate) use undo::undo;
+
+use super::errors::UndoError;
+
+/// The result of an operation, cast back to the node actor.
+#[derive(Debug)]
+pub enum OpResult {
+    /// Start-up / repair sequence finished.
+    Reconciled(Box<Reconciled>),
+    /// A drain pass finished.
+    Drained(DrainPass),
+    /// Undo finished.
+    Undone {
+        /// The finalizer was part of the undo (deletion), not only the node (failure).
+        finalizer: bool,
+        /// Ok, or what went wrong (retried on the next tick).
+        result: Result<(), UndoError>,
+    },
+}

@@ -1,0 +1,197 @@
+//! Start-up and repair: finalizer, first-time counts, node, lease, label + taints + cordon.
+//!
+//! The steps run in order and stop at the first that fails; what the earlier ones achieved
+//! (the re-read object, the finalizer, the counts) is reported either way.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+
+use tracing::Instrument;
+
+use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
+use super::drain_pass::{DaemonSets, classify_all};
+use super::lease::acquire_lease;
+use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodRef, reasons};
+use crate::node::errors::ReconcileError;
+use crate::node::status::InitialCounts;
+use crate::observe::LeaseOp;
+use crate::plan;
+
+/// What a reconcile starts from.
+#[derive(Debug, Clone)]
+pub(crate) struct ReconcileInput {
+    /// Re-read the NodeMaintenance first (a restarted actor's copy may be stale).
+    pub refresh: bool,
+    /// The finalizers as last seen.
+    pub finalizers: Vec<String>,
+    /// The status has no phase yet: take the first counts.
+    pub first_time: bool,
+    /// DaemonSets known to exist or not.
+    pub known_daemonsets: DaemonSets,
+}
+
+/// The result of a reconcile sequence.
+#[derive(Debug)]
+pub struct Reconciled {
+    /// The NodeMaintenance as re-read from the API (first run only).
+    pub fresh: Option<Maintenance>,
+    /// The finalizer was added by this run.
+    pub finalizer_added: bool,
+    /// First-time counts, when the status had no phase yet.
+    pub initial: Option<InitialCounts>,
+    /// Where it got to.
+    pub outcome: Result<ReconcileOutcome, ReconcileError>,
+}
+
+/// Where a reconcile sequence that did not fail got to.
+// Travels boxed inside `Reconciled`, once per reconcile: the size difference costs nothing.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum ReconcileOutcome {
+    /// Lease held, node labelled, tainted and cordoned.
+    Ready {
+        /// The node as written.
+        node: NodeState,
+        /// Our lease.
+        lease: Lease,
+    },
+    /// The NodeMaintenance does not exist any more.
+    Gone,
+    /// Nothing done: the re-read object is being deleted or already Failed, or the deletion
+    /// was seen on the way (never cordon for a deleted maintenance).
+    Skipped,
+}
+
+fn to_i32(n: usize) -> i32 {
+    i32::try_from(n).unwrap_or(i32::MAX)
+}
+
+/// Runs the sequence; see [`Reconciled`].
+pub(crate) async fn reconcile(ctx: OpCtx, input: ReconcileInput) -> Reconciled {
+    let mut done = Reconciled {
+        fresh: None,
+        finalizer_added: false,
+        initial: None,
+        outcome: Ok(ReconcileOutcome::Skipped),
+    };
+    done.outcome = steps(&ctx, input, &mut done).await;
+    done
+}
+
+async fn steps(
+    ctx: &OpCtx,
+    mut input: ReconcileInput,
+    done: &mut Reconciled,
+) -> Result<ReconcileOutcome, ReconcileError> {
+    if input.refresh {
+        let Some(nm) = ctx
+            .cluster
+            .get_maintenance(&ctx.nm_name)
+            .await
+            .map_err(ReconcileError::ReadMaintenance)?
+        else {
+            return Ok(ReconcileOutcome::Gone);
+        };
+        let phase = nm.status.as_ref().and_then(|s| s.phase);
+        let stop = nm.deleting || phase == Some(Phase::Failed);
+        input.finalizers = nm.finalizers.clone();
+        input.first_time = phase.is_none();
+        done.fresh = Some(nm);
+        if stop {
+            return Ok(ReconcileOutcome::Skipped);
+        }
+    }
+    if !input
+        .finalizers
+        .iter()
+        .any(|f| f == crate::model::FINALIZER)
+    {
+        ctx.cluster
+            .add_finalizer(&ctx.nm_name, &input.finalizers)
+            .await
+            .map_err(ReconcileError::AddFinalizer)?;
+        done.finalizer_added = true;
+        emit(
+            &ctx.cluster,
+            nm_event(
+                ctx,
+                EventType::Normal,
+                reasons::BEGIN,
+                format!("Begin a node maintenance for node {}", ctx.node_name),
+            ),
+        )
+        .await;
+    }
+    if input.first_time {
+        done.initial = Some(count_pods(ctx, &input.known_daemonsets).await?);
+    }
+    let node = ctx
+        .cluster
+        .get_node(&ctx.node_name)
+        .await
+        .map_err(ReconcileError::ReadNode)?
+        .ok_or_else(|| ReconcileError::NodeMissing {
+            node: ctx.node_name.clone(),
+        })?;
+    let lease = acquire_lease(ctx, &node.uid, LeaseOp::Acquire, input.first_time).await?;
+    if ctx.deleting.load(Ordering::SeqCst) {
+        // Deleted while we were on the way: never cordon for a deleted maintenance.
+        return Ok(ReconcileOutcome::Skipped);
+    }
+    let node = label_taint_cordon(ctx, node).await?;
+    Ok(ReconcileOutcome::Ready { node, lease })
+}
+
+/// The first counts: every pod on the node, and those the drain removes.
+async fn count_pods(
+    ctx: &OpCtx,
+    known_daemonsets: &DaemonSets,
+) -> Result<InitialCounts, ReconcileError> {
+    let pods = ctx
+        .cluster
+        .list_pods(&ctx.node_name)
+        .await
+        .map_err(ReconcileError::ListPods)?;
+    let total = to_i32(pods.len());
+    let mut learned = HashMap::new();
+    // A DaemonSet that cannot be looked up counts as existing (its pod is not counted); the
+    // drain reports the error when it meets the pod again.
+    let mut errors = Vec::new();
+    let classified = classify_all(ctx, pods, known_daemonsets, &mut learned, &mut errors).await;
+    let pending: Vec<PodRef> = classified
+        .iter()
+        .filter(|(_, a)| a.is_pending())
+        .map(|(p, _)| p.pod_ref())
+        .collect();
+    Ok(InitialCounts {
+        total,
+        eviction: to_i32(pending.len()),
+        pending,
+    })
+}
+
+/// Puts the node into maintenance (one patch, retried from a fresh read on a race).
+async fn label_taint_cordon(ctx: &OpCtx, node: NodeState) -> Result<NodeState, ReconcileError> {
+    let now = ctx.config.now();
+    let span = tracing::info_span!(
+        "label_taint_cordon",
+        patched = tracing::field::Empty,
+        otel.status_code = tracing::field::Empty,
+    );
+    let patched = patch_until_settled(ctx, node, |n| plan::maintenance_patch(n, now))
+        .instrument(span.clone())
+        .await;
+    match patched {
+        Ok((node, changed)) => {
+            span.record("patched", changed);
+            Ok(node)
+        }
+        Err(err) => {
+            span.record("otel.status_code", "ERROR");
+            span.in_scope(
+                || tracing::warn!(error = %err, "cannot label, taint and cordon the node"),
+            );
+            Err(ReconcileError::Cordon(err))
+        }
+    }
+}

@@ -1,0 +1,221 @@
+//! The pods a drain still waits for, and why each one is still there (typed here; the status
+//! carries the reason's text).
+
+use std::fmt;
+
+use crate::eviction::EvictionReply;
+use crate::model::{PendingPodReason, PodRef, conditions};
+use crate::plan::PodAction;
+
+/// A pod the drain still waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PendingPod {
+    pub(super) pod: PodRef,
+    pub(super) uid: String,
+    pub(super) action: PodAction,
+    pub(super) grace: Option<i64>,
+}
+
+/// Why a pending pod is still on the node (`pendingPodsReasons[].reason`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PendingReason {
+    /// To be evicted; not answered yet.
+    Evicting,
+    /// Eviction accepted: the pod is terminating.
+    Evicted,
+    /// Already terminating when seen.
+    Terminating,
+    /// Finished or orphaned: being deleted.
+    Deleting,
+    /// A PodDisruptionBudget refuses the eviction.
+    BlockedByPdb,
+    /// More than one PodDisruptionBudget matches the pod.
+    TooManyPdbs,
+    /// The pod's namespace is terminating.
+    NamespaceTerminating,
+    /// The eviction queue was full; asked again later.
+    EvictionQueueFull,
+    /// The eviction call failed.
+    EvictionFailed,
+}
+
+impl PendingReason {
+    /// The status text.
+    pub(super) fn as_str(self) -> &'static str {
+        match self {
+            PendingReason::Evicting => "Evicting",
+            PendingReason::Evicted => "Evicted",
+            PendingReason::Terminating => "Terminating",
+            PendingReason::Deleting => "Deleting",
+            PendingReason::BlockedByPdb => conditions::BLOCKED_BY_PDB,
+            PendingReason::TooManyPdbs => "TooManyPodDisruptionBudgets",
+            PendingReason::NamespaceTerminating => "NamespaceTerminating",
+            PendingReason::EvictionQueueFull => "EvictionQueueFull",
+            PendingReason::EvictionFailed => "EvictionFailed",
+        }
+    }
+
+    /// True while the pod is on its way out; false when something stands in its way (which
+    /// `lastError` then names).
+    pub(super) fn is_progress(self) -> bool {
+        matches!(
+            self,
+            PendingReason::Evicting
+                | PendingReason::Evicted
+                | PendingReason::Terminating
+                | PendingReason::Deleting
+        )
+    }
+
+    /// What a pod nobody answered for yet waits on, by what the drain does with it.
+    pub(super) fn of_action(action: PodAction) -> Self {
+        match action {
+            PodAction::Wait => PendingReason::Terminating,
+            PodAction::Delete => PendingReason::Deleting,
+            PodAction::Evict | PodAction::CheckDaemonSet | PodAction::Skip(_) => {
+                PendingReason::Evicting
+            }
+        }
+    }
+}
+
+impl fmt::Display for PendingReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why one pod is still there, with the detail.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct PodReason {
+    pub(super) reason: PendingReason,
+    /// The budget refusing the eviction, when known.
+    pub(super) pdb: Option<String>,
+    /// The detail (for a budget: the API's message with its numbers).
+    pub(super) message: String,
+}
+
+impl PodReason {
+    /// What an eviction reply says about its pod.
+    pub(super) fn of_reply(reply: EvictionReply) -> Self {
+        let (reason, pdb, message) = match reply {
+            EvictionReply::Done => (
+                PendingReason::Evicted,
+                None,
+                "eviction accepted, pod terminating".to_string(),
+            ),
+            EvictionReply::Blocked { pdb, message } => (PendingReason::BlockedByPdb, pdb, message),
+            EvictionReply::TooManyPdbs { message } => (PendingReason::TooManyPdbs, None, message),
+            EvictionReply::NamespaceTerminating => (
+                PendingReason::NamespaceTerminating,
+                None,
+                "the pod's namespace is terminating".to_string(),
+            ),
+            EvictionReply::Refused => (
+                PendingReason::EvictionQueueFull,
+                None,
+                "eviction queue full, retrying".to_string(),
+            ),
+            EvictionReply::Failed(error) => (PendingReason::EvictionFailed, None, error),
+        };
+        PodReason {
+            reason,
+            pdb,
+            message,
+        }
+    }
+
+    /// A pod nobody answered for yet.
+    pub(super) fn of_action(action: PodAction) -> Self {
+        PodReason {
+            reason: PendingReason::of_action(action),
+            pdb: None,
+            message: String::new(),
+        }
+    }
+
+    /// The status entry for `pod`.
+    pub(super) fn to_status(&self, pod: &PodRef) -> PendingPodReason {
+        PendingPodReason {
+            namespace: pod.namespace.clone(),
+            name: pod.name.clone(),
+            reason: self.reason.as_str().to_string(),
+            pdb: self.pdb.clone(),
+            message: self.message.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::SkipReason;
+
+    #[test]
+    fn eviction_replies_become_reasons_with_their_detail() {
+        let blocked = PodReason::of_reply(EvictionReply::Blocked {
+            pdb: Some("web".into()),
+            message: "needs 2".into(),
+        });
+        assert_eq!(blocked.reason, PendingReason::BlockedByPdb);
+        assert_eq!(blocked.reason.as_str(), "BlockedByPodDisruptionBudget");
+        assert_eq!(
+            (blocked.pdb.as_deref(), blocked.message.as_str()),
+            (Some("web"), "needs 2")
+        );
+        let done = PodReason::of_reply(EvictionReply::Done);
+        assert_eq!(
+            (done.reason.as_str(), done.message.as_str()),
+            ("Evicted", "eviction accepted, pod terminating")
+        );
+        assert_eq!(
+            PodReason::of_reply(EvictionReply::Refused).reason.as_str(),
+            "EvictionQueueFull"
+        );
+        assert_eq!(
+            PodReason::of_reply(EvictionReply::TooManyPdbs {
+                message: "m".into()
+            })
+            .reason
+            .as_str(),
+            "TooManyPodDisruptionBudgets"
+        );
+        let failed = PodReason::of_reply(EvictionReply::Failed("boom".into()));
+        assert_eq!(
+            (failed.reason.as_str(), failed.message.as_str()),
+            ("EvictionFailed", "boom")
+        );
+        assert_eq!(
+            PodReason::of_reply(EvictionReply::NamespaceTerminating).message,
+            "the pod's namespace is terminating"
+        );
+    }
+
+    #[test]
+    fn unanswered_pods_wait_on_what_the_drain_does_with_them() {
+        assert_eq!(
+            PendingReason::of_action(PodAction::Wait).as_str(),
+            "Terminating"
+        );
+        assert_eq!(
+            PendingReason::of_action(PodAction::Delete).as_str(),
+            "Deleting"
+        );
+        assert_eq!(
+            PendingReason::of_action(PodAction::Evict).as_str(),
+            "Evicting"
+        );
+        assert_eq!(
+            PendingReason::of_action(PodAction::Skip(SkipReason::Mirror)),
+            PendingReason::Evicting
+        );
+    }
+
+    #[test]
+    fn only_obstacles_are_not_progress() {
+        assert!(PendingReason::Evicted.is_progress());
+        assert!(PendingReason::Deleting.is_progress());
+        assert!(!PendingReason::BlockedByPdb.is_progress());
+        assert!(!PendingReason::EvictionQueueFull.is_progress());
+    }
+}

@@ -1,0 +1,180 @@
+//! Where a maintenance stands, with the data of each stage. The decisions made from it are in
+//! [`super::decide`].
+
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+
+use super::drain::Drain;
+use super::errors::ReconcileError;
+use crate::model::Maintenance;
+
+/// The stage of a maintenance.
+#[derive(Debug)]
+pub(super) enum Stage {
+    /// Finalizer, first status, node, lease, cordon: not all done yet (retried every tick).
+    Starting,
+    /// Someone else holds a valid lease: nothing is touched; looked at again every tick.
+    WaitingForLease {
+        /// Their holder identity.
+        holder: String,
+        /// When their lease expires, if known.
+        until: Option<DateTime<Utc>>,
+    },
+    /// Cordoned; pods being removed.
+    Draining(Box<Drain>),
+    /// Drained; guarding the node (drift, lease).
+    Succeeded,
+    /// Gave up; waits for the deletion (or, for a missing node, a spec change).
+    Failed {
+        /// Why.
+        why: Failure,
+        /// The node's changes are still to be undone (after losing the lease).
+        undo_due: bool,
+    },
+    /// Deleted: undoing, then the actor stops. Nothing leads out of it.
+    Undoing,
+}
+
+/// Why a maintenance failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// The node does not exist; started again once `spec.reason` differs from `reason`.
+    NodeMissing {
+        /// `spec.reason` when it failed.
+        reason: String,
+    },
+    /// The lease could not be kept (`errorOnLeaseCount` above the limit).
+    LeaseLost,
+    /// Found Failed in the API: decided by an earlier run.
+    Recorded,
+}
+
+impl Failure {
+    /// The failure a status found Failed in the API records: one failed for a missing node is
+    /// recognised by its `lastError`, so that a spec change still starts it again.
+    pub(super) fn recorded(last_error: Option<&str>, nm: &Maintenance) -> Self {
+        let missing = ReconcileError::NodeMissing {
+            node: nm.node_name.clone(),
+        };
+        if last_error == Some(missing.to_string().as_str()) {
+            Failure::NodeMissing {
+                reason: nm.reason.clone(),
+            }
+        } else {
+            Failure::Recorded
+        }
+    }
+}
+
+impl Stage {
+    /// The node is in maintenance and ours: the lease is renewed and drift repaired.
+    pub(super) fn guards_node(&self) -> bool {
+        matches!(self, Stage::Draining(_) | Stage::Succeeded)
+    }
+
+    /// Deleted: undoing.
+    pub(super) fn is_undoing(&self) -> bool {
+        matches!(self, Stage::Undoing)
+    }
+
+    /// The drain, while draining.
+    pub(super) fn drain_mut(&mut self) -> Option<&mut Drain> {
+        match self {
+            Stage::Draining(drain) => Some(drain),
+            _ => None,
+        }
+    }
+
+    /// The drain, while draining.
+    pub(super) fn drain(&self) -> Option<&Drain> {
+        match self {
+            Stage::Draining(drain) => Some(drain),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stage::Starting => f.write_str("starting"),
+            Stage::WaitingForLease { holder, until } => {
+                write!(f, "waiting for the lease held by {holder}")?;
+                match until {
+                    Some(until) => write!(f, " until {}", until.to_rfc3339()),
+                    None => Ok(()),
+                }
+            }
+            Stage::Draining(_) => f.write_str("draining"),
+            Stage::Succeeded => f.write_str("succeeded"),
+            Stage::Failed { why, undo_due } => {
+                let why = match why {
+                    Failure::NodeMissing { .. } => "node missing",
+                    Failure::LeaseLost => "lease lost",
+                    Failure::Recorded => "recorded",
+                };
+                let undo = if *undo_due { ", undo due" } else { "" };
+                write!(f, "failed ({why}{undo})")
+            }
+            Stage::Undoing => f.write_str("undoing"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failed(undo_due: bool) -> Stage {
+        Stage::Failed {
+            why: Failure::LeaseLost,
+            undo_due,
+        }
+    }
+
+    fn draining() -> Stage {
+        Stage::Draining(Box::new(Drain::begin(&tracing::Span::none(), 0)))
+    }
+
+    fn nm(reason: &str) -> Maintenance {
+        Maintenance {
+            name: "nm1".into(),
+            uid: "uid-nm1".into(),
+            resource_version: "1".into(),
+            node_name: "n1".into(),
+            reason: reason.into(),
+            creation_timestamp: DateTime::<Utc>::UNIX_EPOCH,
+            deleting: false,
+            finalizers: vec![],
+            status: None,
+        }
+    }
+    #[test]
+    fn stages_read_as_words() {
+        let waiting = Stage::WaitingForLease {
+            holder: "node-healthcheck".into(),
+            until: Some(DateTime::<Utc>::UNIX_EPOCH),
+        };
+        assert_eq!(
+            waiting.to_string(),
+            "waiting for the lease held by node-healthcheck until 1970-01-01T00:00:00+00:00"
+        );
+        assert_eq!(failed(true).to_string(), "failed (lease lost, undo due)");
+        assert_eq!(draining().to_string(), "draining");
+    }
+
+    #[test]
+    fn a_recorded_failure_for_a_missing_node_is_recognised() {
+        let nm = nm("r");
+        assert_eq!(
+            Failure::recorded(Some("node n1 not found"), &nm),
+            Failure::NodeMissing { reason: "r".into() }
+        );
+        assert_eq!(
+            Failure::recorded(Some("failed to extend lease owned by us: x"), &nm),
+            Failure::Recorded
+        );
+        assert_eq!(Failure::recorded(None, &nm), Failure::Recorded);
+    }
+}

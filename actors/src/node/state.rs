@@ -1,0 +1,233 @@
+//! The node actor's state, and the primitives its transitions act through: run the next
+//! operation, write the status, emit an event, change stage.
+
+use std::sync::atomic::Ordering;
+
+use ractor::{ActorRef, DerivedActorRef};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::decide::{Facts, NextOp, next_op};
+use super::drain::DrainEnd;
+use super::lease::LeaseKeeper;
+use super::messages::NodeMsg;
+use super::ops::{self, DaemonSets, OpCtx, OpResult, ReconcileInput};
+use super::stage::Stage;
+use super::status_writer::{Flush, StatusWriter};
+use super::watches::Watches;
+use crate::eviction::{EvictionMsg, EvictionReport};
+use crate::model::{EventType, Maintenance, Phase};
+use crate::observe::PhaseReport;
+use crate::op_runner::OpRunner;
+use crate::task::{TaskSlot, spawn_cast_back};
+
+/// State of [`super::NodeActor`].
+pub struct NodeActorState {
+    pub(super) ctx: OpCtx,
+    pub(super) evictor: ActorRef<EvictionMsg>,
+    /// Where the eviction actor sends its reports: this actor, seen only as a receiver of
+    /// [`EvictionReport`]s.
+    pub(super) reports: DerivedActorRef<EvictionReport>,
+    /// The NodeMaintenance as last seen.
+    pub(super) nm: Maintenance,
+    pub(super) stage: Stage,
+    pub(super) status: StatusWriter,
+    pub(super) ops: OpRunner,
+    /// The first reconcile re-reads the NodeMaintenance (crash safety); true once it did, or
+    /// when the copy at hand came straight from the watch.
+    pub(super) refreshed: bool,
+    /// The node drifted: the next operation re-applies label, taints and cordon.
+    pub(super) repair_due: bool,
+    pub(super) lease: LeaseKeeper,
+    pub(super) watches: Watches,
+    /// Which DaemonSets exist, as learned by reconciles and drain passes.
+    pub(super) daemonsets: DaemonSets,
+    /// The retry timer.
+    pub(super) tick: TaskSlot,
+    /// The trace root: `maintenance` until the deletion is seen, then `end_maintenance`.
+    pub(super) span: tracing::Span,
+    /// The phase last reported to the observer (withdrawn when the state is dropped).
+    pub(super) observed_phase: PhaseReport,
+}
+
+impl NodeActorState {
+    pub(super) fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.ctx.config.now()
+    }
+
+    /// Starts the operation the stage calls for, or, while one runs, remembers to look again
+    /// once it is done.
+    pub(super) fn kick(&mut self, myself: &ActorRef<NodeMsg>) {
+        if !self.ops.may_start() {
+            return;
+        }
+        let facts = Facts {
+            repair_due: self.repair_due,
+            awaiting_pods: self.stage.drain().is_some_and(|d| d.pods.is_none())
+                && self.watches.watching_pods(),
+        };
+        match next_op(&self.stage, facts) {
+            None => {}
+            Some(NextOp::Reconcile) => {
+                self.repair_due = false;
+                self.run_reconcile(myself);
+            }
+            Some(NextOp::DrainPass) => self.run_drain_pass(myself),
+            Some(NextOp::Undo { finalizer }) => {
+                if let Stage::Failed { undo_due, .. } = &mut self.stage {
+                    *undo_due = false;
+                }
+                let span = tracing::info_span!(parent: &self.span, "undo");
+                let ctx = self.ctx.clone();
+                self.ops
+                    .run(myself, span, ops::undo(ctx, finalizer), move |result| {
+                        NodeMsg::Op(OpResult::Undone { finalizer, result })
+                    });
+            }
+        }
+    }
+
+    fn run_reconcile(&mut self, myself: &ActorRef<NodeMsg>) {
+        let input = ReconcileInput {
+            refresh: !self.refreshed,
+            finalizers: self.nm.finalizers.clone(),
+            first_time: self.status.wanted.phase.is_none(),
+            known_daemonsets: self.daemonsets.clone(),
+        };
+        let span = tracing::info_span!(parent: &self.span, "reconcile");
+        let ctx = self.ctx.clone();
+        self.ops
+            .run(myself, span, ops::reconcile(ctx, input), |done| {
+                NodeMsg::Op(OpResult::Reconciled(Box::new(done)))
+            });
+    }
+
+    fn run_drain_pass(&mut self, myself: &ActorRef<NodeMsg>) {
+        let Some(drain) = self.stage.drain() else {
+            return;
+        };
+        let (snapshot, handled) = drain.next_pass();
+        // A pass runs on every pod change and every retry tick: it gets no span of its own
+        // (hours of a blocked drain would make thousands); what it does (deleting pods) is
+        // recorded inside the drain's span.
+        let span = drain.span().clone();
+        let work = ops::drain_pass(self.ctx.clone(), snapshot, self.daemonsets.clone(), handled);
+        self.ops.run(myself, span, work, |pass| {
+            NodeMsg::Op(OpResult::Drained(pass))
+        });
+    }
+
+    /// Writes the status if it differs from what the API has; one write at a time, progress
+    /// coalesced. Nothing is written while undoing.
+    pub(super) fn flush_status(&mut self, myself: &ActorRef<NodeMsg>) {
+        if self.stage.is_undoing() {
+            return;
+        }
+        let now = Instant::now();
+        match self.status.decide(now) {
+            Flush::Nothing => {}
+            Flush::Later(after) => {
+                self.status.scheduled();
+                // Detached: a send to a stopped actor just fails.
+                drop(myself.send_after(after, || NodeMsg::FlushStatus));
+            }
+            Flush::Now => {
+                let wall = self.now();
+                let status = self
+                    .status
+                    .begin(now, wall, self.ctx.config.status_coalesce);
+                // Status writes are coalesced, so a span each stays cheap and shows when the
+                // status said what.
+                let span = tracing::info_span!(
+                    parent: &self.span,
+                    "write_status",
+                    phase = status.phase.map(Phase::as_str).unwrap_or_default(),
+                    drain_progress = status.drain_progress,
+                );
+                let cluster = self.ctx.cluster.clone();
+                let name = self.ctx.nm_name.clone();
+                spawn_cast_back(
+                    myself,
+                    span,
+                    async move { cluster.write_status(&name, &status).await.map(|()| status) },
+                    NodeMsg::StatusWritten,
+                );
+            }
+        }
+    }
+
+    /// Emits an event on the NodeMaintenance (best effort, in the background).
+    pub(super) fn event(&self, type_: EventType, reason: &str, message: String) {
+        let cluster = self.ctx.cluster.clone();
+        let event = ops::nm_event(&self.ctx, type_, reason, message);
+        tokio::spawn(async move { ops::emit(&cluster, event).await }.instrument(self.span.clone()));
+    }
+
+    /// Moves to `next`. Leaving `Draining` ends the drain: its span says how, the pod watch
+    /// stops and the eviction actor forgets the requests it still holds.
+    pub(super) fn set_stage(&mut self, next: Stage) {
+        let previous = std::mem::replace(&mut self.stage, next);
+        if std::mem::discriminant(&previous) != std::mem::discriminant(&self.stage) {
+            self.span.in_scope(
+                || tracing::debug!(from = %previous, to = %self.stage, "maintenance stage"),
+            );
+        }
+        if let Stage::Draining(drain) = previous {
+            self.watches.stop_pods();
+            let how = match self.stage {
+                Stage::Succeeded => DrainEnd::Drained,
+                _ => DrainEnd::Stopped,
+            };
+            if drain.end(how, self.ctx.config.observer.as_ref()) {
+                let _ = self.evictor.cast(EvictionMsg::Cancel {
+                    maintenance: self.ctx.nm_name.clone(),
+                });
+            }
+        }
+    }
+
+    /// Tells the observer (and the trace root) about a phase change.
+    pub(super) fn note_phase(&mut self) {
+        if self.stage.is_undoing() || !self.observed_phase.set(self.status.wanted.phase) {
+            return;
+        }
+        if let Some(phase) = self.status.wanted.phase {
+            self.span.record("phase", phase.as_str());
+        }
+    }
+
+    /// No longer driving this maintenance: the phase gauge forgets it.
+    pub(super) fn forget_phase(&mut self) {
+        self.observed_phase.set(None);
+    }
+
+    /// Deleted: from now on only the undo runs, in a trace of its own.
+    pub(super) fn start_undo(&mut self, myself: &ActorRef<NodeMsg>) {
+        if self.stage.is_undoing() {
+            return;
+        }
+        // Log lines are emitted inside the span (not with `parent:`): JSON logs list the spans
+        // entered, so that is how a line gets the maintenance's node and trace id.
+        self.span
+            .in_scope(|| tracing::info!("maintenance deleted, undoing"));
+        self.note_phase();
+        self.forget_phase();
+        self.ctx.deleting.store(true, Ordering::SeqCst);
+        self.set_stage(Stage::Undoing);
+        // Ending maintenance is its own trace, linked to the maintenance's: the maintenance's
+        // root span ends here (once its last children do), so Jaeger shows it complete.
+        let end = tracing::info_span!(
+            parent: None,
+            "end_maintenance",
+            maintenance = %self.ctx.nm_name,
+            node = %self.ctx.node_name,
+            trace_id = tracing::field::Empty,
+        );
+        end.follows_from(&self.span);
+        self.ctx.config.observer.trace_root(&end);
+        self.span = end;
+        self.lease.stop_renewing();
+        self.watches.stop_node();
+        self.kick(myself);
+    }
+}

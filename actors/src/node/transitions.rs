@@ -1,0 +1,373 @@
+//! What each message does to a node actor: decide (see [`super::decide`]), then act through the
+//! primitives of [`super::state`].
+
+use ractor::ActorRef;
+
+use super::decide::{self, AfterReconcile, OnUpdate};
+use super::drain::Drain;
+use super::errors::{LeaseError, LeaseLost, UndoError};
+use super::messages::{NodeMsg, WatchKind};
+use super::ops::{self, DrainPass, Reconciled};
+use super::stage::{Failure, Stage};
+use super::state::NodeActorState;
+use super::status;
+use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
+use crate::model::{
+    EventType, Lease, Maintenance, MaintenanceStatus, NodeState, Phase, PodInfo, reasons,
+};
+use crate::observe::LeaseOp;
+use crate::plan;
+use crate::ports::ClusterError;
+use crate::stop::StopReason;
+use crate::task::spawn_cast_back;
+
+impl NodeActorState {
+    /// The NodeMaintenance changed.
+    pub(super) fn on_update(&mut self, myself: &ActorRef<NodeMsg>, nm: Maintenance) {
+        match decide::on_update(&self.stage, &nm) {
+            OnUpdate::Undo => {
+                self.nm = nm;
+                self.start_undo(myself);
+            }
+            OnUpdate::Restart => {
+                self.nm.reason = nm.reason;
+                self.set_stage(Stage::Starting);
+                self.kick(myself);
+            }
+            OnUpdate::Continue => {
+                self.nm.reason = nm.reason;
+                self.nm.finalizers = nm.finalizers;
+            }
+        }
+    }
+
+    /// The NodeMaintenance is gone from the API without our undo having finished (its
+    /// finalizer was removed by hand): finish the undo.
+    pub(super) fn on_gone(&mut self, myself: &ActorRef<NodeMsg>) {
+        self.nm.deleting = true;
+        self.start_undo(myself);
+    }
+
+    /// The retry timer.
+    pub(super) fn on_tick(&mut self, myself: &ActorRef<NodeMsg>) {
+        self.flush_status(myself);
+        if decide::retries_on_tick(&self.stage) {
+            self.kick(myself);
+        }
+    }
+
+    /// The lease renewal timer.
+    pub(super) fn renew_lease(&mut self, myself: &ActorRef<NodeMsg>) {
+        if !self.stage.guards_node() || !self.lease.begin_renewal() {
+            return;
+        }
+        let ctx = self.ctx.clone();
+        // The node uid only matters if the lease vanished and is re-created.
+        let node_uid = self.lease.node_uid().to_string();
+        // A renewal: the lease is ours, so it is never created without reading it first.
+        let work = async move { ops::acquire_lease(&ctx, &node_uid, LeaseOp::Renew, false).await };
+        spawn_cast_back(myself, self.span.clone(), work, NodeMsg::LeaseRenewed);
+    }
+
+    /// A renewal ended.
+    pub(super) fn on_renewed(
+        &mut self,
+        myself: &ActorRef<NodeMsg>,
+        result: Result<Lease, LeaseError>,
+    ) {
+        self.lease.renewal_ended();
+        if !self.stage.guards_node() {
+            return;
+        }
+        match result {
+            Ok(_) => {
+                if self.status.wanted.error_on_lease_count != 0 {
+                    self.status.wanted.error_on_lease_count = 0;
+                    self.flush_status(myself);
+                }
+            }
+            Err(err) => self.lease_failed(myself, err),
+        }
+    }
+
+    /// Counts one failure to take or keep the lease; gives up above the limit.
+    fn lease_failed(&mut self, myself: &ActorRef<NodeMsg>, error: LeaseError) {
+        let counted = self
+            .lease
+            .count_failure(self.status.wanted.error_on_lease_count);
+        self.status.wanted.error_on_lease_count = counted.count;
+        if counted.give_up {
+            self.give_up(myself, LeaseLost(error));
+        } else {
+            self.status.wanted.last_error = Some(error.to_string());
+            self.flush_status(myself);
+        }
+    }
+
+    /// Stops the maintenance after repeated lease failures: Failed, and the node undone.
+    fn give_up(&mut self, myself: &ActorRef<NodeMsg>, error: LeaseLost) {
+        let now = self.now();
+        self.set_stage(Stage::Failed {
+            why: Failure::LeaseLost,
+            undo_due: true,
+        });
+        self.lease.stop_renewing();
+        self.watches.stop_node();
+        let error = error.to_string();
+        status::fail(&mut self.status.wanted, error.clone(), now);
+        self.event(EventType::Warning, reasons::FAILED, error);
+        self.flush_status(myself);
+        self.kick(myself);
+    }
+
+    /// A maintenance found Failed in the API stays Failed (one failed for a missing node is
+    /// started again when its spec changes).
+    pub(super) fn enter_recorded_failure(&mut self) {
+        let why = Failure::recorded(self.status.wanted.last_error.as_deref(), &self.nm);
+        self.set_stage(Stage::Failed {
+            why,
+            undo_due: false,
+        });
+    }
+
+    /// A reconcile ended.
+    pub(super) fn on_reconciled(&mut self, myself: &ActorRef<NodeMsg>, done: Reconciled) {
+        let now = self.now();
+        if let Some(fresh) = done.fresh {
+            self.refreshed = true;
+            self.status.reread(fresh.status.clone());
+            let deleting = fresh.deleting;
+            self.nm = fresh;
+            if deleting {
+                self.start_undo(myself);
+                return;
+            }
+            // A deletion seen meanwhile wins over a stale read.
+            if self.status.wanted.phase == Some(Phase::Failed) && !self.stage.is_undoing() {
+                self.enter_recorded_failure();
+                return;
+            }
+        }
+        if done.finalizer_added && !self.nm.has_finalizer() {
+            self.nm.finalizers.push(crate::model::FINALIZER.to_string());
+        }
+        if let Some(initial) = done.initial {
+            status::begin(&mut self.status.wanted, &initial, now);
+        }
+        if self.stage.is_undoing() || matches!(self.stage, Stage::Failed { .. }) {
+            // The result raced the deletion or a give-up: those win.
+            return;
+        }
+        match decide::after_reconcile(done.outcome, self.lease.held_once()) {
+            AfterReconcile::Ready { node, lease } => self.ready(myself, &node, &lease),
+            AfterReconcile::NodeMissing(error) => {
+                let error = error.to_string();
+                let already = self.status.written().is_some_and(|w| {
+                    w.phase == Some(Phase::Failed) && w.last_error.as_deref() == Some(&error)
+                });
+                self.set_stage(Stage::Failed {
+                    why: Failure::NodeMissing {
+                        reason: self.nm.reason.clone(),
+                    },
+                    undo_due: false,
+                });
+                status::fail(&mut self.status.wanted, error.clone(), now);
+                if !already {
+                    self.event(EventType::Warning, reasons::FAILED, error);
+                }
+            }
+            AfterReconcile::WaitForLease { holder, until } => {
+                status::waiting_for_lease(&mut self.status.wanted, &holder, until, now);
+                self.set_stage(Stage::WaitingForLease { holder, until });
+            }
+            AfterReconcile::LeaseFailed(error) => {
+                self.lease_failed(myself, error);
+                return;
+            }
+            AfterReconcile::NoLeaseYet(error) => {
+                self.status.wanted.last_error = Some(error.to_string());
+            }
+            AfterReconcile::StepFailed(error) => {
+                self.span
+                    .in_scope(|| tracing::warn!(%error, "maintenance step failed, retrying"));
+                self.status.wanted.last_error = Some(error.to_string());
+            }
+            AfterReconcile::Gone => {
+                myself.stop(StopReason::Gone.text());
+                return;
+            }
+            AfterReconcile::Nothing => {}
+        }
+        self.flush_status(myself);
+    }
+
+    /// Lease held and node in maintenance: guard it, and drain unless drained before.
+    fn ready(&mut self, myself: &ActorRef<NodeMsg>, node: &NodeState, lease: &Lease) {
+        self.span.in_scope(
+            || tracing::debug!(node = %node.name, lease = %lease.name, "node in maintenance"),
+        );
+        let now = self.now();
+        self.lease.acquired(&node.uid);
+        status::lease_acquired(&mut self.status.wanted, now);
+        self.watches
+            .watch_node(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
+        self.lease
+            .keep_renewing(myself, self.ctx.config.lease_renew_interval);
+        if self.status.wanted.phase == Some(Phase::Succeeded) {
+            self.set_stage(Stage::Succeeded);
+            return;
+        }
+        self.status.wanted.phase = Some(Phase::Running);
+        if !matches!(self.stage, Stage::Draining(_)) {
+            let drain = Drain::begin(&self.span, self.status.wanted.eviction_pods);
+            self.set_stage(Stage::Draining(Box::new(drain)));
+        }
+        self.watches
+            .watch_pods(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
+        self.ops.again();
+    }
+
+    /// A drain pass ended.
+    pub(super) fn on_drained(&mut self, myself: &ActorRef<NodeMsg>, mut pass: DrainPass) {
+        let Some(drain) = self.stage.drain_mut() else {
+            return;
+        };
+        self.daemonsets.extend(std::mem::take(&mut pass.daemonsets));
+        let to_ask = drain.apply(pass);
+        let span = drain.span().clone();
+        for pending in to_ask {
+            let request = EvictionRequest {
+                pod: pending.pod.clone(),
+                grace_period_seconds: pending.grace,
+                maintenance: self.ctx.nm_name.clone(),
+                reply_to: self.reports.clone(),
+                span: span.clone(),
+            };
+            if self.evictor.cast(EvictionMsg::Evict(request)).is_ok()
+                && let Some(drain) = self.stage.drain_mut()
+            {
+                drain.asked(pending.pod);
+            }
+        }
+        self.update_drain_status(myself);
+    }
+
+    /// An answer of the eviction actor.
+    pub(super) fn on_report(&mut self, myself: &ActorRef<NodeMsg>, report: EvictionReport) {
+        if self
+            .stage
+            .drain_mut()
+            .is_some_and(|drain| drain.report(report))
+        {
+            self.update_drain_status(myself);
+        }
+    }
+
+    /// Writes what the drain says into the status; a drained node succeeds.
+    fn update_drain_status(&mut self, myself: &ActorRef<NodeMsg>) {
+        let now = self.now();
+        let drained = self
+            .stage
+            .drain()
+            .is_some_and(|drain| drain.write_status(&mut self.status.wanted, now));
+        if drained {
+            let first = self.status.written().and_then(|w| w.phase) != Some(Phase::Succeeded);
+            self.set_stage(Stage::Succeeded);
+            if first {
+                self.event(
+                    EventType::Normal,
+                    reasons::SUCCEED,
+                    format!("Node maintenance for node {} succeeded", self.ctx.node_name),
+                );
+            }
+        }
+        self.flush_status(myself);
+    }
+
+    /// An undo ended; true when the actor is done (stopped).
+    pub(super) fn on_undone(
+        &mut self,
+        myself: &ActorRef<NodeMsg>,
+        finalizer: bool,
+        result: Result<(), UndoError>,
+    ) -> bool {
+        match result {
+            Ok(()) if finalizer => {
+                myself.stop(StopReason::Undone.text());
+                true
+            }
+            Ok(()) => false,
+            Err(error) => {
+                self.span
+                    .in_scope(|| tracing::warn!(%error, "undo failed, retrying"));
+                if !finalizer && let Stage::Failed { undo_due, .. } = &mut self.stage {
+                    // Retried on the next tick, like the deletion's undo.
+                    *undo_due = true;
+                }
+                false
+            }
+        }
+    }
+
+    /// A status write ended.
+    pub(super) fn on_status_written(
+        &mut self,
+        myself: &ActorRef<NodeMsg>,
+        result: Result<MaintenanceStatus, ClusterError>,
+    ) {
+        match result {
+            Ok(written) => {
+                self.status.ended(Some(written));
+                self.flush_status(myself);
+            }
+            Err(ClusterError::NotFound(_)) => self.status.ended(None),
+            Err(err) => {
+                self.status.ended(None);
+                self.span
+                    .in_scope(|| tracing::warn!(error = %err, "cannot write status, retrying"));
+            }
+        }
+    }
+
+    /// The Node changed (None: it does not exist).
+    pub(super) fn on_node_changed(&mut self, myself: &ActorRef<NodeMsg>, node: Option<NodeState>) {
+        if let Some(node) = node
+            && self.stage.guards_node()
+            && plan::maintenance_patch(&node, self.now()).is_some()
+        {
+            self.span
+                .in_scope(|| tracing::info!("node changed under maintenance, repairing"));
+            self.repair_due = true;
+            self.kick(myself);
+        }
+    }
+
+    /// The node's pods changed.
+    pub(super) fn on_pods_changed(&mut self, myself: &ActorRef<NodeMsg>, pods: Vec<PodInfo>) {
+        if let Some(drain) = self.stage.drain_mut() {
+            drain.pods = Some(pods);
+            self.kick(myself);
+        }
+    }
+
+    /// A watch ended: subscribe again after the retry interval.
+    pub(super) fn on_watch_ended(&mut self, myself: &ActorRef<NodeMsg>, kind: WatchKind) {
+        self.watches.ended(kind);
+        // Detached: a send to a stopped actor just fails, nothing to abort.
+        drop(myself.send_after(self.ctx.config.retry_interval, move || {
+            NodeMsg::Resubscribe(kind)
+        }));
+    }
+
+    /// Time to subscribe again, if the stage still wants the watch.
+    pub(super) fn on_resubscribe(&mut self, myself: &ActorRef<NodeMsg>, kind: WatchKind) {
+        if !decide::resubscribes(&self.stage, kind) {
+            return;
+        }
+        let (cluster, node) = (self.ctx.cluster.as_ref(), &self.ctx.node_name);
+        match kind {
+            WatchKind::Node => self.watches.watch_node(cluster, node, myself),
+            WatchKind::Pods => self.watches.watch_pods(cluster, node, myself),
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! The node lease shared with the other medik8s operators: its name, validity, how to take or
+//! renew it, and when losing it means giving up.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::model::{LEASE_HOLDER, Lease};
+
+/// Lease name for a node.
+pub fn lease_name(node: &str) -> String {
+    format!("node-{node}")
+}
+
+/// A lease is valid while `renewTime + leaseDurationSeconds >= now` and renewTime is not in the
+/// future. A lease without renewTime or duration is not valid.
+pub fn lease_valid(lease: &Lease, now: DateTime<Utc>) -> bool {
+    let (Some(renew), Some(seconds)) = (lease.renew_time, lease.lease_duration_seconds) else {
+        return false;
+    };
+    renew <= now && renew + chrono::Duration::seconds(i64::from(seconds)) >= now
+}
+
+/// When a lease stops being valid (None if it never was).
+pub fn lease_expiry(lease: &Lease) -> Option<DateTime<Utc>> {
+    let (renew, seconds) = (lease.renew_time?, lease.lease_duration_seconds?);
+    Some(renew + chrono::Duration::seconds(i64::from(seconds)))
+}
+
+/// What to do about the node lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LeaseAction {
+    /// No lease: create this one.
+    Create(Lease),
+    /// Write this one (renewal of ours, or take-over of an expired one).
+    Update(Lease),
+    /// Someone else holds a valid lease: hands off.
+    HeldByOther {
+        /// The holder identity ("unknown" if unset).
+        holder: String,
+        /// When their lease expires, if known.
+        until: Option<DateTime<Utc>>,
+    },
+}
+
+/// Decides how to take or renew the lease, like medik8s' lease manager: ours is renewed (a lapsed
+/// one of ours is re-acquired), a foreign valid one is respected, a foreign expired one is taken
+/// over with `leaseTransitions + 1`.
+pub fn plan_lease(
+    existing: Option<&Lease>,
+    namespace: &str,
+    node: &str,
+    now: DateTime<Utc>,
+    duration: Duration,
+) -> LeaseAction {
+    let seconds = i32::try_from(duration.as_secs()).unwrap_or(i32::MAX);
+    let Some(lease) = existing else {
+        return LeaseAction::Create(Lease {
+            namespace: namespace.to_string(),
+            name: lease_name(node),
+            holder_identity: Some(LEASE_HOLDER.to_string()),
+            lease_duration_seconds: Some(seconds),
+            acquire_time: Some(now),
+            renew_time: Some(now),
+            lease_transitions: Some(0),
+            resource_version: String::new(),
+        });
+    };
+    let ours = lease.holder_identity.as_deref() == Some(LEASE_HOLDER);
+    let valid = lease_valid(lease, now);
+    if !ours && valid {
+        return LeaseAction::HeldByOther {
+            holder: lease
+                .holder_identity
+                .clone()
+                .unwrap_or_else(|| "unknown".to_string()),
+            until: lease_expiry(lease),
+        };
+    }
+    let mut next = lease.clone();
+    if !ours || !valid {
+        next.acquire_time = Some(now);
+        next.lease_transitions = Some(lease.lease_transitions.unwrap_or(0).saturating_add(1));
+    }
+    next.holder_identity = Some(LEASE_HOLDER.to_string());
+    next.lease_duration_seconds = Some(seconds);
+    next.renew_time = Some(now);
+    LeaseAction::Update(next)
+}
+
+/// True when the lease is held by nmo (valid or not).
+pub fn lease_is_ours(lease: &Lease) -> bool {
+    lease.holder_identity.as_deref() == Some(LEASE_HOLDER)
+}
+
+/// Result of counting one failure to take or keep the lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseFailure {
+    /// New `errorOnLeaseCount`.
+    pub count: i32,
+    /// True when the maintenance must stop (undo and Failed).
+    pub give_up: bool,
+}
+
+/// Maximum `errorOnLeaseCount` tolerated; one more stops the maintenance.
+pub const MAX_LEASE_ERRORS: i32 = 3;
+
+/// Counts a lease failure like NMO: only once evictions began; above 3 the maintenance stops.
+pub fn lease_failure(count: i32, evictions_began: bool) -> LeaseFailure {
+    if !evictions_began {
+        return LeaseFailure {
+            count,
+            give_up: false,
+        };
+    }
+    let count = count.saturating_add(1);
+    LeaseFailure {
+        count,
+        give_up: count > MAX_LEASE_ERRORS,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    fn t(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0).single().unwrap()
+    }
+
+    fn lease(holder: &str, renew: i64, transitions: i32) -> Lease {
+        Lease {
+            namespace: crate::config::defaults::LEASE_NAMESPACE.into(),
+            name: "node-n1".into(),
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(3600),
+            acquire_time: Some(t(renew)),
+            renew_time: Some(t(renew)),
+            lease_transitions: Some(transitions),
+            resource_version: "7".into(),
+        }
+    }
+
+    #[test]
+    fn lease_validity() {
+        let l = lease("x", 0, 0);
+        assert!(lease_valid(&l, t(0)));
+        assert!(lease_valid(&l, t(3600)));
+        assert!(!lease_valid(&l, t(3601)));
+        assert!(
+            !lease_valid(&l, t(-1)),
+            "renewTime in the future is invalid"
+        );
+        let mut no_renew = l.clone();
+        no_renew.renew_time = None;
+        assert!(!lease_valid(&no_renew, t(0)));
+    }
+
+    #[test]
+    fn missing_lease_is_created() {
+        let d = Duration::from_secs(3600);
+        let LeaseAction::Create(l) = plan_lease(None, "ns", "n1", t(5), d) else {
+            panic!("expected create");
+        };
+        assert_eq!(l.name, "node-n1");
+        assert_eq!(l.namespace, "ns");
+        assert_eq!(l.holder_identity.as_deref(), Some(LEASE_HOLDER));
+        assert_eq!(l.lease_duration_seconds, Some(3600));
+        assert_eq!(l.renew_time, Some(t(5)));
+    }
+
+    #[test]
+    fn foreign_valid_lease_is_respected() {
+        let d = Duration::from_secs(3600);
+        let l = lease("node-healthcheck", 0, 2);
+        assert_eq!(
+            plan_lease(Some(&l), "ns", "n1", t(10), d),
+            LeaseAction::HeldByOther {
+                holder: "node-healthcheck".into(),
+                until: Some(t(3600))
+            }
+        );
+    }
+
+    #[test]
+    fn foreign_expired_lease_is_taken_over_with_transition() {
+        let d = Duration::from_secs(3600);
+        let l = lease("node-healthcheck", 0, 2);
+        let LeaseAction::Update(next) = plan_lease(Some(&l), "ns", "n1", t(4000), d) else {
+            panic!("expected take-over");
+        };
+        assert_eq!(next.holder_identity.as_deref(), Some(LEASE_HOLDER));
+        assert_eq!(next.lease_transitions, Some(3));
+        assert_eq!(next.acquire_time, Some(t(4000)));
+        assert_eq!(next.renew_time, Some(t(4000)));
+        assert_eq!(next.resource_version, "7");
+    }
+
+    #[test]
+    fn own_lease_is_renewed_without_transition() {
+        let d = Duration::from_secs(3600);
+        let l = lease(LEASE_HOLDER, 0, 1);
+        let LeaseAction::Update(next) = plan_lease(Some(&l), "ns", "n1", t(1200), d) else {
+            panic!("expected renewal");
+        };
+        assert_eq!(next.lease_transitions, Some(1));
+        assert_eq!(next.acquire_time, Some(t(0)));
+        assert_eq!(next.renew_time, Some(t(1200)));
+        assert!(lease_is_ours(&next));
+    }
+
+    #[test]
+    fn lease_errors_count_only_after_evictions_began() {
+        assert_eq!(
+            lease_failure(0, false),
+            LeaseFailure {
+                count: 0,
+                give_up: false
+            }
+        );
+        assert_eq!(
+            lease_failure(2, true),
+            LeaseFailure {
+                count: 3,
+                give_up: false
+            }
+        );
+        assert_eq!(
+            lease_failure(3, true),
+            LeaseFailure {
+                count: 4,
+                give_up: true
+            }
+        );
+    }
+}

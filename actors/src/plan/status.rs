@@ -1,0 +1,114 @@
+//! Status bookkeeping, and which of several NodeMaintenances for one node drives it.
+
+use chrono::{DateTime, Utc};
+
+use crate::model::{Condition, Maintenance, MaintenanceStatus};
+
+/// Which of several NodeMaintenances for the same node drives it: the oldest by creation time,
+/// ties broken by name.
+pub fn driver<'a, I>(candidates: I) -> Option<&'a Maintenance>
+where
+    I: IntoIterator<Item = &'a Maintenance>,
+{
+    candidates
+        .into_iter()
+        .min_by(|a, b| (a.creation_timestamp, &a.name).cmp(&(b.creation_timestamp, &b.name)))
+}
+
+/// Sets a condition, keeping its transition time when the status value does not change.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    now: DateTime<Utc>,
+) {
+    let status = if status { "True" } else { "False" };
+    if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) {
+        if existing.status != status {
+            existing.last_transition_time = now;
+            existing.status = status.to_string();
+        }
+        existing.reason = reason.to_string();
+        existing.message = message.to_string();
+        return;
+    }
+    conditions.push(Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        last_transition_time: now,
+    });
+}
+
+/// The condition of a type, if present.
+pub fn condition<'a>(status: &'a MaintenanceStatus, type_: &str) -> Option<&'a Condition> {
+    status.conditions.iter().find(|c| c.type_ == type_)
+}
+
+/// True when two statuses differ in anything but `lastUpdate` (which changes with every write,
+/// so comparing it would make every tick a write).
+pub fn status_differs(a: &MaintenanceStatus, b: &MaintenanceStatus) -> bool {
+    let mut a = a.clone();
+    a.last_update = b.last_update;
+    &a != b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+    fn t(secs: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + secs, 0).single().unwrap()
+    }
+
+    fn nm(name: &str, created: i64) -> Maintenance {
+        Maintenance {
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            resource_version: "1".into(),
+            node_name: "n1".into(),
+            reason: String::new(),
+            creation_timestamp: t(created),
+            deleting: false,
+            finalizers: vec![],
+            status: None,
+        }
+    }
+
+    #[test]
+    fn older_maintenance_drives_and_name_breaks_ties() {
+        let (a, b, c) = (nm("b-old", 0), nm("a-new", 10), nm("a-old", 0));
+        assert_eq!(driver([&b, &a]).unwrap().name, "b-old");
+        assert_eq!(driver([&b, &a, &c]).unwrap().name, "a-old");
+        assert!(driver(std::iter::empty()).is_none());
+    }
+
+    #[test]
+    fn condition_transition_time_kept_when_status_unchanged() {
+        let mut conds = Vec::new();
+        set_condition(&mut conds, "Drained", false, "PodsPending", "3 left", t(0));
+        set_condition(&mut conds, "Drained", false, "PodsPending", "2 left", t(5));
+        assert_eq!(conds.len(), 1);
+        assert_eq!(conds[0].last_transition_time, t(0));
+        assert_eq!(conds[0].message, "2 left");
+        set_condition(&mut conds, "Drained", true, "DrainComplete", "", t(9));
+        assert_eq!(conds[0].last_transition_time, t(9));
+        assert_eq!(conds[0].status, "True");
+    }
+
+    #[test]
+    fn status_difference_ignores_last_update() {
+        let a = MaintenanceStatus {
+            last_update: Some(t(0)),
+            ..Default::default()
+        };
+        let mut b = a.clone();
+        b.last_update = Some(t(5));
+        assert!(!status_differs(&a, &b));
+        b.drain_progress = 10;
+        assert!(status_differs(&a, &b));
+    }
+}

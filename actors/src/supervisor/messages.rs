@@ -1,0 +1,30 @@
+//! The supervisor's messages.
+
+use ractor::RpcReplyPort;
+
+use super::duplicate::DuplicateError;
+use crate::model::Maintenance;
+
+/// Messages to the supervisor. The controller sends `Upsert` for every NodeMaintenance it sees
+/// (create, change, relist) and `Deleted` when one is gone from the API.
+#[derive(Debug)]
+pub enum SupervisorMsg {
+    /// The current state of a NodeMaintenance (created, changed, or seen again in a relist).
+    Upsert(Box<Maintenance>),
+    /// The NodeMaintenance no longer exists in the API.
+    Deleted {
+        /// `metadata.name`.
+        name: String,
+    },
+    /// Names of the NodeMaintenances that have a live node actor (introspection, tests).
+    Active(RpcReplyPort<Vec<String>>),
+    /// Internal: respawn the node actor of this NodeMaintenance after a crash.
+    Respawn(String),
+    /// Internal: the cluster calls for a duplicate NodeMaintenance finished.
+    DuplicateHandled {
+        /// The duplicate's name.
+        name: String,
+        /// Ok, or what failed.
+        result: Result<(), DuplicateError>,
+    },
+}

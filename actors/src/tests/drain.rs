@@ -1,0 +1,147 @@
+//! Drains held up by PodDisruptionBudgets, and what the status says about them.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn pdb_blocked_pods_are_retried_as_one_unit() {
+    let cluster = FakeCluster::with_node("n1", 10);
+    let names: Vec<String> = (0..10).map(|i| format!("n1-p{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    cluster.add_pdb("app", "web", &refs, 0);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    tokio::time::sleep(Duration::from_secs(300)).await;
+
+    let calls = cluster.count_calls("evict_pod");
+    // First round: every pod once (nothing known yet); then one probe per backoff step
+    // (1, 2, 4, ... capped at 60 s: about 9 in 5 minutes), not 10 per step.
+    assert!(calls >= 10, "{calls}");
+    assert!(calls <= 25, "PDB hammered: {calls} evictions");
+    let status = cluster.status("nm1");
+    assert_eq!(status.phase, Some(Phase::Running));
+    assert_eq!(status.pending_pods.len(), 10);
+    assert_eq!(status.drain_progress, 0);
+    let error = status.last_error.clone().unwrap();
+    assert!(error.contains("web"), "{error}");
+    assert!(error.contains("needs"), "API message kept: {error}");
+    assert!(
+        status
+            .pending_pods_reasons
+            .iter()
+            .any(|r| r.pdb.as_deref() == Some("web") && r.reason == conditions::BLOCKED_BY_PDB)
+    );
+    let drained = plan::condition(&status, conditions::DRAINED).unwrap();
+    assert_eq!(drained.reason, conditions::BLOCKED_BY_PDB);
+
+    cluster.set_pdb_allowed("app", "web", 10);
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(120))
+            .await
+    );
+    assert_eq!(cluster.status("nm1").last_error, None);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_allowing_one_disruption_releases_its_pods_one_at_a_time() {
+    let cluster = FakeCluster::with_node("n1", 6);
+    let names: Vec<String> = (0..6).map(|i| format!("n1-p{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    cluster.add_pdb("app", "one", &refs, 0);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    // A replacement becomes Ready every 2 s: the budget allows one more disruption.
+    let budget = cluster.clone();
+    let replenish = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            budget.set_pdb_allowed("app", "one", 1);
+        }
+    });
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(120))
+            .await
+    );
+    replenish.abort();
+    let calls = cluster.count_calls("evict_pod");
+    // 6 accepted, 6 refused in the first round, then about two refused probes per 2 s round.
+    // Releasing every parked pod after each success would add 5 + 4 + 3 + 2 + 1 refusals.
+    assert!(calls <= 28, "{calls} evictions for 6 pods");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn blocked_maintenance_does_not_delay_another() {
+    let cluster = FakeCluster::with_node("n1", 3);
+    cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1", "n1-p2"], 0);
+    cluster.add_node("n2");
+    for i in 0..3 {
+        cluster.add_pod("n2", "other", &format!("n2-p{i}"));
+    }
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let start = tokio::time::Instant::now();
+    cluster.create_maintenance("nm2", "n2", t0());
+    assert!(
+        h.wait_phase("nm2", Phase::Succeeded, Duration::from_secs(10))
+            .await
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(6),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(phase(&cluster, "nm1"), Some(Phase::Running));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn delete_while_blocked_undoes_within_five_seconds() {
+    let cluster = FakeCluster::with_node("n1", 2);
+    cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1"], 0);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(30), || cluster
+            .status("nm1")
+            .last_error
+            .is_some_and(|e| e.contains("tight")))
+        .await
+    );
+    assert_in_maintenance(&cluster, "n1");
+    let start = tokio::time::Instant::now();
+    cluster.delete_maintenance("nm1");
+    assert!(h.wait_gone("nm1", Duration::from_secs(5)).await);
+    assert!(start.elapsed() <= Duration::from_secs(5));
+    assert_released(&cluster, "n1");
+    // No more evictions once deleted.
+    let calls = cluster.count_calls("evict_pod");
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(cluster.count_calls("evict_pod"), calls);
+    assert_released(&cluster, "n1");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn too_many_pdbs_is_reported() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    cluster.add_pdb("app", "a", &["n1-p0"], 5);
+    cluster.add_pdb("app", "b", &["n1-p0"], 5);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(30), || cluster
+            .status("nm1")
+            .last_error
+            .is_some_and(|e| e.contains("more than one PodDisruptionBudget")))
+        .await
+    );
+    let status = cluster.status("nm1");
+    assert_eq!(
+        status.pending_pods_reasons[0].reason,
+        "TooManyPodDisruptionBudgets"
+    );
+    assert_eq!(status.phase, Some(Phase::Running));
+    h.stop().await;
+}

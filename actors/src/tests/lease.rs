@@ -1,0 +1,265 @@
+//! The node lease: taking, waiting behind another holder, renewing, losing it.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn lease_renewed_over_simulated_hours() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(1800)).await;
+        let lease = cluster.lease(NS, "node-n1").unwrap();
+        assert!(
+            plan::lease_valid(&lease, h.now()),
+            "lease lapsed at {}: {lease:?}",
+            h.now()
+        );
+    }
+    // 5 hours at one renewal per 20 minutes.
+    assert!(cluster.count_calls("update_lease") >= 14);
+    let lease = cluster.lease(NS, "node-n1").unwrap();
+    assert_eq!(lease.lease_transitions, Some(0));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn foreign_valid_lease_waits_then_proceeds() {
+    let cluster = FakeCluster::with_node("n1", 2);
+    cluster.put_lease(foreign_lease(t0(), 60, 1));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(10), || cluster
+            .status("nm1")
+            .last_error
+            .is_some_and(|e| e.contains("node-healthcheck")))
+        .await
+    );
+    let status = cluster.status("nm1");
+    assert_eq!(status.phase, Some(Phase::Running));
+    assert_eq!(status.error_on_lease_count, 0);
+    let cond = plan::condition(&status, conditions::LEASE_ACQUIRED).unwrap();
+    assert_eq!(
+        (cond.status.as_str(), cond.reason.as_str()),
+        ("False", conditions::LEASE_HELD_BY_OTHER)
+    );
+    let node = cluster.node("n1").unwrap();
+    assert!(!node.unschedulable && node.taints.is_empty() && node.labels.is_empty());
+    assert_eq!(cluster.count_calls("evict_pod"), 0);
+    // Re-checked at least every 5 s while waiting.
+    let reads = cluster.count_calls("get_lease");
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    assert!(cluster.count_calls("get_lease") >= reads + 4);
+
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
+            .await
+    );
+    let lease = cluster.lease(NS, "node-n1").unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
+    assert_eq!(lease.lease_transitions, Some(2));
+    let status = cluster.status("nm1");
+    assert_eq!(status.last_error, None);
+    assert_eq!(
+        plan::condition(&status, conditions::LEASE_ACQUIRED)
+            .unwrap()
+            .status,
+        "True"
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn expired_foreign_lease_is_taken_over() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    cluster.put_lease(foreign_lease(t0() - chrono::Duration::hours(2), 3600, 4));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    let lease = cluster.lease(NS, "node-n1").unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
+    assert_eq!(lease.lease_transitions, Some(5));
+    assert_eq!(lease.lease_duration_seconds, Some(3600));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lease_errors_above_three_fail_and_undo() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |c| {
+        c.lease_renew_interval = Duration::from_secs(10);
+    })
+    .await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    cluster.fail_next(
+        "update_lease",
+        (0..10)
+            .map(|_| ClusterError::Transient("etcd timeout".into()))
+            .collect(),
+    );
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(120))
+            .await
+    );
+    let status = cluster.status("nm1");
+    assert_eq!(status.error_on_lease_count, 4);
+    assert!(status.last_error.unwrap().contains("lease"));
+    assert!(
+        eventually(Duration::from_secs(10), || !cluster
+            .node("n1")
+            .unwrap()
+            .unschedulable)
+        .await
+    );
+    assert_released(&cluster, "n1");
+    let failed = cluster
+        .events()
+        .into_iter()
+        .find(|e| e.reason == "FailedMaintenance")
+        .unwrap();
+    assert_eq!(failed.type_, EventType::Warning);
+    // Failed stays Failed: nothing re-cordons.
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_released(&cluster, "n1");
+    // Deleting it still releases the finalizer.
+    cluster.delete_maintenance("nm1");
+    assert!(h.wait_gone("nm1", Duration::from_secs(10)).await);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_maintenance_creates_its_lease_without_reading_it_first() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
+            .await
+    );
+    assert_eq!(cluster.count_calls("get_lease"), 0, "{:?}", cluster.calls());
+    // The first create may find the lease namespace missing (then it is created): two at most.
+    assert!(cluster.count_calls("create_lease") <= 2);
+    let lease = cluster.lease(NS, "node-n1").unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_first_maintenance_finding_a_lease_reads_it_and_respects_its_holder() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    cluster.put_lease(foreign_lease(t0(), 3600, 1));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(30), || cluster
+            .status("nm1")
+            .last_error
+            .is_some_and(|e| e.contains("node-healthcheck")))
+        .await
+    );
+    assert!(
+        cluster.count_calls("get_lease") >= 1,
+        "the refused create led to a read"
+    );
+    let lease = cluster.lease(NS, "node-n1").unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some("node-healthcheck"));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lease_errors_before_evictions_do_not_count() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    cluster.fail_next(
+        "get_lease",
+        (0..6)
+            .map(|_| ClusterError::Transient("timeout".into()))
+            .collect(),
+    );
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
+            .await
+    );
+    assert_eq!(cluster.status("nm1").error_on_lease_count, 0);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn foreign_lease_left_alone_on_undo() {
+    let cluster = FakeCluster::with_node("n1", 0);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    // Someone else takes the lease over (e.g. after it was deleted by hand).
+    let ours = cluster.lease(NS, "node-n1").unwrap();
+    cluster.put_lease(Lease {
+        holder_identity: Some("node-healthcheck".into()),
+        ..ours
+    });
+    cluster.delete_maintenance("nm1");
+    assert!(h.wait_gone("nm1", Duration::from_secs(10)).await);
+    let lease = cluster.lease(NS, "node-n1").unwrap();
+    assert_eq!(lease.holder_identity.as_deref(), Some("node-healthcheck"));
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn lease_taken_by_another_holder_counts_and_fails() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |c| {
+        c.lease_renew_interval = Duration::from_secs(10);
+    })
+    .await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    // Another operator grabs a valid lease (it should not, but nmo must cope).
+    cluster.put_lease(foreign_lease(h.now(), 3600, 9));
+    assert!(
+        eventually(Duration::from_secs(20), || cluster
+            .status("nm1")
+            .error_on_lease_count
+            >= 1)
+        .await
+    );
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(60))
+            .await
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || !cluster
+            .node("n1")
+            .unwrap()
+            .unschedulable)
+        .await
+    );
+    assert_released(&cluster, "n1");
+    // Their lease is not ours to delete.
+    assert_eq!(
+        cluster
+            .lease(NS, "node-n1")
+            .unwrap()
+            .holder_identity
+            .as_deref(),
+        Some("node-healthcheck")
+    );
+    h.stop().await;
+}

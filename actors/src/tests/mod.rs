@@ -1,0 +1,58 @@
+//! Actor tests against the in-memory fake cluster, with paused tokio time (hours of lease
+//! renewal run in milliseconds), one file per topic. The harness, the fixtures and the waits
+//! are [`crate::fake`]'s, shared with the operator's integration tests.
+
+mod drain;
+mod eviction;
+mod lease;
+mod lifecycle;
+mod races;
+mod status;
+mod supervisor;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::config::defaults::LEASE_NAMESPACE as NS;
+use crate::fake::{FakeCluster, Harness, eventually, foreign_lease, t0};
+use crate::model::{
+    DRAIN_TAINT_KEY, EXCLUDE_LABEL, EventTarget, EventType, LEASE_HOLDER, Lease, Maintenance,
+    MaintenanceStatus, NodeState, Phase, PodInfo, PodPhase, PodRef, Taint, UNSCHEDULABLE_TAINT_KEY,
+    conditions,
+};
+use crate::plan;
+use crate::ports::{ClusterError, EvictionOutcome};
+
+fn phase(cluster: &FakeCluster, nm: &str) -> Option<Phase> {
+    cluster.status(nm).phase
+}
+
+fn foreign_taint() -> Taint {
+    Taint {
+        key: "example.com/gpu".into(),
+        value: Some("broken".into()),
+        effect: "NoExecute".into(),
+        time_added: None,
+    }
+}
+
+fn assert_in_maintenance(cluster: &FakeCluster, node: &str) {
+    let n = cluster.node(node).unwrap();
+    assert!(
+        plan::node_in_maintenance(&n),
+        "node not in maintenance: {n:?}"
+    );
+}
+
+fn assert_released(cluster: &FakeCluster, node: &str) {
+    let n = cluster.node(node).unwrap();
+    assert!(!n.unschedulable, "still cordoned");
+    assert!(!n.labels.contains_key(EXCLUDE_LABEL), "still labelled");
+    assert!(
+        !n.taints
+            .iter()
+            .any(|t| t.key == DRAIN_TAINT_KEY || t.key == UNSCHEDULABLE_TAINT_KEY),
+        "still tainted: {:?}",
+        n.taints
+    );
+}

@@ -1,0 +1,102 @@
+//! Results that come back late (the work was out when the maintenance moved on) never lead out
+//! of `Failed` or `Undoing`. The late results are injected as the messages they would be.
+
+use ractor::ActorRef;
+
+use super::*;
+use crate::node::{NodeMsg, OpResult, ReconcileOutcome, Reconciled};
+
+/// The one node actor.
+fn node_actor(h: &Harness) -> ActorRef<NodeMsg> {
+    let children = h.supervisor().get_children();
+    assert_eq!(children.len(), 1, "one node actor");
+    children[0].clone().into()
+}
+
+fn late(fresh: Option<Maintenance>, outcome: ReconcileOutcome) -> NodeMsg {
+    NodeMsg::Op(OpResult::Reconciled(Box::new(Reconciled {
+        fresh,
+        finalizer_added: false,
+        initial: None,
+        outcome: Ok(outcome),
+    })))
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_late_reconcile_result_does_not_revive_a_failed_maintenance() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |c| {
+        c.lease_renew_interval = Duration::from_secs(10);
+    })
+    .await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    // Exactly enough failed renewals to give up: the lease could be taken again afterwards.
+    cluster.fail_next(
+        "update_lease",
+        (0..4)
+            .map(|_| ClusterError::Transient("etcd timeout".into()))
+            .collect(),
+    );
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(120))
+            .await
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || !cluster
+            .node("n1")
+            .unwrap()
+            .unschedulable)
+        .await
+    );
+    // A repair reconcile that was out when the maintenance gave up reports back.
+    let ready = ReconcileOutcome::Ready {
+        node: cluster.node("n1").unwrap(),
+        lease: Lease::test("n1", LEASE_HOLDER),
+    };
+    node_actor(&h).cast(late(None, ready)).unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(phase(&cluster, "nm1"), Some(Phase::Failed));
+    assert_released(&cluster, "n1");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_late_re_read_does_not_stop_an_undo() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    let before_deletion = cluster.maintenance("nm1").unwrap();
+    cluster.fail_next(
+        "remove_finalizer",
+        vec![ClusterError::Transient("etcd timeout".into())],
+    );
+    cluster.delete_maintenance("nm1");
+    assert!(
+        eventually(Duration::from_secs(10), || cluster
+            .count_calls("remove_finalizer")
+            >= 1)
+        .await
+    );
+    // A re-read from before the deletion reports back, saying Failed.
+    let stale = Maintenance {
+        status: Some(MaintenanceStatus {
+            phase: Some(Phase::Failed),
+            ..MaintenanceStatus::default()
+        }),
+        ..before_deletion
+    };
+    node_actor(&h)
+        .cast(late(Some(stale), ReconcileOutcome::Skipped))
+        .unwrap();
+    assert!(h.wait_gone("nm1", Duration::from_secs(30)).await);
+    assert_released(&cluster, "n1");
+    h.stop().await;
+}

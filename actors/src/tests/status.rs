@@ -1,0 +1,114 @@
+//! What the status and the observer are told, and how often.
+
+use super::*;
+
+/// Records what the actors report to their observer.
+#[derive(Default)]
+struct Recorder {
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+impl Recorder {
+    fn push(&self, what: String) {
+        self.seen.lock().unwrap().push(what);
+    }
+
+    fn seen(&self) -> Vec<String> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    fn count(&self, what: &str) -> usize {
+        self.seen().iter().filter(|s| *s == what).count()
+    }
+}
+
+impl crate::observe::Observer for Recorder {
+    fn eviction(&self, result: crate::observe::EvictionResult) {
+        self.push(format!("eviction {}", result.as_str()));
+    }
+
+    fn maintenance_phase(&self, from: Option<Phase>, to: Option<Phase>) {
+        let name = |p: Option<Phase>| p.map_or("-", Phase::as_str);
+        self.push(format!("phase {} -> {}", name(from), name(to)));
+    }
+
+    fn drain_finished(&self, _took: Duration) {
+        self.push("drained".to_string());
+    }
+
+    fn lease_operation(&self, op: crate::observe::LeaseOp, result: crate::observe::LeaseResult) {
+        self.push(format!("lease {} {}", op.as_str(), result.as_str()));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn status_written_only_when_it_changes() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    let writes = cluster.count_calls("write_status");
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    assert_eq!(cluster.count_calls("write_status"), writes);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_observer_hears_evictions_phases_drain_and_lease_operations() {
+    let cluster = FakeCluster::with_node("n1", 3);
+    cluster.add_pdb("app", "web", &["n1-p2"], 0);
+    let recorder = Arc::new(Recorder::default());
+    let observer = recorder.clone();
+    let h = Harness::paused(&cluster, move |c| {
+        c.observer = observer;
+        c.lease_renew_interval = Duration::from_secs(600);
+    })
+    .await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(30), || recorder
+            .count("eviction blocked_by_pdb")
+            >= 2)
+        .await
+    );
+    assert_eq!(recorder.count("drained"), 0);
+    cluster.set_pdb_allowed("app", "web", 1);
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(120))
+            .await
+    );
+    assert_eq!(recorder.count("eviction evicted"), 3);
+    assert_eq!(
+        recorder.count("eviction blocked_by_pdb"),
+        cluster.count_calls("evict_pod app/n1-p2") - 1
+    );
+    assert_eq!(recorder.count("drained"), 1);
+    tokio::time::sleep(Duration::from_secs(1800)).await;
+    assert_eq!(recorder.count("lease acquire ok"), 1);
+    assert!(
+        recorder.count("lease renew ok") >= 2,
+        "{:?}",
+        recorder.seen()
+    );
+
+    cluster.delete_maintenance("nm1");
+    assert!(h.wait_gone("nm1", Duration::from_secs(10)).await);
+    assert_eq!(recorder.count("lease release ok"), 1);
+    let phases: Vec<String> = recorder
+        .seen()
+        .into_iter()
+        .filter(|s| s.starts_with("phase"))
+        .collect();
+    assert_eq!(
+        phases,
+        [
+            "phase - -> Running",
+            "phase Running -> Succeeded",
+            "phase Succeeded -> -"
+        ]
+    );
+    h.stop().await;
+}

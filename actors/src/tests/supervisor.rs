@@ -1,0 +1,87 @@
+//! The supervisor: two NodeMaintenances for one node, a crashed node actor.
+
+use super::*;
+
+#[tokio::test(start_paused = true)]
+async fn second_maintenance_for_a_node_is_failed_and_never_touches_it() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("first", "n1", t0());
+    assert!(
+        h.wait_phase("first", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    cluster.create_maintenance("second", "n1", t0() + chrono::Duration::seconds(30));
+    assert!(
+        h.wait_phase("second", Phase::Failed, Duration::from_secs(10))
+            .await
+    );
+    let status = cluster.status("second");
+    assert!(status.last_error.unwrap().contains("first"));
+    assert!(plan::condition(&cluster.status("second"), conditions::DUPLICATE).is_some());
+    assert_eq!(h.active().await, vec!["first".to_string()]);
+    // Deleting the duplicate only removes its finalizer.
+    cluster.delete_maintenance("second");
+    assert!(h.wait_gone("second", Duration::from_secs(10)).await);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_in_maintenance(&cluster, "n1");
+    assert!(cluster.lease(NS, "node-n1").is_some());
+    assert_eq!(phase(&cluster, "first"), Some(Phase::Succeeded));
+    assert_eq!(cluster.count_calls("emit_event UncordonNode"), 0);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn older_maintenance_wins_when_both_exist() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    // Both exist before nmo starts (webhook off); the younger one happens to be listed first.
+    cluster.create_maintenance("b-young", "n1", t0() + chrono::Duration::seconds(5));
+    cluster.create_maintenance("a-old", "n1", t0());
+    let h = Harness::paused(&cluster, |_| {}).await;
+    assert!(
+        eventually(Duration::from_secs(30), || phase(&cluster, "a-old")
+            == Some(Phase::Succeeded)
+            && phase(&cluster, "b-young") == Some(Phase::Failed))
+        .await
+    );
+    assert!(
+        cluster
+            .status("b-young")
+            .last_error
+            .unwrap()
+            .contains("a-old")
+    );
+    assert_eq!(h.active().await, vec!["a-old".to_string()]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn crashed_node_actor_is_restarted_and_converges() {
+    let cluster = FakeCluster::with_node("n1", 2);
+    cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1"], 0);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(10), || cluster.count_calls("evict_pod")
+            >= 2)
+        .await
+    );
+    let children = h.supervisor().get_children();
+    assert_eq!(children.len(), 1);
+    let old = children[0].get_id();
+    children[0].kill();
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let now = h.supervisor().get_children();
+            now.len() == 1 && now[0].get_id() != old
+        })
+        .await
+    );
+    assert_eq!(h.active().await, vec!["nm1".to_string()]);
+    cluster.set_pdb_allowed("app", "tight", 2);
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(120))
+            .await
+    );
+    h.stop().await;
+}

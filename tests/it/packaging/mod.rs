@@ -1,0 +1,9 @@
+//! How nmo is packaged: the kustomize entry points, the release manifest, the OLM bundle, the
+//! image's Dockerfile, and the RBAC that all of them carry.
+
+mod dockerfile;
+mod kustomize;
+mod monitoring;
+mod olm;
+mod release;
+mod support;
