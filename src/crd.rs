@@ -155,12 +155,12 @@ pub struct PendingPodReason {
     pub message: String,
 }
 
-/// The CustomResourceDefinition of NodeMaintenance, as `deploy/crd.yaml` holds it.
+/// The CustomResourceDefinition of NodeMaintenance, as `deploy/base/crd.yaml` holds it.
 pub fn definition() -> CustomResourceDefinition {
     NodeMaintenance::crd()
 }
 
-/// The CRD rendered as YAML, exactly what `nmo crd` prints and `deploy/crd.yaml` contains.
+/// The CRD rendered as YAML, exactly what `nmo crd` prints and `deploy/base/crd.yaml` contains.
 pub fn definition_yaml() -> Result<String, serde_yaml::Error> {
     serde_yaml::to_string(&definition())
 }

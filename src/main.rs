@@ -25,7 +25,7 @@ enum Command {
         #[arg(long, value_enum, default_value = "text")]
         log_format: LogFormat,
     },
-    /// Print the NodeMaintenance CustomResourceDefinition as YAML (what deploy/crd.yaml holds).
+    /// Print the NodeMaintenance CustomResourceDefinition as YAML (what deploy/base/crd.yaml holds).
     Crd,
     /// `sim`, `demo` and `bench`: only in development builds (feature `devtools`).
     #[cfg(feature = "devtools")]
