@@ -86,7 +86,11 @@ fn main() {
             let wall = began.elapsed();
             report(&format!("run {run}, {label}"), &control_plane, wall);
             exercise(&control_plane);
-            report(&format!("run {run}, {label}, after 100 namespaces and 20 nodes"), &control_plane, wall);
+            report(
+                &format!("run {run}, {label}, after 100 namespaces and 20 nodes"),
+                &control_plane,
+                wall,
+            );
             let stopping = Instant::now();
             drop(control_plane);
             println!("  stopped in {:.2} s", stopping.elapsed().as_secs_f64());

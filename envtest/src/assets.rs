@@ -35,7 +35,9 @@ pub fn assets_dir(explicit: Option<&Path>) -> Result<PathBuf> {
         return Ok(PathBuf::from(dir));
     }
     // Held while the script runs: concurrent first starts wait for one run.
-    let mut cached = FROM_SCRIPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut cached = FROM_SCRIPT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if let Some(dir) = cached.as_ref() {
         return Ok(dir.clone());
     }
@@ -87,12 +89,19 @@ fn run_script() -> Result<PathBuf> {
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(50)),
             Err(source) => {
-                return Err(Error::io(format!("waiting for {}", script.display()), source));
+                return Err(Error::io(
+                    format!("waiting for {}", script.display()),
+                    source,
+                ));
             }
         }
     };
-    let stdout = stdout.and_then(|reader| reader.join().ok()).unwrap_or_default();
-    let stderr = stderr.and_then(|reader| reader.join().ok()).unwrap_or_default();
+    let stdout = stdout
+        .and_then(|reader| reader.join().ok())
+        .unwrap_or_default();
+    let stderr = stderr
+        .and_then(|reader| reader.join().ok())
+        .unwrap_or_default();
     let dir = stdout.lines().rev().find(|line| !line.trim().is_empty());
     match dir {
         Some(dir) if status == "exit status: 0" => Ok(PathBuf::from(dir.trim())),
@@ -154,7 +163,10 @@ mod tests {
         let error = binary(&dir, Component::ApiServer).unwrap_err().to_string();
         std::fs::remove_dir_all(&dir).unwrap();
         assert!(error.contains("`kube-apiserver` is missing"), "{error}");
-        assert!(error.contains("KUBEBUILDER_ASSETS=$(../shared/k8s/assets)"), "{error}");
+        assert!(
+            error.contains("KUBEBUILDER_ASSETS=$(../shared/k8s/assets)"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -166,7 +178,10 @@ mod tests {
         std::fs::set_permissions(dir.join("etcd"), std::fs::Permissions::from_mode(0o755)).unwrap();
         let after_chmod = binary(&dir, Component::Etcd);
         std::fs::remove_dir_all(&dir).unwrap();
-        assert!(matches!(outcome, Err(Error::MissingBinary { binary: "etcd", .. })));
+        assert!(matches!(
+            outcome,
+            Err(Error::MissingBinary { binary: "etcd", .. })
+        ));
         assert_eq!(after_chmod.unwrap(), dir.join("etcd"));
     }
 }

@@ -23,8 +23,8 @@ use crate::manifests::{self, AppliedRbac};
 use crate::nodes::{self, Heartbeats, NodeTemplate};
 use crate::options::Options;
 use crate::pki::{self, Pki};
-use crate::procfs;
 use crate::process::Process;
+use crate::procfs;
 use crate::rundir::{self, RunDir};
 
 /// The identity of the controller manager (bound by the default RBAC policy).
@@ -84,7 +84,9 @@ pub struct ControlPlane {
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A runtime shut down without blocking when dropped (dropping a runtime the normal way
@@ -129,10 +131,18 @@ impl ControlPlane {
                 assets::binary(&assets, component)?;
             }
         }
-        let base = options.base_dir.clone().unwrap_or_else(rundir::default_base);
+        let base = options
+            .base_dir
+            .clone()
+            .unwrap_or_else(rundir::default_base);
         let run = Arc::new(RunDir::create(&base)?);
         let layout = Layout::new(run.path());
-        for dir in [layout.pki(), layout.users(), layout.kubeconfigs(), layout.logs()] {
+        for dir in [
+            layout.pki(),
+            layout.users(),
+            layout.kubeconfigs(),
+            layout.logs(),
+        ] {
             files::create_dir(&dir)?;
         }
         for component in Component::ALL {
@@ -372,7 +382,12 @@ impl ControlPlane {
             .kubeconfigs()
             .join(format!("{}.yaml", identity.file_stem()));
         if !path.exists() {
-            kubeconfig::write(&path, &self.url, &self.launcher.layout.ca_cert(), &credentials)?;
+            kubeconfig::write(
+                &path,
+                &self.url,
+                &self.launcher.layout.ca_cert(),
+                &credentials,
+            )?;
         }
         Ok(path)
     }
@@ -469,9 +484,8 @@ fn issue(pki: &Pki, layout: &Layout, identity: &Identity) -> Result<Credentials>
         cert: layout.users().join(format!("{stem}.crt")),
         key: layout.users().join(format!("{stem}.key")),
     };
-    std::fs::write(&credentials.cert, &pair.cert_pem).map_err(|source| {
-        Error::io(format!("writing {}", credentials.cert.display()), source)
-    })?;
+    std::fs::write(&credentials.cert, &pair.cert_pem)
+        .map_err(|source| Error::io(format!("writing {}", credentials.cert.display()), source))?;
     files::write_private(&credentials.key, pair.key_pem.as_bytes())?;
     Ok(credentials)
 }

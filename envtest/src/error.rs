@@ -37,7 +37,9 @@ pub enum Error {
         dir: PathBuf,
     },
     /// A port asked for explicitly is taken (free ports picked by the harness are retried instead).
-    #[error("port {port} for {component} on 127.0.0.1 is already in use; pick another or leave it unset to get a free one")]
+    #[error(
+        "port {port} for {component} on 127.0.0.1 is already in use; pick another or leave it unset to get a free one"
+    )]
     PortInUse {
         /// The component that was to listen on it.
         component: Component,
@@ -110,7 +112,9 @@ pub enum Error {
     Client(#[source] kube::Error),
     /// A client was asked for outside a tokio runtime (a kube client belongs to the runtime
     /// that builds it).
-    #[error("a kube client must be built inside the tokio runtime that uses it, and none is running here")]
+    #[error(
+        "a kube client must be built inside the tokio runtime that uses it, and none is running here"
+    )]
     NoRuntime,
     /// An API request failed.
     #[error("{context}: {source}")]

@@ -23,7 +23,10 @@ impl Identity {
     /// `user` in `groups` (at most two groups: see [`crate::Error::TooManyGroups`]). With no
     /// binding naming it, it may do nothing but what the default policy grants every
     /// authenticated user (discovery, self reviews).
-    pub fn user<G: Into<String>>(user: impl Into<String>, groups: impl IntoIterator<Item = G>) -> Identity {
+    pub fn user<G: Into<String>>(
+        user: impl Into<String>,
+        groups: impl IntoIterator<Item = G>,
+    ) -> Identity {
         Identity {
             user: user.into(),
             groups: groups.into_iter().map(Into::into).collect(),
@@ -60,7 +63,13 @@ impl Identity {
         let safe: String = self
             .user
             .chars()
-            .map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' })
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
             .take(60)
             .collect();
         format!("{safe}-{:016x}", fnv1a(&format!("{self:?}")))
@@ -95,7 +104,10 @@ mod tests {
         assert_eq!(nmo.name(), "system:serviceaccount:nmo-system:nmo");
         assert_eq!(
             nmo.groups(),
-            ["system:serviceaccounts", "system:serviceaccounts:nmo-system"]
+            [
+                "system:serviceaccounts",
+                "system:serviceaccounts:nmo-system"
+            ]
         );
     }
 

@@ -50,7 +50,11 @@ pub fn write(path: &Path, server: &str, ca: &Path, credentials: &Credentials) ->
 
 /// The kube client configuration for `server`, trusting the CA `ca_der`, presenting
 /// `credentials`.
-pub fn client_config(server: &str, ca_der: &[u8], credentials: &Credentials) -> Result<kube::Config> {
+pub fn client_config(
+    server: &str,
+    ca_der: &[u8],
+    credentials: &Credentials,
+) -> Result<kube::Config> {
     let url: http::Uri = server.parse().map_err(|error: http::uri::InvalidUri| {
         Error::io(
             format!("the API server's address {server}"),
@@ -77,8 +81,12 @@ mod tests {
             cert: "/d/u.crt".into(),
             key: "/d/u.key".into(),
         };
-        let text = kubeconfig_yaml("https://127.0.0.1:6443", Path::new("/d/ca.crt"), &credentials)
-            .unwrap();
+        let text = kubeconfig_yaml(
+            "https://127.0.0.1:6443",
+            Path::new("/d/ca.crt"),
+            &credentials,
+        )
+        .unwrap();
         let parsed = kube::config::Kubeconfig::from_yaml(&text).unwrap();
         let cluster = parsed.clusters[0].cluster.as_ref().unwrap();
         assert_eq!(cluster.server.as_deref(), Some("https://127.0.0.1:6443"));

@@ -53,7 +53,10 @@ enum Probe {
     /// etcd's `/health` over plain HTTP.
     Etcd { port: u16 },
     /// `GET path` through a kube client answers `ok`.
-    Http { client: kube::Client, path: &'static str },
+    Http {
+        client: kube::Client,
+        path: &'static str,
+    },
 }
 
 /// Why a start attempt failed.
@@ -128,8 +131,15 @@ impl Launcher {
                 args.push("--disable-admission-plugins=ServiceAccount".into());
             }
             args.extend(self.extra_args(Component::ApiServer));
-            let client = kube::Client::try_from(with_port(admin, ports[0])?).map_err(Error::Client)?;
-            Ok((args, Probe::Http { client, path: "/readyz" }))
+            let client =
+                kube::Client::try_from(with_port(admin, ports[0])?).map_err(Error::Client)?;
+            Ok((
+                args,
+                Probe::Http {
+                    client,
+                    path: "/readyz",
+                },
+            ))
         })
         .await
     }
@@ -145,7 +155,10 @@ impl Launcher {
                 flag("--authorization-kubeconfig", kubeconfig),
                 "--bind-address=127.0.0.1".into(),
                 format!("--secure-port={}", ports[0]).into(),
-                flag("--cert-dir", &layout.serving_dir(Component::ControllerManager)),
+                flag(
+                    "--cert-dir",
+                    &layout.serving_dir(Component::ControllerManager),
+                ),
                 "--leader-elect=false".into(),
                 "--controllers=*".into(),
                 // Each controller under its own ServiceAccount and bootstrap role, as kubeadm
@@ -161,7 +174,9 @@ impl Launcher {
                 format!("--service-cluster-ip-range={SERVICE_RANGE}").into(),
             ];
             if let Some(grace) = self.options.node_monitor_grace_period {
-                args.push(format!("--node-monitor-grace-period={}s", grace.as_secs().max(1)).into());
+                args.push(
+                    format!("--node-monitor-grace-period={}s", grace.as_secs().max(1)).into(),
+                );
             }
             args.extend(self.extra_args(Component::ControllerManager));
             Ok((args, healthz_probe(ports[0])?))
@@ -289,7 +304,11 @@ fn ensure_free(component: Component, port: u16) -> Result<()> {
     }
 }
 
-async fn wait_ready(process: &mut Process, probe: &Probe, deadline: Duration) -> Result<(), Failure> {
+async fn wait_ready(
+    process: &mut Process,
+    probe: &Probe,
+    deadline: Duration,
+) -> Result<(), Failure> {
     let began = Instant::now();
     loop {
         if process.exit_status().is_some() {

@@ -108,7 +108,11 @@ where
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     within(
-        format!("applying {} {name} from {}", manifest.kind(), manifest.path.display()),
+        format!(
+            "applying {} {name} from {}",
+            manifest.kind(),
+            manifest.path.display()
+        ),
         api.patch(name, &params, &Patch::Apply(&manifest.object)),
     )
     .await
@@ -128,7 +132,11 @@ where
     K: kube::Resource<DynamicType = (), Scope = NamespaceResourceScope>,
 {
     let namespace = manifest.namespace().ok_or_else(|| {
-        manifest.invalid(format!("{} {} has no namespace", manifest.kind(), manifest.name()))
+        manifest.invalid(format!(
+            "{} {} has no namespace",
+            manifest.kind(),
+            manifest.name()
+        ))
     })?;
     Ok(Api::namespaced(client.clone(), namespace))
 }
@@ -295,12 +303,16 @@ mod tests {
     fn multi_document_files_load_every_object() {
         let rbac = load(&[workspace_deploy().join("rbac.yaml")]).unwrap();
         let kinds: Vec<&str> = rbac.iter().map(Manifest::kind).collect();
-        assert!(kinds.contains(&"ClusterRole") && kinds.contains(&"RoleBinding"), "{kinds:?}");
+        assert!(
+            kinds.contains(&"ClusterRole") && kinds.contains(&"RoleBinding"),
+            "{kinds:?}"
+        );
     }
 
     #[test]
     fn broken_yaml_names_its_file() {
-        let path = std::env::temp_dir().join(format!("nmo-envtest-bad-{}.yaml", std::process::id()));
+        let path =
+            std::env::temp_dir().join(format!("nmo-envtest-bad-{}.yaml", std::process::id()));
         std::fs::write(&path, "kind: [unclosed").unwrap();
         let error = load(std::slice::from_ref(&path)).unwrap_err().to_string();
         std::fs::remove_file(&path).unwrap();

@@ -44,7 +44,13 @@ mod tests {
         let b = unique_name("Node_A");
         assert_ne!(a, b);
         assert!(a.starts_with("node-a-"), "{a}");
-        for name in [a, b, unique_name(""), unique_name("--"), unique_name(&"x".repeat(100))] {
+        for name in [
+            a,
+            b,
+            unique_name(""),
+            unique_name("--"),
+            unique_name(&"x".repeat(100)),
+        ] {
             assert!(is_dns_label(&name), "{name}");
         }
     }

@@ -206,7 +206,11 @@ pub async fn register(client: &kube::Client, template: &NodeTemplate) -> Result<
         let status = json!({"status": object_status(&template.object())});
         within(
             format!("writing the status of node {}", template.name),
-            nodes.patch_status(&template.name, &PatchParams::default(), &Patch::Merge(&status)),
+            nodes.patch_status(
+                &template.name,
+                &PatchParams::default(),
+                &Patch::Merge(&status),
+            ),
         )
         .await?
     };

@@ -157,6 +157,9 @@ mod tests {
         let pki = Pki::new().unwrap();
         let groups = ["a".to_string(), "b".to_string(), "c".to_string()];
         let error = pki.client("bob", &groups).unwrap_err().to_string();
-        assert!(error.contains("bob") && error.contains("at most two"), "{error}");
+        assert!(
+            error.contains("bob") && error.contains("at most two"),
+            "{error}"
+        );
     }
 }

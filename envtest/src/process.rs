@@ -240,8 +240,8 @@ mod tests {
             "echo starting; echo 'listen tcp 127.0.0.1:1: bind: address already in use' >&2; exit 3"
                 .into(),
         ];
-        let mut process = Process::spawn(Component::ApiServer, Path::new("sh"), &args, log, &run)
-            .unwrap();
+        let mut process =
+            Process::spawn(Component::ApiServer, Path::new("sh"), &args, log, &run).unwrap();
         let started = Instant::now();
         while process.exit_status().is_none() {
             assert!(started.elapsed() < Duration::from_secs(10), "it exits");
@@ -249,7 +249,10 @@ mod tests {
         }
         assert!(process.lost_a_port_race());
         let error = process.died().to_string();
-        assert!(error.contains("kube-apiserver exited (exit status: 3)"), "{error}");
+        assert!(
+            error.contains("kube-apiserver exited (exit status: 3)"),
+            "{error}"
+        );
         assert!(error.contains("starting"), "{error}");
         drop(process);
         drop(run);

@@ -79,8 +79,14 @@ mod tests {
     fn the_command_line_is_searched() {
         let me = std::process::id();
         let exe = std::env::current_exe().unwrap();
-        assert!(command_line_mentions(me, Path::new(exe.file_name().unwrap())));
-        assert!(!command_line_mentions(me, Path::new("/no/such/dir/anywhere")));
+        assert!(command_line_mentions(
+            me,
+            Path::new(exe.file_name().unwrap())
+        ));
+        assert!(!command_line_mentions(
+            me,
+            Path::new("/no/such/dir/anywhere")
+        ));
     }
 
     #[test]

@@ -224,7 +224,10 @@ fn kill_leftovers(dir: &Path) {
     let Ok(pids) = std::fs::read_to_string(dir.join(PIDS_FILE)) else {
         return;
     };
-    for pid in pids.lines().filter_map(|line| line.trim().parse::<u32>().ok()) {
+    for pid in pids
+        .lines()
+        .filter_map(|line| line.trim().parse::<u32>().ok())
+    {
         if procfs::is_alive(pid) && procfs::command_line_mentions(pid, dir) {
             tracing::warn!(pid, dir = %dir.display(), "killing a process left by a dead test run");
             let _ = Command::new("sh")

@@ -34,7 +34,9 @@ impl ControlPlane {
     pub fn shared_with(options: &Options) -> Result<&'static ControlPlane, SharedError> {
         let started = SHARED.get_or_init(|| ControlPlane::start(options.clone()));
         let control_plane = started.as_ref().map_err(SharedError::Start)?;
-        control_plane.ensure(options).map_err(SharedError::Component)?;
+        control_plane
+            .ensure(options)
+            .map_err(SharedError::Component)?;
         Ok(control_plane)
     }
 }

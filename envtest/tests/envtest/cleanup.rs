@@ -68,7 +68,10 @@ fn a_dropped_control_plane_leaves_no_process_and_no_directory() {
     let started: Vec<Component> = components.iter().map(|c| c.component).collect();
     assert_eq!(started, [Component::Etcd, Component::ApiServer]);
     let pids = all_pids(&control_plane);
-    assert!(pids.iter().all(|pid| is_alive(*pid)), "all running: {pids:?}");
+    assert!(
+        pids.iter().all(|pid| is_alive(*pid)),
+        "all running: {pids:?}"
+    );
     assert!(dir.join("etcd").is_dir() && dir.join("logs/kube-apiserver.log").is_file());
     println!("etcd + kube-apiserver ready in {:.2} s", wall.as_secs_f64());
     for component in &components {
@@ -120,6 +123,7 @@ fn spawn_victim(test: &str, role: &str) -> (std::process::Child, Victim) {
             .recv_timeout(Duration::from_secs(120).saturating_sub(began.elapsed()))
             .unwrap_or_else(|_| {
                 let _ = child.kill();
+                let _ = child.wait();
                 panic!("the victim never reported a running control plane")
             });
         // libtest writes "test <name> ... " without a line end before the test prints.
@@ -173,7 +177,11 @@ fn a_test_process_that_panics_leaves_nothing_behind() {
         "panic",
     );
     let status = child.wait().unwrap();
-    assert_eq!(status.code(), Some(101), "the victim's test failed by panicking");
+    assert_eq!(
+        status.code(),
+        Some(101),
+        "the victim's test failed by panicking"
+    );
     wait_until_gone(&victim.pids, &victim.dir);
 }
 

@@ -23,7 +23,9 @@ fn kubectl_reads_the_admin_kubeconfig() {
     );
     for namespace in ["default", "kube-system", "kube-node-lease"] {
         assert!(
-            stdout.lines().any(|line| line == format!("namespace/{namespace}")),
+            stdout
+                .lines()
+                .any(|line| line == format!("namespace/{namespace}")),
             "{namespace} missing from:\n{stdout}"
         );
     }
@@ -56,7 +58,10 @@ fn a_client_outside_a_runtime_is_refused_not_built() {
     );
     // Its configuration is what such code takes to its runtime instead.
     let config = cluster().client_config(&Identity::admin()).unwrap();
-    assert_eq!(config.cluster_url.to_string().trim_end_matches('/'), cluster().url());
+    assert_eq!(
+        config.cluster_url.to_string().trim_end_matches('/'),
+        cluster().url()
+    );
 }
 
 /// Two runtimes, as two tests or an operator thread and its test have: each builds its client.
@@ -71,7 +76,12 @@ fn clients_built_in_separate_runtimes_both_work() {
             runtime.block_on(async {
                 let client = cluster().admin_client().unwrap();
                 let namespaces: Api<Namespace> = Api::all(client);
-                namespaces.list(&Default::default()).await.unwrap().items.len()
+                namespaces
+                    .list(&Default::default())
+                    .await
+                    .unwrap()
+                    .items
+                    .len()
             })
         })
     };
@@ -104,7 +114,10 @@ async fn an_identity_is_who_the_server_says_it_is() {
         .iter()
         .filter_map(|group| group.as_str())
         .collect();
-    assert!(groups.contains(&"team-a") && groups.contains(&"team-b"), "{groups:?}");
+    assert!(
+        groups.contains(&"team-a") && groups.contains(&"team-b"),
+        "{groups:?}"
+    );
 
     // And nothing is granted to it.
     let secrets: Api<Secret> = Api::namespaced(client, "default");

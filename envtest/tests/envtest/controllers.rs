@@ -38,7 +38,10 @@ fn taint_keys(node: &Node) -> Vec<String> {
 async fn heartbeating_nodes_stay_ready_and_silent_ones_are_lost() {
     let kept = unique_name("kept");
     let silent = unique_name("silent");
-    let registered = cluster().register_node(&kept, &[("role", "worker")]).await.unwrap();
+    let registered = cluster()
+        .register_node(&kept, &[("role", "worker")])
+        .await
+        .unwrap();
     assert_eq!(ready_status(&registered).as_deref(), Some("True"));
     assert_eq!(registered.metadata.labels.unwrap()["role"], "worker");
     cluster()
@@ -46,7 +49,10 @@ async fn heartbeating_nodes_stay_ready_and_silent_ones_are_lost() {
         .await
         .unwrap();
     // Registering again is harmless.
-    cluster().register_node(&kept, &[("role", "worker")]).await.unwrap();
+    cluster()
+        .register_node(&kept, &[("role", "worker")])
+        .await
+        .unwrap();
     assert!(cluster().live_nodes().contains(&kept));
     assert!(!cluster().live_nodes().contains(&silent));
 
@@ -71,7 +77,11 @@ async fn heartbeating_nodes_stay_ready_and_silent_ones_are_lost() {
     // Meanwhile the heartbeating one, registered at the same time, is still Ready and clean.
     let kept_node = nodes.get(&kept).await.unwrap();
     assert_eq!(ready_status(&kept_node).as_deref(), Some("True"));
-    assert!(taint_keys(&kept_node).is_empty(), "{:?}", taint_keys(&kept_node));
+    assert!(
+        taint_keys(&kept_node).is_empty(),
+        "{:?}",
+        taint_keys(&kept_node)
+    );
     let lease = Api::<Lease>::namespaced(client, "kube-node-lease")
         .get(&kept)
         .await
@@ -116,14 +126,20 @@ async fn replicasets_are_scheduled_budgeted_and_collected() {
     }))
     .unwrap();
     let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), &namespace);
-    replica_sets.create(&PostParams::default(), &replica_set).await.unwrap();
+    replica_sets
+        .create(&PostParams::default(), &replica_set)
+        .await
+        .unwrap();
     let budget: PodDisruptionBudget = serde_json::from_value(json!({
         "metadata": {"name": "web"},
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
     }))
     .unwrap();
     let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
-    budgets.create(&PostParams::default(), &budget).await.unwrap();
+    budgets
+        .create(&PostParams::default(), &budget)
+        .await
+        .unwrap();
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let bound = eventually("2 pods bound to the node", Duration::from_secs(60), || {
@@ -167,15 +183,19 @@ async fn replicasets_are_scheduled_budgeted_and_collected() {
         .delete("web", &DeleteParams::background())
         .await
         .unwrap();
-    eventually("the pods are being deleted", Duration::from_secs(60), || {
-        let pods = pods.clone();
-        async move {
-            let list = pods.list(&ListParams::default()).await.ok()?;
-            list.items
-                .iter()
-                .all(|pod| pod.metadata.deletion_timestamp.is_some())
-                .then_some(())
-        }
-    })
+    eventually(
+        "the pods are being deleted",
+        Duration::from_secs(60),
+        || {
+            let pods = pods.clone();
+            async move {
+                let list = pods.list(&ListParams::default()).await.ok()?;
+                list.items
+                    .iter()
+                    .all(|pod| pod.metadata.deletion_timestamp.is_some())
+                    .then_some(())
+            }
+        },
+    )
     .await;
 }

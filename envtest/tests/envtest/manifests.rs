@@ -11,7 +11,10 @@ use crate::support::{cluster, deploy_dir, status_code};
 
 fn nodemaintenances(client: kube::Client) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("nodemaintenance.medik8s.io", "v1beta1", "NodeMaintenance");
-    Api::all_with(client, &ApiResource::from_gvk_with_plural(&gvk, "nodemaintenances"))
+    Api::all_with(
+        client,
+        &ApiResource::from_gvk_with_plural(&gvk, "nodemaintenances"),
+    )
 }
 
 fn maintenance(name: &str, spec: serde_json::Value) -> DynamicObject {
@@ -27,7 +30,10 @@ fn maintenance(name: &str, spec: serde_json::Value) -> DynamicObject {
 #[tokio::test]
 async fn the_crd_installs_is_established_and_validates() {
     let crd = deploy_dir().join("crd.yaml");
-    let names = cluster().install_crds(std::slice::from_ref(&crd)).await.unwrap();
+    let names = cluster()
+        .install_crds(std::slice::from_ref(&crd))
+        .await
+        .unwrap();
     assert_eq!(names, ["nodemaintenances.nodemaintenance.medik8s.io"]);
     // Again, as a second test of the binary would: nothing changes, nothing fails.
     cluster().install_crds(&[crd]).await.unwrap();
@@ -38,10 +44,16 @@ async fn the_crd_installs_is_established_and_validates() {
     api.create(&PostParams::default(), &maintenance(&name, spec))
         .await
         .unwrap();
-    assert_eq!(api.get(&name).await.unwrap().data["spec"]["nodeName"], "node-x");
+    assert_eq!(
+        api.get(&name).await.unwrap().data["spec"]["nodeName"],
+        "node-x"
+    );
     // The schema is enforced: nodeName is required.
     let invalid = maintenance(&unique_name("nm"), serde_json::json!({"reason": "no node"}));
-    let refused = api.create(&PostParams::default(), &invalid).await.unwrap_err();
+    let refused = api
+        .create(&PostParams::default(), &invalid)
+        .await
+        .unwrap_err();
     assert_eq!(status_code(&refused), Some(422), "{refused}");
 }
 
@@ -49,7 +61,10 @@ async fn the_crd_installs_is_established_and_validates() {
 async fn a_file_without_crds_is_an_error() {
     let rbac = deploy_dir().join("rbac.yaml");
     let error = cluster().install_crds(&[rbac]).await.unwrap_err();
-    assert!(error.to_string().contains("no CustomResourceDefinition"), "{error}");
+    assert!(
+        error.to_string().contains("no CustomResourceDefinition"),
+        "{error}"
+    );
 }
 
 #[tokio::test]
@@ -58,7 +73,7 @@ async fn nmo_gets_exactly_the_rights_deploy_grants() {
     cluster().install_crds(&deploy).await.unwrap();
     let applied = cluster().apply_rbac(&deploy).await.unwrap();
     let nmo = Identity::service_account("nmo-system", "nmo");
-    assert_eq!(applied.subjects, [nmo.clone()]);
+    assert_eq!(applied.subjects, std::slice::from_ref(&nmo));
     for object in [
         "ServiceAccount nmo-system/nmo",
         "ClusterRole nmo-manager",
@@ -66,7 +81,11 @@ async fn nmo_gets_exactly_the_rights_deploy_grants() {
         "Role nmo-system/nmo-leader-election",
         "RoleBinding nmo-system/nmo-leader-election",
     ] {
-        assert!(applied.objects.iter().any(|o| o == object), "{object} not in {:?}", applied.objects);
+        assert!(
+            applied.objects.iter().any(|o| o == object),
+            "{object} not in {:?}",
+            applied.objects
+        );
     }
     // Applying again changes nothing.
     cluster().apply_rbac(&deploy).await.unwrap();
@@ -83,13 +102,19 @@ async fn nmo_gets_exactly_the_rights_deploy_grants() {
         .expect("nmo may list NodeMaintenances");
     let leases: Api<Lease> = Api::namespaced(client.clone(), "nmo-system");
     let missing = leases.get("no-such-lease").await.unwrap_err();
-    assert_eq!(status_code(&missing), Some(404), "allowed, and absent: {missing}");
+    assert_eq!(
+        status_code(&missing),
+        Some(404),
+        "allowed, and absent: {missing}"
+    );
 
     // Not granted: secrets at all, creating nodes, listing leases.
     let secrets: Api<Secret> = Api::all(client.clone());
     let refused = secrets.list(&Default::default()).await.unwrap_err();
     assert_eq!(status_code(&refused), Some(403), "{refused}");
-    let node: Node = serde_json::from_value(serde_json::json!({"metadata": {"name": unique_name("n")}})).unwrap();
+    let node: Node =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": unique_name("n")}}))
+            .unwrap();
     let refused = Api::<Node>::all(client.clone())
         .create(&PostParams::default(), &node)
         .await
@@ -102,6 +127,9 @@ async fn nmo_gets_exactly_the_rights_deploy_grants() {
     let other = cluster()
         .client_as(&Identity::service_account("nmo-system", "someone-else"))
         .unwrap();
-    let refused = Api::<Node>::all(other).list(&Default::default()).await.unwrap_err();
+    let refused = Api::<Node>::all(other)
+        .list(&Default::default())
+        .await
+        .unwrap_err();
     assert_eq!(status_code(&refused), Some(403), "{refused}");
 }

@@ -36,7 +36,13 @@ fn a_missing_binary_is_named_with_how_to_get_it() {
     });
     let message = error.to_string();
     assert!(
-        matches!(error, Error::MissingBinary { binary: "kube-apiserver", .. }),
+        matches!(
+            error,
+            Error::MissingBinary {
+                binary: "kube-apiserver",
+                ..
+            }
+        ),
         "{message}"
     );
     assert!(message.contains(&assets.display().to_string()), "{message}");
@@ -45,7 +51,10 @@ fn a_missing_binary_is_named_with_how_to_get_it() {
         "{message}"
     );
     // Checked before anything starts: not even a run directory.
-    assert_eq!(std::fs::read_dir(&base).map(|dir| dir.count()).unwrap_or(0), 0);
+    assert_eq!(
+        std::fs::read_dir(&base).map(|dir| dir.count()).unwrap_or(0),
+        0
+    );
     std::fs::remove_dir_all(&assets).unwrap();
     let _ = std::fs::remove_dir_all(&base);
 }
@@ -66,7 +75,11 @@ fn a_taken_port_is_named_and_the_failed_start_cleans_up() {
     );
     assert!(error.to_string().contains(&port.to_string()), "{error}");
     // etcd had started: it is gone with its run directory.
-    let left: Vec<_> = std::fs::read_dir(&base).unwrap().flatten().map(|e| e.path()).collect();
+    let left: Vec<_> = std::fs::read_dir(&base)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     assert!(left.is_empty(), "left behind: {left:?}");
     std::fs::remove_dir_all(&base).unwrap();
 }

@@ -28,10 +28,7 @@ pub fn deploy_dir() -> PathBuf {
 
 /// A fresh directory under the temporary directory, for control planes of a test's own.
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "nmo-envtest-it-{name}-{}",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("nmo-envtest-it-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a scratch directory");
     dir
