@@ -135,7 +135,7 @@ impl ControlPlane {
             .base_dir
             .clone()
             .unwrap_or_else(rundir::default_base);
-        let run = Arc::new(RunDir::create(&base)?);
+        let run = Arc::new(RunDir::create(&base, options.keep_logs.as_deref())?);
         let layout = Layout::new(run.path());
         for dir in [
             layout.pki(),

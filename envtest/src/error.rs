@@ -46,20 +46,24 @@ pub enum Error {
         /// The port.
         port: u16,
     },
-    /// A component exited while starting (or when it should have been running).
-    #[error("{component} exited ({status}) while starting; log {log}, last lines:\n{tail}", log = log.display())]
+    /// A component exited while starting (or, from [`crate::ControlPlane::check_alive`], since).
+    #[error(
+        "{component} exited ({status}); the last lines of its log (set NMO_ENVTEST_KEEP_LOGS=DIR to keep the logs):\n{tail}"
+    )]
     ComponentDied {
         /// The component.
         component: Component,
         /// Its exit status.
         status: String,
-        /// Its log file (removed when the control plane stops).
+        /// Its log file (removed with the run directory).
         log: PathBuf,
         /// The last lines of its log.
         tail: String,
     },
     /// A component did not become ready before the deadline.
-    #[error("{component} was not ready after {waited:?} (last answer: {last}); log {log}, last lines:\n{tail}", log = log.display())]
+    #[error(
+        "{component} was not ready after {waited:?} (last answer: {last}); the last lines of its log (set NMO_ENVTEST_KEEP_LOGS=DIR to keep the logs):\n{tail}"
+    )]
     NotReady {
         /// The component.
         component: Component,

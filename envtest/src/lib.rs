@@ -80,7 +80,7 @@ pub use identity::{ADMIN_USER, Identity};
 pub use manifests::{AppliedRbac, yaml_files_in};
 pub use names::unique_name;
 pub use nodes::NodeTemplate;
-pub use options::Options;
+pub use options::{KEEP_LOGS_VAR, Options};
 pub use procfs::is_alive;
 pub use rundir::{clean_stale, default_base};
 pub use shared::SharedError;

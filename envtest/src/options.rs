@@ -33,7 +33,13 @@ pub struct Options {
     pub service_account_admission: bool,
     /// More flags for a component, appended after the harness's own.
     pub extra_args: Vec<(Component, String)>,
+    /// Where to copy the component logs when the run directory is removed (each run in a
+    /// subdirectory named like it); default: `NMO_ENVTEST_KEEP_LOGS`, unset: nowhere.
+    pub keep_logs: Option<PathBuf>,
 }
+
+/// The variable naming a directory to keep component logs in ([`Options::keep_logs`]).
+pub const KEEP_LOGS_VAR: &str = "NMO_ENVTEST_KEEP_LOGS";
 
 impl Default for Options {
     fn default() -> Options {
@@ -48,6 +54,9 @@ impl Default for Options {
             node_monitor_grace_period: None,
             service_account_admission: false,
             extra_args: Vec::new(),
+            keep_logs: std::env::var_os(KEEP_LOGS_VAR)
+                .filter(|dir| !dir.is_empty())
+                .map(PathBuf::from),
         }
     }
 }

@@ -210,7 +210,7 @@ mod tests {
 
     fn run_dir(name: &str) -> (PathBuf, RunDir) {
         let base = std::env::temp_dir().join(format!("nmo-envtest-{name}-{}", std::process::id()));
-        let run = RunDir::create(&base).unwrap();
+        let run = RunDir::create(&base, None).unwrap();
         (base, run)
     }
 

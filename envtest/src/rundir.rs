@@ -26,10 +26,11 @@ const PREFIX: &str = "run-";
 /// The file listing the pids started from a run directory, for the clean-up of stale runs.
 const PIDS_FILE: &str = "pids";
 
-/// How long the reaper waits for the processes to be gone before it removes the directory
-/// anyway (they get SIGKILL, so this is only a bound).
+/// The reaper: collects pids until its stdin ends, waits (10 s at most: they get SIGKILL) for
+/// them to be gone, keeps the logs if asked, removes the directory.
 const REAPER_SCRIPT: &str = r#"
 dir=$1
+keep_logs=$2
 pids=
 while IFS= read -r pid; do pids="$pids $pid"; done
 # The owner closed the pipe (or died): wait for its processes, then remove their directory.
@@ -45,6 +46,9 @@ while [ "$tries" -lt 200 ]; do
   sleep 0.05
   tries=$((tries + 1))
 done
+if [ -n "$keep_logs" ] && [ -d "$dir/logs" ]; then
+  mkdir -p "$keep_logs" && cp -r "$dir/logs" "$keep_logs/${dir##*/}"
+fi
 rm -rf -- "$dir"
 "#;
 
@@ -73,8 +77,9 @@ pub struct RunDir {
 }
 
 impl RunDir {
-    /// Removes stale runs under `base`, then creates a fresh directory with its reaper.
-    pub fn create(base: &Path) -> Result<RunDir> {
+    /// Removes stale runs under `base`, then creates a fresh directory with its reaper, which
+    /// copies the run's `logs/` into `keep_logs` (if given) before removing it.
+    pub fn create(base: &Path, keep_logs: Option<&Path>) -> Result<RunDir> {
         std::fs::create_dir_all(base)
             .map_err(|source| Error::io(format!("creating {}", base.display()), source))?;
         clean_stale(base);
@@ -98,6 +103,7 @@ impl RunDir {
             .arg(REAPER_SCRIPT)
             .arg("nmo-envtest-reaper")
             .arg(&path)
+            .arg(keep_logs.map(Path::as_os_str).unwrap_or_default())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -269,7 +275,7 @@ mod tests {
     #[test]
     fn the_reaper_removes_the_directory_once_the_watched_process_is_gone() {
         let base = scratch("reaper");
-        let run = RunDir::create(&base).unwrap();
+        let run = RunDir::create(&base, None).unwrap();
         let path = run.path().to_path_buf();
         std::fs::write(path.join("data"), "x").unwrap();
         let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
@@ -283,6 +289,21 @@ mod tests {
         wait_until("the reaper removes the directory", || !path.exists());
         drop(run);
         std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn logs_are_kept_where_asked() {
+        let base = scratch("keep-base");
+        let keep = scratch("keep-logs");
+        let run = RunDir::create(&base, Some(&keep)).unwrap();
+        std::fs::create_dir(run.path().join("logs")).unwrap();
+        std::fs::write(run.path().join("logs/etcd.log"), "etcd says hello").unwrap();
+        let name = run.path().file_name().unwrap().to_owned();
+        drop(run);
+        let kept = std::fs::read_to_string(keep.join(name).join("etcd.log")).unwrap();
+        assert_eq!(kept, "etcd says hello");
+        std::fs::remove_dir_all(&base).unwrap();
+        std::fs::remove_dir_all(&keep).unwrap();
     }
 
     #[test]
@@ -302,7 +323,11 @@ mod tests {
             .spawn()
             .unwrap();
         std::fs::write(stale.join(PIDS_FILE), format!("{}\n", leftover.id())).unwrap();
-        let live = RunDir::create(&base).unwrap();
+        // Right after spawn the kernel may not have filled in the new command line yet.
+        wait_until("the leftover's command line is set", || {
+            procfs::command_line_mentions(leftover.id(), &stale)
+        });
+        let live = RunDir::create(&base, None).unwrap();
 
         assert!(!stale.exists(), "the stale run is removed");
         let status = leftover.wait().unwrap();
