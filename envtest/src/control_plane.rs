@@ -8,10 +8,11 @@ use std::process::Command;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Namespace, Node};
 use tokio::runtime::Runtime;
 
 use crate::assets;
+use crate::calls::{self, within};
 use crate::component::Component;
 use crate::error::{Error, Result};
 use crate::files;
@@ -433,6 +434,32 @@ impl ControlPlane {
         let paths = paths.to_vec();
         self.on_runtime(async move { manifests::apply_rbac(&client, &paths).await })
             .await
+    }
+
+    /// Creates a namespace named [`crate::unique_name`]`(prefix)` and returns its name.
+    pub async fn create_namespace(&self, prefix: &str) -> Result<String> {
+        let client = self.admin.clone();
+        let name = crate::names::unique_name(prefix);
+        let created = name.clone();
+        self.on_runtime(async move {
+            let namespaces: kube::Api<Namespace> = kube::Api::all(client);
+            let namespace = Namespace {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(created.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            let what = format!("creating namespace {created}");
+            match within(what, namespaces.create(&Default::default(), &namespace)).await {
+                Ok(_) => Ok(()),
+                // A repeat after a lost answer: it is there.
+                Err(error) if calls::is_status(&error, 409) => Ok(()),
+                Err(error) => Err(error),
+            }
+        })
+        .await?;
+        Ok(name)
     }
 
     /// Registers a Ready node named `name` with `labels` (8 CPUs, 32 GiB, 110 pods) and keeps
