@@ -190,7 +190,7 @@ async fn wait_established(api: &Api<CustomResourceDefinition>, name: &str) -> Re
     }
 }
 
-/// What [`apply_rbac`] applied.
+/// What [`crate::ControlPlane::apply_rbac`] applied.
 #[derive(Clone, Debug, Default)]
 pub struct AppliedRbac {
     /// `Kind namespace/name` of each object applied, in order.
