@@ -83,3 +83,44 @@ fn a_taken_port_is_named_and_the_failed_start_cleans_up() {
     assert!(left.is_empty(), "left behind: {left:?}");
     std::fs::remove_dir_all(&base).unwrap();
 }
+
+/// A component that loses a port to another process between the pick and its bind is
+/// restarted on fresh ports. The race is staged: an `etcd` that fails as a lost bind does the
+/// first time, then runs the real one.
+#[test]
+fn a_component_that_loses_its_port_is_restarted_on_fresh_ones() {
+    let real = nmo_envtest::assets_dir(None).expect("the real assets");
+    let assets = scratch_dir("assets-port-race");
+    let marker = assets.join("lost-once");
+    let script = format!(
+        "#!/bin/sh\n\
+         if [ ! -e '{marker}' ]; then\n\
+           : > '{marker}'\n\
+           echo 'listen tcp 127.0.0.1:2379: bind: address already in use' >&2\n\
+           exit 1\n\
+         fi\n\
+         exec '{etcd}' \"$@\"\n",
+        marker = marker.display(),
+        etcd = real.join("etcd").display()
+    );
+    let etcd = assets.join("etcd");
+    std::fs::write(&etcd, script).unwrap();
+    std::fs::set_permissions(&etcd, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(real.join("kube-apiserver"), assets.join("kube-apiserver")).unwrap();
+
+    let control_plane = ControlPlane::start(Options {
+        assets: Some(assets.clone()),
+        ..Options::api_only()
+    })
+    .expect("started after the lost port");
+    assert!(marker.exists(), "the staged race did not happen");
+    let etcd_log = control_plane
+        .components()
+        .into_iter()
+        .find(|component| component.component == Component::Etcd)
+        .map(|component| std::fs::read_to_string(component.log).unwrap())
+        .unwrap();
+    assert!(etcd_log.contains("address already in use"), "{etcd_log}");
+    drop(control_plane);
+    std::fs::remove_dir_all(&assets).unwrap();
+}
