@@ -79,13 +79,15 @@ fn run_script() -> Result<PathBuf> {
     let stdout = child.stdout.take().map(drain);
     let stderr = child.stderr.take().map(drain);
     let started = Instant::now();
-    let status = loop {
+    // `Err`: how it ended if not with success.
+    let outcome: Result<(), String> = loop {
         match child.try_wait() {
-            Ok(Some(status)) => break status.to_string(),
+            Ok(Some(status)) if status.success() => break Ok(()),
+            Ok(Some(status)) => break Err(status.to_string()),
             Ok(None) if started.elapsed() > SCRIPT_DEADLINE => {
                 let _ = child.kill();
                 let _ = child.wait();
-                break format!("killed after {SCRIPT_DEADLINE:?}");
+                break Err(format!("killed after {SCRIPT_DEADLINE:?}"));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(50)),
             Err(source) => {
@@ -102,12 +104,15 @@ fn run_script() -> Result<PathBuf> {
     let stderr = stderr
         .and_then(|reader| reader.join().ok())
         .unwrap_or_default();
+    // The script prints the directory last.
     let dir = stdout.lines().rev().find(|line| !line.trim().is_empty());
-    match dir {
-        Some(dir) if status == "exit status: 0" => Ok(PathBuf::from(dir.trim())),
-        _ => Err(Error::AssetsScript {
+    match (outcome, dir) {
+        (Ok(()), Some(dir)) => Ok(PathBuf::from(dir.trim())),
+        (outcome, _) => Err(Error::AssetsScript {
             script: script.clone(),
-            status,
+            status: outcome
+                .err()
+                .unwrap_or_else(|| "succeeded but printed no directory".into()),
             stderr: last_chars(&stderr, 2000),
         }),
     }

@@ -123,7 +123,7 @@ fn run_blocking<T: Send + 'static>(
 
 impl ControlPlane {
     /// Starts etcd and kube-apiserver, then the controller manager and scheduler if `options`
-    /// asks, and waits until each is healthy. Blocks the calling thread (5-20 s on 2 cores);
+    /// asks, and waits until each is healthy. Blocks the calling thread (3-5 s on 2 cores);
     /// callable from sync code and from inside a tokio runtime alike.
     pub fn start(options: Options) -> Result<ControlPlane> {
         let assets = assets::assets_dir(options.assets.as_deref())?;
@@ -150,29 +150,7 @@ impl ControlPlane {
             files::create_dir(&layout.serving_dir(component))?;
         }
 
-        let pki = Pki::new()?;
-        std::fs::write(layout.ca_cert(), pki.ca_pem())
-            .map_err(|source| Error::io("writing the CA certificate", source))?;
-        files::write_private(&layout.ca_key(), pki.ca_key_pem().as_bytes())?;
-        let serving = pki.serving(
-            "kube-apiserver",
-            &[
-                "127.0.0.1",
-                "localhost",
-                "10.0.0.1",
-                "kubernetes",
-                "kubernetes.default",
-                "kubernetes.default.svc",
-                "kubernetes.default.svc.cluster.local",
-            ],
-        )?;
-        std::fs::write(layout.apiserver_cert(), &serving.cert_pem)
-            .map_err(|source| Error::io("writing the API server's certificate", source))?;
-        files::write_private(&layout.apiserver_key(), serving.key_pem.as_bytes())?;
-        let (sa_private, sa_public) = pki::service_account_key()?;
-        files::write_private(&layout.service_account_key(), sa_private.as_bytes())?;
-        std::fs::write(layout.service_account_pub(), sa_public)
-            .map_err(|source| Error::io("writing the service-account public key", source))?;
+        let pki = write_certificates(&layout)?;
 
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -501,6 +479,36 @@ impl ControlPlane {
     pub fn live_nodes(&self) -> Vec<String> {
         self.heartbeats.nodes()
     }
+}
+
+/// A fresh CA, the API server's serving certificate and the service-account key pair, written
+/// where the layout says.
+fn write_certificates(layout: &Layout) -> Result<Pki> {
+    let pki = Pki::new()?;
+    std::fs::write(layout.ca_cert(), pki.ca_pem())
+        .map_err(|source| Error::io("writing the CA certificate", source))?;
+    files::write_private(&layout.ca_key(), pki.ca_key_pem().as_bytes())?;
+    // Loopback for the tests, the in-cluster names and Service address for completeness.
+    let serving = pki.serving(
+        "kube-apiserver",
+        &[
+            "127.0.0.1",
+            "localhost",
+            "10.0.0.1",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ],
+    )?;
+    std::fs::write(layout.apiserver_cert(), &serving.cert_pem)
+        .map_err(|source| Error::io("writing the API server's certificate", source))?;
+    files::write_private(&layout.apiserver_key(), serving.key_pem.as_bytes())?;
+    let (sa_private, sa_public) = pki::service_account_key()?;
+    files::write_private(&layout.service_account_key(), sa_private.as_bytes())?;
+    std::fs::write(layout.service_account_pub(), sa_public)
+        .map_err(|source| Error::io("writing the service-account public key", source))?;
+    Ok(pki)
 }
 
 /// Issues `identity`'s client certificate and writes it with its key.

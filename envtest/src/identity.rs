@@ -86,8 +86,7 @@ impl fmt::Display for Identity {
     }
 }
 
-/// A stable hash (std's `DefaultHasher` may change between Rust releases; file names of one
-/// run only need to be stable within a process, but a fixed function costs nothing).
+/// FNV-1a: a fixed function, so that a name does not depend on the Rust release.
 fn fnv1a(text: &str) -> u64 {
     text.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
