@@ -16,7 +16,7 @@ fn mib(bytes: Option<u64>) -> String {
         .unwrap_or_else(|| "?".into())
 }
 
-fn report(label: &str, control_plane: &ControlPlane, wall: std::time::Duration) {
+fn report_startup(label: &str, control_plane: &ControlPlane, wall: std::time::Duration) {
     println!("{label}: ready in {:.2} s", wall.as_secs_f64());
     for startup in control_plane.startup() {
         println!(
@@ -25,6 +25,10 @@ fn report(label: &str, control_plane: &ControlPlane, wall: std::time::Duration) 
             startup.took.as_secs_f64()
         );
     }
+    report_memory(control_plane);
+}
+
+fn report_memory(control_plane: &ControlPlane) {
     for component in control_plane.components() {
         println!(
             "  {:<24} rss {:>10}  peak {:>10}",
@@ -84,13 +88,10 @@ fn main() {
             let began = Instant::now();
             let control_plane = ControlPlane::start(options).expect("the control plane starts");
             let wall = began.elapsed();
-            report(&format!("run {run}, {label}"), &control_plane, wall);
+            report_startup(&format!("run {run}, {label}"), &control_plane, wall);
             exercise(&control_plane);
-            report(
-                &format!("run {run}, {label}, after 100 namespaces and 20 nodes"),
-                &control_plane,
-                wall,
-            );
+            println!("  after 100 namespaces and 20 nodes:");
+            report_memory(&control_plane);
             let stopping = Instant::now();
             drop(control_plane);
             println!("  stopped in {:.2} s", stopping.elapsed().as_secs_f64());
