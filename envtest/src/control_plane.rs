@@ -404,7 +404,7 @@ impl ControlPlane {
     }
 
     /// Applies the ServiceAccounts, roles and bindings of `paths` exactly as written (e.g.
-    /// [`crate::yaml_files_in`]`("deploy")`: other kinds are skipped), so that an identity
+    /// [`crate::yaml_files_in`]`("deploy/base")`: other kinds are skipped), so that an identity
     /// they bind, such as `Identity::service_account("nmo-system", "nmo")`, has exactly
     /// those rights under the real RBAC authorizer. Repeating it is harmless.
     pub async fn apply_rbac(&self, paths: &[PathBuf]) -> Result<AppliedRbac> {

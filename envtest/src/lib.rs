@@ -12,7 +12,7 @@
 //!     // One control plane per test binary, started by the first test that asks for it.
 //!     let cluster = ControlPlane::shared().expect("a control plane");
 //!     // The repository's manifests, as packaged: the CRD, and nmo's RBAC enforced for real.
-//!     let deploy = yaml_files_in(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy").as_ref()).unwrap();
+//!     let deploy = yaml_files_in(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/base").as_ref()).unwrap();
 //!     cluster.install_crds(&deploy).await.unwrap();
 //!     cluster.apply_rbac(&deploy).await.unwrap();
 //!     // The tests share the cluster: unique names keep them apart.
@@ -71,7 +71,7 @@
 //!
 //! # For the suites built on it
 //! - A test environment with a real backend: `ControlPlane::shared()`, `install_crds` and
-//!   `apply_rbac` with `yaml_files_in("deploy")` (packaging changes are picked up), an admin
+//!   `apply_rbac` with `yaml_files_in("deploy/base")` (packaging changes are picked up), an admin
 //!   client per test runtime, nmo's client built from `client_config(&nmo)` in the operator's
 //!   own runtime, `kubeconfig_path` for kubectl, `register_node` per test node, unique names.
 //! - A kubelet stand-in: there is none here. Pods stay Pending (bound by the scheduler) and
