@@ -96,6 +96,9 @@ pub struct Accounting {
     /// Responses by request and status code: benchmarks count refused evictions (429) by who
     /// asked, which the request counts alone cannot tell.
     statuses: Mutex<HashMap<(RequestKey, u16), u64>>,
+    /// The connections requests came on, with the user and User-Agent of the first request
+    /// each carried: benchmarks report how many connections a client used.
+    connections: Mutex<HashMap<u64, (String, String)>>,
 }
 
 impl Accounting {
@@ -103,6 +106,27 @@ impl Accounting {
     pub fn record(&self, key: RequestKey) {
         let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         *c.entry(key).or_insert(0) += 1;
+    }
+
+    /// Notes the connection a request of `user` with User-Agent `user_agent` came on.
+    pub fn record_connection(&self, connection: u64, user: &str, user_agent: &str) {
+        let mut c = self.connections.lock().unwrap_or_else(|p| p.into_inner());
+        c.entry(connection)
+            .or_insert_with(|| (user.to_string(), user_agent.to_string()));
+    }
+
+    /// Connections that carried requests of the user and User-Agent a query names (its other
+    /// fields are ignored: a connection carries any mix of verbs and resources).
+    pub fn connections(&self, q: &Query) -> usize {
+        let c = self.connections.lock().unwrap_or_else(|p| p.into_inner());
+        c.values()
+            .filter(|(user, agent)| {
+                q.user.as_ref().is_none_or(|u| u == user)
+                    && q.user_agent
+                        .as_ref()
+                        .is_none_or(|a| agent.contains(a.as_str()))
+            })
+            .count()
     }
 
     /// Counts the status code of one answered request.
@@ -144,6 +168,10 @@ impl Accounting {
             .unwrap_or_else(|p| p.into_inner())
             .clear();
         self.statuses
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.connections
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
@@ -203,5 +231,20 @@ mod tests {
         assert_eq!(accounting.count_status(&nmo, 201), 1);
         accounting.reset();
         assert_eq!(accounting.count_status(&nmo, 429), 0);
+    }
+
+    #[test]
+    fn connections_are_counted_once_each_under_their_first_client() {
+        let accounting = Accounting::default();
+        for connection in [1, 2, 2, 2, 3] {
+            accounting.record_connection(connection, "nmo", "nmo/0.1");
+        }
+        accounting.record_connection(4, "driver", "bench");
+        accounting.record_connection(3, "driver", "bench");
+        assert_eq!(accounting.connections(&Query::all().user("nmo")), 3);
+        assert_eq!(accounting.connections(&Query::all().user_agent("bench")), 1);
+        assert_eq!(accounting.connections(&Query::all()), 4);
+        accounting.reset();
+        assert_eq!(accounting.connections(&Query::all()), 0);
     }
 }

@@ -86,6 +86,7 @@ pub mod scenario;
 pub mod scheduler;
 pub mod schema;
 pub mod selectors;
+pub mod server;
 mod simulator;
 pub mod store;
 pub mod table;

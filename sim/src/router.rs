@@ -210,6 +210,9 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         },
         None => String::new(),
     };
+    if let Some(connection) = parts.extensions.get::<crate::server::ConnectionId>() {
+        sh.accounting.record_connection(connection.0, &user, &ua);
+    }
     let path = parts.uri.path().to_string();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let q = query_map(&parts.uri);

@@ -205,14 +205,7 @@ impl Simulator {
             controllers = Some(thread);
         }
         let app = router::router(shared.clone());
-        let mut srv_stop = stop_rx.clone();
-        let server = tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = srv_stop.changed().await;
-                })
-                .await;
-        });
+        let server = tokio::spawn(crate::server::serve(listener, app, stop_rx.clone()));
         Ok(SimHandle {
             shared,
             addr,
@@ -302,6 +295,11 @@ impl SimHandle {
     /// Number of requests a query matches.
     pub fn requests(&self, q: &Query) -> u64 {
         self.shared.accounting.count(q)
+    }
+
+    /// Connections that carried requests of the user / User-Agent a query names.
+    pub fn connections(&self, q: &Query) -> usize {
+        self.shared.accounting.connections(q)
     }
 
     /// The requests RBAC refused so far (empty when RBAC is off).

@@ -2,6 +2,7 @@
 //! (each test binary is large and slow to link).
 
 mod cluster;
+mod connections;
 mod crud;
 mod events;
 mod eviction;
