@@ -1,6 +1,7 @@
 //! nmo: a Kubernetes node maintenance operator, drop-in compatible with the medik8s
 //! Node Maintenance Operator.
 
+pub mod api_client;
 pub mod cluster;
 pub mod crd;
 #[cfg(feature = "devtools")]

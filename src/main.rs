@@ -99,7 +99,7 @@ async fn run_operator(options: OperatorOptions, log_format: LogFormat) -> Result
         let config = kube::Config::infer()
             .await
             .map_err(kube::Error::InferConfig)?;
-        let client = operator::client(config)?;
+        let client = operator::client(config, &options)?;
         operator::run(client, options, termination()).await?;
         Ok(())
     }

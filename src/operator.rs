@@ -13,6 +13,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::api_client::{self, ApiClientError, ApiClientOptions, ConnectionCount};
 use crate::cluster::KubeCluster;
 use crate::leader::{LeaderConfig, LeaderConfigError, LeaderElector, LeaderError};
 use crate::maintenance_watch::{self, WatchError};
@@ -46,6 +47,10 @@ pub struct OperatorOptions {
     /// Allow HTTP/2 on nmo's servers (off: HTTP/1.1 only).
     #[arg(long)]
     pub enable_http2: bool,
+    /// Speak HTTP/2 without TLS (h2c) to an `http://` API server such as `nmo sim`. An `https://`
+    /// API server is asked for HTTP/2 anyway (ALPN), as a real one offers it.
+    #[arg(long, env = "NMO_KUBE_API_HTTP2_PRIOR_KNOWLEDGE")]
+    pub kube_api_http2_prior_knowledge: bool,
     /// Namespace of the node leases shared with the other medik8s operators.
     #[arg(long, env = "LEASE_NAMESPACE", default_value = defaults::LEASE_NAMESPACE)]
     pub lease_namespace: String,
@@ -90,6 +95,7 @@ impl Default for OperatorOptions {
             leader_elect_renew_deadline: Duration::from_secs(10),
             leader_elect_retry_period: Duration::from_secs(2),
             enable_http2: false,
+            kube_api_http2_prior_knowledge: false,
             lease_namespace: defaults::LEASE_NAMESPACE.into(),
             eviction_rate: defaults::EVICTION_RATE_PER_SEC,
             eviction_burst: defaults::EVICTION_BURST,
@@ -196,10 +202,41 @@ impl OperatorOptions {
 /// The kube client nmo runs with. kube's built-in retry is off: it resends a 429 up to 15
 /// times with growing waits, so a refusal by a PodDisruptionBudget would hang inside one call
 /// for minutes, holding an eviction slot, and the eviction actor's own per-budget backoff
-/// (which decides when to ask again) would never start.
-pub fn client(mut config: kube::Config) -> Result<Client, kube::Error> {
+/// (which decides when to ask again) would never start. Requests and watches share a few
+/// HTTP/2 connections when the server offers HTTP/2 (`api_client`).
+pub fn client(
+    mut config: kube::Config,
+    options: &OperatorOptions,
+) -> Result<OperatorClient, OperatorError> {
     config.default_retry = false;
-    Client::try_from(config)
+    let client_options = ApiClientOptions {
+        http2_prior_knowledge: options.kube_api_http2_prior_knowledge,
+        ..ApiClientOptions::default()
+    };
+    let connections = ConnectionCount::default();
+    let client = api_client::client(&config, &client_options, connections.clone())?;
+    Ok(OperatorClient {
+        client,
+        connections: Some(connections),
+    })
+}
+
+/// The client the operator runs with, and the count of its connections when it was built by
+/// [`client`] (a client built elsewhere, by a test say, has none to report).
+pub struct OperatorClient {
+    /// The client.
+    pub client: Client,
+    /// Its connections, reported as `nmo_kube_api_connections_*`.
+    pub connections: Option<ConnectionCount>,
+}
+
+impl From<Client> for OperatorClient {
+    fn from(client: Client) -> Self {
+        OperatorClient {
+            client,
+            connections: None,
+        }
+    }
 }
 
 /// Why the operator stopped other than being asked to.
@@ -222,6 +259,9 @@ pub enum OperatorError {
     /// A flag has a value nmo refuses to run with.
     #[error("invalid flags: {0}")]
     Options(#[from] OptionsError),
+    /// The kube client could not be built from the cluster configuration.
+    #[error("cannot build the Kubernetes API client: {0}")]
+    Client(#[from] ApiClientError),
     /// The NodeMaintenance watch stopped.
     #[error(transparent)]
     MaintenanceWatch(#[from] WatchError),
@@ -251,10 +291,14 @@ async fn bind(address: &str) -> Result<Option<TcpListener>, OperatorError> {
 /// Runs the operator against `client` until `shutdown` completes (then it stops the actors,
 /// leaving every node as it is for the next leader) or until it fails.
 pub async fn run(
-    client: Client,
+    client: impl Into<OperatorClient>,
     options: OperatorOptions,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), OperatorError> {
+    let OperatorClient {
+        client,
+        connections,
+    } = client.into();
     options.validate()?;
     let leader_config = options.leader_config(client.default_namespace().to_string());
     let readiness = Readiness::default();
@@ -263,6 +307,9 @@ pub async fn run(
     maintenance_metrics.register(&mut registry);
     let api_requests = ApiRequests::default();
     api_requests.register(&mut registry);
+    if let Some(connections) = connections {
+        api_metrics::register_connections(&mut registry, connections);
+    }
     let registry = Arc::new(registry);
     // Every request nmo makes (watches, election, events) is counted.
     let client = api_metrics::count_requests(client, api_requests);

@@ -5,9 +5,13 @@
 use http::{Method, Request, Uri};
 use kube::Client;
 use kube::client::Body;
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
+
+use crate::api_client::ConnectionCount;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 
 /// Labels of `nmo_kube_api_requests_total`.
@@ -42,6 +46,37 @@ impl ApiRequests {
                 code,
             })
             .inc();
+    }
+}
+
+/// Registers `nmo_kube_api_connections_opened_total` and `nmo_kube_api_connections_open`: with
+/// HTTP/2 a handful of connections carry every request and watch, so a count that grows with
+/// the maintenances says the API server stopped offering HTTP/2 (or a stream budget is too low).
+pub fn register_connections(registry: &mut Registry, connections: ConnectionCount) {
+    registry.register_collector(Box::new(Connections(connections)));
+}
+
+/// Reads the connection counts at each scrape.
+#[derive(Debug)]
+struct Connections(ConnectionCount);
+
+impl Collector for Connections {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let opened = ConstCounter::new(self.0.opened());
+        opened.encode(encoder.encode_descriptor(
+            "nmo_kube_api_connections_opened",
+            "Connections opened to the Kubernetes API",
+            None,
+            opened.metric_type(),
+        )?)?;
+        let open = ConstGauge::new(self.0.open());
+        open.encode(encoder.encode_descriptor(
+            "nmo_kube_api_connections_open",
+            "Connections to the Kubernetes API open now",
+            None,
+            open.metric_type(),
+        )?)?;
+        Ok(())
     }
 }
 
@@ -113,6 +148,30 @@ pub fn classify(method: &Method, uri: &Uri) -> (&'static str, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connections_are_reported_as_they_are_at_the_scrape() {
+        let connections = ConnectionCount::default();
+        let mut registry = Registry::default();
+        register_connections(&mut registry, connections.clone());
+        let scrape = |registry: &Registry| {
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+            text
+        };
+        assert!(
+            scrape(&registry).contains("nmo_kube_api_connections_opened_total 0\n"),
+            "{}",
+            scrape(&registry)
+        );
+        let _open = connections.count_opened_for_tests();
+        let text = scrape(&registry);
+        assert!(
+            text.contains("nmo_kube_api_connections_opened_total 1\n"),
+            "{text}"
+        );
+        assert!(text.contains("nmo_kube_api_connections_open 1\n"), "{text}");
+    }
 
     fn of(method: Method, uri: &str) -> (&'static str, String) {
         classify(&method, &uri.parse::<Uri>().unwrap())

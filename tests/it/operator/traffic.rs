@@ -101,7 +101,12 @@ async fn a_refused_eviction_reaches_nmo_at_once_not_after_client_retries() {
         .await;
     let sim = env.sim();
     let uri: http::Uri = sim.base_url().parse().expect("a URL");
-    let client = nmo::operator::client(kube::Config::new(uri)).expect("a client");
+    let client = nmo::operator::client(
+        kube::Config::new(uri),
+        &nmo::operator::OperatorOptions::default(),
+    )
+    .expect("a client")
+    .client;
     sim.faults().add(
         nmo_sim::FaultRule::on(Some("create"), Some("pods"))
             .subresource("eviction")

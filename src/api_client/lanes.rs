@@ -1,0 +1,178 @@
+//! Spreads requests over as few connections as the server's stream limit allows.
+//!
+//! hyper's pool puts every request to a host on its one HTTP/2 connection, however many streams
+//! are open. An HTTP/2 server caps the streams of a connection (SETTINGS_MAX_CONCURRENT_STREAMS;
+//! kube-apiserver's `--http2-max-streams-per-connection`), and a request past the cap waits in
+//! the client until a stream closes. Watches hold their stream for minutes, so with enough of
+//! them every other request would wait behind them: an eviction or a status write stuck until a
+//! watch happens to end. A lane is one hyper client (so one connection per host); a request goes
+//! to the least busy lane with a stream to spare, and when every lane is at its budget a new lane
+//! (a new connection) is opened. Keeping each lane below the server's cap means no request ever
+//! queues behind a watch, whatever mix of watches and calls is in flight.
+//!
+//! Over HTTP/1.1 (a server without HTTP/2) a lane is a pool of connections, one per request in
+//! flight, as hyper always does; the budget then only decides which pool a request joins.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll};
+
+use http::{Request, Response};
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::connect::Connect;
+use hyper_util::client::legacy::{Builder, Client, Error};
+use tower::Service;
+
+/// Requests spread over lanes of at most `budget` streams each.
+pub struct Lanes<C, B> {
+    shared: Arc<Shared<C, B>>,
+}
+
+impl<C, B> Clone for Lanes<C, B> {
+    fn clone(&self) -> Self {
+        Lanes {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+struct Shared<C, B> {
+    builder: Builder,
+    connector: C,
+    budget: usize,
+    lanes: Mutex<Vec<Arc<Lane<C, B>>>>,
+}
+
+struct Lane<C, B> {
+    client: Client<C, B>,
+    /// Requests sent on this lane whose response body is still open (or not yet received).
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl<C, B> Lanes<C, B>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+    B: Body + Send + 'static + Unpin,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    /// Lanes of clients built by `builder` over `connector`, each with at most `budget` requests
+    /// in flight (at least 1).
+    pub fn new(builder: Builder, connector: C, budget: usize) -> Self {
+        Lanes {
+            shared: Arc::new(Shared {
+                builder,
+                connector,
+                budget: budget.max(1),
+                lanes: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    /// Lanes opened so far.
+    pub fn lanes(&self) -> usize {
+        self.shared
+            .lanes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len()
+    }
+
+    /// Takes a stream on the least busy lane that has one to spare, opening a lane if none has.
+    fn take_stream(&self) -> (Client<C, B>, Stream) {
+        let mut lanes = self
+            .shared
+            .lanes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let least_busy = lanes
+            .iter()
+            .min_by_key(|lane| lane.in_flight.load(Ordering::Relaxed))
+            .filter(|lane| lane.in_flight.load(Ordering::Relaxed) < self.shared.budget)
+            .cloned();
+        let lane = least_busy.unwrap_or_else(|| {
+            let lane = Arc::new(Lane {
+                client: self.shared.builder.build(self.shared.connector.clone()),
+                in_flight: Arc::new(AtomicUsize::new(0)),
+            });
+            lanes.push(lane.clone());
+            lane
+        });
+        // Counted while the lock is held, so two requests never both see the last free stream.
+        lane.in_flight.fetch_add(1, Ordering::Relaxed);
+        let stream = Stream {
+            in_flight: lane.in_flight.clone(),
+        };
+        (lane.client.clone(), stream)
+    }
+}
+
+/// A stream taken on a lane; given back when dropped (with the response body, or with the
+/// request when it fails or is cancelled).
+struct Stream {
+    in_flight: Arc<AtomicUsize>,
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl<C, B> Service<Request<B>> for Lanes<C, B>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+    B: Body + Send + 'static + Unpin,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Response<LaneBody>;
+    type Error = Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Error>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        // hyper's client is always ready: it queues in its pool, not here.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        let (client, stream) = self.take_stream();
+        let sent = client.request(request);
+        Box::pin(async move {
+            let response = sent.await?;
+            Ok(response.map(|body| LaneBody {
+                body,
+                _stream: stream,
+            }))
+        })
+    }
+}
+
+/// A response body that holds its lane's stream until it is dropped.
+pub struct LaneBody {
+    body: Incoming,
+    _stream: Stream,
+}
+
+impl Body for LaneBody {
+    type Data = bytes::Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
