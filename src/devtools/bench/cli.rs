@@ -19,6 +19,10 @@ pub struct BenchArgs {
     /// The nmo binary to run as the operator (default: this executable).
     #[arg(long)]
     pub nmo: Option<PathBuf>,
+    /// nmo talks HTTP/1.1 to the simulator, one connection per request in flight (default:
+    /// HTTP/2 without TLS, multiplexed, as it talks to a real API server over TLS).
+    #[arg(long)]
+    pub http1: bool,
 }
 
 /// Runs the chosen scenarios with the operator binary `nmo`, printing as they finish.
@@ -45,7 +49,7 @@ pub async fn run_all(
             writeln!(out, "running {}: {} ...", s.name, s.title)?;
             out.flush()?;
         }
-        let result = run::run(s, nmo, &dir).await?;
+        let result = run::run(s, nmo, &dir, !args.http1).await?;
         if args.json {
             writeln!(out, "{}", serde_json::to_string(&result)?)?;
         } else {

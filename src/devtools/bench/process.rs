@@ -15,11 +15,13 @@ pub struct OperatorProcess {
 
 impl OperatorProcess {
     /// Starts `binary run` against the cluster of `kubeconfig`, without metrics, probe or
-    /// webhook servers; its log (warnings and errors) goes to `log`.
+    /// webhook servers, speaking HTTP/2 without TLS (h2c) when told; its log (warnings and
+    /// errors) goes to `log`.
     pub fn spawn(
         binary: &Path,
         kubeconfig: &Path,
         eviction_rate: Option<f64>,
+        h2c: bool,
         log: &Path,
     ) -> Result<OperatorProcess, BenchError> {
         let log_file = std::fs::File::create(log)?;
@@ -35,6 +37,8 @@ impl OperatorProcess {
                 "0",
             ])
             .env("KUBECONFIG", kubeconfig)
+            // An environment variable, not a flag: a binary from before it ignores it.
+            .env("NMO_KUBE_API_HTTP2_PRIOR_KNOWLEDGE", h2c.to_string())
             .env("RUST_LOG", "warn")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")

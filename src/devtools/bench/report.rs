@@ -19,6 +19,7 @@ pub fn figures_table(results: &[ScenarioResult]) -> String {
         "per pod",
         "other/node",
         "429s",
+        "conns",
         "peak RSS",
         "CPU",
     ]);
@@ -35,6 +36,7 @@ pub fn figures_table(results: &[ScenarioResult]) -> String {
             format!("{:.2}", r.requests_per_evicted_pod),
             format!("{:.1}", r.other_requests_per_node),
             r.requests.too_many_requests.to_string(),
+            r.requests.connections.to_string(),
             format!("{:.1} MiB", r.peak_rss_mib),
             format!("{:.2} s", r.cpu_s),
         ]);

@@ -23,11 +23,13 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time after the last Succeeded for requests still in flight to be counted.
 const SETTLE: Duration = Duration::from_millis(500);
 
-/// Runs one scenario with the operator binary `nmo`; scratch files go to `dir`.
+/// Runs one scenario with the operator binary `nmo`; scratch files go to `dir`. With `h2c`,
+/// nmo speaks HTTP/2 without TLS to the simulator.
 pub async fn run(
     scenario: &BenchScenario,
     nmo: &Path,
     dir: &Path,
+    h2c: bool,
 ) -> Result<ScenarioResult, BenchError> {
     let mut config = SimConfig::default()
         .scenario(scenario.scenario())
@@ -36,7 +38,7 @@ pub async fn run(
         .token(DRIVER_TOKEN, DRIVER_USER);
     config.timing = scenario.timing();
     let sim = Simulator::start(config).await?;
-    let outcome = measure(&sim, scenario, nmo, dir).await;
+    let outcome = measure(&sim, scenario, nmo, dir, h2c).await;
     sim.shutdown().await;
     outcome
 }
@@ -46,11 +48,13 @@ async fn measure(
     scenario: &BenchScenario,
     nmo: &Path,
     dir: &Path,
+    h2c: bool,
 ) -> Result<ScenarioResult, BenchError> {
     let kubeconfig: PathBuf = dir.join(format!("{}.kubeconfig", scenario.name));
     sim.write_kubeconfig_with_token(&kubeconfig, OPERATOR_TOKEN)?;
     let log = dir.join(format!("{}.nmo.log", scenario.name));
-    let mut operator = OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, &log)?;
+    let mut operator =
+        OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, h2c, &log)?;
     let ours = Query::all().user(OPERATOR_USER);
     wait_watching(sim, &mut operator).await?;
 

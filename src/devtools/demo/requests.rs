@@ -21,6 +21,9 @@ pub struct RequestTotals {
     pub eviction_responses: BTreeMap<u16, u64>,
     /// Responses `429 Too Many Requests` (a PodDisruptionBudget refusing, mostly).
     pub too_many_requests: u64,
+    /// Connections these requests came on (HTTP/2 multiplexes them; HTTP/1.1 needs one per
+    /// request in flight, so one per watch).
+    pub connections: usize,
 }
 
 impl RequestTotals {
@@ -56,6 +59,7 @@ impl RequestTotals {
             evictions,
             eviction_responses,
             too_many_requests: accounting.count_status(identity, 429),
+            connections: accounting.connections(identity),
         }
     }
 
