@@ -3,7 +3,9 @@
 //! Kubernetes is reached only through the [`ports::Cluster`] trait, so this crate knows no
 //! Kubernetes client.
 
+pub mod budget;
 pub mod config;
+pub mod diagnosis;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;

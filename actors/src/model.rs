@@ -2,6 +2,7 @@
 //! Kubernetes objects nmo touches, reduced to the fields nmo reads or writes.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -33,6 +34,9 @@ pub mod reasons {
     pub const FAILED: &str = "FailedMaintenance";
     /// Maintenance undone after deletion (on the NodeMaintenance).
     pub const REMOVED: &str = "RemovedMaintenance";
+    /// nmo addition: the drain is blocked, and why (once per change of the class, on the
+    /// NodeMaintenance; Warning).
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
     /// Node uncordoned (on the Node).
     pub const UNCORDON: &str = "UncordonNode";
 }
@@ -60,6 +64,43 @@ pub mod conditions {
     /// True on a NodeMaintenance that is Failed because another one drives its node; such a
     /// NodeMaintenance never touches the node, not even after a restart.
     pub const DUPLICATE: &str = "DuplicateMaintenance";
+    /// True while the drain is blocked by a PodDisruptionBudget, with the class of the blocker
+    /// as its reason (e.g. `CrossNodeDeadlock`); False with [`NOT_BLOCKED`] otherwise.
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+    /// Reason of a False `DrainBlocked`.
+    pub const NOT_BLOCKED: &str = "NotBlocked";
+    /// Reason of a False `Drained`: `spec.drainTimeout` passed before the drain finished.
+    pub const DRAIN_TIMEOUT: &str = "DrainTimeout";
+}
+
+/// What happens when `spec.drainTimeout` passes before the drain finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnDrainTimeout {
+    /// Failed; the node stays cordoned for a person (the default).
+    #[default]
+    Hold,
+    /// Failed, and the maintenance undone (node uncordoned, lease released).
+    Undo,
+}
+
+impl OnDrainTimeout {
+    /// The JSON value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDrainTimeout::Hold => "Hold",
+            OnDrainTimeout::Undo => "Undo",
+        }
+    }
+}
+
+/// The opt-in drain deadline of a NodeMaintenance (`spec.drainTimeout`,
+/// `spec.onDrainTimeout`). The default is NMO's behaviour: no deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainPolicy {
+    /// How long the drain may take, from its start; None: as long as it takes.
+    pub timeout: Option<Duration>,
+    /// What a passed deadline does.
+    pub on_timeout: OnDrainTimeout,
 }
 
 /// A NodeMaintenance object as the controller sees it.
@@ -83,6 +124,8 @@ pub struct Maintenance {
     pub finalizers: Vec<String>,
     /// `status`, if any has been written.
     pub status: Option<MaintenanceStatus>,
+    /// `spec.drainTimeout` and `spec.onDrainTimeout`.
+    pub drain_policy: DrainPolicy,
 }
 
 impl Maintenance {
@@ -136,6 +179,9 @@ pub struct PendingPodReason {
     pub pdb: Option<String>,
     /// Human readable detail (for a PDB: the API's message with the budget's numbers).
     pub message: String,
+    /// Why the budget blocks it, as a class (`WaitingForReplacement`, `CrossNodeDeadlock`...,
+    /// see [`crate::diagnosis::Blocker::reason`]), when it is blocked.
+    pub diagnosis: Option<String>,
 }
 
 /// A status condition (`metav1.Condition` shape).
@@ -178,6 +224,13 @@ pub struct MaintenanceStatus {
     pub conditions: Vec<Condition>,
     /// `pendingPodsReasons` (nmo addition): why each pending pod is still there.
     pub pending_pods_reasons: Vec<PendingPodReason>,
+    /// `drainStartTime` (nmo addition): when the drain began (the base of the deadline).
+    pub drain_start_time: Option<DateTime<Utc>>,
+    /// `drainDeadline` (nmo addition): when `spec.drainTimeout` passes, while draining.
+    pub drain_deadline: Option<DateTime<Utc>>,
+    /// `drainTimeRemaining` (nmo addition): time left before the deadline while draining, as a
+    /// Go duration (`29m`, `40s`), refreshed coarsely.
+    pub drain_time_remaining: Option<String>,
 }
 
 /// A node taint.
@@ -324,6 +377,10 @@ pub struct PodInfo {
     pub terminating: bool,
     /// `spec.terminationGracePeriodSeconds`.
     pub grace_period_seconds: Option<i64>,
+    /// `metadata.labels` (which budgets select it).
+    pub labels: BTreeMap<String, String>,
+    /// Its Ready condition is True (a budget counts it as healthy).
+    pub ready: bool,
 }
 
 impl PodInfo {

@@ -16,8 +16,11 @@
 //! (`drain::Drain::apply`); a fleet-wide budget is a `Queued` stage before `Starting`; a drain
 //! deadline is a timer owned by `Draining` leading to `Failed`.
 
+mod blocked;
+mod deadline;
 mod decide;
 mod drain;
+mod drain_policy;
 mod errors;
 mod lease;
 mod messages;
@@ -45,7 +48,7 @@ pub use status::InitialCounts;
 use crate::config::Config;
 use crate::eviction::EvictionMsg;
 use crate::model::{Maintenance, Phase};
-use crate::observe::PhaseReport;
+use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::task::TaskSlot;
@@ -97,6 +100,11 @@ impl Actor for NodeActor {
         );
         args.config.observer.trace_root(&span);
         let observed_phase = PhaseReport::new(args.config.observer.clone());
+        let blocked_report = BlockedReport::new(
+            args.config.observer.clone(),
+            nm.name.clone(),
+            nm.node_name.clone(),
+        );
         let ctx = OpCtx {
             cluster: args.cluster,
             config: args.config,
@@ -121,6 +129,7 @@ impl Actor for NodeActor {
             tick: TaskSlot::default(),
             span,
             observed_phase,
+            blocked_report,
         })
     }
 
@@ -198,6 +207,9 @@ impl Actor for NodeActor {
             }
             NodeMsg::StatusWritten(result) => state.on_status_written(&myself, result),
             NodeMsg::Eviction(report) => state.on_report(&myself, report),
+            NodeMsg::DrainDeadline => {
+                state.check_deadline(&myself);
+            }
         }
         state.note_phase();
         Ok(())

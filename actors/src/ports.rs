@@ -6,6 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
+use crate::budget::{BudgetChange, LabelSelector};
+use crate::diagnosis::BudgetPod;
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState, PodInfo,
 };
@@ -158,4 +160,27 @@ pub trait Cluster: Send + Sync + 'static {
         name: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError>;
+
+    // --- Drain policy: budgets and why a drain is blocked -----------------------------------
+
+    /// Watches every PodDisruptionBudget (one shared watch: budgets are few): the complete
+    /// list first and after every relist ([`BudgetChange::Listed`]), then each change. Same
+    /// retry contract as [`Cluster::watch_node`].
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange>;
+
+    /// Lists the pods of `namespace` that `selector` selects (a budget's pods), to find the
+    /// one a blocked budget waits for. One bounded LIST.
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError>;
+
+    /// Lists the nodes carrying nmo's maintenance label
+    /// ([`crate::model::EXCLUDE_LABEL`]): the nodes cordoned by maintenances. One LIST,
+    /// bounded by the number of nodes in maintenance.
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError>;
+
+    /// Lists every NodeMaintenance (to name the maintenance of a cordoned node).
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError>;
 }

@@ -170,6 +170,7 @@ mod tests {
             deleting: false,
             finalizers: vec![],
             status: None,
+            drain_policy: crate::model::DrainPolicy::default(),
         }
     }
 

@@ -17,7 +17,7 @@ use super::status_writer::{Flush, StatusWriter};
 use super::watches::Watches;
 use crate::eviction::{EvictionMsg, EvictionReport};
 use crate::model::{EventType, Maintenance, Phase};
-use crate::observe::PhaseReport;
+use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::task::{TaskSlot, spawn_cast_back};
 
@@ -48,6 +48,8 @@ pub struct NodeActorState {
     pub(super) span: tracing::Span,
     /// The phase last reported to the observer (withdrawn when the state is dropped).
     pub(super) observed_phase: PhaseReport,
+    /// Whether the drain is blocked, as last reported to the observer (withdrawn likewise).
+    pub(super) blocked_report: BlockedReport,
 }
 
 impl NodeActorState {
@@ -174,6 +176,9 @@ impl NodeActorState {
         }
         if let Stage::Draining(drain) = previous {
             self.watches.stop_pods();
+            self.blocked_report.set(None);
+            self.status.wanted.drain_deadline = None;
+            self.status.wanted.drain_time_remaining = None;
             let how = match self.stage {
                 Stage::Succeeded => DrainEnd::Drained,
                 _ => DrainEnd::Stopped,

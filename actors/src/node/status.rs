@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
+use super::blocked;
 use super::errors::DrainError;
 use super::pending::{PendingPod, PendingReason, PodReason};
+use crate::diagnosis::Blocker;
 use crate::model::{MaintenanceStatus, Phase, PodRef, conditions};
 use crate::plan;
 
@@ -123,6 +125,7 @@ pub(super) fn drain(
             "no evictable pod left on the node",
             now,
         );
+        not_blocked(status, now);
         return true;
     }
     status.phase = Some(Phase::Running);
@@ -168,9 +171,12 @@ pub(super) fn drain(
             format!("{} pods still on the node", pending.len()),
         ),
     };
+    let worst = blocked::worst(pending, reasons);
     status.last_error = if !errors.is_empty() {
         let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
         Some(errors.join("; "))
+    } else if let Some((pod, blocker)) = worst {
+        Some(blocked_error(pod, blocker))
     } else if blocked.is_some() {
         Some(message.clone())
     } else {
@@ -189,7 +195,62 @@ pub(super) fn drain(
         &message,
         now,
     );
+    match worst {
+        Some((pod, blocker)) => plan::set_condition(
+            &mut status.conditions,
+            conditions::DRAIN_BLOCKED,
+            true,
+            blocker.reason(),
+            &format!("pod {}/{}: {blocker}", pod.namespace, pod.name),
+            now,
+        ),
+        None => not_blocked(status, now),
+    }
     false
+}
+
+/// `lastError` for a pod its budget blocks: the API's refusal, naming the budget, while nothing
+/// more is known; the diagnosis once there is one.
+fn blocked_error(pod: &PodRef, blocker: &Blocker) -> String {
+    match blocker {
+        Blocker::BudgetExhausted {
+            budget: Some(budget),
+            message,
+        } => format!(
+            "pod {}/{} is blocked by PodDisruptionBudget {budget}: {message}",
+            pod.namespace, pod.name
+        ),
+        other => format!("cannot evict pod {}/{}: {other}", pod.namespace, pod.name),
+    }
+}
+
+/// `DrainBlocked` False: no pod waits on a budget.
+fn not_blocked(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
+    plan::set_condition(
+        &mut status.conditions,
+        conditions::DRAIN_BLOCKED,
+        false,
+        conditions::NOT_BLOCKED,
+        "no pod is held up by a PodDisruptionBudget",
+        now,
+    );
+}
+
+/// Failed because `spec.drainTimeout` passed: `Drained` says so with its own reason, and
+/// `DrainBlocked` keeps what blocked the drain.
+pub(super) fn drain_timed_out(status: &mut MaintenanceStatus, error: String, now: DateTime<Utc>) {
+    status.phase = Some(Phase::Failed);
+    status.drain_deadline = None;
+    status.drain_time_remaining = None;
+    plan::set_condition(
+        &mut status.conditions,
+        conditions::DRAINED,
+        false,
+        conditions::DRAIN_TIMEOUT,
+        &error,
+        now,
+    );
+    status.last_error = Some(error);
 }
 
 #[cfg(test)]
@@ -214,6 +275,10 @@ mod tests {
             uid: format!("uid-{name}"),
             action,
             grace: None,
+            labels: BTreeMap::new(),
+            healthy: true,
+            unstarted: false,
+            controller: None,
         }
     }
 
@@ -247,6 +312,7 @@ mod tests {
             PodReason::of_reply(EvictionReply::Blocked {
                 pdb: Some("web".into()),
                 message: "needs 2".into(),
+                blocker: None,
             }),
         )]);
         assert!(!drain(&mut status, &pods, &reasons, &[], now()));

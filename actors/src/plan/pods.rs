@@ -106,6 +106,8 @@ mod tests {
             has_empty_dir: false,
             terminating: false,
             grace_period_seconds: Some(30),
+            labels: std::collections::BTreeMap::new(),
+            ready: true,
         }
     }
 

@@ -75,6 +75,7 @@ mod tests {
             deleting: false,
             finalizers: vec![],
             status: None,
+            drain_policy: crate::model::DrainPolicy::default(),
         }
     }
 
