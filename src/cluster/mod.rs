@@ -1,6 +1,7 @@
 //! The actors' [`Cluster`] port implemented with kube-rs: the only place where the maintenance
 //! logic meets the Kubernetes API.
 
+mod budgets;
 mod convert;
 mod daemonsets;
 mod errors;
@@ -20,6 +21,8 @@ use kube::api::{
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use nmo_actors::budget::{BudgetChange, LabelSelector};
+use nmo_actors::diagnosis::BudgetPod;
 use nmo_actors::model::{
     Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
     NodeState, PodInfo,
@@ -376,5 +379,25 @@ impl Cluster for KubeCluster {
             ..EvictParams::default()
         };
         eviction_outcome(self.pods(namespace).evict(name, &params).await)
+    }
+
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
+        budgets::watch_budgets(self.client.clone())
+    }
+
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError> {
+        budgets::selected_pods(self.client.clone(), namespace, selector).await
+    }
+
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
+        budgets::maintained_nodes(self.client.clone()).await
+    }
+
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
+        budgets::maintenances(self.client.clone()).await
     }
 }

@@ -14,6 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::drain_metrics::DrainMetrics;
 use super::telemetry;
 
 /// Label of `nmo_evictions_total`.
@@ -44,6 +45,7 @@ pub struct OperatorMetrics {
     queue_depth: Gauge,
     in_flight: Gauge,
     lease_operations: Family<LeaseLabels, Counter<u64, AtomicU64>>,
+    drain: DrainMetrics,
 }
 
 impl Default for OperatorMetrics {
@@ -56,6 +58,7 @@ impl Default for OperatorMetrics {
             queue_depth: Gauge::default(),
             in_flight: Gauge::default(),
             lease_operations: Family::default(),
+            drain: DrainMetrics::default(),
         }
     }
 }
@@ -93,6 +96,7 @@ impl OperatorMetrics {
             "Node lease operations (acquire, renew, release), by result",
             self.lease_operations.clone(),
         );
+        self.drain.register(registry);
     }
 
     fn phase(&self, phase: Phase) -> Gauge {
@@ -167,6 +171,19 @@ impl Observer for ProcessObserver {
                 result: result.as_str(),
             })
             .inc();
+    }
+
+    fn diagnosis_reads(&self, reads: u32) {
+        self.metrics.drain.diagnosis_reads(reads);
+    }
+
+    fn drain_blocked(
+        &self,
+        maintenance: &str,
+        node: &str,
+        blocked: Option<(&'static str, chrono::DateTime<chrono::Utc>)>,
+    ) {
+        self.metrics.drain.set_blocked(maintenance, node, blocked);
     }
 }
 

@@ -81,6 +81,8 @@ fn maintenance(name: &str, node_name: &str) -> Value {
         NodeMaintenanceSpec {
             node_name: node_name.to_string(),
             reason: Some("test".to_string()),
+            drain_timeout: None,
+            on_drain_timeout: None,
         },
     );
     nm.metadata.finalizers = Some(vec![nmo::crd::FINALIZER.to_string()]);
