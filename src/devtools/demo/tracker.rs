@@ -221,6 +221,7 @@ mod tests {
                         reason: "BlockedByPodDisruptionBudget".into(),
                         pdb: Some("app-0-pdb".into()),
                         message: String::new(),
+                        diagnosis: None,
                     },
                 ]),
                 last_error: Some("older error".into()),
