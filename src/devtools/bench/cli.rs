@@ -10,7 +10,7 @@ use super::{report, run, scenario};
 /// Flags of `nmo bench`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BenchArgs {
-    /// Scenarios to run: a, a-fast, b (= b100 b500 b2000), b100, b500, b2000, c. Default: all.
+    /// Scenarios to run: a, a-fast, b (= b100 b500 b2000), b100, b500, b2000, c, d. Default: all.
     #[arg(long = "scenario", value_name = "NAME")]
     pub scenarios: Vec<String>,
     /// Print one JSON object per scenario instead of tables.
@@ -67,6 +67,10 @@ pub async fn run_all(
     }
     writeln!(out)?;
     out.write_all(report::figures_table(&results).as_bytes())?;
+    if results.iter().any(|r| r.policy.is_some()) {
+        writeln!(out, "\ndrain policy:")?;
+        out.write_all(report::policy_tables(&results).as_bytes())?;
+    }
     writeln!(out, "\nnmo's requests by verb:")?;
     out.write_all(report::verbs_lines(&results).as_bytes())?;
     let mut targets: Vec<(String, super::result::Target)> = results
