@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use crate::diagnosis::Blocker;
 
 /// How long a budget is blocked before its pods are read.
-pub(super) const FIRST_LOOK: Duration = Duration::from_secs(2);
+pub(super) const FIRST_LOOK: Duration = Duration::from_secs(3);
 /// The longest interval between two looks at a budget that stays blocked.
 pub(super) const LONGEST_INTERVAL: Duration = Duration::from_secs(60);
 

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::support::{TestEnv, eventually};
 
-/// How long a diagnosis may take to show (budgets are looked at 2 s after they block).
+/// How long a diagnosis may take to show (budgets are looked at 3 s after they block).
 const DIAGNOSED: Duration = Duration::from_secs(20);
 
 /// Waits until `nm`'s `DrainBlocked` condition is True with `reason` and a message saying
