@@ -1,7 +1,6 @@
 //! The drain policy's side of the adapter: the shared PodDisruptionBudget watch and the few
 //! reads that explain a blocked budget, with the conversions to the actors' domain types.
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
 
@@ -205,7 +204,7 @@ pub fn budget_pod(pod: &Pod) -> BudgetPod {
         unschedulable,
         node_selector: spec
             .and_then(|s| s.node_selector.clone())
-            .unwrap_or_else(BTreeMap::new),
+            .unwrap_or_default(),
         tolerations: spec
             .and_then(|s| s.tolerations.as_ref())
             .into_iter()

@@ -98,7 +98,6 @@ impl ScenarioResult {
         requests: RequestTotals,
         usage: ProcessUsage,
         cpu: Duration,
-        policy: Option<PolicyFigures>,
     ) -> ScenarioResult {
         let maintained = scenario.maintenance.max(1) as f64;
         let mut result = ScenarioResult {
@@ -117,14 +116,22 @@ impl ScenarioResult {
             peak_rss_mib: mib(usage.peak_rss_bytes),
             cpu_s: cpu.as_secs_f64(),
             cpu_ms_per_node: cpu.as_secs_f64() * 1000.0 / maintained,
-            policy,
+            policy: None,
             targets: Vec::new(),
         };
         result.targets = targets(&result);
-        if let Some(policy) = &result.policy {
-            result.targets.extend(policy.targets(&result.scenario));
-        }
         result
+    }
+
+    /// With the drain policy figures of a budgeted scenario, and their targets.
+    #[must_use]
+    pub fn with_policy(mut self, policy: Option<PolicyFigures>) -> ScenarioResult {
+        self.policy = policy;
+        self.targets = targets(&self);
+        if let Some(policy) = &self.policy {
+            self.targets.extend(policy.targets(&self.scenario));
+        }
+        self
     }
 }
 
@@ -265,7 +272,6 @@ mod tests {
             requests,
             usage,
             Duration::ZERO,
-            None,
         );
         let met: Vec<(&str, bool)> = r.targets.iter().map(|t| (t.what.as_str(), t.met)).collect();
         assert_eq!(

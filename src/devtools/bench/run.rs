@@ -164,8 +164,8 @@ async fn measure(
         requests,
         after,
         after.cpu.saturating_sub(before.cpu),
-        policy,
-    ))
+    )
+    .with_policy(policy))
 }
 
 /// Whether every trapped maintenance shows what it must.
