@@ -115,7 +115,10 @@ async fn a_drain_on_the_simulator_is_traced_metered_and_probed() {
     assert_eq!(status, 200);
     let evicted = value(&text, "nmo_evictions_total{result=\"evicted\"}");
     let blocked = sample(&text, refused).unwrap_or(0.0);
-    assert!(sample(&text, &since).is_none(), "absent once drained: {text}");
+    assert!(
+        sample(&text, &since).is_none(),
+        "absent once drained: {text}"
+    );
     let nm = env.maintenance(NM).await.unwrap();
     assert_eq!(
         Some(evicted),

@@ -145,7 +145,9 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
     // The drain was blocked by the budget for a while: the drain span says by what.
     assert!(drain.attr("blocked.reason").is_some(), "{drain:?}");
     assert!(
-        drain.attr("blocked.message").is_some_and(|m| m.contains(expected.blocked.0)),
+        drain
+            .attr("blocked.message")
+            .is_some_and(|m| m.contains(expected.blocked.0)),
         "{drain:?}"
     );
     assert!(
@@ -186,8 +188,7 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
         // A watched budget that allows nothing gets no call at all.
         assert!(refused.is_empty(), "{refused:#?}");
     } else {
-        let attempts: BTreeSet<&str> =
-            refused.iter().filter_map(|s| s.attr("attempt")).collect();
+        let attempts: BTreeSet<&str> = refused.iter().filter_map(|s| s.attr("attempt")).collect();
         assert!(
             attempts.contains("1") && attempts.contains("2"),
             "{attempts:?}"

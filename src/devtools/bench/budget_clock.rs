@@ -59,8 +59,12 @@ impl BudgetClock {
         for pdb in sim.list_json("policy", "poddisruptionbudgets", "") {
             let key = format!(
                 "{}/{}",
-                pdb.pointer("/metadata/namespace").and_then(Value::as_str).unwrap_or(""),
-                pdb.pointer("/metadata/name").and_then(Value::as_str).unwrap_or("")
+                pdb.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or(""),
+                pdb.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
             );
             let (allowed, disrupted) = status_of(&pdb);
             budgets.insert(
@@ -98,7 +102,9 @@ impl BudgetClock {
                     times.last_eviction = Some(now);
                     if let Some(since) = budget.allowed_since {
                         let waited = now.saturating_duration_since(since.max(start));
-                        times.allow_to_evict.extend(std::iter::repeat_n(waited, accepted));
+                        times
+                            .allow_to_evict
+                            .extend(std::iter::repeat_n(waited, accepted));
                     }
                 }
                 budget.allowed_since = match (allowed > 0, budget.allowed_since) {

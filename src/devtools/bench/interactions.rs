@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::core::v1::{Namespace, Node};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use nmo_sim::SimHandle;
 use serde_json::{Value, json};
 
@@ -61,7 +61,11 @@ impl Traps {
             mentions,
         };
         vec![
-            block(&structural, "StructuralBudget", "maxUnavailable is 0".into()),
+            block(
+                &structural,
+                "StructuralBudget",
+                "maxUnavailable is 0".into(),
+            ),
             block(&a, "CrossNodeDeadlock", maintenance::name_for(&b)),
             block(&b, "CrossNodeDeadlock", maintenance::name_for(&a)),
         ]
@@ -114,7 +118,11 @@ pub async fn set_up(
     for index in [traps.pair.0, traps.pair.1] {
         let patch = json!({"metadata": {"labels": {POOL_LABEL: "pair"}}});
         nodes
-            .patch(&node_name(index), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &node_name(index),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(setup("a node label"))?;
     }
@@ -135,7 +143,13 @@ pub async fn set_up(
             json!({"kubernetes.io/hostname": structural_node}),
             0,
         ),
-        (PAIR_NS, "pair", PAIR_REPLICAS, json!({POOL_LABEL: "pair"}), 1),
+        (
+            PAIR_NS,
+            "pair",
+            PAIR_REPLICAS,
+            json!({POOL_LABEL: "pair"}),
+            1,
+        ),
     ];
     for (ns, app, replicas, selector, max_unavailable) in sets {
         let rs: ReplicaSet = object(replica_set(ns, app, replicas, selector))?;

@@ -96,11 +96,9 @@ pub struct PolicyInputs<'a> {
 
 /// Whether a maintenance shows what `expected` says.
 pub fn shows(tracked: &Tracked, expected: &ExpectedBlock) -> bool {
-    tracked
-        .drain_blocked()
-        .is_some_and(|(reason, message)| {
-            reason == expected.reason && message.contains(&expected.mentions)
-        })
+    tracked.drain_blocked().is_some_and(|(reason, message)| {
+        reason == expected.reason && message.contains(&expected.mentions)
+    })
 }
 
 impl PolicyFigures {
@@ -139,14 +137,20 @@ impl PolicyFigures {
             out.push(target(
                 "refused evictions per evicted pod",
                 format!("<= {REFUSALS_PER_POD}"),
-                format!("{:.2} ({} in all)", self.refused_per_evicted_pod, self.refused),
+                format!(
+                    "{:.2} ({} in all)",
+                    self.refused_per_evicted_pod, self.refused
+                ),
                 self.refused_per_evicted_pod <= REFUSALS_PER_POD,
             ));
             let done = self.evictions_done_s.unwrap_or(f64::INFINITY);
             out.push(target(
                 "evictions done vs floor (start-up x pods per budget)",
                 format!("<= {FLOOR_FACTOR} x {:.1} s", self.floor_s),
-                format!("{done:.1} s (x{:.2})", done / self.floor_s.max(f64::EPSILON)),
+                format!(
+                    "{done:.1} s (x{:.2})",
+                    done / self.floor_s.max(f64::EPSILON)
+                ),
                 done <= FLOOR_FACTOR * self.floor_s,
             ));
         }
@@ -155,7 +159,10 @@ impl PolicyFigures {
             let met = d.correct_after_s.is_some_and(|s| s <= within);
             out.push(target(
                 &format!("{} diagnosed", d.maintenance),
-                format!("{} within {within:.0} s", d.expected.clone().unwrap_or_default()),
+                format!(
+                    "{} within {within:.0} s",
+                    d.expected.clone().unwrap_or_default()
+                ),
                 match d.correct_after_s {
                     Some(s) => format!("after {s:.1} s"),
                     None => "never".into(),
@@ -169,9 +176,8 @@ impl PolicyFigures {
 
 fn diagnosis(name: &str, tracked: &Tracked, expected: &[ExpectedBlock]) -> Diagnosis {
     let created = tracked.created_at;
-    let after = |at: Instant| {
-        created.map_or(0.0, |c| at.saturating_duration_since(c).as_secs_f64())
-    };
+    let after =
+        |at: Instant| created.map_or(0.0, |c| at.saturating_duration_since(c).as_secs_f64());
     let mut showed: Vec<(String, f64)> = tracked
         .blocked_first_seen
         .iter()

@@ -56,17 +56,9 @@ async fn measure(
     sim.write_kubeconfig_with_token(&kubeconfig, OPERATOR_TOKEN)?;
     let log = dir.join(format!("{}.nmo.log", scenario.name));
     // A budgeted scenario reads nmo's own count of diagnosis reads from its metrics.
-    let metrics = scenario
-        .budgeted()
-        .then(process::free_local_addr)
-        .flatten();
-    let mut operator = OperatorProcess::spawn(
-        nmo,
-        &kubeconfig,
-        scenario.eviction_rate,
-        metrics,
-        &log,
-    )?;
+    let metrics = scenario.budgeted().then(process::free_local_addr).flatten();
+    let mut operator =
+        OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, metrics, &log)?;
     let ours = Query::all().user(OPERATOR_USER);
     wait_watching(sim, &mut operator).await?;
 
