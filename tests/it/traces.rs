@@ -185,8 +185,9 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
         .collect();
     assert!(refused.len() >= expected.min_refusals, "{refused:#?}");
     if expected.min_refusals == 0 {
-        // A watched budget that allows nothing gets no call at all.
-        assert!(refused.is_empty(), "{refused:#?}");
+        // A watched budget that allows nothing gets no call, once its status is known: at most
+        // one probe while it is not (a budget created a moment before, say).
+        assert!(refused.len() <= 1, "{refused:#?}");
     } else {
         let attempts: BTreeSet<&str> = refused.iter().filter_map(|s| s.attr("attempt")).collect();
         assert!(

@@ -95,7 +95,7 @@ impl Drain {
                     self.span.record("blocked.reason", blocker.reason());
                     self.span.record("blocked.message", message.as_str());
                     self.span.in_scope(|| {
-                        tracing::info!(reason = blocker.reason(), %message, "drain blocked");
+                        tracing::info!(reason = blocker.reason(), detail = %message, "drain blocked");
                     });
                 }
                 None => self
