@@ -39,7 +39,7 @@ pub struct WebhookConfig {
     /// TCP port on all interfaces; 0 disables the webhook.
     pub port: u16,
     /// Directory holding `apiserver.crt`/`apiserver.key` (OLM) or `tls.crt`/`tls.key`
-    /// (cert-manager).
+    /// (cert-manager); OLM's default falls back to controller-runtime's (`tls::cert_dirs`).
     pub cert_dir: PathBuf,
     /// Offer HTTP/2 (ALPN `h2`); off by default, as in the Go operator.
     pub enable_http2: bool,
