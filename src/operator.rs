@@ -22,7 +22,8 @@ use crate::observability::api_metrics::{self, ApiRequests};
 use crate::observability::endpoints::{self, Readiness};
 use crate::observability::http::{self, parse_bind_address};
 use crate::observability::operator_metrics::{OperatorMetrics, ProcessObserver};
-use crate::webhook::{self, WebhookConfig, WebhookError};
+use crate::observability::process_metrics::{Leadership, ProcessCollector, register_build_info};
+use crate::webhook::{self, WebhookConfig, WebhookError, WebhookMetrics};
 
 /// The operator's flags (the Go operator's names where it has them).
 #[derive(Debug, Clone, clap::Args)]
@@ -272,6 +273,12 @@ pub async fn run(
     maintenance_metrics.register(&mut registry);
     let api_requests = ApiRequests::default();
     api_requests.register(&mut registry);
+    register_build_info(&mut registry);
+    registry.register_collector(Box::new(ProcessCollector));
+    let leader_metric = Leadership::default();
+    leader_metric.register(&mut registry);
+    let webhook_metrics = WebhookMetrics::default();
+    webhook_metrics.register(&mut registry);
     let registry = Arc::new(registry);
     // Every request nmo makes (watches, election, events) is counted.
     let client = api_metrics::count_requests(client, api_requests);
@@ -309,7 +316,9 @@ pub async fn run(
     };
     // Bound before anything else starts: without its certificate nmo refuses to start.
     let webhook_task = match webhook::bind_port(&webhook_config, client.clone()).await {
-        Ok(Some(bound)) => Some(tokio::spawn(bound.run(stopped()))),
+        Ok(Some(bound)) => Some(tokio::spawn(
+            bound.with_metrics(webhook_metrics).run(stopped()),
+        )),
         Ok(None) => None,
         Err(error) => {
             let _ = stop_servers.send(true);
@@ -353,6 +362,7 @@ pub async fn run(
     let mut config = options.actor_config();
     config.observer = ProcessObserver::new(maintenance_metrics).shared();
     let actors = system::start(cluster, config).await?;
+    leader_metric.leading();
     let maintenances = maintenance_watch::run(client, actors.supervisor.clone(), readiness);
     let leadership = async {
         match &elector {
@@ -367,6 +377,7 @@ pub async fn run(
         error = &mut webhook_failed => Err(error),
     };
     tracing::info!("stopping the actors");
+    leader_metric.standing_by();
     actors.shutdown().await;
     if let Some(elector) = &elector
         && outcome.is_ok()

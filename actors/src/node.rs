@@ -45,7 +45,7 @@ pub use status::InitialCounts;
 use crate::config::Config;
 use crate::eviction::EvictionMsg;
 use crate::model::{Maintenance, Phase};
-use crate::observe::PhaseReport;
+use crate::observe::{MaintenanceIdentity, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::task::TaskSlot;
@@ -96,7 +96,12 @@ impl Actor for NodeActor {
             trace_id = tracing::field::Empty,
         );
         args.config.observer.trace_root(&span);
-        let observed_phase = PhaseReport::new(args.config.observer.clone());
+        let observed_phase =
+            PhaseReport::new(args.config.observer.clone()).naming(MaintenanceIdentity {
+                name: nm.name.clone(),
+                node: nm.node_name.clone(),
+                created: nm.creation_timestamp,
+            });
         let ctx = OpCtx {
             cluster: args.cluster,
             config: args.config,

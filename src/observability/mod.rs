@@ -8,4 +8,5 @@ pub mod endpoints;
 pub mod http;
 pub mod operator_metrics;
 pub mod otlp_http;
+pub mod process_metrics;
 pub mod telemetry;

@@ -23,6 +23,7 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
+use super::metrics::{Verdict, WebhookMetrics, track};
 use super::review;
 use super::{VALIDATE_PATH, WebhookError};
 
@@ -54,14 +55,16 @@ struct Reviewer {
     turns: Arc<Semaphore>,
 }
 
-/// The webhook's routes: the validating path only (anything else is 404 / 405).
-pub fn router(client: Client) -> Router {
+/// The webhook's routes: the validating path only (anything else is 404 / 405), every request
+/// counted and timed in `metrics`.
+pub fn router(client: Client, metrics: WebhookMetrics) -> Router {
     Router::new()
         .route(VALIDATE_PATH, post(validate))
         .with_state(Reviewer {
             client,
             turns: Arc::new(Semaphore::new(MAX_CONCURRENT_REVIEWS)),
         })
+        .layer(axum::middleware::from_fn_with_state(metrics, track))
 }
 
 async fn validate(State(reviewer): State<Reviewer>, body: Body) -> Response {
@@ -103,7 +106,12 @@ async fn validate(State(reviewer): State<Reviewer>, body: Body) -> Response {
     match review::decode(&body) {
         Ok(request) => {
             let response = review::decide(&reviewer.client, &request).await;
-            axum::Json(review::encode(response)).into_response()
+            let verdict = Verdict {
+                allowed: response.allowed,
+            };
+            let mut answer = axum::Json(review::encode(response)).into_response();
+            answer.extensions_mut().insert(verdict);
+            answer
         }
         Err(error) => {
             debug!(%error, "rejected a malformed AdmissionReview");

@@ -4,6 +4,7 @@ mod api_requests;
 mod crd;
 #[cfg(feature = "devtools")]
 mod demo;
+mod go_command_line;
 mod logs;
 mod manifests;
 mod metrics;
