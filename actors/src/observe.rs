@@ -91,6 +91,22 @@ impl LeaseResult {
     }
 }
 
+/// Where the spans that only give log lines their context go (a maintenance's node and trace
+/// id once its trace has ended): the process keeps them out of its traces.
+pub const LOGS_ONLY_TARGET: &str = "nmo_actors::logs_only";
+
+/// The ids of a trace's root span, kept so that traces which follow it can link back after it
+/// has ended (a link needs only the ids, not the span).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceAnchor {
+    /// The trace id, 32 hex digits.
+    pub trace_id: String,
+    /// The root span's id, 16 hex digits.
+    pub span_id: String,
+    /// Whether the trace is sampled.
+    pub sampled: bool,
+}
+
 /// Receives what the actors report. Every method defaults to doing nothing; calls are made from
 /// actor handlers and must return quickly (no I/O).
 pub trait Observer: Send + Sync + 'static {
@@ -98,6 +114,14 @@ pub trait Observer: Send + Sync + 'static {
     /// `end_maintenance` (its undo). The process may record a `trace_id` field on it, which
     /// every log line inside the maintenance then carries.
     fn trace_root(&self, _span: &tracing::Span) {}
+
+    /// The ids of the trace root `span`, for later traces to link to (None: not traced).
+    fn trace_anchor(&self, _span: &tracing::Span) -> Option<TraceAnchor> {
+        None
+    }
+
+    /// Links the new trace root `span` to the trace `to` (the maintenance it follows).
+    fn link(&self, _span: &tracing::Span, _to: &TraceAnchor) {}
 
     /// One eviction request was answered (or refused by the queue).
     fn eviction(&self, _result: EvictionResult) {}

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use nmo_actors::model::Phase;
-use nmo_actors::observe::{EvictionResult, LeaseOp, LeaseResult, Observer};
+use nmo_actors::observe::{EvictionResult, LeaseOp, LeaseResult, Observer, TraceAnchor};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -144,6 +144,14 @@ impl ProcessObserver {
 impl Observer for ProcessObserver {
     fn trace_root(&self, span: &tracing::Span) {
         telemetry::record_trace_id(span);
+    }
+
+    fn trace_anchor(&self, span: &tracing::Span) -> Option<TraceAnchor> {
+        telemetry::trace_anchor(span)
+    }
+
+    fn link(&self, span: &tracing::Span, to: &TraceAnchor) {
+        telemetry::link(span, to);
     }
 
     fn eviction(&self, result: EvictionResult) {

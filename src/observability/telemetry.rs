@@ -14,14 +14,17 @@
 use std::io::IsTerminal;
 use std::time::Duration;
 
+use nmo_actors::observe::{LOGS_ONLY_TARGET, TraceAnchor};
 use opentelemetry::KeyValue;
-use opentelemetry::trace::{TraceContextExt as _, TracerProvider as _};
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt as _, TraceFlags, TraceId, TraceState, TracerProvider as _,
+};
 use opentelemetry_otlp::{Protocol, SpanExporter, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Level;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-use tracing_subscriber::filter::{EnvFilter, Targets};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -243,6 +246,40 @@ where
         .with_filter(otel_filter())
 }
 
+/// The ids of `span`'s OpenTelemetry span (None without the OpenTelemetry layer), for traces
+/// that follow it to link to once it has ended.
+pub fn trace_anchor(span: &tracing::Span) -> Option<TraceAnchor> {
+    let context = span.context();
+    let span_context = context.span().span_context().clone();
+    span_context.is_valid().then(|| TraceAnchor {
+        trace_id: span_context.trace_id().to_string(),
+        span_id: span_context.span_id().to_string(),
+        sampled: span_context.is_sampled(),
+    })
+}
+
+/// Links `span` (a new trace root) to the span `to` names.
+pub fn link(span: &tracing::Span, to: &TraceAnchor) {
+    let (Ok(trace_id), Ok(span_id)) = (
+        TraceId::from_hex(&to.trace_id),
+        SpanId::from_hex(&to.span_id),
+    ) else {
+        return;
+    };
+    let flags = if to.sampled {
+        TraceFlags::SAMPLED
+    } else {
+        TraceFlags::default()
+    };
+    span.add_link(SpanContext::new(
+        trace_id,
+        span_id,
+        flags,
+        false,
+        TraceState::default(),
+    ));
+}
+
 /// Records the span's OpenTelemetry trace id in its `trace_id` field (declared empty by the
 /// actors on each trace root), so log lines inside the span name their trace. Does nothing
 /// without the OpenTelemetry layer.
@@ -255,11 +292,14 @@ pub fn record_trace_id(span: &tracing::Span) {
 }
 
 /// Which spans go to OpenTelemetry: nmo's own at INFO and above. ractor wraps every actor's whole
-/// life in an INFO span `Actor`: kept, every timer tick would join one endless trace.
+/// life in an INFO span `Actor`: kept, every timer tick would join one endless trace. The
+/// actors' logs-only spans (a maintenance's context for log lines once its trace has ended)
+/// stay out too.
 pub fn otel_filter() -> Targets {
     Targets::new()
         .with_default(Level::INFO)
         .with_target("ractor", Level::WARN)
+        .with_target(LOGS_ONLY_TARGET, LevelFilter::OFF)
 }
 
 /// The log line writer (unfiltered): each line names its enclosing spans with their fields, so
@@ -422,5 +462,6 @@ mod tests {
         assert!(filter.would_enable("ractor::actor", &Level::WARN));
         assert!(filter.would_enable("nmo_actors::node", &Level::INFO));
         assert!(!filter.would_enable("nmo_actors::node", &Level::DEBUG));
+        assert!(!filter.would_enable(LOGS_ONLY_TARGET, &Level::ERROR));
     }
 }
