@@ -1,6 +1,7 @@
 //! The one integration test binary (each test binary is large and slow to link).
 
 mod api_requests;
+mod conventions;
 mod crd;
 #[cfg(feature = "devtools")]
 mod demo;

@@ -54,6 +54,8 @@ pub struct Started {
     pub operator: kube::Config,
     /// The same identity as a kubeconfig file's YAML, for nmo started as a process.
     pub operator_kubeconfig: String,
+    /// The admin's identity as a kubeconfig file's YAML, for kubectl.
+    pub admin_kubeconfig: String,
 }
 
 impl Backend {
@@ -94,11 +96,17 @@ impl Backend {
             tokens.then_some(OPERATOR_TOKEN),
             &operator.default_namespace,
         );
+        let admin_kubeconfig = nmo_sim::kubeconfig::kubeconfig_yaml(
+            &sim.base_url(),
+            tokens.then_some(ADMIN_TOKEN),
+            "default",
+        );
         Started {
             backend: Backend::Sim(sim),
             admin,
             operator,
             operator_kubeconfig,
+            admin_kubeconfig,
         }
     }
 }

@@ -23,6 +23,7 @@ pub struct TestEnv {
     pub(super) admin: kube::Client,
     operator_config: kube::Config,
     operator_kubeconfig: String,
+    admin_kubeconfig: String,
     options: OperatorOptions,
     placement: Placement,
     backend: Backend,
@@ -93,6 +94,11 @@ impl TestEnv {
     /// RBAC is enforced), for nmo started as a process of its own.
     pub fn write_operator_kubeconfig(&self, path: &std::path::Path) {
         std::fs::write(path, &self.operator_kubeconfig).expect("the kubeconfig is written");
+    }
+
+    /// Writes a kubeconfig file with the admin's identity, for kubectl.
+    pub fn write_admin_kubeconfig(&self, path: &std::path::Path) {
+        std::fs::write(path, &self.admin_kubeconfig).expect("the kubeconfig is written");
     }
 
     /// Starts nmo with the builder's options (after a stop or a kill).
@@ -250,6 +256,7 @@ impl TestEnvBuilder {
             admin,
             operator,
             operator_kubeconfig,
+            admin_kubeconfig,
         } = Backend::simulator(self.cluster).await;
         let start_operator = self.operator.is_some();
         let mut env = TestEnv {
@@ -257,6 +264,7 @@ impl TestEnvBuilder {
             admin: kube::Client::try_from(admin).expect("a client for the admin"),
             operator_config: operator,
             operator_kubeconfig,
+            admin_kubeconfig,
             options: self.operator.unwrap_or_else(test_options),
             placement: self.placement,
             backend,
