@@ -101,7 +101,7 @@ fn the_crd_uses_the_go_operators_names() {
             .additional_printer_columns
             .iter()
             .flatten()
-            .filter(|column| column.priority.unwrap_or(0) > 0 == wide)
+            .filter(|column| (column.priority.unwrap_or(0) > 0) == wide)
             .map(|column| column.name.as_str())
             .collect()
     };
