@@ -105,7 +105,10 @@ fn the_crd_uses_the_go_operators_names() {
             .map(|column| column.name.as_str())
             .collect()
     };
-    assert_eq!(columns(false), ["Node", "Phase", "Progress", "Reason", "Age"]);
+    assert_eq!(
+        columns(false),
+        ["Node", "Phase", "Progress", "Reason", "Age"]
+    );
     // `kubectl get -o wide` adds nmo's.
     assert_eq!(columns(true), ["Blocked", "Error"]);
 }

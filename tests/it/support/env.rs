@@ -85,6 +85,12 @@ impl TestEnv {
         }
     }
 
+    /// A new client with the admin's identity (allowed everything), for kinds the `objects`
+    /// methods do not cover.
+    pub fn admin_client(&self) -> kube::Client {
+        self.admin.clone()
+    }
+
     /// A new client with nmo's identity, on the calling runtime.
     pub fn operator_client(&self) -> kube::Client {
         kube::Client::try_from(self.operator_config.clone()).expect("a client for nmo")
