@@ -25,7 +25,7 @@ struct Cli {
 enum Command {
     /// Run the operator against the cluster of the kubeconfig (or in-cluster config); the same
     /// as no subcommand.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the NodeMaintenance CustomResourceDefinition as YAML (what deploy/base/crd.yaml holds).
     Crd,
     /// `sim`, `demo` and `bench`: only in development builds (feature `devtools`).
@@ -83,7 +83,7 @@ fn dispatch(cli: Cli) -> Result<(), CliError> {
             std::io::stdout().lock().write_all(yaml.as_bytes())?;
             Ok(())
         }
-        Command::Run(args) => run_operator(args),
+        Command::Run(args) => run_operator(*args),
         #[cfg(feature = "devtools")]
         Command::Dev(command) => Ok(runtime()?.block_on(nmo::devtools::run(command))?),
     }

@@ -157,7 +157,11 @@ fn filter_matches(item: &Value, condition: &str) -> bool {
         .unwrap_or(right);
     json_path(item, path).is_some_and(|found| match found {
         Value::String(text) => text == expected,
-        other => other.to_string() == expected,
+        // Numbers and booleans as JSON writes them (`@.ready==true`).
+        other => {
+            let written = other.to_string();
+            written == expected
+        }
     })
 }
 

@@ -249,7 +249,7 @@ mod tests {
     async fn a_body_over_the_api_servers_3_mib_cap_is_refused_unread() {
         let body = update_review(BODY_LIMIT);
         assert!(body.len() > BODY_LIMIT);
-        let response = router(no_api())
+        let response = router(no_api(), WebhookMetrics::default())
             .oneshot(post(Body::from(body)))
             .await
             .expect("answers");
@@ -261,11 +261,25 @@ mod tests {
         // Two copies of the object: each padded to a bit under half the cap.
         let body = update_review(BODY_LIMIT / 2 - 4096);
         assert!(body.len() < BODY_LIMIT && body.len() > BODY_LIMIT - 16 * 1024);
-        let response = router(no_api())
+        let metrics = WebhookMetrics::default();
+        let response = router(no_api(), metrics.clone())
             .oneshot(post(Body::from(body)))
             .await
             .expect("answers");
         assert_eq!(response.status(), StatusCode::OK);
+        // Counted with its verdict and timed.
+        let mut registry = prometheus_client::registry::Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        assert!(
+            text.contains("nmo_webhook_requests_total{code=\"200\",allowed=\"true\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nmo_webhook_request_duration_seconds_count 1"),
+            "{text}"
+        );
         let bytes = to_bytes(response.into_body(), BODY_LIMIT)
             .await
             .expect("a body");
@@ -279,7 +293,7 @@ mod tests {
         let never = stream::pending::<Result<Vec<u8>, std::io::Error>>();
         let answer = tokio::time::timeout(
             BODY_READ_TIMEOUT + Duration::from_secs(1),
-            router(no_api()).oneshot(post(Body::from_stream(never))),
+            router(no_api(), WebhookMetrics::default()).oneshot(post(Body::from_stream(never))),
         )
         .await
         .expect("answered by the read timeout")
@@ -289,7 +303,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn reviews_beyond_the_concurrency_cap_wait_then_get_503() {
-        let router = router(no_api());
+        let router = router(no_api(), WebhookMetrics::default());
         // Slow clients take every turn.
         let mut slow = Vec::new();
         for _ in 0..MAX_CONCURRENT_REVIEWS {
