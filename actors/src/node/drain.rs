@@ -154,20 +154,9 @@ impl Drain {
 mod tests {
     use super::*;
     use crate::eviction::EvictionReply;
-    use crate::model::PodPhase;
 
     fn pod(name: &str) -> PodInfo {
-        PodInfo {
-            namespace: "app".into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            phase: PodPhase::Running,
-            controller: None,
-            is_mirror: false,
-            has_empty_dir: false,
-            terminating: false,
-            grace_period_seconds: Some(30),
-        }
+        PodInfo::test("app", name).unmanaged()
     }
 
     fn pass(pods: &[(&str, PodAction)]) -> DrainPass {
