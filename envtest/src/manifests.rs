@@ -284,7 +284,7 @@ mod tests {
     use super::*;
 
     fn workspace_deploy() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/base")
     }
 
     #[test]

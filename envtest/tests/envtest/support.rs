@@ -21,9 +21,9 @@ pub fn cluster() -> &'static ControlPlane {
     ControlPlane::shared_with(&shared_options()).expect("the shared control plane starts")
 }
 
-/// The repository's deploy/ directory.
+/// The repository's deploy/base directory (CRD, RBAC, the operator's objects).
 pub fn deploy_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/base")
 }
 
 /// A fresh directory under the temporary directory, for control planes of a test's own.
