@@ -49,8 +49,8 @@ impl Drain {
         let span = tracing::info_span!(
             parent: parent,
             "drain",
-            pods.to_evict = to_evict,
-            outcome = tracing::field::Empty,
+            nmo.pods_to_evict = to_evict,
+            nmo.outcome = tracing::field::Empty,
         );
         Drain {
             pods: None,
@@ -139,11 +139,11 @@ impl Drain {
     pub(super) fn end(self, how: DrainEnd, observer: &dyn crate::observe::Observer) -> bool {
         match how {
             DrainEnd::Drained => {
-                self.span.record("outcome", "drained");
+                self.span.record("nmo.outcome", "drained");
                 observer.drain_finished(self.began.elapsed());
             }
             DrainEnd::Stopped => {
-                self.span.record("outcome", "stopped");
+                self.span.record("nmo.outcome", "stopped");
             }
         }
         !self.asked.is_empty()

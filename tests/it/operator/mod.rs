@@ -9,4 +9,5 @@ mod pdb;
 mod rbac;
 mod restart;
 mod safety;
+mod self_placement;
 mod traffic;
