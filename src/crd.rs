@@ -63,6 +63,20 @@ pub use nmo_actors::model::FINALIZER;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Blocked",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"DrainBlocked\")].reason",
+        description = "Why the drain is stuck, while it is (kubectl get -o wide)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Error",
+        type_ = "string",
+        json_path = ".status.lastError",
+        description = "The latest error of the maintenance (kubectl get -o wide)",
+        priority = 1
     )
 )]
 #[serde(rename_all = "camelCase")]

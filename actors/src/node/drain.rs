@@ -58,10 +58,10 @@ impl Drain {
         let span = tracing::info_span!(
             parent: parent,
             "drain",
-            pods.to_evict = to_evict,
-            outcome = tracing::field::Empty,
-            blocked.reason = tracing::field::Empty,
-            blocked.message = tracing::field::Empty,
+            nmo.pods_to_evict = to_evict,
+            nmo.outcome = tracing::field::Empty,
+            nmo.blocked_reason = tracing::field::Empty,
+            nmo.blocked_message = tracing::field::Empty,
         );
         Drain {
             pods: None,
@@ -92,8 +92,8 @@ impl Drain {
             match &current {
                 Some((pod, blocker)) => {
                     let message = format!("pod {}/{}: {blocker}", pod.namespace, pod.name);
-                    self.span.record("blocked.reason", blocker.reason());
-                    self.span.record("blocked.message", message.as_str());
+                    self.span.record("nmo.blocked_reason", blocker.reason());
+                    self.span.record("nmo.blocked_message", message.as_str());
                     self.span.in_scope(|| {
                         tracing::info!(reason = blocker.reason(), detail = %message, "drain blocked");
                     });
@@ -181,11 +181,11 @@ impl Drain {
     pub(super) fn end(self, how: DrainEnd, observer: &dyn crate::observe::Observer) -> bool {
         match how {
             DrainEnd::Drained => {
-                self.span.record("outcome", "drained");
+                self.span.record("nmo.outcome", "drained");
                 observer.drain_finished(self.began.elapsed());
             }
             DrainEnd::Stopped => {
-                self.span.record("outcome", "stopped");
+                self.span.record("nmo.outcome", "stopped");
             }
         }
         !self.asked.is_empty()
@@ -196,22 +196,9 @@ impl Drain {
 mod tests {
     use super::*;
     use crate::eviction::EvictionReply;
-    use crate::model::PodPhase;
 
     fn pod(name: &str) -> PodInfo {
-        PodInfo {
-            namespace: "app".into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            phase: PodPhase::Running,
-            controller: None,
-            is_mirror: false,
-            has_empty_dir: false,
-            terminating: false,
-            grace_period_seconds: Some(30),
-            labels: std::collections::BTreeMap::new(),
-            ready: true,
-        }
+        PodInfo::test("app", name).unmanaged()
     }
 
     fn pass(pods: &[(&str, PodAction)]) -> DrainPass {
