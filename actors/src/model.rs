@@ -65,10 +65,8 @@ pub mod conditions {
     /// NodeMaintenance never touches the node, not even after a restart.
     pub const DUPLICATE: &str = "DuplicateMaintenance";
     /// True while the drain is blocked by a PodDisruptionBudget, with the class of the blocker
-    /// as its reason (e.g. `CrossNodeDeadlock`); False with [`NOT_BLOCKED`] otherwise.
+    /// as its reason (e.g. `CrossNodeDeadlock`); absent otherwise.
     pub const DRAIN_BLOCKED: &str = "DrainBlocked";
-    /// Reason of a False `DrainBlocked`.
-    pub const NOT_BLOCKED: &str = "NotBlocked";
     /// Reason of a False `Drained`: `spec.drainTimeout` passed before the drain finished.
     pub const DRAIN_TIMEOUT: &str = "DrainTimeout";
 }

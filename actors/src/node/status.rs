@@ -125,7 +125,7 @@ pub(super) fn drain(
             "no evictable pod left on the node",
             now,
         );
-        not_blocked(status, now);
+        not_blocked(status);
         return true;
     }
     status.phase = Some(Phase::Running);
@@ -204,7 +204,7 @@ pub(super) fn drain(
             &format!("pod {}/{}: {blocker}", pod.namespace, pod.name),
             now,
         ),
-        None => not_blocked(status, now),
+        None => not_blocked(status),
     }
     false
 }
@@ -224,16 +224,12 @@ fn blocked_error(pod: &PodRef, blocker: &Blocker) -> String {
     }
 }
 
-/// `DrainBlocked` False: no pod waits on a budget.
-fn not_blocked(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
-    plan::set_condition(
-        &mut status.conditions,
-        conditions::DRAIN_BLOCKED,
-        false,
-        conditions::NOT_BLOCKED,
-        "no pod is held up by a PodDisruptionBudget",
-        now,
-    );
+/// No pod waits on a budget: no `DrainBlocked` condition (so that `kubectl get nm -o wide`,
+/// whose column reads the condition's reason, shows nothing for a drain that is not stuck).
+fn not_blocked(status: &mut MaintenanceStatus) {
+    status
+        .conditions
+        .retain(|c| c.type_ != conditions::DRAIN_BLOCKED);
 }
 
 /// Failed because `spec.drainTimeout` passed: `Drained` says so with its own reason, and
@@ -329,6 +325,41 @@ mod tests {
         assert_eq!(reasons, ["BlockedByPodDisruptionBudget", "Terminating"]);
         let drained = plan::condition(&status, conditions::DRAINED).unwrap();
         assert_eq!(drained.reason, conditions::BLOCKED_BY_PDB);
+    }
+
+    #[test]
+    fn drain_blocked_is_there_while_a_budget_blocks_and_gone_after() {
+        let mut status = running(1);
+        let pods = [pending("db-0", PodAction::Evict)];
+        let reasons = BTreeMap::from([(
+            pods[0].pod.clone(),
+            PodReason::of_reply(EvictionReply::Blocked {
+                pdb: Some("db".into()),
+                message: "needs 1".into(),
+                blocker: Some(crate::diagnosis::Blocker::StructuralBudget {
+                    budget: "db".into(),
+                    why: crate::budget::Structural::MaxUnavailableZero { value: "0".into() },
+                }),
+            }),
+        )]);
+        drain(&mut status, &pods, &reasons, &[], now());
+        let blocked = plan::condition(&status, conditions::DRAIN_BLOCKED).unwrap();
+        assert_eq!(
+            (blocked.status.as_str(), blocked.reason.as_str()),
+            ("True", "StructuralBudget")
+        );
+        assert_eq!(
+            status.last_error.as_deref(),
+            Some(
+                "cannot evict pod app/db-0: PodDisruptionBudget db can never allow a disruption: maxUnavailable is 0: it never allows a disruption"
+            )
+        );
+        assert_eq!(
+            status.pending_pods_reasons[0].diagnosis.as_deref(),
+            Some("StructuralBudget")
+        );
+        drain(&mut status, &pods, &BTreeMap::new(), &[], now());
+        assert!(plan::condition(&status, conditions::DRAIN_BLOCKED).is_none());
     }
 
     #[test]
