@@ -7,6 +7,7 @@ pub mod config;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod fleet;
 pub mod model;
 pub mod node;
 pub mod observe;

@@ -55,6 +55,7 @@ pub fn feed(cluster: &FakeCluster, supervisor: ActorRef<SupervisorMsg>) -> JoinH
             let msg = match change {
                 MaintenanceChange::Upsert(nm) => SupervisorMsg::Upsert(nm),
                 MaintenanceChange::Deleted(name) => SupervisorMsg::Deleted { name },
+                MaintenanceChange::Listed => SupervisorMsg::Listed,
             };
             if supervisor.cast(msg).is_err() {
                 return;
