@@ -136,6 +136,18 @@ impl Harness {
         }
     }
 
+    /// Names of the NodeMaintenances waiting for the cluster maintenance budget, in queue
+    /// order.
+    ///
+    /// # Panics
+    /// If the supervisor does not answer.
+    pub async fn queue(&self) -> Vec<String> {
+        match ractor::call!(self.supervisor(), SupervisorMsg::Queue) {
+            Ok(names) => names,
+            Err(err) => panic!("the supervisor does not answer: {err}"),
+        }
+    }
+
     /// The eviction actor's counters.
     ///
     /// # Panics

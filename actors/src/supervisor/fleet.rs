@@ -225,6 +225,10 @@ impl SupervisorState {
         if !self.fleet.budget.is_limited() || !self.fleet.listed || self.fleet.queue.is_empty() {
             return;
         }
+        if self.fleet.budget.watches_nodes() && !self.fleet.nodes.is_listed() {
+            // Just started: nothing to decide (nor to write) before the nodes are counted.
+            return;
+        }
         let holders = self.slot_holders();
         let decision = {
             let candidates: Vec<Candidate<'_>> = self

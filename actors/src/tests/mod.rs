@@ -4,6 +4,7 @@
 
 mod drain;
 mod eviction;
+mod fleet;
 mod lease;
 mod lifecycle;
 mod races;
