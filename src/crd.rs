@@ -54,6 +54,19 @@ pub use nmo_actors::model::FINALIZER;
         description = "Percentage of the pods to evict that are gone"
     ),
     printcolumn(
+        name = "Queue",
+        type_ = "integer",
+        json_path = ".status.queue.position",
+        description = "Place in the cluster maintenance queue while waiting to start (1: next)"
+    ),
+    printcolumn(
+        name = "Waiting For",
+        type_ = "string",
+        json_path = ".status.queue.waitingFor",
+        description = "What a queued maintenance waits for",
+        priority = "1"
+    ),
+    printcolumn(
         name = "Reason",
         type_ = "string",
         json_path = ".spec.reason",
@@ -113,6 +126,22 @@ pub struct NodeMaintenanceStatus {
     /// is draining), so a waiting maintenance is distinguishable from a draining one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
+    /// nmo addition: while the maintenance waits for the cluster maintenance budget
+    /// (`--max-parallel-maintenances`, `--max-unavailable-nodes`), its place in the queue and
+    /// what it waits for; absent once it started. A waiting maintenance touches nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStatus>,
+}
+
+/// nmo addition: a maintenance's place in the cluster maintenance queue.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    /// 1 for the next maintenance to start.
+    pub position: i32,
+    /// What the queue waits for, e.g. `max-parallel-maintenances: 20 of 20 running`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub waiting_for: String,
 }
 
 /// The phase of a maintenance.
