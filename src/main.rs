@@ -96,6 +96,8 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
 async fn run_operator(options: OperatorOptions, log_format: LogFormat) -> Result<(), CliError> {
     let telemetry = telemetry::init(log_format, RUN_LOG_FILTER)?;
     let outcome = async {
+        // Bad flags are refused before anything else, with or without a cluster at hand.
+        options.validate().map_err(operator::OperatorError::from)?;
         let config = kube::Config::infer()
             .await
             .map_err(kube::Error::InferConfig)?;

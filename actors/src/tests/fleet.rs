@@ -305,41 +305,44 @@ async fn the_budget_is_derived_from_the_cluster_after_a_restart() {
     let cluster = nodes(5);
     let monitor = CordonMonitor::start(&cluster);
     let h = Harness::paused(&cluster, parallel(2)).await;
-    for i in 0..5 {
-        cluster.create_maintenance(&format!("nm-{i}"), &format!("n{i}"), at(i64::from(i)));
+    // The oldest two run; the waiting ones' names sort first, so after a restart they are
+    // seen before those holding the slots.
+    let names = ["z-0", "z-1", "a-2", "a-3", "a-4"];
+    for (i, name) in names.iter().enumerate() {
+        cluster.create_maintenance(name, &format!("n{i}"), at(i64::try_from(i).unwrap()));
     }
     assert!(
-        h.wait_phase("nm-1", Phase::Succeeded, Duration::from_secs(30))
+        h.wait_phase("z-1", Phase::Succeeded, Duration::from_secs(30))
             .await
     );
-    assert!(eventually(Duration::from_secs(5), || queued(&cluster, "nm-4")).await);
+    assert!(eventually(Duration::from_secs(5), || queued(&cluster, "a-4")).await);
     h.stop().await;
 
     // One that had just started when nmo stopped: its finalizer is on, nothing else yet.
-    let mut nm2 = cluster.maintenance("nm-2").unwrap();
-    assert!(!nm2.has_finalizer());
-    nm2.finalizers.push(crate::model::FINALIZER.to_string());
-    cluster.put_maintenance(nm2);
+    let mut a2 = cluster.maintenance("a-2").unwrap();
+    assert!(!a2.has_finalizer());
+    a2.finalizers.push(crate::model::FINALIZER.to_string());
+    cluster.put_maintenance(a2);
 
-    // A new process knows nothing but the cluster: nm-0, nm-1 and nm-2 hold slots (3 > 2,
-    // so nobody starts), nm-3 and nm-4 keep waiting.
+    // A new process knows nothing but the cluster: z-0, z-1 and a-2 hold slots (3 > 2, so
+    // nobody starts), a-3 and a-4 keep waiting.
     let h = Harness::paused(&cluster, parallel(2)).await;
     assert!(
-        h.wait_phase("nm-2", Phase::Succeeded, Duration::from_secs(30))
+        h.wait_phase("a-2", Phase::Succeeded, Duration::from_secs(30))
             .await
     );
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert_eq!(h.queue().await, ["nm-3", "nm-4"]);
+    assert_eq!(h.queue().await, ["a-3", "a-4"]);
     assert!(!cluster.node("n3").unwrap().unschedulable);
     // Two deletions bring it under the cap: exactly one more starts.
-    cluster.delete_maintenance("nm-0");
-    cluster.delete_maintenance("nm-1");
+    cluster.delete_maintenance("z-0");
+    cluster.delete_maintenance("z-1");
     assert!(
-        h.wait_phase("nm-3", Phase::Succeeded, Duration::from_secs(30))
+        h.wait_phase("a-3", Phase::Succeeded, Duration::from_secs(30))
             .await
     );
     tokio::time::sleep(Duration::from_secs(10)).await;
-    assert_eq!(h.queue().await, ["nm-4"]);
+    assert_eq!(h.queue().await, ["a-4"]);
     assert_eq!(
         monitor.max(),
         3,

@@ -3,6 +3,7 @@
 
 mod drain;
 mod finalizer;
+mod fleet;
 mod leader;
 mod lease;
 mod pdb;

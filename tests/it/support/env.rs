@@ -83,6 +83,11 @@ impl TestEnv {
         }
     }
 
+    /// The test's own client (allowed everything), e.g. to watch objects.
+    pub fn admin_client(&self) -> kube::Client {
+        self.admin.clone()
+    }
+
     /// A new client with nmo's identity, on the calling runtime.
     pub fn operator_client(&self) -> kube::Client {
         kube::Client::try_from(self.operator_config.clone()).expect("a client for nmo")
