@@ -27,6 +27,9 @@ enum Command {
     },
     /// Print the NodeMaintenance CustomResourceDefinition as YAML (what deploy/base/crd.yaml holds).
     Crd,
+    /// Show what draining these nodes would do and what would block it, changing nothing.
+    /// Exit status: 0 nothing blocks, 3 something will, 1 no plan could be made.
+    Plan(nmo::plan::PlanArgs),
     /// `sim`, `demo` and `bench`: only in development builds (feature `devtools`).
     #[cfg(feature = "devtools")]
     #[command(flatten)]
@@ -51,6 +54,9 @@ enum CliError {
     /// The operator stopped with an error.
     #[error(transparent)]
     Operator(#[from] operator::OperatorError),
+    /// `nmo plan` could not make a plan.
+    #[error(transparent)]
+    Plan(#[from] nmo::plan::PlanError),
     /// A development subcommand (sim, demo, bench) failed.
     #[cfg(feature = "devtools")]
     #[error(transparent)]
@@ -63,7 +69,7 @@ const RUN_LOG_FILTER: &str = "info";
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match dispatch(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("nmo: {error}");
             ExitCode::FAILURE
@@ -71,19 +77,29 @@ fn main() -> ExitCode {
     }
 }
 
-fn dispatch(cli: Cli) -> Result<(), CliError> {
+fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     match cli.command {
         Command::Crd => {
             let yaml = nmo::crd::definition_yaml()?;
             std::io::stdout().lock().write_all(yaml.as_bytes())?;
-            Ok(())
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plan(args) => {
+            let mut out = std::io::stdout();
+            let code = runtime()?.block_on(nmo::plan::run(&args, &mut out))?;
+            Ok(ExitCode::from(code))
         }
         Command::Run {
             options,
             log_format,
-        } => runtime()?.block_on(run_operator(options, log_format)),
+        } => runtime()?
+            .block_on(run_operator(options, log_format))
+            .map(|()| ExitCode::SUCCESS),
         #[cfg(feature = "devtools")]
-        Command::Dev(command) => Ok(runtime()?.block_on(nmo::devtools::run(command))?),
+        Command::Dev(command) => {
+            runtime()?.block_on(nmo::devtools::run(command))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
