@@ -37,8 +37,9 @@ pub mod defaults {
     /// Minimum time between two progress-only status writes.
     pub const STATUS_COALESCE: Duration = Duration::from_secs(1);
     /// Minimum time between two writes of a waiting maintenance's place in the queue: its
-    /// first place is written at once, later moves at most this often (a queue of hundreds
-    /// must not cost a write per waiting maintenance every time one starts).
+    /// first place is written at once, later moves at most this often for the first ten, and
+    /// proportionally less often further back (a queue of hundreds must not cost a write per
+    /// waiting maintenance every time one starts).
     pub const QUEUE_STATUS_INTERVAL: Duration = Duration::from_secs(30);
 }
 

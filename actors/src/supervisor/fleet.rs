@@ -286,6 +286,10 @@ impl SupervisorState {
             position: waiting.position,
             waiting_for: waiting.reason.short(),
         };
+        // Further back, moves matter less and there are more of them: a place is rewritten at
+        // most every `interval` x ceil(position / 10), so a queue of thousands costs a few
+        // writes a second, not one per waiting maintenance each time the queue moves.
+        let interval = interval.saturating_mul(waiting.position.div_ceil(10).max(1));
         let due = queued.written_at.is_none_or(|at| now >= at + interval);
         if queued.writing.is_some() || queued.written.as_ref() == Some(&place) || !due {
             return;

@@ -451,3 +451,33 @@ async fn a_duplicate_of_a_waiting_maintenance_is_failed_and_never_starts() {
     assert_eq!(phase(&cluster, "second"), Some(Phase::Failed));
     h.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn places_further_back_are_rewritten_less_often() {
+    let cluster = nodes(26);
+    let h = Harness::paused(&cluster, parallel(1)).await;
+    for i in 0..26 {
+        cluster.create_maintenance(&format!("nm-{i:02}"), &format!("n{i}"), at(i64::from(i)));
+    }
+    assert!(eventually(Duration::from_secs(5), || queued(&cluster, "nm-25")).await);
+    let writes = |name: &str| cluster.count_calls(&format!("write_status {name}"));
+    let position = |name: &str| cluster.status(name).queue.map(|q| q.position);
+    assert_eq!(position("nm-05"), Some(5));
+    assert_eq!(position("nm-15"), Some(15));
+    assert!(
+        h.wait_phase("nm-00", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    cluster.delete_maintenance("nm-00");
+    assert!(h.wait_gone("nm-00", Duration::from_secs(10)).await);
+    // Everyone moved up one place; the first ten are rewritten within the interval (30 s),
+    // places 11 to 20 within twice that.
+    tokio::time::sleep(Duration::from_secs(35)).await;
+    assert_eq!(position("nm-05"), Some(4));
+    assert_eq!(writes("nm-05"), 2);
+    assert_eq!(position("nm-15"), Some(15), "not yet");
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(position("nm-15"), Some(14));
+    assert_eq!(writes("nm-15"), 2);
+    h.stop().await;
+}

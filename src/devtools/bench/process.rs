@@ -22,6 +22,19 @@ impl OperatorProcess {
         eviction_rate: Option<f64>,
         log: &Path,
     ) -> Result<OperatorProcess, BenchError> {
+        let extra: Vec<String> = eviction_rate
+            .map(|rate| vec!["--eviction-rate".to_string(), rate.to_string()])
+            .unwrap_or_default();
+        Self::spawn_with(binary, kubeconfig, &extra, log)
+    }
+
+    /// As [`OperatorProcess::spawn`], with `extra` flags for `nmo run`.
+    pub fn spawn_with(
+        binary: &Path,
+        kubeconfig: &Path,
+        extra: &[String],
+        log: &Path,
+    ) -> Result<OperatorProcess, BenchError> {
         let log_file = std::fs::File::create(log)?;
         let mut command = Command::new(binary);
         command
@@ -41,9 +54,7 @@ impl OperatorProcess {
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file);
-        if let Some(rate) = eviction_rate {
-            command.args(["--eviction-rate", &rate.to_string()]);
-        }
+        command.args(extra);
         let child = command.spawn().map_err(|source| BenchError::Spawn {
             binary: binary.display().to_string(),
             source,
