@@ -181,6 +181,17 @@ async fn beyond_the_budget_maintenances_wait_touching_nothing_and_start_when_a_s
         ("False", "Started")
     );
     assert_eq!(status.total_pods, 1, "counts taken when it started");
+    let about_nm2: Vec<String> = cluster
+        .events()
+        .into_iter()
+        .filter(|e| matches!(&e.target, EventTarget::Maintenance { name, .. } if name == "nm-2"))
+        .map(|e| e.reason)
+        .collect();
+    assert_eq!(
+        about_nm2[..2],
+        ["QueuedMaintenance", "BeginMaintenance"],
+        "one event when queued, one when started"
+    );
     assert_eq!(status.eviction_pods, 1);
     assert_eq!(h.queue().await, ["nm-3"]);
     assert!(queued(&cluster, "nm-3"));
