@@ -54,19 +54,6 @@ pub use nmo_actors::model::FINALIZER;
         description = "Percentage of the pods to evict that are gone"
     ),
     printcolumn(
-        name = "Queue",
-        type_ = "integer",
-        json_path = ".status.queue.position",
-        description = "Place in the cluster maintenance queue while waiting to start (1: next)"
-    ),
-    printcolumn(
-        name = "Waiting For",
-        type_ = "string",
-        json_path = ".status.queue.waitingFor",
-        description = "What a queued maintenance waits for",
-        priority = "1"
-    ),
-    printcolumn(
         name = "Reason",
         type_ = "string",
         json_path = ".spec.reason",
@@ -76,6 +63,34 @@ pub use nmo_actors::model::FINALIZER;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Queue",
+        type_ = "integer",
+        json_path = ".status.queue.position",
+        description = "Place in the cluster maintenance queue while waiting to start, 1 next (kubectl get -o wide)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Waiting For",
+        type_ = "string",
+        json_path = ".status.queue.waitingFor",
+        description = "What a queued maintenance waits for (kubectl get -o wide)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Blocked",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"DrainBlocked\")].reason",
+        description = "Why the drain is stuck, while it is (kubectl get -o wide)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Error",
+        type_ = "string",
+        json_path = ".status.lastError",
+        description = "The latest error of the maintenance (kubectl get -o wide)",
+        priority = 1
     )
 )]
 #[serde(rename_all = "camelCase")]

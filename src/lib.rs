@@ -1,6 +1,8 @@
 //! nmo: a Kubernetes node maintenance operator, drop-in compatible with the medik8s
 //! Node Maintenance Operator.
 
+pub mod build_info;
+pub mod cli;
 pub mod cluster;
 pub mod crd;
 #[cfg(feature = "devtools")]

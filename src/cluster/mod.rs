@@ -31,8 +31,10 @@ use serde_json::json;
 use crate::crd::{FINALIZER, NodeMaintenance};
 use errors::{eviction_outcome, to_cluster_error};
 
-/// The name nmo reports its events and field manager under.
-pub const CONTROLLER_NAME: &str = "nmo";
+/// The component nmo's events are reported by: the Go operator's (its EventRecorder is
+/// `mgr.GetEventRecorderFor("NodeMaintenance")`), so event filters and dashboards written for
+/// it (`reportingComponent=NodeMaintenance`) keep matching.
+pub const CONTROLLER_NAME: &str = "NodeMaintenance";
 
 /// [`Cluster`] over a kube client.
 #[derive(Clone)]

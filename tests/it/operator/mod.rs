@@ -10,4 +10,5 @@ mod pdb;
 mod rbac;
 mod restart;
 mod safety;
+mod self_placement;
 mod traffic;
