@@ -150,6 +150,9 @@ impl NodeActorState {
                     nmo.phase = status.phase.map(Phase::as_str).unwrap_or_default(),
                     nmo.drain_progress = status.drain_progress,
                 );
+                if let Some(phase @ (Phase::Succeeded | Phase::Failed)) = status.phase {
+                    self.trace_phase(phase);
+                }
                 let cluster = self.ctx.cluster.clone();
                 let name = self.ctx.nm_name.clone();
                 spawn_cast_back(
@@ -199,7 +202,13 @@ impl NodeActorState {
         }
         if let Some(phase) = self.status.wanted.phase {
             self.span.record("nmo.phase", phase.as_str());
-            self.trace_phase(phase);
+            // A terminal phase ends the maintenance's trace once the status saying so is on
+            // its way (see `flush_status`), so that write is part of the trace; a phase the
+            // API already has (a restart) ends it now.
+            let written = self.status.written().and_then(|w| w.phase) == Some(phase);
+            if phase == Phase::Running || written {
+                self.trace_phase(phase);
+            }
         }
     }
 
