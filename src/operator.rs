@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use kube::Client;
 use nmo_actors::config::{Config, defaults};
+use nmo_actors::fleet::{FleetBudget, Limit, LimitError};
 use nmo_actors::system::{self, StartError};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -79,6 +80,14 @@ pub struct OperatorOptions {
     /// election identity and the instance its events are reported by.
     #[arg(long, env = "POD_NAME")]
     pub pod_name: Option<String>,
+    /// At most this many NodeMaintenances drive nodes at once: a number, or a percentage of
+    /// the nodes (`10%`). The others wait, oldest first, touching nothing. Unset: no limit.
+    #[arg(long, value_name = "N|P%")]
+    pub max_parallel_maintenances: Option<String>,
+    /// NodeMaintenances start only while at most this many nodes are NotReady or cordoned (by
+    /// anyone): a number, or a percentage of the nodes (`10%`). Unset: no limit.
+    #[arg(long, value_name = "N|P%")]
+    pub max_unavailable_nodes: Option<String>,
 }
 
 impl Default for OperatorOptions {
@@ -100,6 +109,8 @@ impl Default for OperatorOptions {
             webhook_port: 0,
             webhook_cert_dir: PathBuf::from(webhook::DEFAULT_CERT_DIR),
             pod_name: None,
+            max_parallel_maintenances: None,
+            max_unavailable_nodes: None,
         }
     }
 }
@@ -132,6 +143,12 @@ pub enum OptionsError {
     /// The leader election timings could let two replicas lead at once.
     #[error(transparent)]
     Leader(#[from] LeaderConfigError),
+    /// The cluster maintenance budget's parallel limit is zero or malformed.
+    #[error("--max-parallel-maintenances: {0}")]
+    MaxParallelMaintenances(#[source] LimitError),
+    /// The cluster maintenance budget's unavailable limit is zero or malformed.
+    #[error("--max-unavailable-nodes: {0}")]
+    MaxUnavailableNodes(#[source] LimitError),
 }
 
 impl OperatorOptions {
@@ -164,7 +181,20 @@ impl OperatorOptions {
         if self.leader_elect {
             self.leader_config(String::new()).validate()?;
         }
+        self.fleet_budget()?;
         Ok(())
+    }
+
+    /// The cluster maintenance budget of these options; a zero or malformed limit is refused
+    /// (it would silently stop every maintenance, or mean something else than meant).
+    pub fn fleet_budget(&self) -> Result<FleetBudget, OptionsError> {
+        let parse = |text: &Option<String>| text.as_deref().map(str::parse::<Limit>).transpose();
+        Ok(FleetBudget {
+            max_parallel: parse(&self.max_parallel_maintenances)
+                .map_err(OptionsError::MaxParallelMaintenances)?,
+            max_unavailable: parse(&self.max_unavailable_nodes)
+                .map_err(OptionsError::MaxUnavailableNodes)?,
+        })
     }
 
     /// The leader election settings of these options, for a lease in `namespace`.
@@ -199,6 +229,8 @@ impl OperatorOptions {
         if let Some(interval) = self.lease_renew_interval {
             config.lease_renew_interval = interval;
         }
+        // `run` validates first, so an invalid budget never gets here.
+        config.fleet = self.fleet_budget().unwrap_or_default();
         config
     }
 }
@@ -449,6 +481,65 @@ mod tests {
             );
             assert!(error.to_string().contains("--lease-renew-interval"));
         }
+    }
+
+    #[test]
+    fn a_budget_of_zero_or_a_malformed_one_is_refused_with_the_flag_named() {
+        let valid = OperatorOptions::default();
+        for (options, flag, value) in [
+            (
+                OperatorOptions {
+                    max_parallel_maintenances: Some("0".into()),
+                    ..valid.clone()
+                },
+                "--max-parallel-maintenances",
+                "`0`",
+            ),
+            (
+                OperatorOptions {
+                    max_parallel_maintenances: Some("ten%".into()),
+                    ..valid.clone()
+                },
+                "--max-parallel-maintenances",
+                "`ten%`",
+            ),
+            (
+                OperatorOptions {
+                    max_unavailable_nodes: Some("0%".into()),
+                    ..valid.clone()
+                },
+                "--max-unavailable-nodes",
+                "`0%`",
+            ),
+            (
+                OperatorOptions {
+                    max_unavailable_nodes: Some("120%".into()),
+                    ..valid.clone()
+                },
+                "--max-unavailable-nodes",
+                "`120%`",
+            ),
+        ] {
+            let error = options.validate().expect_err(flag).to_string();
+            assert!(error.starts_with(flag) && error.contains(value), "{error}");
+        }
+        let budget = OperatorOptions {
+            max_parallel_maintenances: Some("10%".into()),
+            max_unavailable_nodes: Some("3".into()),
+            ..valid.clone()
+        };
+        assert_eq!(budget.validate(), Ok(()));
+        assert_eq!(
+            budget.actor_config().fleet,
+            FleetBudget {
+                max_parallel: Some(Limit::Percent(10)),
+                max_unavailable: Some(Limit::Count(3)),
+            }
+        );
+        assert!(
+            !valid.actor_config().fleet.is_limited(),
+            "no limit by default"
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ pub mod diagnosis;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod fleet;
 pub mod model;
 pub mod node;
 pub mod observe;

@@ -9,7 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::jiff::Timestamp;
 use nmo_actors::model::{
     Condition, DrainPolicy, Lease, MIRROR_ANNOTATION, Maintenance, MaintenanceStatus, NodeOwner,
-    NodeState, OnDrainTimeout, OwnerRef, PendingPodReason, Phase, PodInfo, PodPhase, PodRef, Taint,
+    NodeState, OnDrainTimeout, OwnerRef, PendingPodReason, Phase, PodInfo, PodPhase, PodRef,
+    QueuePlace, Taint,
 };
 
 use crate::crd::{self, MaintenancePhase, NodeMaintenance, NodeMaintenanceStatus};
@@ -139,6 +140,10 @@ fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
             .map(|t| from_timestamp(&t.0)),
         drain_deadline: status.drain_deadline.as_ref().map(|t| from_timestamp(&t.0)),
         drain_time_remaining: status.drain_time_remaining.clone(),
+        queue: status.queue.as_ref().map(|q| QueuePlace {
+            position: u32::try_from(q.position).unwrap_or_default(),
+            waiting_for: q.waiting_for.clone(),
+        }),
     }
 }
 
@@ -195,6 +200,10 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
         drain_start_time: status.drain_start_time.as_ref().map(time),
         drain_deadline: status.drain_deadline.as_ref().map(time),
         drain_time_remaining: status.drain_time_remaining.clone(),
+        queue: status.queue.as_ref().map(|q| crd::QueueStatus {
+            position: i32::try_from(q.position).unwrap_or(i32::MAX),
+            waiting_for: q.waiting_for.clone(),
+        }),
     }
 }
 
@@ -377,6 +386,10 @@ mod tests {
             drain_start_time: Some(DateTime::from_timestamp(1_799_999_000, 0).expect("valid")),
             drain_deadline: Some(DateTime::from_timestamp(1_800_001_000, 0).expect("valid")),
             drain_time_remaining: Some("17m".into()),
+            queue: Some(QueuePlace {
+                position: 3,
+                waiting_for: "max-parallel-maintenances: 2 of 2 running".into(),
+            }),
         };
         assert_eq!(maintenance_status(&crd_status(&status)), status);
     }

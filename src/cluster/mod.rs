@@ -2,10 +2,11 @@
 //! logic meets the Kubernetes API.
 
 mod budgets;
-mod convert;
+pub(crate) mod convert;
 mod daemonsets;
 mod errors;
 mod node_patch;
+pub mod node_summaries;
 mod watch;
 
 pub use convert::maintenance;
@@ -25,7 +26,7 @@ use nmo_actors::budget::{BudgetChange, LabelSelector};
 use nmo_actors::diagnosis::BudgetPod;
 use nmo_actors::model::{
     Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, PodInfo,
+    NodeState, NodeSummaryEvent, PodInfo,
 };
 use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
 use serde_json::json;
@@ -193,7 +194,12 @@ impl Cluster for KubeCluster {
         name: &str,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
-        let body = json!({ "status": convert::crd_status(status) });
+        let mut body = json!({ "status": convert::crd_status(status) });
+        if status.queue.is_none() {
+            // A merge patch leaves an absent field alone: a maintenance that left the queue
+            // must have its place removed.
+            body["status"]["queue"] = serde_json::Value::Null;
+        }
         self.maintenances()
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
             .await
@@ -243,6 +249,10 @@ impl Cluster for KubeCluster {
         watch::snapshots(self.nodes(), config, convert::node_state)
             .map(|nodes| nodes.into_iter().next())
             .boxed()
+    }
+
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent> {
+        node_summaries::watch_summaries(self.client.clone())
     }
 
     async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {

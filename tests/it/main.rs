@@ -14,6 +14,7 @@ mod observability_e2e;
 mod operator;
 mod otlp_receiver;
 mod packaging;
+mod plan;
 mod probes;
 mod support;
 mod traces;

@@ -98,7 +98,8 @@ impl NodeActorState {
         let input = ReconcileInput {
             refresh: !self.refreshed,
             finalizers: self.nm.finalizers.clone(),
-            first_time: self.status.wanted.phase.is_none(),
+            // A maintenance that waited in the queue is Running but has no counts yet.
+            first_time: crate::fleet::awaiting_start(&self.status.wanted),
             known_daemonsets: self.daemonsets.clone(),
         };
         let span = tracing::info_span!(parent: &self.work_span(), "reconcile");

@@ -5,6 +5,7 @@
 mod budgets;
 mod drain;
 mod eviction;
+mod fleet;
 mod lease;
 mod lifecycle;
 mod races;

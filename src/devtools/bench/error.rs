@@ -36,6 +36,15 @@ pub enum BenchError {
     /// A file could not be written.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The driver could not read what it measures.
+    #[error("cannot {what}: {source}")]
+    Kube {
+        /// What it read.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: kube::Error,
+    },
     /// The results could not be written as JSON.
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -24,6 +24,29 @@ impl OperatorProcess {
         metrics: Option<std::net::SocketAddr>,
         log: &Path,
     ) -> Result<OperatorProcess, BenchError> {
+        let extra: Vec<String> = eviction_rate
+            .map(|rate| vec!["--eviction-rate".to_string(), rate.to_string()])
+            .unwrap_or_default();
+        Self::launch(binary, kubeconfig, &extra, metrics, log)
+    }
+
+    /// As [`OperatorProcess::spawn`], with `extra` flags for `nmo run`.
+    pub fn spawn_with(
+        binary: &Path,
+        kubeconfig: &Path,
+        extra: &[String],
+        log: &Path,
+    ) -> Result<OperatorProcess, BenchError> {
+        Self::launch(binary, kubeconfig, extra, None, log)
+    }
+
+    fn launch(
+        binary: &Path,
+        kubeconfig: &Path,
+        extra: &[String],
+        metrics: Option<std::net::SocketAddr>,
+        log: &Path,
+    ) -> Result<OperatorProcess, BenchError> {
         let log_file = std::fs::File::create(log)?;
         let metrics = metrics.map_or_else(|| "0".to_string(), |addr| addr.to_string());
         let mut command = Command::new(binary);
@@ -44,9 +67,7 @@ impl OperatorProcess {
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file);
-        if let Some(rate) = eviction_rate {
-            command.args(["--eviction-rate", &rate.to_string()]);
-        }
+        command.args(extra);
         let child = command.spawn().map_err(|source| BenchError::Spawn {
             binary: binary.display().to_string(),
             source,

@@ -211,7 +211,10 @@ fn pods_per_drainable_budget(sim: &SimHandle, nodes: &[String]) -> usize {
 }
 
 /// Waits until `nmo run` watches NodeMaintenances: its start-up is over.
-async fn wait_watching(sim: &SimHandle, operator: &mut OperatorProcess) -> Result<(), BenchError> {
+pub async fn wait_watching(
+    sim: &SimHandle,
+    operator: &mut OperatorProcess,
+) -> Result<(), BenchError> {
     let watching = Query::all()
         .verb("watch")
         .resource("nodemaintenances")

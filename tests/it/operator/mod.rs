@@ -5,6 +5,7 @@ mod deadline;
 mod diagnosis;
 mod drain;
 mod finalizer;
+mod fleet;
 mod leader;
 mod lease;
 mod pdb;

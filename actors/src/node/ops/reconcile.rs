@@ -95,7 +95,7 @@ async fn steps(
         let phase = nm.status.as_ref().and_then(|s| s.phase);
         let stop = nm.deleting || phase == Some(Phase::Failed);
         input.finalizers = nm.finalizers.clone();
-        input.first_time = phase.is_none();
+        input.first_time = nm.status.as_ref().is_none_or(crate::fleet::awaiting_start);
         done.fresh = Some(nm);
         if stop {
             return Ok(ReconcileOutcome::Skipped);
