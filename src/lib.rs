@@ -2,12 +2,16 @@
 //! Node Maintenance Operator.
 
 pub mod api_client;
+pub mod build_info;
+pub mod cli;
 pub mod cluster;
 pub mod crd;
 #[cfg(feature = "devtools")]
 pub mod devtools;
+pub mod drain_timeout;
 pub mod leader;
 pub mod maintenance_watch;
 pub mod observability;
 pub mod operator;
+pub mod plan;
 pub mod webhook;

@@ -55,6 +55,8 @@ pub async fn run(
                 readiness.set_ready();
                 gone.into_iter()
                     .try_for_each(|name| deleted(&supervisor, name))
+                    // Only now does the budget know every maintenance holding a slot.
+                    .and_then(|()| listed(&supervisor))
             }
             Ok(Event::Apply(object)) => {
                 known.insert(object.name_any());
@@ -83,6 +85,12 @@ fn upsert(
 ) -> Result<(), WatchError> {
     supervisor
         .cast(SupervisorMsg::Upsert(Box::new(maintenance(object))))
+        .map_err(|e| WatchError::SupervisorGone(e.to_string()))
+}
+
+fn listed(supervisor: &ActorRef<SupervisorMsg>) -> Result<(), WatchError> {
+    supervisor
+        .cast(SupervisorMsg::Listed)
         .map_err(|e| WatchError::SupervisorGone(e.to_string()))
 }
 

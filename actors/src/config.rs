@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::fleet::FleetBudget;
 use crate::observe::{self, Observer};
 
 /// The defaults of [`Config`], one constant each so that command-line flags and tests can
@@ -35,6 +36,11 @@ pub mod defaults {
     pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
     /// Minimum time between two progress-only status writes.
     pub const STATUS_COALESCE: Duration = Duration::from_secs(1);
+    /// Minimum time between two writes of a waiting maintenance's place in the queue: its
+    /// first place is written at once, later moves at most this often for the first ten, and
+    /// proportionally less often further back (a queue of hundreds must not cost a write per
+    /// waiting maintenance every time one starts).
+    pub const QUEUE_STATUS_INTERVAL: Duration = Duration::from_secs(30);
 }
 
 /// Source of wall-clock time for lease and status timestamps. Tests use [`TokioClock`] so that
@@ -112,6 +118,10 @@ pub struct Config {
     /// Minimum time between two status writes that only report progress (a phase change is
     /// written at once): a burst of pods leaving costs one write, not one per pod.
     pub status_coalesce: Duration,
+    /// The cluster maintenance budget (default: no limit, NMO's behaviour).
+    pub fleet: FleetBudget,
+    /// Minimum time between two writes of a waiting maintenance's queue place.
+    pub queue_status_interval: Duration,
     /// Prefix of node actor names (`<prefix>node/<nm-name>`); None = unnamed actors.
     pub actor_name_prefix: Option<String>,
     /// Wall clock.
@@ -134,6 +144,8 @@ impl Default for Config {
             backoff_base: defaults::BACKOFF_BASE,
             backoff_max: defaults::BACKOFF_MAX,
             status_coalesce: defaults::STATUS_COALESCE,
+            fleet: FleetBudget::default(),
+            queue_status_interval: defaults::QUEUE_STATUS_INTERVAL,
             actor_name_prefix: Some(String::new()),
             clock: Arc::new(SystemClock),
             observer: observe::noop(),
@@ -173,6 +185,8 @@ impl fmt::Debug for Config {
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
             .field("status_coalesce", &self.status_coalesce)
+            .field("fleet", &self.fleet)
+            .field("queue_status_interval", &self.queue_status_interval)
             .field("actor_name_prefix", &self.actor_name_prefix)
             .finish_non_exhaustive()
     }

@@ -3,10 +3,13 @@
 //! Kubernetes is reached only through the [`ports::Cluster`] trait, so this crate knows no
 //! Kubernetes client.
 
+pub mod budget;
 pub mod config;
+pub mod diagnosis;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod fleet;
 pub mod model;
 pub mod node;
 pub mod observe;

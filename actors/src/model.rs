@@ -2,6 +2,7 @@
 //! Kubernetes objects nmo touches, reduced to the fields nmo reads or writes.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -33,8 +34,14 @@ pub mod reasons {
     pub const FAILED: &str = "FailedMaintenance";
     /// Maintenance undone after deletion (on the NodeMaintenance).
     pub const REMOVED: &str = "RemovedMaintenance";
+    /// nmo addition: the drain is blocked, and why (once per change of the class, on the
+    /// NodeMaintenance; Warning).
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
     /// Node uncordoned (on the Node).
     pub const UNCORDON: &str = "UncordonNode";
+    /// nmo addition: the maintenance waits for the cluster maintenance budget (on the
+    /// NodeMaintenance). Its start is the usual [`BEGIN`].
+    pub const QUEUED: &str = "QueuedMaintenance";
 }
 
 /// Status condition types nmo adds to the NodeMaintenance status.
@@ -60,6 +67,48 @@ pub mod conditions {
     /// True on a NodeMaintenance that is Failed because another one drives its node; such a
     /// NodeMaintenance never touches the node, not even after a restart.
     pub const DUPLICATE: &str = "DuplicateMaintenance";
+    /// True while the drain is blocked by a PodDisruptionBudget, with the class of the blocker
+    /// as its reason (e.g. `CrossNodeDeadlock`); absent otherwise.
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+    /// Reason of a False `Drained`: `spec.drainTimeout` passed before the drain finished.
+    pub const DRAIN_TIMEOUT: &str = "DrainTimeout";
+    /// True while the maintenance waits for the cluster maintenance budget (nothing touched
+    /// yet); False with reason [`STARTED`] once it started. Absent when it never waited.
+    pub const QUEUED: &str = "Queued";
+    /// Reason: waiting for `--max-parallel-maintenances` or `--max-unavailable-nodes`.
+    pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
+    /// Reason: the budget let the maintenance start.
+    pub const STARTED: &str = "Started";
+}
+
+/// What happens when `spec.drainTimeout` passes before the drain finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnDrainTimeout {
+    /// Failed; the node stays cordoned for a person (the default).
+    #[default]
+    Hold,
+    /// Failed, and the maintenance undone (node uncordoned, lease released).
+    Undo,
+}
+
+impl OnDrainTimeout {
+    /// The JSON value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDrainTimeout::Hold => "Hold",
+            OnDrainTimeout::Undo => "Undo",
+        }
+    }
+}
+
+/// The opt-in drain deadline of a NodeMaintenance (`spec.drainTimeout`,
+/// `spec.onDrainTimeout`). The default is NMO's behaviour: no deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainPolicy {
+    /// How long the drain may take, from its start; None: as long as it takes.
+    pub timeout: Option<Duration>,
+    /// What a passed deadline does.
+    pub on_timeout: OnDrainTimeout,
 }
 
 /// A NodeMaintenance object as the controller sees it.
@@ -83,6 +132,8 @@ pub struct Maintenance {
     pub finalizers: Vec<String>,
     /// `status`, if any has been written.
     pub status: Option<MaintenanceStatus>,
+    /// `spec.drainTimeout` and `spec.onDrainTimeout`.
+    pub drain_policy: DrainPolicy,
 }
 
 impl Maintenance {
@@ -136,6 +187,9 @@ pub struct PendingPodReason {
     pub pdb: Option<String>,
     /// Human readable detail (for a PDB: the API's message with the budget's numbers).
     pub message: String,
+    /// Why the budget blocks it, as a class (`WaitingForReplacement`, `CrossNodeDeadlock`...,
+    /// see [`crate::diagnosis::Blocker::reason`]), when it is blocked.
+    pub diagnosis: Option<String>,
 }
 
 /// A status condition (`metav1.Condition` shape).
@@ -178,6 +232,25 @@ pub struct MaintenanceStatus {
     pub conditions: Vec<Condition>,
     /// `pendingPodsReasons` (nmo addition): why each pending pod is still there.
     pub pending_pods_reasons: Vec<PendingPodReason>,
+    /// `drainStartTime` (nmo addition): when the drain began (the base of the deadline).
+    pub drain_start_time: Option<DateTime<Utc>>,
+    /// `drainDeadline` (nmo addition): when `spec.drainTimeout` passes, while draining.
+    pub drain_deadline: Option<DateTime<Utc>>,
+    /// `drainTimeRemaining` (nmo addition): time left before the deadline while draining, as a
+    /// Go duration (`29m`, `40s`), refreshed coarsely.
+    pub drain_time_remaining: Option<String>,
+    /// `queue` (nmo addition): where the maintenance waits for the cluster maintenance budget;
+    /// None once it started (or when it never waited).
+    pub queue: Option<QueuePlace>,
+}
+
+/// A maintenance's place in the queue of the cluster maintenance budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePlace {
+    /// 1 for the next to start.
+    pub position: u32,
+    /// What it waits for, in a few words (e.g. `max-parallel-maintenances: 20 of 20 running`).
+    pub waiting_for: String,
 }
 
 /// A node taint.
@@ -225,6 +298,36 @@ pub struct NodeState {
     pub labels: BTreeMap<String, String>,
     /// `metadata.resourceVersion`.
     pub resource_version: String,
+}
+
+/// What the cluster maintenance budget needs to know of a node: a few bytes per node, so that
+/// counting unavailable nodes never means caching every Node (10-15 KiB each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// `metadata.name`.
+    pub name: String,
+    /// Condition `Ready` is `True`.
+    pub ready: bool,
+    /// `spec.unschedulable` (cordoned, by anyone).
+    pub unschedulable: bool,
+}
+
+impl NodeSummary {
+    /// NotReady or cordoned: out of service, whoever took it out.
+    pub fn unavailable(&self) -> bool {
+        !self.ready || self.unschedulable
+    }
+}
+
+/// A change in the cluster's nodes, as the node summary watch reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeSummaryEvent {
+    /// Every node, after the watch's (re)list: replaces what was known.
+    Listed(Vec<NodeSummary>),
+    /// A node was added or changed.
+    Changed(NodeSummary),
+    /// A node is gone.
+    Deleted(String),
 }
 
 /// A change to a node: label + taints + cordon in one JSON patch.
@@ -324,6 +427,10 @@ pub struct PodInfo {
     pub terminating: bool,
     /// `spec.terminationGracePeriodSeconds`.
     pub grace_period_seconds: Option<i64>,
+    /// `metadata.labels` (which budgets select it).
+    pub labels: BTreeMap<String, String>,
+    /// Its Ready condition is True (a budget counts it as healthy).
+    pub ready: bool,
 }
 
 impl PodInfo {

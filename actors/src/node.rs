@@ -16,8 +16,11 @@
 //! (`drain::Drain::apply`); a fleet-wide budget is a `Queued` stage before `Starting`; a drain
 //! deadline is a timer owned by `Draining` leading to `Failed`.
 
+mod blocked;
+mod deadline;
 mod decide;
 mod drain;
+mod drain_policy;
 mod errors;
 mod lease;
 mod messages;
@@ -27,6 +30,7 @@ mod stage;
 mod state;
 mod status;
 mod status_writer;
+mod trace;
 mod transitions;
 mod watches;
 
@@ -45,7 +49,7 @@ pub use status::InitialCounts;
 use crate::config::Config;
 use crate::eviction::EvictionMsg;
 use crate::model::{Maintenance, Phase};
-use crate::observe::PhaseReport;
+use crate::observe::{BlockedReport, MaintenanceIdentity, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::task::TaskSlot;
@@ -53,6 +57,7 @@ use lease::LeaseKeeper;
 use ops::OpCtx;
 use stage::Stage;
 use status_writer::StatusWriter;
+use trace::TraceState;
 use watches::Watches;
 
 /// The node actor.
@@ -85,18 +90,20 @@ impl Actor for NodeActor {
         args: NodeArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let nm = args.maintenance;
-        // A trace root of its own (never a child of whatever span the spawn happened in).
-        let span = tracing::info_span!(
-            parent: None,
-            "maintenance",
-            maintenance = %nm.name,
-            node = %nm.node_name,
-            reason = %nm.reason,
-            phase = tracing::field::Empty,
-            trace_id = tracing::field::Empty,
-        );
+        let span = trace::maintenance_root(&nm.name, &nm.node_name, &nm.reason);
         args.config.observer.trace_root(&span);
-        let observed_phase = PhaseReport::new(args.config.observer.clone());
+        let trace = TraceState::started(args.config.observer.trace_anchor(&span));
+        let observed_phase =
+            PhaseReport::new(args.config.observer.clone()).naming(MaintenanceIdentity {
+                name: nm.name.clone(),
+                node: nm.node_name.clone(),
+                created: nm.creation_timestamp,
+            });
+        let blocked_report = BlockedReport::new(
+            args.config.observer.clone(),
+            nm.name.clone(),
+            nm.node_name.clone(),
+        );
         let ctx = OpCtx {
             cluster: args.cluster,
             config: args.config,
@@ -120,7 +127,9 @@ impl Actor for NodeActor {
             daemonsets: HashMap::new(),
             tick: TaskSlot::default(),
             span,
+            trace,
             observed_phase,
+            blocked_report,
         })
     }
 
@@ -198,6 +207,9 @@ impl Actor for NodeActor {
             }
             NodeMsg::StatusWritten(result) => state.on_status_written(&myself, result),
             NodeMsg::Eviction(report) => state.on_report(&myself, report),
+            NodeMsg::DrainDeadline => {
+                state.check_deadline(&myself);
+            }
         }
         state.note_phase();
         Ok(())

@@ -6,8 +6,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
+use crate::budget::{BudgetChange, LabelSelector};
+use crate::diagnosis::BudgetPod;
 use crate::model::{
-    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState, PodInfo,
+    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
+    NodeSummaryEvent, PodInfo,
 };
 
 /// A failed cluster operation.
@@ -112,6 +115,12 @@ pub trait Cluster: Send + Sync + 'static {
     /// watch errors itself; the stream ends only if it gives up (the actor then re-subscribes).
     fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>>;
 
+    /// Watches every node, reduced to a [`crate::model::NodeSummary`] each (the cluster
+    /// maintenance budget counts unavailable nodes): a `Listed` after every (re)list, then the
+    /// changes. Only ever called when a budget needs it. The adapter lists in pages, keeps no
+    /// Node, and retries watch errors itself; the stream ends only if it gives up.
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent>;
+
     // --- Lease ----------------------------------------------------------------------------
 
     /// Creates the namespace if it does not exist (leases live in their own namespace).
@@ -158,4 +167,27 @@ pub trait Cluster: Send + Sync + 'static {
         name: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError>;
+
+    // --- Drain policy: budgets and why a drain is blocked -----------------------------------
+
+    /// Watches every PodDisruptionBudget (one shared watch: budgets are few): the complete
+    /// list first and after every relist ([`BudgetChange::Listed`]), then each change. Same
+    /// retry contract as [`Cluster::watch_node`].
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange>;
+
+    /// Lists the pods of `namespace` that `selector` selects (a budget's pods), to find the
+    /// one a blocked budget waits for. One bounded LIST.
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError>;
+
+    /// Lists the nodes carrying nmo's maintenance label
+    /// ([`crate::model::EXCLUDE_LABEL`]): the nodes cordoned by maintenances. One LIST,
+    /// bounded by the number of nodes in maintenance.
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError>;
+
+    /// Lists every NodeMaintenance (to name the maintenance of a cordoned node).
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError>;
 }

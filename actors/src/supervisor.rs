@@ -7,6 +7,7 @@
 //! never touches the node, and deleting it only removes its finalizer.
 
 mod duplicate;
+mod fleet;
 mod messages;
 
 use std::collections::{HashMap, HashSet};
@@ -28,6 +29,7 @@ use crate::ports::Cluster;
 use crate::stop::StopReason;
 use crate::task::TaskSlot;
 use duplicate::DuplicateAction;
+use fleet::Fleet;
 
 /// Delay before a crashed node actor is started again (no hot crash loop).
 const RESPAWN_DELAY: Duration = Duration::from_secs(1);
@@ -80,6 +82,8 @@ pub struct SupervisorState {
     finished: HashSet<String>,
     /// Pending respawns, by NodeMaintenance name.
     respawns: HashMap<String, TaskSlot>,
+    /// The cluster maintenance budget and the NodeMaintenances waiting for it.
+    fleet: Fleet,
 }
 
 impl SupervisorState {
@@ -126,6 +130,8 @@ impl SupervisorState {
     /// `nm` is a duplicate of `active`: mark it Failed, or release its finalizer when deleted.
     fn duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance, active: String) {
         let name = nm.name.clone();
+        // A duplicate never drives its node, so it never waits for the budget either.
+        self.dequeue(&name);
         let duplicate = self
             .duplicates
             .entry(name.clone())
@@ -197,6 +203,11 @@ impl SupervisorState {
         }
         if let Some(child) = self.children.get(&name) {
             let _ = child.actor.cast(NodeMsg::Update(Box::new(nm)));
+            // Its phase may have changed what the budget counts (a Failed one frees a slot).
+            self.admit(myself).await;
+            return;
+        }
+        if self.queued_changed(myself, &nm).await {
             return;
         }
         if nm.deleting && (!nm.has_finalizer() || self.finished.contains(&name)) {
@@ -217,14 +228,19 @@ impl SupervisorState {
             Some(other) => {
                 // Both appeared at once and the younger one was seen first: the older drives.
                 // Node changes are the same whoever makes them, so nothing is undone.
-                if let Some(child) = self.children.remove(&other.name) {
+                let started = self.children.remove(&other.name).map(|child| {
                     self.superseded.insert(child.actor.get_id());
                     child.actor.stop(StopReason::Superseded.text());
-                }
+                });
                 self.duplicate(myself, other, name);
-                self.spawn(myself, nm, true).await;
+                if started.is_some() {
+                    // It takes over the younger one's slot in the budget.
+                    self.spawn(myself, nm, true).await;
+                } else {
+                    self.start_or_queue(myself, nm).await;
+                }
             }
-            None => self.spawn(myself, nm, true).await,
+            None => self.start_or_queue(myself, nm).await,
         }
     }
 
@@ -297,6 +313,7 @@ impl Actor for Supervisor {
         _myself: ActorRef<Self::Msg>,
         args: SupervisorArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let fleet = Fleet::new(args.config.fleet);
         Ok(SupervisorState {
             cluster: args.cluster,
             config: args.config,
@@ -309,7 +326,17 @@ impl Actor for Supervisor {
             duplicates: HashMap::new(),
             finished: HashSet::new(),
             respawns: HashMap::new(),
+            fleet,
         })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.start_fleet(&myself);
+        Ok(())
     }
 
     async fn post_stop(
@@ -330,7 +357,20 @@ impl Actor for Supervisor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             SupervisorMsg::Upsert(nm) => state.upsert(&myself, *nm).await,
-            SupervisorMsg::Deleted { name } => state.deleted(&name),
+            SupervisorMsg::Deleted { name } => {
+                state.deleted(&name);
+                state.dequeue(&name);
+                state.admit(&myself).await;
+            }
+            SupervisorMsg::Listed => state.listed(&myself).await,
+            SupervisorMsg::Queue(port) => {
+                let _ = port.send(state.fleet.queue_order());
+            }
+            SupervisorMsg::Nodes(event) => state.nodes_changed(&myself, event).await,
+            SupervisorMsg::QueueWritten { name, result } => {
+                state.queue_written(&myself, &name, result).await;
+            }
+            SupervisorMsg::FleetTick => state.admit(&myself).await,
             SupervisorMsg::Active(port) => {
                 let mut names: Vec<String> = state.children.keys().cloned().collect();
                 names.sort();
@@ -355,6 +395,8 @@ impl Actor for Supervisor {
         match event {
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
                 state.child_ended(&myself, cell.get_id(), reason);
+                // An undone maintenance frees its slot in the budget.
+                state.admit(&myself).await;
             }
             SupervisionEvent::ActorFailed(cell, err) => {
                 tracing::error!(actor = ?cell.get_name(), error = %err, "node actor crashed");

@@ -74,30 +74,31 @@ async fn serve(alpn: Option<&[&[u8]]>) -> TestServer {
         loop {
             let (tcp, _) = listener.accept().await.unwrap();
             let holder = holder.clone();
-            let service = hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
-                let mut holder = holder.clone();
-                async move {
-                    let body: TestBody = if request.uri().path() == "/watch" {
-                        let (frames, receiver) = mpsc::channel(1);
-                        frames
-                            .send(Ok(Frame::data(Bytes::from_static(b"{}\n"))))
-                            .await
-                            .unwrap();
-                        // The sender lives as long as the test holds the server: the body
-                        // never ends.
-                        tokio::spawn(async move {
-                            let _ = holder.changed().await;
-                            drop(frames);
-                        });
-                        http_body_util::Either::Right(StreamBody::new(ReceiverStream::new(
-                            receiver,
-                        )))
-                    } else {
-                        http_body_util::Either::Left(Full::new(Bytes::from_static(b"ok")))
-                    };
-                    Ok::<_, Infallible>(Response::new(body))
-                }
-            });
+            let service =
+                hyper::service::service_fn(move |request: Request<hyper::body::Incoming>| {
+                    let mut holder = holder.clone();
+                    async move {
+                        let body: TestBody = if request.uri().path() == "/watch" {
+                            let (frames, receiver) = mpsc::channel(1);
+                            frames
+                                .send(Ok(Frame::data(Bytes::from_static(b"{}\n"))))
+                                .await
+                                .unwrap();
+                            // The sender lives as long as the test holds the server: the body
+                            // never ends.
+                            tokio::spawn(async move {
+                                let _ = holder.changed().await;
+                                drop(frames);
+                            });
+                            http_body_util::Either::Right(StreamBody::new(ReceiverStream::new(
+                                receiver,
+                            )))
+                        } else {
+                            http_body_util::Either::Left(Full::new(Bytes::from_static(b"ok")))
+                        };
+                        Ok::<_, Infallible>(Response::new(body))
+                    }
+                });
             let builder = builder.clone();
             match &tls {
                 Some(acceptor) => {
@@ -125,10 +126,7 @@ async fn serve(alpn: Option<&[&[u8]]>) -> TestServer {
     }
 }
 
-fn client_for(
-    server: &TestServer,
-    options: &ApiClientOptions,
-) -> (kube::Client, ConnectionCount) {
+fn client_for(server: &TestServer, options: &ApiClientOptions) -> (kube::Client, ConnectionCount) {
     let mut config = kube::Config::new(server.url.parse().unwrap());
     if let Some(der) = &server.ca {
         config.root_cert = Some(vec![der.clone()]);
@@ -158,7 +156,10 @@ async fn short(client: &kube::Client) -> (Version, Bytes) {
         .expect("a short request is answered while the watches run")
         .unwrap();
     let version = response.version();
-    (version, response.into_body().collect().await.unwrap().to_bytes())
+    (
+        version,
+        response.into_body().collect().await.unwrap().to_bytes(),
+    )
 }
 
 fn budget(streams: usize) -> ApiClientOptions {
@@ -222,7 +223,11 @@ async fn plain_http_is_http1_unless_told_the_server_speaks_h2c() {
 fn a_proxy_is_refused_rather_than_ignored() {
     let mut config = kube::Config::new("https://localhost:6443".parse().unwrap());
     config.proxy_url = Some("http://proxy:3128".parse().unwrap());
-    let built = client(&config, &ApiClientOptions::default(), ConnectionCount::default());
+    let built = client(
+        &config,
+        &ApiClientOptions::default(),
+        ConnectionCount::default(),
+    );
     assert!(matches!(built, Err(ApiClientError::Proxy(_))));
 }
 

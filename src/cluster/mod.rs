@@ -1,10 +1,12 @@
 //! The actors' [`Cluster`] port implemented with kube-rs: the only place where the maintenance
 //! logic meets the Kubernetes API.
 
-mod convert;
+mod budgets;
+pub(crate) mod convert;
 mod daemonsets;
 mod errors;
 mod node_patch;
+pub mod node_summaries;
 mod watch;
 
 pub use convert::maintenance;
@@ -20,9 +22,11 @@ use kube::api::{
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use nmo_actors::budget::{BudgetChange, LabelSelector};
+use nmo_actors::diagnosis::BudgetPod;
 use nmo_actors::model::{
     Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, PodInfo,
+    NodeState, NodeSummaryEvent, PodInfo,
 };
 use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
 use serde_json::json;
@@ -30,8 +34,10 @@ use serde_json::json;
 use crate::crd::{FINALIZER, NodeMaintenance};
 use errors::{eviction_outcome, to_cluster_error};
 
-/// The name nmo reports its events and field manager under.
-pub const CONTROLLER_NAME: &str = "nmo";
+/// The component nmo's events are reported by: the Go operator's (its EventRecorder is
+/// `mgr.GetEventRecorderFor("NodeMaintenance")`), so event filters and dashboards written for
+/// it (`reportingComponent=NodeMaintenance`) keep matching.
+pub const CONTROLLER_NAME: &str = "NodeMaintenance";
 
 /// [`Cluster`] over a kube client.
 #[derive(Clone)]
@@ -188,7 +194,12 @@ impl Cluster for KubeCluster {
         name: &str,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
-        let body = json!({ "status": convert::crd_status(status) });
+        let mut body = json!({ "status": convert::crd_status(status) });
+        if status.queue.is_none() {
+            // A merge patch leaves an absent field alone: a maintenance that left the queue
+            // must have its place removed.
+            body["status"]["queue"] = serde_json::Value::Null;
+        }
         self.maintenances()
             .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
             .await
@@ -238,6 +249,10 @@ impl Cluster for KubeCluster {
         watch::snapshots(self.nodes(), config, convert::node_state)
             .map(|nodes| nodes.into_iter().next())
             .boxed()
+    }
+
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent> {
+        node_summaries::watch_summaries(self.client.clone())
     }
 
     async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
@@ -376,5 +391,25 @@ impl Cluster for KubeCluster {
             ..EvictParams::default()
         };
         eviction_outcome(self.pods(namespace).evict(name, &params).await)
+    }
+
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
+        budgets::watch_budgets(self.client.clone())
+    }
+
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError> {
+        budgets::selected_pods(self.client.clone(), namespace, selector).await
+    }
+
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
+        budgets::maintained_nodes(self.client.clone()).await
+    }
+
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
+        budgets::maintenances(self.client.clone()).await
     }
 }

@@ -6,8 +6,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
+use crate::budget::{Budget, BudgetChange, BudgetStatus};
+use crate::diagnosis::BudgetPod;
 use crate::model::{
-    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodeState, PodInfo, PodRef,
+    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodeState, NodeSummary,
+    NodeSummaryEvent, PodInfo, PodRef,
 };
 use crate::ports::{ClusterError, EvictionOutcome};
 
@@ -18,6 +21,8 @@ pub enum MaintenanceChange {
     Upsert(Box<Maintenance>),
     /// Gone.
     Deleted(String),
+    /// The objects that existed when the watch began have all been sent.
+    Listed,
 }
 
 /// A PodDisruptionBudget simulation: refuses evictions of its pods while `allowed` is 0.
@@ -50,6 +55,14 @@ pub(super) struct Inner {
     pub(super) node_watchers: Vec<(String, mpsc::UnboundedSender<Option<NodeState>>)>,
     pub(super) pod_watchers: Vec<(String, mpsc::UnboundedSender<Vec<PodInfo>>)>,
     pub(super) nm_watchers: Vec<mpsc::UnboundedSender<MaintenanceChange>>,
+    /// Watched PodDisruptionBudgets (the domain view), by `<namespace>/<name>`.
+    pub(super) budgets: BTreeMap<String, Budget>,
+    pub(super) budget_watchers: Vec<mpsc::UnboundedSender<BudgetChange>>,
+    /// Pods on no node (e.g. replacements the scheduler cannot place).
+    pub(super) unplaced: Vec<BudgetPod>,
+    /// Nodes whose `Ready` condition is not True.
+    pub(super) not_ready: HashSet<String>,
+    pub(super) summary_watchers: Vec<mpsc::UnboundedSender<NodeSummaryEvent>>,
 }
 
 impl Inner {
@@ -66,6 +79,20 @@ impl Inner {
         let snapshot = self.nodes.get(name).cloned();
         self.node_watchers
             .retain(|(n, tx)| n != name || tx.send(snapshot.clone()).is_ok());
+        let event = match self.summary(name) {
+            Some(summary) => NodeSummaryEvent::Changed(summary),
+            None => NodeSummaryEvent::Deleted(name.to_string()),
+        };
+        self.summary_watchers
+            .retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    pub(super) fn summary(&self, name: &str) -> Option<NodeSummary> {
+        self.nodes.get(name).map(|node| NodeSummary {
+            name: name.to_string(),
+            ready: !self.not_ready.contains(name),
+            unschedulable: node.unschedulable,
+        })
     }
 
     pub(super) fn notify_pods(&mut self, node: &str) {
@@ -92,6 +119,17 @@ impl Inner {
             let nm = nm.clone();
             self.notify_nm(MaintenanceChange::Upsert(Box::new(nm)));
         }
+    }
+
+    pub(super) fn notify_budgets(&mut self, change: &BudgetChange) {
+        self.budget_watchers
+            .retain(|tx| tx.send(change.clone()).is_ok());
+    }
+
+    /// Stores `budget` and tells the budget watchers.
+    pub(super) fn store_budget(&mut self, budget: Budget) {
+        self.budgets.insert(budget.key(), budget.clone());
+        self.notify_budgets(&BudgetChange::Applied(budget));
     }
 
     pub(super) fn find_pod(&self, namespace: &str, name: &str) -> Option<(String, usize)> {
@@ -159,6 +197,24 @@ impl FakeCluster {
         inner.notify_node(&name);
     }
 
+    /// Sets a node's `Ready` condition (nodes are Ready unless told otherwise).
+    pub fn set_node_ready(&self, name: &str, ready: bool) {
+        let mut inner = self.lock();
+        if ready {
+            inner.not_ready.remove(name);
+        } else {
+            inner.not_ready.insert(name.to_string());
+        }
+        inner.notify_node(name);
+    }
+
+    /// Removes a node.
+    pub fn remove_node(&self, name: &str) {
+        let mut inner = self.lock();
+        inner.nodes.remove(name);
+        inner.notify_node(name);
+    }
+
     /// A node's state.
     pub fn node(&self, name: &str) -> Option<NodeState> {
         self.lock().nodes.get(name).cloned()
@@ -202,6 +258,40 @@ impl FakeCluster {
             pods: pods.iter().map(|p| p.to_string()).collect(),
             allowed,
         });
+    }
+
+    /// Adds or replaces a watched PodDisruptionBudget (the budget watch reports it); the fake's
+    /// Eviction API checks it like the real one: evicting a pod it selects takes one off
+    /// `disruptionsAllowed` and records the pod in `disruptedPods`, a stale status refuses.
+    pub fn put_budget(&self, budget: Budget) {
+        self.lock().store_budget(budget);
+    }
+
+    /// Plays the disruption controller: budget `namespace/name` allows `allowed` disruptions
+    /// now (a fresh status; the evictions it recorded are seen through).
+    pub fn set_budget_allowed(&self, namespace: &str, name: &str, allowed: i32) {
+        let mut inner = self.lock();
+        let Some(mut budget) = inner.budgets.get(&format!("{namespace}/{name}")).cloned() else {
+            return;
+        };
+        let status = budget.status.get_or_insert_with(BudgetStatus::default);
+        status.observed_generation = budget.generation;
+        status.disruptions_allowed = allowed;
+        status.disrupted_pods.clear();
+        inner.store_budget(budget);
+    }
+
+    /// A watched budget as the fake has it now.
+    pub fn budget(&self, namespace: &str, name: &str) -> Option<Budget> {
+        self.lock()
+            .budgets
+            .get(&format!("{namespace}/{name}"))
+            .cloned()
+    }
+
+    /// Adds a pod that is on no node (a replacement the scheduler could not place, say).
+    pub fn add_unplaced_pod(&self, pod: BudgetPod) {
+        self.lock().unplaced.push(pod);
     }
 
     /// Sets how many disruptions a budget allows now.
@@ -331,6 +421,7 @@ impl FakeCluster {
         for nm in inner.maintenances.values() {
             let _ = tx.send(MaintenanceChange::Upsert(Box::new(nm.clone())));
         }
+        let _ = tx.send(MaintenanceChange::Listed);
         inner.nm_watchers.push(tx);
         rx
     }

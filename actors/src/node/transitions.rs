@@ -31,12 +31,19 @@ impl NodeActorState {
             }
             OnUpdate::Restart => {
                 self.nm.reason = nm.reason;
+                // A new attempt: a new `maintenance` trace, linked to the failed one.
+                self.trace_phase(Phase::Running);
                 self.set_stage(Stage::Starting);
                 self.kick(myself);
             }
             OnUpdate::Continue => {
                 self.nm.reason = nm.reason;
                 self.nm.finalizers = nm.finalizers;
+                if self.nm.drain_policy != nm.drain_policy {
+                    self.nm.drain_policy = nm.drain_policy;
+                    self.arm_deadline(myself);
+                    self.flush_status(myself);
+                }
             }
         }
     }
@@ -50,6 +57,9 @@ impl NodeActorState {
 
     /// The retry timer.
     pub(super) fn on_tick(&mut self, myself: &ActorRef<NodeMsg>) {
+        if self.check_deadline(myself) {
+            return;
+        }
         self.flush_status(myself);
         if decide::retries_on_tick(&self.stage) {
             self.kick(myself);
@@ -66,7 +76,7 @@ impl NodeActorState {
         let node_uid = self.lease.node_uid().to_string();
         // A renewal: the lease is ours, so it is never created without reading it first.
         let work = async move { ops::acquire_lease(&ctx, &node_uid, LeaseOp::Renew, false).await };
-        spawn_cast_back(myself, self.span.clone(), work, NodeMsg::LeaseRenewed);
+        spawn_cast_back(myself, self.work_span(), work, NodeMsg::LeaseRenewed);
     }
 
     /// A renewal ended.
@@ -221,6 +231,8 @@ impl NodeActorState {
         if !matches!(self.stage, Stage::Draining(_)) {
             let drain = Drain::begin(&self.span, self.status.wanted.eviction_pods);
             self.set_stage(Stage::Draining(Box::new(drain)));
+            self.status.wanted.drain_start_time.get_or_insert(now);
+            self.arm_deadline(myself);
         }
         self.watches
             .watch_pods(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
@@ -242,6 +254,10 @@ impl NodeActorState {
                 maintenance: self.ctx.nm_name.clone(),
                 reply_to: self.reports.clone(),
                 span: span.clone(),
+                labels: pending.labels.clone(),
+                healthy: pending.healthy,
+                unstarted: pending.unstarted,
+                controller: pending.controller.clone(),
             };
             if self.evictor.cast(EvictionMsg::Evict(request)).is_ok()
                 && let Some(drain) = self.stage.drain_mut()
@@ -270,6 +286,7 @@ impl NodeActorState {
             .stage
             .drain()
             .is_some_and(|drain| drain.write_status(&mut self.status.wanted, now));
+        self.note_blockage(now);
         if drained {
             let first = self.status.written().and_then(|w| w.phase) != Some(Phase::Succeeded);
             self.set_stage(Stage::Succeeded);

@@ -4,13 +4,15 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::error::BenchError;
+use super::fleet::result::FleetResult;
 use super::result::{ScenarioResult, flatness};
-use super::{report, run, scenario};
+use super::{fleet, report, run, scenario};
 
 /// Flags of `nmo bench`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BenchArgs {
-    /// Scenarios to run: a, a-fast, b (= b100 b500 b2000), b100, b500, b2000, c. Default: all.
+    /// Scenarios to run: a, a-fast, b (= b100 b500 b2000), b100, b500, b2000, c, d, fleet,
+    /// fleet2000, fleet2000-off (fleet* = the three). Default: all.
     #[arg(long = "scenario", value_name = "NAME")]
     pub scenarios: Vec<String>,
     /// Print one JSON object per scenario instead of tables.
@@ -19,10 +21,6 @@ pub struct BenchArgs {
     /// The nmo binary to run as the operator (default: this executable).
     #[arg(long)]
     pub nmo: Option<PathBuf>,
-    /// nmo talks HTTP/1.1 to the simulator, one connection per request in flight (default:
-    /// HTTP/2 without TLS, multiplexed, as it talks to a real API server over TLS).
-    #[arg(long)]
-    pub http1: bool,
 }
 
 /// Runs the chosen scenarios with the operator binary `nmo`, printing as they finish.
@@ -32,6 +30,23 @@ pub async fn run_all(
     out: &mut (dyn Write + Send),
 ) -> Result<Vec<ScenarioResult>, BenchError> {
     let scenarios = scenario::by_names(&args.scenarios);
+    let fleet_names: Vec<String> = args
+        .scenarios
+        .iter()
+        .filter(|n| n.starts_with("fleet"))
+        .cloned()
+        .collect();
+    // Named only fleet scenarios: none of the others; named none: all of both.
+    let scenarios = if !args.scenarios.is_empty() && fleet_names.len() == args.scenarios.len() {
+        Vec::new()
+    } else {
+        scenarios
+    };
+    let fleets = if args.scenarios.is_empty() || !fleet_names.is_empty() {
+        fleet::scenario::by_names(&fleet_names)
+    } else {
+        Vec::new()
+    };
     let dir = std::env::temp_dir().join(format!("nmo-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     if !args.json {
@@ -49,7 +64,7 @@ pub async fn run_all(
             writeln!(out, "running {}: {} ...", s.name, s.title)?;
             out.flush()?;
         }
-        let result = run::run(s, nmo, &dir, !args.http1).await?;
+        let result = run::run(s, nmo, &dir).await?;
         if args.json {
             writeln!(out, "{}", serde_json::to_string(&result)?)?;
         } else {
@@ -62,6 +77,25 @@ pub async fn run_all(
         out.flush()?;
         results.push(result);
     }
+    let mut fleet_results: Vec<FleetResult> = Vec::new();
+    for s in &fleets {
+        if !args.json {
+            writeln!(out, "running {}: {} ...", s.name, s.title)?;
+            out.flush()?;
+        }
+        let result = fleet::run(s, nmo, &dir).await?;
+        if args.json {
+            writeln!(out, "{}", serde_json::to_string(&result)?)?;
+        } else {
+            writeln!(
+                out,
+                "  done in {:.2} s, at most {} nodes out, {} queued",
+                result.wall_s, result.max_unavailable, result.queued
+            )?;
+        }
+        out.flush()?;
+        fleet_results.push(result);
+    }
     let flat = flatness(&results);
     if args.json {
         if let Some(flat) = flat {
@@ -70,12 +104,33 @@ pub async fn run_all(
         return Ok(results);
     }
     writeln!(out)?;
-    out.write_all(report::figures_table(&results).as_bytes())?;
-    writeln!(out, "\nnmo's requests by verb:")?;
-    out.write_all(report::verbs_lines(&results).as_bytes())?;
+    if !results.is_empty() {
+        out.write_all(report::figures_table(&results).as_bytes())?;
+        if results.iter().any(|r| r.policy.is_some()) {
+            writeln!(out, "\ndrain policy:")?;
+            out.write_all(report::policy_tables(&results).as_bytes())?;
+        }
+        writeln!(out, "\nnmo's requests by verb:")?;
+        out.write_all(report::verbs_lines(&results).as_bytes())?;
+    }
+    if !fleet_results.is_empty() {
+        writeln!(
+            out,
+            "\nfleet (budget = --max-parallel-maintenances = --max-unavailable-nodes):"
+        )?;
+        out.write_all(fleet::result::table(&fleet_results).as_bytes())?;
+        for r in &fleet_results {
+            writeln!(out, "{:<14} {}", r.scenario, r.requests.by_verb_line())?;
+        }
+    }
     let mut targets: Vec<(String, super::result::Target)> = results
         .iter()
         .flat_map(|r| r.targets.iter().map(|t| (r.scenario.clone(), t.clone())))
+        .chain(
+            fleet_results
+                .iter()
+                .flat_map(|r| r.targets.iter().map(|t| (r.scenario.clone(), t.clone()))),
+        )
         .collect();
     if let Some(flat) = flat {
         targets.extend(flat.into_iter().map(|t| ("b".to_string(), t)));

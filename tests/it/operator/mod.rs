@@ -1,12 +1,16 @@
 //! nmo end to end: the operator in-process against the simulated API server, through the real
 //! kube client, checking nodes, pods, leases, statuses and events.
 
+mod deadline;
+mod diagnosis;
 mod drain;
 mod finalizer;
+mod fleet;
 mod leader;
 mod lease;
 mod pdb;
 mod rbac;
 mod restart;
 mod safety;
+mod self_placement;
 mod traffic;
