@@ -45,6 +45,7 @@ pub struct KubeCluster {
     client: Client,
     recorder: Recorder,
     daemonsets: daemonsets::DaemonSetCache,
+    initial_lists: watch::InitialLists,
 }
 
 impl KubeCluster {
@@ -59,6 +60,7 @@ impl KubeCluster {
             client,
             recorder,
             daemonsets: daemonsets::DaemonSetCache::default(),
+            initial_lists: watch::InitialLists::default(),
         }
     }
 
@@ -246,7 +248,12 @@ impl Cluster for KubeCluster {
 
     fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        watch::snapshots(self.nodes(), config, convert::node_state)
+        watch::snapshots(
+            self.nodes(),
+            config,
+            self.initial_lists.clone(),
+            convert::node_state,
+        )
             .map(|nodes| nodes.into_iter().next())
             .boxed()
     }
@@ -345,6 +352,7 @@ impl Cluster for KubeCluster {
         watch::snapshots(
             Api::<Pod>::all(self.client.clone()),
             config,
+            self.initial_lists.clone(),
             convert::pod_info,
         )
     }

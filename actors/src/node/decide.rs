@@ -61,9 +61,18 @@ pub(super) fn retries_on_tick(stage: &Stage) -> bool {
 
 /// Whether an ended watch is wanted again in this stage.
 pub(super) fn resubscribes(stage: &Stage, kind: WatchKind) -> bool {
-    match kind {
-        WatchKind::Node => stage.guards_node(),
-        WatchKind::Pods => matches!(stage, Stage::Draining(_)),
+    watches(stage, kind)
+}
+
+/// Whether a watch runs in this stage. The Node is watched from the start (its first list is
+/// what the reconcile patches, and every retry while waiting for the lease reads it) for as
+/// long as nmo guards it; the pods from the start (the first counts) through the drain.
+pub(super) fn watches(stage: &Stage, kind: WatchKind) -> bool {
+    match (kind, stage) {
+        (WatchKind::Node, Stage::Starting | Stage::WaitingForLease { .. }) => true,
+        (WatchKind::Node, _) => stage.guards_node(),
+        (WatchKind::Pods, Stage::Starting | Stage::Draining(_)) => true,
+        (WatchKind::Pods, _) => false,
     }
 }
 
@@ -206,6 +215,20 @@ mod tests {
         assert!(!resubscribes(&Stage::Succeeded, WatchKind::Pods));
         assert!(resubscribes(&draining(), WatchKind::Pods));
         assert!(!resubscribes(&Stage::Undoing, WatchKind::Node));
+        assert!(resubscribes(&Stage::Starting, WatchKind::Node));
+        assert!(resubscribes(&Stage::Starting, WatchKind::Pods));
+        let waiting = Stage::WaitingForLease {
+            holder: "other".into(),
+            until: None,
+        };
+        assert!(resubscribes(&waiting, WatchKind::Node));
+        assert!(!resubscribes(&waiting, WatchKind::Pods));
+        let failed = Stage::Failed {
+            why: Failure::LeaseLost,
+            undo_due: true,
+        };
+        assert!(!resubscribes(&failed, WatchKind::Node));
+        assert!(!resubscribes(&failed, WatchKind::Pods));
     }
 
     #[test]

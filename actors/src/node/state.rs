@@ -7,10 +7,10 @@ use ractor::{ActorRef, DerivedActorRef};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::decide::{Facts, NextOp, next_op};
+use super::decide::{self, Facts, NextOp, next_op};
 use super::drain::DrainEnd;
 use super::lease::LeaseKeeper;
-use super::messages::NodeMsg;
+use super::messages::{NodeMsg, WatchKind};
 use super::ops::{self, DaemonSets, OpCtx, OpResult, ReconcileInput};
 use super::stage::Stage;
 use super::status_writer::{Flush, StatusWriter};
@@ -95,12 +95,22 @@ impl NodeActorState {
     }
 
     fn run_reconcile(&mut self, myself: &ActorRef<NodeMsg>) {
+        // A maintenance that waited in the queue is Running but has no counts yet.
+        let first_time = crate::fleet::awaiting_start(&self.status.wanted);
+        // The watches start with the reconcile: their first lists are the node it patches
+        // and the pods it counts (no GET, no LIST of their own).
+        let (cluster, node) = (self.ctx.cluster.as_ref(), &self.ctx.node_name);
+        self.watches.watch_node(cluster, node, myself);
+        if first_time {
+            self.watches.watch_pods(cluster, node, myself);
+        }
         let input = ReconcileInput {
             refresh: !self.refreshed,
             finalizers: self.nm.finalizers.clone(),
-            // A maintenance that waited in the queue is Running but has no counts yet.
-            first_time: crate::fleet::awaiting_start(&self.status.wanted),
+            first_time,
             known_daemonsets: self.daemonsets.clone(),
+            node: self.watches.seen_node(),
+            first_pods: first_time.then(|| self.watches.first_pods()),
         };
         let span = tracing::info_span!(parent: &self.work_span(), "reconcile");
         let ctx = self.ctx.clone();
@@ -182,6 +192,13 @@ impl NodeActorState {
             self.span.in_scope(
                 || tracing::debug!(from = %previous, to = %self.stage, "maintenance stage"),
             );
+        }
+        // Watches the new stage does not need stop (what they delivered stays, for the undo).
+        if !decide::watches(&self.stage, WatchKind::Node) {
+            self.watches.stop_node();
+        }
+        if !decide::watches(&self.stage, WatchKind::Pods) {
+            self.watches.stop_pods();
         }
         if let Stage::Draining(drain) = previous {
             self.watches.stop_pods();

@@ -229,7 +229,8 @@ impl NodeActorState {
         }
         self.status.wanted.phase = Some(Phase::Running);
         if !matches!(self.stage, Stage::Draining(_)) {
-            let drain = Drain::begin(&self.span, self.status.wanted.eviction_pods);
+            let mut drain = Drain::begin(&self.span, self.status.wanted.eviction_pods);
+            drain.pods = self.watches.take_pods();
             self.set_stage(Stage::Draining(Box::new(drain)));
             self.status.wanted.drain_start_time.get_or_insert(now);
             self.arm_deadline(myself);
@@ -364,6 +365,9 @@ impl NodeActorState {
         if let Some(drain) = self.stage.drain_mut() {
             drain.pods = Some(pods);
             self.kick(myself);
+        } else {
+            // Watched since the start: the drain begins with the latest list.
+            self.watches.keep_pods(pods);
         }
     }
 

@@ -1,36 +1,83 @@
 //! The node actor's two watches: its Node (drift) and its node's pods (the drain). Each runs
 //! in a task that turns stream items into messages; a stream that ends is re-subscribed later
 //! by the actor.
+//!
+//! What the watches deliver is also kept where the operations can read it, so that they need
+//! not ask the API for what a watch already has: the Node as last seen (the reconcile patches
+//! from it instead of a GET) and the first pod list of the pod watch (the first counts come
+//! from it instead of a LIST).
+
+use std::time::Duration;
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use ractor::ActorRef;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::messages::{NodeMsg, WatchKind};
+use crate::model::{NodeState, PodInfo};
 use crate::ports::Cluster;
 use crate::task::TaskSlot;
 
-/// The watch tasks of one node actor.
-#[derive(Debug, Default)]
+/// What a watch has delivered: None until it delivers (then the operation asks the API).
+pub(crate) type Seen<T> = watch::Receiver<Option<T>>;
+
+/// The Node as its watch last delivered it (`Some(None)`: the Node does not exist).
+pub(crate) type SeenNode = Seen<Option<NodeState>>;
+
+/// Waits at most `within` for what `seen` has delivered; None if it delivered nothing by then
+/// (the watch cannot reach the API, or was stopped).
+pub(crate) async fn first_seen<T: Clone>(mut seen: Seen<T>, within: Duration) -> Option<T> {
+    match tokio::time::timeout(within, seen.wait_for(Option::is_some)).await {
+        Ok(Ok(value)) => value.clone(),
+        _ => None,
+    }
+}
+
+/// The watch tasks of one node actor, and what they delivered.
+#[derive(Debug)]
 pub(super) struct Watches {
     node: TaskSlot,
     pods: TaskSlot,
+    /// The Node as last delivered, kept after its watch stops (the undo starts from it).
+    node_seen: watch::Sender<Option<Option<NodeState>>>,
+    /// The first pod list of the pod watch running now.
+    first_pods: watch::Sender<Option<Vec<PodInfo>>>,
+    /// The pod list as last delivered while no drain ran (a drain that starts after the watch
+    /// did begins with it).
+    pods_seen: Option<Vec<PodInfo>>,
 }
 
-/// Forwards every item of `stream` as `to_msg` makes it, then says the watch ended.
-fn forward<T: Send + 'static>(
+impl Default for Watches {
+    fn default() -> Self {
+        Watches {
+            node: TaskSlot::default(),
+            pods: TaskSlot::default(),
+            node_seen: watch::Sender::new(None),
+            first_pods: watch::Sender::new(None),
+            pods_seen: None,
+        }
+    }
+}
+
+/// Forwards every item of `stream` as `to_msg` makes it, handing it to `keep` too (after the
+/// message is queued: whoever reads what `keep` kept acts after the actor saw it), then says
+/// the watch ended.
+fn forward<T: Clone + Send + 'static>(
     mut stream: BoxStream<'static, T>,
     actor: &ActorRef<NodeMsg>,
     to_msg: fn(T) -> NodeMsg,
     kind: WatchKind,
+    mut keep: impl FnMut(T) + Send + 'static,
 ) -> JoinHandle<()> {
     let actor = actor.clone();
     tokio::spawn(async move {
         while let Some(item) = stream.next().await {
-            if actor.cast(to_msg(item)).is_err() {
+            if actor.cast(to_msg(item.clone())).is_err() {
                 return;
             }
+            keep(item);
         }
         let _ = actor.cast(NodeMsg::WatchEnded(kind));
     })
@@ -46,11 +93,15 @@ impl Watches {
     ) {
         if !self.node.is_set() {
             let stream = cluster.watch_node(node);
+            let seen = self.node_seen.clone();
             self.node.set(forward(
                 stream,
                 actor,
                 NodeMsg::NodeChanged,
                 WatchKind::Node,
+                move |node| {
+                    seen.send_replace(Some(node));
+                },
             ));
         }
     }
@@ -63,14 +114,49 @@ impl Watches {
         actor: &ActorRef<NodeMsg>,
     ) {
         if !self.pods.is_set() {
+            self.first_pods.send_replace(None);
+            self.pods_seen = None;
             let stream = cluster.watch_pods(node);
+            let first = self.first_pods.clone();
             self.pods.set(forward(
                 stream,
                 actor,
                 NodeMsg::PodsChanged,
                 WatchKind::Pods,
+                move |pods| {
+                    if first.borrow().is_none() {
+                        first.send_replace(Some(pods));
+                    }
+                },
             ));
         }
+    }
+
+    /// The Node as its watch delivers it.
+    pub(super) fn seen_node(&self) -> SeenNode {
+        self.node_seen.subscribe()
+    }
+
+    /// The Node as last delivered, if ever.
+    pub(super) fn last_node(&self) -> Option<Option<NodeState>> {
+        self.node_seen.borrow().clone()
+    }
+
+    /// The first pod list of the running pod watch.
+    pub(super) fn first_pods(&self) -> Seen<Vec<PodInfo>> {
+        self.first_pods.subscribe()
+    }
+
+    /// Keeps the pod list the running pod watch delivered while no drain takes it.
+    pub(super) fn keep_pods(&mut self, pods: Vec<PodInfo>) {
+        if self.pods.is_set() {
+            self.pods_seen = Some(pods);
+        }
+    }
+
+    /// The pod list the running pod watch last delivered, for a drain that starts now.
+    pub(super) fn take_pods(&mut self) -> Option<Vec<PodInfo>> {
+        self.pods_seen.take()
     }
 
     /// True while the pod watch runs (its first snapshot may still be on the way).
@@ -86,7 +172,7 @@ impl Watches {
         }
     }
 
-    /// Stops the Node watch.
+    /// Stops the Node watch (what it delivered stays).
     pub(super) fn stop_node(&mut self) {
         self.node.clear();
     }
@@ -94,5 +180,7 @@ impl Watches {
     /// Stops the pod watch.
     pub(super) fn stop_pods(&mut self) {
         self.pods.clear();
+        self.pods_seen = None;
+        self.first_pods.send_replace(None);
     }
 }

@@ -1,19 +1,23 @@
 //! Start-up and repair: finalizer, first-time counts, node, lease, label + taints + cordon.
+//! The counts and the node come from the actor's watches (see `crate::node::watches`), the
+//! API is asked only when a watch has not delivered in time.
 //!
 //! The steps run in order and stop at the first that fails; what the earlier ones achieved
 //! (the re-read object, the finalizer, the counts) is reported either way.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use tracing::Instrument;
 
 use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
 use super::drain_pass::{DaemonSets, classify_all};
 use super::lease::acquire_lease;
-use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodRef, reasons};
+use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodInfo, PodRef, reasons};
 use crate::node::errors::ReconcileError;
 use crate::node::status::InitialCounts;
+use crate::node::watches::{Seen, SeenNode, first_seen};
 use crate::observe::LeaseOp;
 use crate::plan;
 
@@ -28,7 +32,15 @@ pub(crate) struct ReconcileInput {
     pub first_time: bool,
     /// DaemonSets known to exist or not.
     pub known_daemonsets: DaemonSets,
+    /// The Node as its watch delivers it: read instead of a GET.
+    pub node: SeenNode,
+    /// The pod watch's first list (when `first_time`): the first counts without a LIST.
+    pub first_pods: Option<Seen<Vec<PodInfo>>>,
 }
+
+/// How long a reconcile waits for a watch's first delivery before asking the API itself
+/// (a watch that cannot list: the API call then fails too, and says why in `lastError`).
+const WATCH_FIRST_WAIT: Duration = Duration::from_secs(10);
 
 /// The result of a reconcile sequence.
 #[derive(Debug)]
@@ -123,16 +135,23 @@ async fn steps(
         .await;
     }
     if input.first_time {
-        done.initial = Some(count_pods(ctx, &input.known_daemonsets).await?);
+        let watched = match input.first_pods {
+            Some(first) => first_seen(first, WATCH_FIRST_WAIT).await,
+            None => None,
+        };
+        done.initial = Some(count_pods(ctx, watched, &input.known_daemonsets).await?);
     }
-    let node = ctx
-        .cluster
-        .get_node(&ctx.node_name)
-        .await
-        .map_err(ReconcileError::ReadNode)?
-        .ok_or_else(|| ReconcileError::NodeMissing {
-            node: ctx.node_name.clone(),
-        })?;
+    let node = match first_seen(input.node, WATCH_FIRST_WAIT).await {
+        Some(node) => node,
+        None => ctx
+            .cluster
+            .get_node(&ctx.node_name)
+            .await
+            .map_err(ReconcileError::ReadNode)?,
+    }
+    .ok_or_else(|| ReconcileError::NodeMissing {
+        node: ctx.node_name.clone(),
+    })?;
     let lease = acquire_lease(ctx, &node.uid, LeaseOp::Acquire, input.first_time).await?;
     if ctx.deleting.load(Ordering::SeqCst) {
         // Deleted while we were on the way: never cordon for a deleted maintenance.
@@ -142,16 +161,21 @@ async fn steps(
     Ok(ReconcileOutcome::Ready { node, lease })
 }
 
-/// The first counts: every pod on the node, and those the drain removes.
+/// The first counts: every pod on the node (as the pod watch first listed them, or listed
+/// now), and those the drain removes.
 async fn count_pods(
     ctx: &OpCtx,
+    watched: Option<Vec<PodInfo>>,
     known_daemonsets: &DaemonSets,
 ) -> Result<InitialCounts, ReconcileError> {
-    let pods = ctx
-        .cluster
-        .list_pods(&ctx.node_name)
-        .await
-        .map_err(ReconcileError::ListPods)?;
+    let pods = match watched {
+        Some(pods) => pods,
+        None => ctx
+            .cluster
+            .list_pods(&ctx.node_name)
+            .await
+            .map_err(ReconcileError::ListPods)?,
+    };
     let total = to_i32(pods.len());
     let mut learned = HashMap::new();
     // A DaemonSet that cannot be looked up counts as existing (its pod is not counted); the
