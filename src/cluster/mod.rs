@@ -254,8 +254,8 @@ impl Cluster for KubeCluster {
             self.initial_lists.clone(),
             convert::node_state,
         )
-            .map(|nodes| nodes.into_iter().next())
-            .boxed()
+        .map(|nodes| nodes.into_iter().next())
+        .boxed()
     }
 
     fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent> {

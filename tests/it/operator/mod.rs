@@ -14,3 +14,4 @@ mod restart;
 mod safety;
 mod self_placement;
 mod traffic;
+mod watch_lists;

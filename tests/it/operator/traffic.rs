@@ -62,6 +62,17 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
         ours(Query::all().verb("watch").resource("pods")) <= 1,
         "one pod watch for the node"
     );
+    assert_eq!(
+        ours(Query::all().verb("list").resource("pods")),
+        0,
+        "the first counts and the drain both come from the pod watch's streaming list"
+    );
+    assert_eq!(
+        ours(Query::all().verb("list").resource("nodes"))
+            + ours(Query::all().verb("get").resource("nodes")),
+        0,
+        "the node is patched as its watch's streaming list delivered it"
+    );
     assert!(
         ours(Query::all().verb("watch").resource("nodes")) <= 1,
         "one node watch"
