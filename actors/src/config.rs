@@ -34,8 +34,12 @@ pub mod defaults {
     pub const BACKOFF_BASE: Duration = Duration::from_secs(1);
     /// Backoff ceiling.
     pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
-    /// Minimum time between two progress-only status writes.
+    /// Minimum time between two status writes when the second has news (an error, a blocked
+    /// pod, a condition's state).
     pub const STATUS_COALESCE: Duration = Duration::from_secs(1);
+    /// Minimum time between two status writes when the second only reports progress (the
+    /// percentage, the pods left): a drain of a minute writes its progress once or twice.
+    pub const PROGRESS_COALESCE: Duration = Duration::from_secs(30);
     /// Minimum time between two writes of a waiting maintenance's place in the queue: its
     /// first place is written at once, later moves at most this often for the first ten, and
     /// proportionally less often further back (a queue of hundreds must not cost a write per
@@ -115,9 +119,12 @@ pub struct Config {
     pub backoff_base: Duration,
     /// Backoff ceiling.
     pub backoff_max: Duration,
-    /// Minimum time between two status writes that only report progress (a phase change is
-    /// written at once): a burst of pods leaving costs one write, not one per pod.
+    /// Minimum time between two status writes when the second has news (an error, a blocked
+    /// pod, a condition's state; a phase change is written at once).
     pub status_coalesce: Duration,
+    /// Minimum time between two status writes when the second only reports progress (the
+    /// percentage, the pods left, the time to the deadline).
+    pub progress_coalesce: Duration,
     /// The cluster maintenance budget (default: no limit, NMO's behaviour).
     pub fleet: FleetBudget,
     /// Minimum time between two writes of a waiting maintenance's queue place.
@@ -144,6 +151,7 @@ impl Default for Config {
             backoff_base: defaults::BACKOFF_BASE,
             backoff_max: defaults::BACKOFF_MAX,
             status_coalesce: defaults::STATUS_COALESCE,
+            progress_coalesce: defaults::PROGRESS_COALESCE,
             fleet: FleetBudget::default(),
             queue_status_interval: defaults::QUEUE_STATUS_INTERVAL,
             actor_name_prefix: Some(String::new()),
@@ -185,6 +193,7 @@ impl fmt::Debug for Config {
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
             .field("status_coalesce", &self.status_coalesce)
+            .field("progress_coalesce", &self.progress_coalesce)
             .field("fleet", &self.fleet)
             .field("queue_status_interval", &self.queue_status_interval)
             .field("actor_name_prefix", &self.actor_name_prefix)

@@ -28,8 +28,8 @@ pub enum NodeMsg {
     Gone,
     /// Retry timer: re-check whatever is unfinished.
     Tick,
-    /// A deferred status write is due (progress writes are coalesced, see
-    /// `Config::status_coalesce`).
+    /// A deferred status write is due (writes are coalesced, see `Config::status_coalesce`
+    /// and `Config::progress_coalesce`).
     FlushStatus,
     /// Lease renewal timer.
     RenewLease,

@@ -13,7 +13,7 @@ use super::lease::LeaseKeeper;
 use super::messages::{NodeMsg, WatchKind};
 use super::ops::{self, DaemonSets, OpCtx, OpResult, ReconcileInput};
 use super::stage::Stage;
-use super::status_writer::{Flush, StatusWriter};
+use super::status_writer::{Flush, StatusWriter, Windows};
 use super::trace::TraceState;
 use super::watches::Watches;
 use crate::eviction::{EvictionMsg, EvictionReport};
@@ -135,25 +135,27 @@ impl NodeActorState {
         });
     }
 
-    /// Writes the status if it differs from what the API has; one write at a time, progress
-    /// coalesced. Nothing is written while undoing.
+    /// Writes the status if it differs from what the API has; one write at a time, news and
+    /// progress coalesced. Nothing is written while undoing.
     pub(super) fn flush_status(&mut self, myself: &ActorRef<NodeMsg>) {
         if self.stage.is_undoing() {
             return;
         }
         let now = Instant::now();
-        match self.status.decide(now) {
+        let windows = Windows {
+            news: self.ctx.config.status_coalesce,
+            progress: self.ctx.config.progress_coalesce,
+        };
+        match self.status.decide(now, windows) {
             Flush::Nothing => {}
             Flush::Later(after) => {
-                self.status.scheduled();
+                self.status.scheduled(now + after);
                 // Detached: a send to a stopped actor just fails.
                 drop(myself.send_after(after, || NodeMsg::FlushStatus));
             }
             Flush::Now => {
                 let wall = self.now();
-                let status = self
-                    .status
-                    .begin(now, wall, self.ctx.config.status_coalesce);
+                let status = self.status.begin(now, wall);
                 // Status writes are coalesced, so a span each stays cheap and shows when the
                 // status said what.
                 let span = tracing::info_span!(

@@ -1,6 +1,13 @@
 //! The status writer: what the status should say, what the API has, one write at a time, and
-//! progress-only writes coalesced (a burst of pods leaving costs one write, not one per pod).
+//! writes coalesced by how much the change matters.
+//!
+//! A phase change is written at once. A change that says something new about the maintenance
+//! (an error, a blocked pod, a condition's state, the counts, the deadline, the queue place)
+//! waits out a short window, so a burst of them costs one write. A change of progress alone
+//! (the percentage, which pods are left, how long until the deadline) waits out a long one: a
+//! drain of a minute writes its progress once or twice, not with every pod that leaves.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -14,10 +21,19 @@ use crate::plan;
 pub(super) enum Flush {
     /// Nothing (nothing new, a write is out, or a deferred write is already scheduled).
     Nothing,
-    /// Write after this long (a progress-only change inside the coalescing window).
+    /// Write after this long (a change inside its coalescing window).
     Later(Duration),
     /// Write now.
     Now,
+}
+
+/// How long after a write the next waits, by what changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Windows {
+    /// For a change that says something new (not the phase: that goes at once).
+    pub(super) news: Duration,
+    /// For progress alone.
+    pub(super) progress: Duration,
 }
 
 /// The status a node actor wants, and what the API has.
@@ -28,10 +44,50 @@ pub(super) struct StatusWriter {
     /// What the API has (last written or read).
     written: Option<MaintenanceStatus>,
     in_flight: bool,
-    /// Until when progress-only writes wait.
-    hold_until: Option<Instant>,
-    /// A deferred write is scheduled.
-    scheduled: bool,
+    /// When the last write began.
+    last_write: Option<Instant>,
+    /// When the deferred write scheduled fires, if one is.
+    scheduled: Option<Instant>,
+}
+
+/// What a status says besides its progress: a difference here is news.
+#[derive(Debug, PartialEq, Eq)]
+struct News<'a> {
+    last_error: &'a Option<String>,
+    error_on_lease_count: i32,
+    total_pods: i32,
+    eviction_pods: i32,
+    /// Each condition's type, state and reason (its message counts the pods left).
+    conditions: Vec<(&'a str, &'a str, &'a str)>,
+    /// The kinds of reasons pods are pending for (not which pods: pods leaving is progress).
+    reasons: BTreeSet<(&'a str, Option<&'a str>, Option<&'a str>)>,
+    drain_start_time: Option<DateTime<Utc>>,
+    drain_deadline: Option<DateTime<Utc>>,
+    queue: &'a Option<crate::model::QueuePlace>,
+}
+
+impl<'a> News<'a> {
+    fn of(status: &'a MaintenanceStatus) -> Self {
+        News {
+            last_error: &status.last_error,
+            error_on_lease_count: status.error_on_lease_count,
+            total_pods: status.total_pods,
+            eviction_pods: status.eviction_pods,
+            conditions: status
+                .conditions
+                .iter()
+                .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+                .collect(),
+            reasons: status
+                .pending_pods_reasons
+                .iter()
+                .map(|r| (r.reason.as_str(), r.pdb.as_deref(), r.diagnosis.as_deref()))
+                .collect(),
+            drain_start_time: status.drain_start_time,
+            drain_deadline: status.drain_deadline,
+            queue: &status.queue,
+        }
+    }
 }
 
 impl StatusWriter {
@@ -41,8 +97,8 @@ impl StatusWriter {
             wanted: status.clone().unwrap_or_default(),
             written: status,
             in_flight: false,
-            hold_until: None,
-            scheduled: false,
+            last_write: None,
+            scheduled: None,
         }
     }
 
@@ -61,47 +117,55 @@ impl StatusWriter {
     }
 
     /// Decides (pure): a write is due when the wanted status differs from the written one in
-    /// anything but `lastUpdate`; a phase change goes at once, a progress-only change waits out
-    /// the coalescing window. No write before the first phase, none while one is out.
-    pub(super) fn decide(&self, now: Instant) -> Flush {
+    /// anything but `lastUpdate`; a phase change goes at once, news after `windows.news` since
+    /// the last write, progress alone after `windows.progress`. No write before the first
+    /// phase, none while one is out.
+    pub(super) fn decide(&self, now: Instant, windows: Windows) -> Flush {
         if self.in_flight {
             return Flush::Nothing;
         }
-        let differs = self
-            .written
-            .as_ref()
-            .is_none_or(|w| plan::status_differs(&self.wanted, w));
-        if !differs || self.wanted.phase.is_none() {
+        let Some(written) = &self.written else {
+            return match self.wanted.phase {
+                Some(_) => Flush::Now,
+                None => Flush::Nothing,
+            };
+        };
+        if self.wanted.phase.is_none() || !plan::status_differs(&self.wanted, written) {
             return Flush::Nothing;
         }
-        let phase_changes = self.written.as_ref().map(|w| w.phase) != Some(self.wanted.phase);
-        match self.hold_until.filter(|until| *until > now) {
-            Some(_) if phase_changes => Flush::Now,
-            Some(_) if self.scheduled => Flush::Nothing,
-            Some(until) => Flush::Later(until - now),
-            None => Flush::Now,
+        if written.phase != self.wanted.phase {
+            return Flush::Now;
+        }
+        let window = if News::of(&self.wanted) == News::of(written) {
+            windows.progress
+        } else {
+            windows.news
+        };
+        let due = self
+            .last_write
+            .map(|at| at + window)
+            .filter(|due| *due > now);
+        match (due, self.scheduled) {
+            (None, _) => Flush::Now,
+            (Some(due), Some(fires)) if fires <= due => Flush::Nothing,
+            (Some(due), _) => Flush::Later(due - now),
         }
     }
 
-    /// A deferred write was scheduled.
-    pub(super) fn scheduled(&mut self) {
-        self.scheduled = true;
+    /// A deferred write was scheduled to fire at `at`.
+    pub(super) fn scheduled(&mut self, at: Instant) {
+        self.scheduled = Some(self.scheduled.map_or(at, |fires| fires.min(at)));
     }
 
-    /// The deferred write is due.
+    /// A deferred write is due.
     pub(super) fn due(&mut self) {
-        self.scheduled = false;
+        self.scheduled = None;
     }
 
-    /// A write begins: stamps `lastUpdate` and opens the next coalescing window; returns the
+    /// A write begins: stamps `lastUpdate` and opens the next coalescing windows; returns the
     /// status to write.
-    pub(super) fn begin(
-        &mut self,
-        now: Instant,
-        wall: DateTime<Utc>,
-        coalesce: Duration,
-    ) -> MaintenanceStatus {
-        self.hold_until = Some(now + coalesce);
+    pub(super) fn begin(&mut self, now: Instant, wall: DateTime<Utc>) -> MaintenanceStatus {
+        self.last_write = Some(now);
         self.wanted.last_update = Some(wall);
         self.in_flight = true;
         self.wanted.clone()
@@ -119,7 +183,7 @@ impl StatusWriter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::Phase;
+    use crate::model::{PendingPodReason, Phase};
 
     fn status(phase: Phase, progress: i32) -> MaintenanceStatus {
         MaintenanceStatus {
@@ -133,40 +197,102 @@ mod tests {
         DateTime::<Utc>::UNIX_EPOCH
     }
 
+    const WINDOWS: Windows = Windows {
+        news: Duration::from_secs(1),
+        progress: Duration::from_secs(30),
+    };
+
+    fn reason(pod: &str, reason: &str) -> PendingPodReason {
+        PendingPodReason {
+            namespace: "ns".into(),
+            name: pod.into(),
+            reason: reason.into(),
+            pdb: None,
+            message: format!("{pod} is {reason}"),
+            diagnosis: None,
+        }
+    }
+
     #[test]
     fn nothing_is_written_before_the_first_phase_or_without_a_change() {
         let now = Instant::now();
         let mut writer = StatusWriter::new(None);
-        assert_eq!(writer.decide(now), Flush::Nothing, "no phase yet");
+        assert_eq!(writer.decide(now, WINDOWS), Flush::Nothing, "no phase yet");
         writer.wanted = status(Phase::Running, 0);
-        assert_eq!(writer.decide(now), Flush::Now);
-        let written = writer.begin(now, wall(), Duration::from_secs(1));
-        assert_eq!(writer.decide(now), Flush::Nothing, "one write at a time");
+        assert_eq!(writer.decide(now, WINDOWS), Flush::Now);
+        let written = writer.begin(now, wall());
+        assert_eq!(
+            writer.decide(now, WINDOWS),
+            Flush::Nothing,
+            "one write at a time"
+        );
         writer.ended(Some(written));
-        assert_eq!(writer.decide(now), Flush::Nothing, "nothing new");
+        assert_eq!(writer.decide(now, WINDOWS), Flush::Nothing, "nothing new");
     }
 
     #[test]
-    fn progress_waits_out_the_window_but_a_phase_change_does_not() {
+    fn progress_waits_out_the_long_window_but_a_phase_change_does_not() {
         let now = Instant::now();
-        let window = Duration::from_secs(1);
         let mut writer = StatusWriter::new(Some(status(Phase::Running, 0)));
         writer.wanted.drain_progress = 10;
-        let written = writer.begin(now, wall(), window);
+        let written = writer.begin(now, wall());
         writer.ended(Some(written));
         writer.wanted.drain_progress = 20;
+        writer.wanted.pending_pods = vec!["a".into()];
         let soon = now + Duration::from_millis(300);
         assert_eq!(
-            writer.decide(soon),
-            Flush::Later(Duration::from_millis(700))
+            writer.decide(soon, WINDOWS),
+            Flush::Later(Duration::from_millis(29_700))
         );
-        writer.scheduled();
-        assert_eq!(writer.decide(soon), Flush::Nothing, "already scheduled");
+        writer.scheduled(now + WINDOWS.progress);
+        assert_eq!(
+            writer.decide(soon, WINDOWS),
+            Flush::Nothing,
+            "already scheduled"
+        );
         writer.wanted.phase = Some(Phase::Succeeded);
-        assert_eq!(writer.decide(soon), Flush::Now);
+        assert_eq!(writer.decide(soon, WINDOWS), Flush::Now);
         writer.wanted.phase = Some(Phase::Running);
         writer.due();
-        assert_eq!(writer.decide(now + window), Flush::Now);
+        assert_eq!(writer.decide(now + WINDOWS.progress, WINDOWS), Flush::Now);
+    }
+
+    #[test]
+    fn news_waits_out_the_short_window_even_with_progress_scheduled() {
+        let now = Instant::now();
+        let mut writer = StatusWriter::new(Some(status(Phase::Running, 0)));
+        writer.wanted.pending_pods_reasons = vec![reason("a", "Evicting"), reason("b", "Evicting")];
+        let written = writer.begin(now, wall());
+        writer.ended(Some(written));
+        // Pod `a` left: progress.
+        writer.wanted.pending_pods_reasons = vec![reason("b", "Evicting")];
+        writer.wanted.drain_progress = 50;
+        let soon = now + Duration::from_millis(300);
+        assert_eq!(
+            writer.decide(soon, WINDOWS),
+            Flush::Later(Duration::from_millis(29_700))
+        );
+        writer.scheduled(now + WINDOWS.progress);
+        // Pod `b` is now blocked by a budget: news, written within the short window.
+        let mut blocked = reason("b", "BlockedByPodDisruptionBudget");
+        blocked.pdb = Some("web".into());
+        writer.wanted.pending_pods_reasons = vec![blocked];
+        assert_eq!(
+            writer.decide(soon, WINDOWS),
+            Flush::Later(Duration::from_millis(700))
+        );
+        writer.scheduled(now + WINDOWS.news);
+        assert_eq!(writer.decide(soon, WINDOWS), Flush::Nothing);
+        writer.due();
+        assert_eq!(writer.decide(now + WINDOWS.news, WINDOWS), Flush::Now);
+        // An error is news too.
+        let written = writer.begin(now + WINDOWS.news, wall());
+        writer.ended(Some(written));
+        writer.wanted.last_error = Some("cannot evict".into());
+        assert_eq!(
+            writer.decide(now + WINDOWS.news, WINDOWS),
+            Flush::Later(WINDOWS.news)
+        );
     }
 
     #[test]
@@ -174,9 +300,10 @@ mod tests {
         let now = Instant::now();
         let mut writer = StatusWriter::new(Some(status(Phase::Running, 0)));
         writer.wanted.drain_progress = 50;
-        writer.begin(now, wall(), Duration::ZERO);
+        writer.begin(now, wall());
         writer.ended(None);
         assert_eq!(writer.written().map(|w| w.drain_progress), Some(0));
-        assert_eq!(writer.decide(now), Flush::Now, "retried");
+        let retry = now + WINDOWS.progress;
+        assert_eq!(writer.decide(retry, WINDOWS), Flush::Now, "retried");
     }
 }
