@@ -7,6 +7,7 @@ mod daemonsets;
 mod errors;
 mod node_patch;
 pub mod node_summaries;
+mod slim_pod;
 mod watch;
 
 pub use convert::maintenance;
@@ -33,6 +34,7 @@ use serde_json::json;
 
 use crate::crd::{FINALIZER, NodeMaintenance};
 use errors::{eviction_outcome, to_cluster_error};
+use slim_pod::SlimPod;
 
 /// The component nmo's events are reported by: the Go operator's (its EventRecorder is
 /// `mgr.GetEventRecorderFor("NodeMaintenance")`), so event filters and dashboards written for
@@ -340,20 +342,20 @@ impl Cluster for KubeCluster {
 
     async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError> {
         let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
-        let pods = Api::<Pod>::all(self.client.clone())
+        let pods = Api::<SlimPod>::all(self.client.clone())
             .list(&params)
             .await
             .map_err(to_cluster_error)?;
-        Ok(pods.items.iter().map(convert::pod_info).collect())
+        Ok(pods.items.iter().map(slim_pod::pod_info).collect())
     }
 
     fn watch_pods(&self, node: &str) -> BoxStream<'static, Vec<PodInfo>> {
         let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
         watch::snapshots(
-            Api::<Pod>::all(self.client.clone()),
+            Api::<SlimPod>::all(self.client.clone()),
             config,
             self.initial_lists.clone(),
-            convert::pod_info,
+            slim_pod::pod_info,
         )
     }
 

@@ -11,7 +11,7 @@ use super::decide::{self, Facts, NextOp, next_op};
 use super::drain::DrainEnd;
 use super::lease::LeaseKeeper;
 use super::messages::{NodeMsg, WatchKind};
-use super::ops::{self, DaemonSets, OpCtx, OpResult, ReconcileInput};
+use super::ops::{self, DaemonSets, OpCtx, OpResult, ReconcileInput, UndoInput};
 use super::stage::Stage;
 use super::status_writer::{Flush, StatusWriter, Windows};
 use super::trace::TraceState;
@@ -86,8 +86,12 @@ impl NodeActorState {
                 }
                 let span = tracing::info_span!(parent: &self.work_span(), "undo");
                 let ctx = self.ctx.clone();
+                let input = UndoInput {
+                    finalizer,
+                    node: self.watches.last_node(),
+                };
                 self.ops
-                    .run(myself, span, ops::undo(ctx, finalizer), move |result| {
+                    .run(myself, span, ops::undo(ctx, input), move |result| {
                         NodeMsg::Op(OpResult::Undone { finalizer, result })
                     });
             }

@@ -9,6 +9,7 @@ mod fleet;
 mod lease;
 mod lifecycle;
 mod races;
+mod reads;
 mod status;
 mod supervisor;
 
