@@ -1,7 +1,7 @@
 //! The actors' [`Cluster`] port implemented with kube-rs: the only place where the maintenance
 //! logic meets the Kubernetes API.
 
-mod budgets;
+pub(crate) mod budgets;
 pub(crate) mod convert;
 mod daemonsets;
 mod errors;
