@@ -14,7 +14,7 @@
 //! A PodDisruptionBudget watch would feed `gate::Gates` (open a gate as soon as its budget
 //! allows disruptions again); the 429 backoff then stays as the fallback.
 
-mod backoff;
+pub(crate) mod backoff;
 mod bucket;
 mod gate;
 mod held;
@@ -34,7 +34,7 @@ use crate::config::Config;
 use crate::model::PodRef;
 use crate::observe::EvictionResult;
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
-use crate::task::{TaskSlot, spawn_cast_back};
+use crate::task::{TaskSet, TaskSlot};
 use backoff::{Throttle, backoff};
 use bucket::TokenBucket;
 use gate::{Accepted, Gates};
@@ -65,6 +65,8 @@ pub struct EvictionState {
     bucket: TokenBucket,
     throttle: Throttle,
     pump_timer: TaskSlot,
+    /// The eviction calls in flight: aborted and awaited when the actor stops.
+    calls: TaskSet,
     stats: EvictionStats,
 }
 
@@ -129,7 +131,7 @@ impl EvictionState {
             let grace = held.req.grace_period_seconds;
             let cluster = self.cluster.clone();
             let call = pod.clone();
-            spawn_cast_back(
+            self.calls.spawn_cast_back(
                 myself,
                 span,
                 async move { cluster.evict_pod(&call.namespace, &call.name, grace).await },
@@ -275,11 +277,13 @@ impl EvictionState {
                 if let Some(h) = held {
                     h.reply(EvictionReply::TooManyPdbs { message });
                 }
+                self.forget(&pod);
             }
             Ok(EvictionOutcome::NamespaceTerminating) => {
                 if let Some(h) = held {
                     h.reply(EvictionReply::NamespaceTerminating);
                 }
+                self.forget(&pod);
             }
             Err(err) => {
                 span.record("otel.status_code", "ERROR");
@@ -287,9 +291,21 @@ impl EvictionState {
                 if let Some(h) = held {
                     h.reply(EvictionReply::Failed(err.to_string()));
                 }
+                self.forget(&pod);
             }
         }
         self.pump(myself);
+    }
+
+    /// `pod`'s request ended without an eviction: unless it was asked again meanwhile, its
+    /// budget gate need not remember it.
+    fn forget(&mut self, pod: &PodRef) {
+        if self.held.contains_key(pod) {
+            return;
+        }
+        if let Some(key) = self.gates.forget(pod) {
+            self.gate_timers.remove(&key);
+        }
     }
 
     fn cancel(&mut self, maintenance: &str) {
@@ -303,7 +319,9 @@ impl EvictionState {
         });
         let held = &self.held;
         self.ready.retain(|pod| held.contains_key(pod));
-        self.gates.retain_parked(|pod| held.contains_key(pod));
+        for key in self.gates.prune(|pod| held.contains_key(pod)) {
+            self.gate_timers.remove(&key);
+        }
     }
 }
 
@@ -333,6 +351,7 @@ impl Actor for EvictionActor {
             bucket,
             throttle: Throttle::default(),
             pump_timer: TaskSlot::default(),
+            calls: TaskSet::default(),
             stats: EvictionStats::default(),
         })
     }
@@ -344,6 +363,7 @@ impl Actor for EvictionActor {
     ) -> Result<(), ActorProcessingErr> {
         state.pump_timer.clear();
         state.gate_timers.clear();
+        state.calls.cancel_all().await;
         Ok(())
     }
 
@@ -365,6 +385,7 @@ impl Actor for EvictionActor {
             EvictionMsg::Stats(port) => {
                 let mut stats = state.stats;
                 stats.held = state.held.len();
+                (stats.gates, stats.gated_pods) = state.gates.sizes();
                 let _ = port.send(stats);
             }
         }

@@ -4,6 +4,7 @@
 //! Kubernetes client.
 
 pub mod config;
+pub mod deadline;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
@@ -13,8 +14,10 @@ pub mod observe;
 mod op_runner;
 pub mod plan;
 pub mod ports;
+mod retry;
 pub mod stop;
 pub mod supervisor;
+pub mod sweep;
 pub mod system;
 mod task;
 

@@ -21,7 +21,7 @@ mod drain;
 mod errors;
 mod lease;
 mod messages;
-mod ops;
+pub(crate) mod ops;
 mod pending;
 mod stage;
 mod state;
@@ -48,7 +48,8 @@ use crate::model::{Maintenance, Phase};
 use crate::observe::PhaseReport;
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
-use crate::task::TaskSlot;
+use crate::retry::Backoff;
+use crate::task::{TaskSet, TaskSlot};
 use lease::LeaseKeeper;
 use ops::OpCtx;
 use stage::Stage;
@@ -66,6 +67,9 @@ pub struct NodeArgs {
     /// `maintenance` was just delivered by the watch: the first reconcile skips re-reading it.
     /// False for a restart from a stored copy, which may predate the crashed actor's writes.
     pub fresh: bool,
+    /// How long to wait before the first step (start-ups of many resumed maintenances are
+    /// spread out); a deletion does not wait.
+    pub start_after: std::time::Duration,
     /// The cluster.
     pub cluster: Arc<dyn Cluster>,
     /// Tunables.
@@ -85,6 +89,7 @@ impl Actor for NodeActor {
         args: NodeArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let nm = args.maintenance;
+        let start_after = args.start_after;
         // A trace root of its own (never a child of whatever span the spawn happened in).
         let span = tracing::info_span!(
             parent: None,
@@ -113,6 +118,11 @@ impl Actor for NodeActor {
             nm,
             stage: Stage::Starting,
             ops: OpRunner::default(),
+            tasks: TaskSet::default(),
+            backoff: Backoff::default(),
+            hold_until: (!start_after.is_zero()).then(|| tokio::time::Instant::now() + start_after),
+            retry_timer: TaskSlot::default(),
+            reconcile_sent: None,
             refreshed: args.fresh,
             repair_due: false,
             lease: LeaseKeeper::default(),
@@ -137,8 +147,16 @@ impl Actor for NodeActor {
             state.refreshed = true;
             state.start_undo(&myself);
         } else if state.refreshed && state.status.wanted.phase == Some(Phase::Failed) {
-            // Fresh from the watch and already Failed: stays Failed, as after a re-read.
+            // Fresh from the watch and already Failed: stays Failed, as after a re-read (and
+            // undoes, if the give-up's undo was still due).
             state.enter_recorded_failure();
+            state.kick(&myself);
+        } else if let Some(at) = state.hold_until {
+            // A resumed maintenance waits its turn to start.
+            let after = at.saturating_duration_since(tokio::time::Instant::now());
+            state
+                .retry_timer
+                .set(myself.send_after(after, || NodeMsg::RetryDue));
         } else {
             state.kick(&myself);
         }
@@ -151,6 +169,7 @@ impl Actor for NodeActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         state.tick.clear();
+        state.retry_timer.clear();
         state.lease.stop_renewing();
         state.watches.stop_node();
         state.watches.stop_pods();
@@ -158,6 +177,8 @@ impl Actor for NodeActor {
             maintenance: state.ctx.nm_name.clone(),
         });
         state.forget_phase();
+        // Nothing this actor started may reach the API server once it is gone.
+        state.tasks.cancel_all().await;
         Ok(())
     }
 
@@ -175,7 +196,10 @@ impl Actor for NodeActor {
                 state.status.due();
                 state.flush_status(&myself);
             }
-            NodeMsg::RenewLease => state.renew_lease(&myself),
+            NodeMsg::RenewLease => state.renew_lease(&myself, true),
+            NodeMsg::RetryRenewal => state.renew_lease(&myself, false),
+            NodeMsg::LeaseExpiring => state.on_lease_expiring(&myself),
+            NodeMsg::RetryDue => state.on_retry_due(&myself),
             NodeMsg::LeaseRenewed(result) => state.on_renewed(&myself, result),
             NodeMsg::NodeChanged(node) => state.on_node_changed(&myself, node),
             NodeMsg::PodsChanged(pods) => state.on_pods_changed(&myself, pods),

@@ -31,6 +31,10 @@ pub enum ClusterError {
     /// A failure worth retrying: timeout, connection error, 429 throttling, 5xx.
     #[error("transient: {0}")]
     Transient(String),
+    /// Refused before it was sent: this replica is not (or no longer) the leader, so it must
+    /// not write (leader handover, or renewals that missed their deadline).
+    #[error("not the leader: {0}")]
+    NotLeader(String),
     /// Anything else.
     #[error("{0}")]
     Other(String),
@@ -84,9 +88,14 @@ pub trait Cluster: Send + Sync + 'static {
     /// reading first, but must re-read when it turns out stale.
     async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError>;
 
-    /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others.
-    /// A missing object is Ok (nothing left to release).
-    async fn remove_finalizer(&self, name: &str) -> Result<(), ClusterError>;
+    /// Every NodeMaintenance (they are cluster scoped and few): the orphan sweep's fresh view.
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError>;
+
+    /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others, from
+    /// the NodeMaintenance `name` whose uid is `uid`. A missing object, or one of that name
+    /// with another uid (deleted and created again meanwhile), is Ok: nothing of ours is left
+    /// to release.
+    async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError>;
 
     /// Replaces `status` (status subresource) with `status`.
     async fn write_status(
@@ -102,6 +111,10 @@ pub trait Cluster: Send + Sync + 'static {
 
     /// Reads a node; None if it does not exist.
     async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError>;
+
+    /// The nodes carrying nmo's exclude-from-remediation label (a label-selected list: never
+    /// every node of a large cluster), for the orphan sweep.
+    async fn list_marked_nodes(&self) -> Result<Vec<NodeState>, ClusterError>;
 
     /// Applies label + taints + cordon as one JSON patch whose first op tests the taints (see
     /// [`NodePatch`]); returns the node as written. A failed test is `Conflict`.
@@ -119,6 +132,10 @@ pub trait Cluster: Send + Sync + 'static {
 
     /// Reads a lease; None if it does not exist.
     async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, ClusterError>;
+
+    /// Every lease in a namespace (the node leases of all medik8s operators: one per node at
+    /// most, usually few), for the orphan sweep.
+    async fn list_leases(&self, namespace: &str) -> Result<Vec<Lease>, ClusterError>;
 
     /// Creates a lease with an ownerReference to `owner` (`v1/Node`). `AlreadyExists` if taken.
     async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError>;

@@ -103,4 +103,8 @@ pub struct EvictionStats {
     pub refused: u64,
     /// Requests currently held.
     pub held: usize,
+    /// PodDisruptionBudgets remembered (their backoff), i.e. with a held pod behind them.
+    pub gates: usize,
+    /// Pods remembered as refused by a budget.
+    pub gated_pods: usize,
 }

@@ -4,6 +4,7 @@ use ractor::RpcReplyPort;
 
 use super::duplicate::DuplicateError;
 use crate::model::Maintenance;
+use crate::sweep::{SweepError, SweepReport};
 
 /// Messages to the supervisor. The controller sends `Upsert` for every NodeMaintenance it sees
 /// (create, change, relist) and `Deleted` when one is gone from the API.
@@ -15,15 +16,22 @@ pub enum SupervisorMsg {
     Deleted {
         /// `metadata.name`.
         name: String,
+        /// `metadata.uid`: a NodeMaintenance created again under the same name is another one.
+        uid: String,
     },
+    /// Look for nodes nmo changed for NodeMaintenances that no longer exist, and undo them
+    /// (sent at start and after every relist of the NodeMaintenances).
+    Sweep,
     /// Names of the NodeMaintenances that have a live node actor (introspection, tests).
     Active(RpcReplyPort<Vec<String>>),
-    /// Internal: respawn the node actor of this NodeMaintenance after a crash.
+    /// Internal: respawn the node actor of this NodeMaintenance (uid) after a crash.
     Respawn(String),
+    /// Internal: an orphan sweep finished.
+    Swept(Result<SweepReport, SweepError>),
     /// Internal: the cluster calls for a duplicate NodeMaintenance finished.
     DuplicateHandled {
-        /// The duplicate's name.
-        name: String,
+        /// The duplicate's uid.
+        uid: String,
         /// Ok, or what failed.
         result: Result<(), DuplicateError>,
     },
