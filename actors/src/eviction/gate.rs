@@ -167,9 +167,7 @@ impl Gates {
     /// every budget that ever refused one.
     pub(super) fn prune(&mut self, mut held: impl FnMut(&PodRef) -> bool) -> Vec<String> {
         self.pod_gate.retain(|pod, _| held(pod));
-        for gate in self.gates.values_mut() {
-            gate.parked.retain(&mut held);
-        }
+        self.retain_parked(&mut held);
         let referenced: std::collections::HashSet<&String> = self.pod_gate.values().collect();
         let gone: Vec<String> = self
             .gates

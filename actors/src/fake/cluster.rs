@@ -17,6 +17,9 @@ use crate::ports::{ClusterError, EvictionOutcome};
 pub enum MaintenanceChange {
     /// Created or changed.
     Upsert(Box<Maintenance>),
+    /// Every NodeMaintenance that existed when the subscription began has been sent (the
+    /// controller's watch says so after each listing: the orphan sweep runs then).
+    Listed,
     /// Gone.
     Deleted {
         /// Its name.
@@ -275,6 +278,14 @@ impl FakeCluster {
             .extend(errors);
     }
 
+    /// Forgets every scripted error, stall and panic (e.g. the API server recovered).
+    pub fn clear_scripts(&self) {
+        let mut inner = self.lock();
+        inner.errors.clear();
+        inner.stalls.clear();
+        inner.panics.clear();
+    }
+
     /// Makes the next `times` calls of `op` hang forever (a half-open connection).
     pub fn hang_next(&self, op: &str, times: usize) {
         self.lock()
@@ -393,6 +404,7 @@ impl FakeCluster {
         for nm in inner.maintenances.values() {
             let _ = tx.send(MaintenanceChange::Upsert(Box::new(nm.clone())));
         }
+        let _ = tx.send(MaintenanceChange::Listed);
         inner.nm_watchers.push(tx);
         rx
     }

@@ -54,6 +54,7 @@ pub fn feed(cluster: &FakeCluster, supervisor: ActorRef<SupervisorMsg>) -> JoinH
         while let Some(change) = changes.recv().await {
             let msg = match change {
                 MaintenanceChange::Upsert(nm) => SupervisorMsg::Upsert(nm),
+                MaintenanceChange::Listed => SupervisorMsg::Sweep,
                 MaintenanceChange::Deleted { name, uid } => SupervisorMsg::Deleted { name, uid },
             };
             if supervisor.cast(msg).is_err() {

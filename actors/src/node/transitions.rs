@@ -22,6 +22,10 @@ use crate::plan;
 use crate::ports::ClusterError;
 use crate::stop::StopReason;
 
+/// What `lastError` adds while evictions pause for the node lease.
+const EVICTIONS_PAUSED: &str =
+    "the node lease is about to expire: evictions paused until it is renewed";
+
 impl NodeActorState {
     /// The NodeMaintenance changed.
     pub(super) fn on_update(&mut self, myself: &ActorRef<NodeMsg>, nm: Maintenance) {
@@ -134,10 +138,9 @@ impl NodeActorState {
         if let Some(drain) = self.stage.drain_mut() {
             drain.forget_asked();
         }
-        self.status.wanted.last_error = Some(
-            "the node lease could not be renewed and is about to expire: evictions paused until it is renewed"
-                .to_string(),
-        );
+        self.status.wanted.last_error = Some(format!(
+            "the node lease could not be renewed; {EVICTIONS_PAUSED}"
+        ));
         self.flush_status(myself);
     }
 
@@ -150,7 +153,11 @@ impl NodeActorState {
         if counted.give_up {
             self.give_up(myself, LeaseLost(error));
         } else {
-            self.status.wanted.last_error = Some(error.to_string());
+            self.status.wanted.last_error = Some(if self.lease.paused() {
+                format!("{error}; {EVICTIONS_PAUSED}")
+            } else {
+                error.to_string()
+            });
             self.flush_status(myself);
         }
     }

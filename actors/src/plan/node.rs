@@ -193,9 +193,11 @@ pub fn undo_patch(node: &NodeState, undoer: Undoer<'_>, foreign_holder: bool) ->
         .taints
         .iter()
         .filter(|t| {
-            let drain = t.same_as(&Taint::no_schedule(DRAIN_TAINT_KEY));
-            let unschedulable = t.same_as(&Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
-            !(drain && !prior.drain_taint || unschedulable && !keep_unschedulable_taint)
+            let added_drain = !prior.drain_taint && t.same_as(&Taint::no_schedule(DRAIN_TAINT_KEY));
+            let added_unschedulable = !keep_unschedulable_taint
+                && t.same_as(&Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
+            let added_by_nmo = added_drain || added_unschedulable;
+            !added_by_nmo
         })
         .cloned()
         .collect();
@@ -430,9 +432,8 @@ mod tests {
         n.unschedulable = true;
         n.taints = with_maintenance_taints(&n.taints, t(0));
         n.labels.insert(EXCLUDE_LABEL.into(), "true".into());
-        assert_eq!(
-            record_of(&n, UID).cordoned,
-            false,
+        assert!(
+            !record_of(&n, UID).cordoned,
             "every mark was the operator's"
         );
         assert_eq!(undone(&n, Undoer::Sweep, false), node());

@@ -4,6 +4,7 @@
 
 mod drain;
 mod eviction;
+mod faults;
 mod lease;
 mod lifecycle;
 mod races;
