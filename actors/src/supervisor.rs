@@ -228,6 +228,17 @@ impl SupervisorState {
 
     async fn upsert(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance) {
         let uid = nm.uid.clone();
+        // Names are unique in the API: one of the same name with another uid is gone, even if
+        // its deletion has not been reported yet (a relist reports it after the new one).
+        let stale: Vec<String> = self
+            .known
+            .values()
+            .filter(|known| known.name == nm.name && known.uid != uid)
+            .map(|known| known.uid.clone())
+            .collect();
+        for gone in stale {
+            self.deleted(&gone);
+        }
         self.known.insert(uid.clone(), nm.clone());
         if let Some(active) = self.duplicates.get(&uid).map(|d| d.active.clone()) {
             self.duplicate(myself, nm, active);
