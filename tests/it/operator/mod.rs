@@ -2,6 +2,7 @@
 //! kube client, checking nodes, pods, leases, statuses and events.
 
 mod drain;
+mod faults;
 mod finalizer;
 mod leader;
 mod lease;

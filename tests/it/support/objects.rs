@@ -267,6 +267,20 @@ impl TestEnv {
             .expect("the lease is deleted");
     }
 
+    /// Applies a JSON merge patch to an object of kind `K`, as an admin would (e.g. removing a
+    /// NodeMaintenance's finalizer by hand).
+    pub async fn patch_json<K>(&self, namespace: Option<&str>, name: &str, patch: Value)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let request = Request::new(K::url_path(&(), namespace))
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .expect("a PATCH request");
+        if let Err(error) = self.admin.request::<Value>(request).await {
+            panic!("patching {} {name}: {error}", K::kind(&()));
+        }
+    }
+
     /// Applies a JSON merge patch to a node, as another controller or an admin would.
     pub async fn patch_node(&self, node: &str, patch: Value) {
         Api::<Node>::all(self.admin.clone())
