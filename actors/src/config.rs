@@ -37,8 +37,9 @@ pub mod defaults {
     pub const STATUS_COALESCE: Duration = Duration::from_secs(1);
     /// How long one API call may take before it counts as failed (a hung connection).
     pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-    /// Ceiling of the backoff between retries of a failing step (the first waits
-    /// [`RETRY_INTERVAL`]).
+    /// First wait before a failing step is tried again (then doubling, with jitter).
+    pub const RETRY_BACKOFF_BASE: Duration = Duration::from_secs(1);
+    /// Ceiling of the backoff between retries of a failing step.
     pub const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(120);
     /// First wait before a failed lease renewal is tried again.
     pub const LEASE_RETRY_BASE: Duration = Duration::from_secs(1);
@@ -130,6 +131,8 @@ pub struct Config {
     pub status_coalesce: Duration,
     /// How long one API call may take (see [`crate::deadline::Bounded`]).
     pub call_timeout: Duration,
+    /// First wait before a failing step is tried again (doubling, with jitter).
+    pub retry_backoff_base: Duration,
     /// Ceiling of the backoff between retries of a failing step.
     pub retry_backoff_max: Duration,
     /// First wait before a failed lease renewal is tried again (doubling, up to the renewal
@@ -166,6 +169,7 @@ impl Default for Config {
             backoff_max: defaults::BACKOFF_MAX,
             status_coalesce: defaults::STATUS_COALESCE,
             call_timeout: defaults::CALL_TIMEOUT,
+            retry_backoff_base: defaults::RETRY_BACKOFF_BASE,
             retry_backoff_max: defaults::RETRY_BACKOFF_MAX,
             lease_retry_base: defaults::LEASE_RETRY_BASE,
             respawn_base: defaults::RESPAWN_BASE,
@@ -212,6 +216,7 @@ impl fmt::Debug for Config {
             .field("backoff_max", &self.backoff_max)
             .field("status_coalesce", &self.status_coalesce)
             .field("call_timeout", &self.call_timeout)
+            .field("retry_backoff_base", &self.retry_backoff_base)
             .field("retry_backoff_max", &self.retry_backoff_max)
             .field("lease_retry_base", &self.lease_retry_base)
             .field("respawn_base", &self.respawn_base)

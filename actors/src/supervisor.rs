@@ -413,9 +413,10 @@ impl SupervisorState {
         } else if complete {
             self.sweep_failures.succeeded();
         } else {
-            let delay = self
-                .sweep_failures
-                .failed(self.config.retry_interval, self.config.retry_backoff_max);
+            let delay = self.sweep_failures.failed(
+                self.config.retry_backoff_base,
+                self.config.retry_backoff_max,
+            );
             self.sweep_retry
                 .set(myself.send_after(delay, || SupervisorMsg::Sweep));
         }

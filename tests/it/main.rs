@@ -13,6 +13,8 @@ mod operator;
 mod otlp_receiver;
 mod packaging;
 mod probes;
+#[cfg(feature = "devtools")]
+mod soak;
 mod support;
 mod traces;
 mod webhook;

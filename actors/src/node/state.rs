@@ -230,7 +230,7 @@ impl NodeActorState {
     /// row (with jitter), so that a failing API is not hammered by every maintenance at once.
     pub(super) fn step_failed(&mut self, myself: &ActorRef<NodeMsg>) {
         let delay = self.backoff.failed(
-            self.ctx.config.retry_interval,
+            self.ctx.config.retry_backoff_base,
             self.ctx.config.retry_backoff_max,
         );
         self.hold_until = Some(Instant::now() + delay);

@@ -137,7 +137,7 @@ impl StatusWriter {
         self.in_flight = false;
         let delay = self
             .failures
-            .failed(config.retry_interval, config.retry_backoff_max);
+            .failed(config.retry_backoff_base, config.retry_backoff_max);
         self.retry_at = Some(now + delay);
     }
 }

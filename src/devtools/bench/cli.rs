@@ -5,12 +5,46 @@ use std::path::{Path, PathBuf};
 
 use super::error::BenchError;
 use super::result::{ScenarioResult, flatness};
-use super::{report, run, scenario};
+use super::{report, run, scenario, soak};
+
+/// Runs one fault soak and prints its report; a failed check is an error.
+async fn run_soak(
+    config: &soak::SoakConfig,
+    json: bool,
+    nmo: &Path,
+    dir: &Path,
+    out: &mut (dyn Write + Send),
+) -> Result<(), BenchError> {
+    if !json {
+        writeln!(out, "running {}: the fault soak ...", config.name)?;
+        out.flush()?;
+    }
+    let report = soak::run(config, nmo, dir).await?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    } else {
+        writeln!(out, "{report}")?;
+    }
+    out.flush()?;
+    if report.passed() {
+        Ok(())
+    } else {
+        let failed: Vec<String> = report
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| format!("{}: {} (target {})", c.what, c.actual, c.target))
+            .collect();
+        Err(BenchError::SoakFailed(failed.join("; ")))
+    }
+}
 
 /// Flags of `nmo bench`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BenchArgs {
     /// Scenarios to run: a, a-fast, b (= b100 b500 b2000), b100, b500, b2000, c. Default: all.
+    /// `soak` (the fault soak: 100 maintenances, faults, three leader kills; minutes) and
+    /// `soak-ci` (its CI size) run only when named; they exit non-zero when a check fails.
     #[arg(long = "scenario", value_name = "NAME")]
     pub scenarios: Vec<String>,
     /// Print one JSON object per scenario instead of tables.
@@ -27,9 +61,26 @@ pub async fn run_all(
     nmo: &Path,
     out: &mut (dyn Write + Send),
 ) -> Result<Vec<ScenarioResult>, BenchError> {
-    let scenarios = scenario::by_names(&args.scenarios);
+    let soaks: Vec<soak::SoakConfig> = args
+        .scenarios
+        .iter()
+        .filter_map(|name| soak::SoakConfig::named(name))
+        .collect();
+    let drains: Vec<String> = args
+        .scenarios
+        .iter()
+        .filter(|name| soak::SoakConfig::named(name).is_none())
+        .cloned()
+        .collect();
     let dir = std::env::temp_dir().join(format!("nmo-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    for config in &soaks {
+        run_soak(config, args.json, nmo, &dir, out).await?;
+    }
+    if !soaks.is_empty() && drains.is_empty() {
+        return Ok(Vec::new());
+    }
+    let scenarios = scenario::by_names(&drains);
     if !args.json {
         writeln!(out, "machine: {}", report::machine())?;
         writeln!(

@@ -27,6 +27,9 @@ pub enum BenchError {
     /// A file could not be written.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The fault soak ran, and a check failed (the report above says which).
+    #[error("the fault soak failed a check: {0}")]
+    SoakFailed(String),
     /// The results could not be written as JSON.
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),

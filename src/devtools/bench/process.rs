@@ -22,7 +22,26 @@ impl OperatorProcess {
         eviction_rate: Option<f64>,
         log: &Path,
     ) -> Result<OperatorProcess, BenchError> {
-        let log_file = std::fs::File::create(log)?;
+        let mut args = Vec::new();
+        if let Some(rate) = eviction_rate {
+            args.extend(["--eviction-rate".to_string(), rate.to_string()]);
+        }
+        Self::spawn_with(binary, kubeconfig, &args, &[], log)
+    }
+
+    /// [`OperatorProcess::spawn`] with more flags and environment variables (a log appended to
+    /// when it exists, so that a restarted replica keeps its predecessor's lines).
+    pub fn spawn_with(
+        binary: &Path,
+        kubeconfig: &Path,
+        args: &[String],
+        envs: &[(&str, &str)],
+        log: &Path,
+    ) -> Result<OperatorProcess, BenchError> {
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
         let mut command = Command::new(binary);
         command
             .args([
@@ -34,16 +53,15 @@ impl OperatorProcess {
                 "--webhook-port",
                 "0",
             ])
+            .args(args)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "warn")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file);
-        if let Some(rate) = eviction_rate {
-            command.args(["--eviction-rate", &rate.to_string()]);
-        }
         let child = command.spawn().map_err(|source| BenchError::Spawn {
             binary: binary.display().to_string(),
             source,
@@ -71,6 +89,11 @@ impl OperatorProcess {
 
     /// Stops it (by its own pid) and reaps it.
     pub fn stop(mut self) {
+        self.kill();
+    }
+
+    /// Kills it at once (SIGKILL, as `kill -9` would), by its own pid, and reaps it.
+    pub fn kill_now(mut self) {
         self.kill();
     }
 

@@ -1,0 +1,248 @@
+//! What the soak checks at the instant each request of a replica takes effect (the simulator's
+//! audit hook): a write by a replica that does not hold the leader lease at that moment, an
+//! eviction or deletion of a DaemonSet or mirror pod, and a pod deleted while a budget that
+//! covers it allows no disruption.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use nmo_sim::Served;
+use nmo_sim::selectors::LabelSelector;
+use serde_json::Value;
+
+use crate::leader::LEADER_ELECTION_ID;
+
+/// Kept per kind of violation, to show what happened.
+const EXAMPLES: usize = 5;
+
+/// One kind of violation: how often, and the first few.
+#[derive(Debug, Clone, Default)]
+pub struct Violations {
+    /// How many.
+    pub count: u64,
+    /// The first few, described.
+    pub examples: Vec<String>,
+}
+
+impl Violations {
+    fn add(&mut self, what: String) {
+        self.count += 1;
+        if self.examples.len() < EXAMPLES {
+            self.examples.push(what);
+        }
+    }
+}
+
+/// What the audit found so far.
+#[derive(Debug, Clone, Default)]
+pub struct Findings {
+    /// Writes by a replica while another held (or nobody held) the leader lease.
+    pub writes_without_leadership: Violations,
+    /// Evictions or deletions of DaemonSet-managed or mirror pods.
+    pub daemonset_or_mirror_pods_removed: Violations,
+    /// Pods deleted (not evicted) while a budget covering them allowed no disruption.
+    pub protected_pods_deleted: Violations,
+    /// Writes by each replica (user), for the figures.
+    pub writes_by_replica: BTreeMap<String, u64>,
+}
+
+/// The audit: the replicas' users and the leader election identity prefix of the process
+/// that runs as each now.
+#[derive(Clone)]
+pub struct Audit {
+    /// user -> identity prefix (`<HOSTNAME>_`) of its current process.
+    replicas: Arc<Mutex<BTreeMap<String, String>>>,
+    /// Namespace of the leader election lease.
+    leader_namespace: String,
+    findings: Arc<Mutex<Findings>>,
+}
+
+fn is_write(verb: &str) -> bool {
+    matches!(
+        verb,
+        "create" | "update" | "patch" | "delete" | "deletecollection"
+    )
+}
+
+fn owner_kind(pod: &Value) -> Option<&str> {
+    pod.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|o| o["controller"].as_bool() == Some(true))
+        .and_then(|o| o["kind"].as_str())
+}
+
+fn owner_name(pod: &Value) -> Option<&str> {
+    pod.pointer("/metadata/ownerReferences")?
+        .as_array()?
+        .iter()
+        .find(|o| o["controller"].as_bool() == Some(true))
+        .and_then(|o| o["name"].as_str())
+}
+
+fn is_mirror(pod: &Value) -> bool {
+    pod.pointer("/metadata/annotations/kubernetes.io~1config.mirror")
+        .is_some()
+}
+
+fn is_finished(pod: &Value) -> bool {
+    matches!(
+        pod.pointer("/status/phase").and_then(Value::as_str),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn labels(pod: &Value) -> Vec<(String, String)> {
+    pod.pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|labels| {
+            labels
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Audit {
+    /// An audit of replicas electing their leader in `leader_namespace`.
+    pub fn new(leader_namespace: &str) -> Self {
+        Audit {
+            replicas: Arc::default(),
+            leader_namespace: leader_namespace.to_string(),
+            findings: Arc::default(),
+        }
+    }
+
+    /// The replica `user` now runs as a process with HOSTNAME `host` (each process has its own,
+    /// so a write of a restarted replica is never taken for its predecessor's).
+    pub fn started(&self, user: &str, host: &str) {
+        self.replicas
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(user.to_string(), format!("{host}_"));
+    }
+
+    /// What was found so far.
+    pub fn findings(&self) -> Findings {
+        self.findings
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The hook for the simulator.
+    pub fn hook(&self) -> nmo_sim::AuditHook {
+        let audit = self.clone();
+        Arc::new(move |served: &Served<'_>| audit.check(served))
+    }
+
+    fn check(&self, served: &Served<'_>) {
+        let key = served.key;
+        let Some(identity) = self
+            .replicas
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&key.user)
+            .cloned()
+        else {
+            return;
+        };
+        if !is_write(&key.verb) {
+            return;
+        }
+        let what = || {
+            format!(
+                "{} {} {}{}/{} by {}",
+                key.verb,
+                key.resource,
+                if key.subresource.is_empty() {
+                    String::new()
+                } else {
+                    format!("({}) ", key.subresource)
+                },
+                served.namespace,
+                served.name,
+                key.user
+            )
+        };
+        let mut findings = self.findings.lock().unwrap_or_else(PoisonError::into_inner);
+        *findings
+            .writes_by_replica
+            .entry(key.user.clone())
+            .or_default() += 1;
+        // The election itself (its lease is created through the collection, without a name).
+        let election = key.resource == "leases"
+            && served.namespace == self.leader_namespace
+            && (served.name == LEADER_ELECTION_ID || served.name.is_empty());
+        if !election {
+            let holder = served
+                .get_json(
+                    "coordination.k8s.io",
+                    "leases",
+                    &self.leader_namespace,
+                    LEADER_ELECTION_ID,
+                )
+                .and_then(|lease| {
+                    lease
+                        .pointer("/spec/holderIdentity")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .unwrap_or_default();
+            if !holder.starts_with(identity.as_str()) {
+                findings
+                    .writes_without_leadership
+                    .add(format!("{} while {holder:?} led", what()));
+            }
+        }
+        if key.resource != "pods" {
+            return;
+        }
+        let Some(pod) = served.get_json("", "pods", served.namespace, served.name) else {
+            return;
+        };
+        let evicting = key.verb == "create" && key.subresource == "eviction";
+        let deleting = key.verb == "delete" && key.subresource.is_empty();
+        if !(evicting || deleting) {
+            return;
+        }
+        let daemonset = owner_kind(&pod) == Some("DaemonSet");
+        let orphan = daemonset
+            && deleting
+            && owner_name(&pod).is_some_and(|ds| {
+                served
+                    .get_json("apps", "daemonsets", served.namespace, ds)
+                    .is_none()
+            });
+        if is_mirror(&pod) || (daemonset && !orphan) {
+            findings.daemonset_or_mirror_pods_removed.add(what());
+        }
+        if deleting && !is_finished(&pod) {
+            let pod_labels = labels(&pod);
+            let blocked_by = served
+                .list_json("policy", "poddisruptionbudgets", served.namespace)
+                .into_iter()
+                .find(|pdb| {
+                    let covers = pdb
+                        .pointer("/spec/selector")
+                        .and_then(|s| LabelSelector::from_object(s).ok())
+                        .is_some_and(|s| s.matches(&pod_labels));
+                    let allowed = pdb
+                        .pointer("/status/disruptionsAllowed")
+                        .and_then(Value::as_i64)
+                        .unwrap_or(0);
+                    covers && allowed == 0
+                });
+            if let Some(pdb) = blocked_by {
+                let name = pdb
+                    .pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                findings
+                    .protected_pods_deleted
+                    .add(format!("{} while budget {name} allowed none", what()));
+            }
+        }
+    }
+}
