@@ -225,7 +225,9 @@ async fn the_audit_hook_sees_each_request_before_it_takes_effect() {
     let sim = Simulator::start(SimConfig::default().scenario(Scenario::plain(1, 0)))
         .await
         .unwrap();
-    let seen: Arc<Mutex<Vec<(String, String, Option<bool>)>>> = Arc::default();
+    /// (verb, name, the node's `spec.unschedulable` just before the request).
+    type Seen = Vec<(String, String, Option<bool>)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
     let log = seen.clone();
     sim.set_audit_hook(Some(Arc::new(move |served: &nmo_sim::Served<'_>| {
         // What the node is just before the request changes it.

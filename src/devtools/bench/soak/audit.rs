@@ -246,3 +246,126 @@ impl Audit {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::{Api, DeleteParams, EvictParams, Patch, PatchParams};
+    use nmo_sim::{ClientOptions, Scenario, SimConfig, Simulator};
+    use serde_json::json;
+
+    use super::*;
+
+    fn pod_named(pods: &[Value], pick: impl Fn(&Value) -> bool) -> (String, String) {
+        let pod = pods.iter().find(|p| pick(p)).expect("such a pod");
+        let meta = |f: &str| pod["metadata"][f].as_str().unwrap_or_default().to_string();
+        (meta("namespace"), meta("name"))
+    }
+
+    /// Each check can fail: a write of a replica that does not lead, an eviction of a
+    /// DaemonSet and of a mirror pod, and a deletion of a pod whose budget allows nothing are
+    /// all caught; the leader's ordinary writes are not.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_kind_of_violation_is_caught() {
+        let config = SimConfig::default()
+            .scenario(Scenario::new(2, 4))
+            .token("token-a", "nmo-a")
+            .token("token-b", "nmo-b")
+            .time_scale(0.0);
+        let sim = Simulator::start(config)
+            .await
+            .expect("the simulator starts");
+        let audit = Audit::new("default");
+        audit.started("nmo-a", "soak-a-1");
+        audit.started("nmo-b", "soak-b-1");
+        sim.set_audit_hook(Some(audit.hook()));
+        sim.create_json(
+            "coordination.k8s.io",
+            "leases",
+            "default",
+            json!({"metadata": {"name": LEADER_ELECTION_ID},
+                   "spec": {"holderIdentity": "soak-b-1_0123", "leaseDurationSeconds": 8}}),
+            false,
+        )
+        .expect("the leader lease");
+        let client = |token: &str| {
+            sim.kube_client_with(&ClientOptions {
+                token: Some(token.into()),
+                ..ClientOptions::default()
+            })
+            .expect("a client")
+        };
+        let (a, b) = (client("token-a"), client("token-b"));
+        let cordon = Patch::Merge(json!({"spec": {"unschedulable": true}}));
+        Api::<Node>::all(a)
+            .patch("node-0", &PatchParams::default(), &cordon)
+            .await
+            .expect("the simulator takes it");
+        Api::<Node>::all(b.clone())
+            .patch("node-1", &PatchParams::default(), &cordon)
+            .await
+            .expect("the leader's write");
+
+        let pods = sim.list_json("", "pods", "");
+        let (ns, daemonset_pod) = pod_named(&pods, |p| {
+            p["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet"
+        });
+        let _ = Api::<Pod>::namespaced(b.clone(), &ns)
+            .evict(&daemonset_pod, &EvictParams::default())
+            .await;
+        let (ns, mirror_pod) = pod_named(&pods, |p| {
+            p["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string()
+        });
+        let _ = Api::<Pod>::namespaced(b.clone(), &ns)
+            .evict(&mirror_pod, &EvictParams::default())
+            .await;
+
+        // A budget that allows no disruption over one ReplicaSet pod.
+        let (ns, guarded) = pod_named(&pods, |p| {
+            p["metadata"]["ownerReferences"][0]["kind"] == "ReplicaSet"
+        });
+        let guarded_pod = sim.get_json("", "pods", &ns, &guarded).expect("the pod");
+        let app = guarded_pod["metadata"]["labels"]["app"].clone();
+        sim.create_json(
+            "policy",
+            "poddisruptionbudgets",
+            &ns,
+            json!({"metadata": {"name": "guard"},
+                   "spec": {"minAvailable": 1000, "selector": {"matchLabels": {"app": app}}}}),
+            false,
+        )
+        .expect("the budget");
+        let allows_none = || {
+            sim.get_json("policy", "poddisruptionbudgets", &ns, "guard")
+                .and_then(|p| {
+                    p.pointer("/status/disruptionsAllowed")
+                        .and_then(Value::as_i64)
+                })
+                == Some(0)
+        };
+        for _ in 0..100 {
+            if allows_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            allows_none(),
+            "the disruption controller computed the budget"
+        );
+        Api::<Pod>::namespaced(b, &ns)
+            .delete(&guarded, &DeleteParams::default())
+            .await
+            .expect("the simulator deletes it");
+
+        let found = audit.findings();
+        assert_eq!(found.writes_without_leadership.count, 1, "{found:?}");
+        assert!(found.writes_without_leadership.examples[0].contains("nodes"));
+        assert_eq!(found.daemonset_or_mirror_pods_removed.count, 2, "{found:?}");
+        assert_eq!(found.protected_pods_deleted.count, 1, "{found:?}");
+        sim.set_audit_hook(None);
+        sim.shutdown().await;
+    }
+}
