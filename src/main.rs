@@ -19,8 +19,9 @@ struct Cli {
 enum Command {
     /// Run the operator against the cluster of the kubeconfig (or in-cluster config).
     Run {
+        // Boxed: the flags are many, the other commands small.
         #[command(flatten)]
-        options: OperatorOptions,
+        options: Box<OperatorOptions>,
         /// Log line format.
         #[arg(long, value_enum, default_value = "text")]
         log_format: LogFormat,
@@ -81,7 +82,7 @@ fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Run {
             options,
             log_format,
-        } => runtime()?.block_on(run_operator(options, log_format)),
+        } => runtime()?.block_on(run_operator(*options, log_format)),
         #[cfg(feature = "devtools")]
         Command::Dev(command) => Ok(runtime()?.block_on(nmo::devtools::run(command))?),
     }
