@@ -17,7 +17,7 @@ use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
 use tokio::time::Instant;
 
 pub use duplicate::DuplicateError;
-pub use messages::SupervisorMsg;
+pub use messages::{Remembered, SupervisorMsg};
 
 use crate::config::Config;
 use crate::eviction::EvictionMsg;
@@ -492,6 +492,16 @@ impl Actor for Supervisor {
                     state.children.values().map(|c| c.name.clone()).collect();
                 names.sort();
                 let _ = port.send(names);
+            }
+            SupervisorMsg::Remembered(port) => {
+                let _ = port.send(Remembered {
+                    known: state.known.len(),
+                    children: state.children.len(),
+                    drivers: state.drivers.len(),
+                    duplicates: state.duplicates.len(),
+                    finished: state.finished.len(),
+                    crashes: state.crashes.len(),
+                });
             }
             SupervisorMsg::Respawn(uid) => state.respawn(&myself, uid).await,
             SupervisorMsg::DuplicateHandled { uid, result } => {

@@ -4,6 +4,23 @@ use ractor::RpcReplyPort;
 
 use super::duplicate::DuplicateError;
 use crate::model::Maintenance;
+
+/// How many entries the supervisor keeps, per kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Remembered {
+    /// NodeMaintenances known to exist.
+    pub known: usize,
+    /// Node actors.
+    pub children: usize,
+    /// Nodes with a driver.
+    pub drivers: usize,
+    /// Duplicates.
+    pub duplicates: usize,
+    /// Undone NodeMaintenances whose deletion is still to arrive.
+    pub finished: usize,
+    /// Crash counts kept for respawn backoff.
+    pub crashes: usize,
+}
 use crate::sweep::{SweepError, SweepReport};
 
 /// Messages to the supervisor. The controller sends `Upsert` for every NodeMaintenance it sees
@@ -24,6 +41,9 @@ pub enum SupervisorMsg {
     Sweep,
     /// Names of the NodeMaintenances that have a live node actor (introspection, tests).
     Active(RpcReplyPort<Vec<String>>),
+    /// How much the supervisor remembers (introspection, tests: nothing may grow without
+    /// bound over a long run).
+    Remembered(RpcReplyPort<Remembered>),
     /// Internal: respawn the node actor of this NodeMaintenance (uid) after a crash.
     Respawn(String),
     /// Internal: an orphan sweep finished.

@@ -2,6 +2,7 @@
 //! node, an API that keeps failing, many maintenances resumed at once.
 
 use crate::model::{EXCLUDE_LABEL_VALUE, NodeRecord};
+use crate::supervisor::{Remembered, SupervisorMsg};
 
 use super::*;
 
@@ -463,6 +464,64 @@ async fn a_maintenance_created_again_under_the_same_name_starts_once_the_old_und
         Some("uid-nm1-again".to_string())
     );
     assert_eq!(h.active().await, ["nm1"]);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_is_remembered_of_maintenances_that_are_gone() {
+    let cluster = FakeCluster::new();
+    for i in 0..10 {
+        cluster.add_node(&format!("n{i}"));
+    }
+    let h = Harness::paused(&cluster, |_| {}).await;
+    for round in 0..3 {
+        for i in 0..10 {
+            cluster.create(Maintenance {
+                uid: format!("uid-nm{i}-{round}"),
+                ..Maintenance::test(&format!("nm{i}")).on(&format!("n{i}"))
+            });
+        }
+        for i in 0..10 {
+            assert!(
+                h.wait_phase(&format!("nm{i}"), Phase::Succeeded, Duration::from_secs(30))
+                    .await
+            );
+        }
+        for i in 0..10 {
+            cluster.delete_maintenance(&format!("nm{i}"));
+        }
+        for i in 0..10 {
+            assert!(
+                h.wait_gone(&format!("nm{i}"), Duration::from_secs(30))
+                    .await
+            );
+        }
+    }
+    // And one whose finalizer is removed by hand while its undo is out: its deletion is
+    // reported before its actor ends.
+    cluster.create_maintenance("late", "n0", t0());
+    assert!(
+        h.wait_phase("late", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    cluster.delay_next("patch_node", 1, Duration::from_secs(5));
+    let patches = cluster.count_calls("patch_node");
+    cluster.delete_maintenance("late");
+    assert!(
+        eventually(Duration::from_secs(2), || cluster.count_calls("patch_node")
+            > patches)
+        .await,
+        "the undo is out"
+    );
+    let late = cluster.maintenance("late").unwrap();
+    cluster.put_maintenance(Maintenance {
+        finalizers: vec![],
+        ..late
+    });
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(h.active().await, Vec::<String>::new());
+    let remembered = ractor::call!(h.supervisor(), SupervisorMsg::Remembered).unwrap();
+    assert_eq!(remembered, Remembered::default(), "{remembered:?}");
     h.stop().await;
 }
 

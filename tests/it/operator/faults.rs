@@ -250,3 +250,34 @@ async fn an_old_leaders_repair_never_lands_after_it_lost_the_lease() {
         "the old leader's repair landed"
     );
 }
+
+/// The DaemonSet lookup is shared by every drain that meets the DaemonSet's pods: a lookup
+/// the API server answers late must not keep its callers waiting beyond the call deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_daemonset_lookup_keeps_none_of_its_callers_waiting() {
+    let env = TestEnv::builder()
+        .scenario(Scenario::new(1, 3))
+        .without_operator()
+        .start()
+        .await;
+    env.sim().faults().add(
+        FaultRule::on(Some("get"), Some("daemonsets"))
+            .user_agent(OPERATOR_AGENT)
+            .latency(Duration::from_secs(30)),
+    );
+    let adapter =
+        KubeCluster::new(env.operator_client(), None).with_call_timeout(Duration::from_secs(1));
+    // Each answers with the deadline's error, not with the DaemonSet 30 s later.
+    let (first, second) = tokio::join!(
+        adapter.daemonset_exists("kube-system", "ds-0"),
+        adapter.daemonset_exists("kube-system", "ds-0"),
+    );
+    assert!(
+        matches!(first, Err(ClusterError::Transient(_))),
+        "{first:?}"
+    );
+    assert!(
+        matches!(second, Err(ClusterError::Transient(_))),
+        "{second:?}"
+    );
+}
