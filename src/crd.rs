@@ -63,6 +63,34 @@ pub use nmo_actors::model::FINALIZER;
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Queue",
+        type_ = "integer",
+        json_path = ".status.queue.position",
+        description = "Place in the cluster maintenance queue while waiting to start, 1 next (kubectl get -o wide)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Waiting For",
+        type_ = "string",
+        json_path = ".status.queue.waitingFor",
+        description = "What a queued maintenance waits for (kubectl get -o wide)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Blocked",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"DrainBlocked\")].reason",
+        description = "Why the drain is stuck, while it is (kubectl get -o wide)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Error",
+        type_ = "string",
+        json_path = ".status.lastError",
+        description = "The latest error of the maintenance (kubectl get -o wide)",
+        priority = 1
     )
 )]
 #[serde(rename_all = "camelCase")]
@@ -113,6 +141,22 @@ pub struct NodeMaintenanceStatus {
     /// is draining), so a waiting maintenance is distinguishable from a draining one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
+    /// nmo addition: while the maintenance waits for the cluster maintenance budget
+    /// (`--max-parallel-maintenances`, `--max-unavailable-nodes`), its place in the queue and
+    /// what it waits for; absent once it started. A waiting maintenance touches nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStatus>,
+}
+
+/// nmo addition: a maintenance's place in the cluster maintenance queue.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    /// 1 for the next maintenance to start.
+    pub position: i32,
+    /// What the queue waits for, e.g. `max-parallel-maintenances: 20 of 20 running`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub waiting_for: String,
 }
 
 /// The phase of a maintenance.

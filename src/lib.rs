@@ -1,6 +1,8 @@
 //! nmo: a Kubernetes node maintenance operator, drop-in compatible with the medik8s
 //! Node Maintenance Operator.
 
+pub mod build_info;
+pub mod cli;
 pub mod cluster;
 pub mod crd;
 #[cfg(feature = "devtools")]
@@ -9,4 +11,5 @@ pub mod leader;
 pub mod maintenance_watch;
 pub mod observability;
 pub mod operator;
+pub mod plan;
 pub mod webhook;

@@ -3,31 +3,34 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use nmo::observability::telemetry::{self, LogFormat};
-use nmo::operator::{self, OperatorOptions};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use nmo::cli::{RunArgs, go_flags};
 
 /// nmo: Kubernetes node maintenance operator (drop-in for the medik8s Node Maintenance Operator).
+///
+/// Without a subcommand nmo runs the operator, as `nmo run` does, so the Go operator's command
+/// line (`/manager --leader-elect --zap-log-level=info`) works unchanged.
 #[derive(Parser, Debug)]
-#[command(name = "nmo", version, about)]
+#[command(name = "nmo", version = nmo::build_info::VERSION_LINE, about,
+          args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// The operator's flags, when no subcommand is given.
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run the operator against the cluster of the kubeconfig (or in-cluster config).
-    Run {
-        // Boxed: the flags are many, the other commands small.
-        #[command(flatten)]
-        options: Box<OperatorOptions>,
-        /// Log line format.
-        #[arg(long, value_enum, default_value = "text")]
-        log_format: LogFormat,
-    },
+    /// Run the operator against the cluster of the kubeconfig (or in-cluster config); the same
+    /// as no subcommand.
+    Run(Box<RunArgs>),
     /// Print the NodeMaintenance CustomResourceDefinition as YAML (what deploy/base/crd.yaml holds).
     Crd,
+    /// Show what draining these nodes would do and what would block it, changing nothing.
+    /// Exit status: 0 nothing blocks, 3 something will, 1 no plan could be made.
+    Plan(nmo::plan::PlanArgs),
     /// `sim`, `demo` and `bench`: only in development builds (feature `devtools`).
     #[cfg(feature = "devtools")]
     #[command(flatten)]
@@ -43,28 +46,22 @@ enum CliError {
     /// Standard output could not be written, or the runtime could not start.
     #[error("{0}")]
     Io(#[from] std::io::Error),
-    /// Logging or tracing could not start.
+    /// The operator process stopped with an error.
     #[error(transparent)]
-    Telemetry(#[from] telemetry::TelemetryError),
-    /// No cluster configuration was found or it is unusable.
-    #[error("cannot reach a cluster: {0}")]
-    Kube(#[from] kube::Error),
-    /// The operator stopped with an error.
+    Run(#[from] nmo::cli::RunError),
+    /// `nmo plan` could not make a plan.
     #[error(transparent)]
-    Operator(#[from] operator::OperatorError),
+    Plan(#[from] nmo::plan::PlanError),
     /// A development subcommand (sim, demo, bench) failed.
     #[cfg(feature = "devtools")]
     #[error(transparent)]
     Dev(#[from] nmo::devtools::DevError),
 }
 
-/// What `nmo run` logs when RUST_LOG is unset.
-const RUN_LOG_FILTER: &str = "info";
-
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = parse_command_line();
     match dispatch(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("nmo: {error}");
             ExitCode::FAILURE
@@ -72,19 +69,37 @@ fn main() -> ExitCode {
     }
 }
 
-fn dispatch(cli: Cli) -> Result<(), CliError> {
-    match cli.command {
+/// The command line, with the Go operator's one-dash long flags (`-leader-elect`) read as
+/// two-dash ones.
+fn parse_command_line() -> Cli {
+    let command = Cli::command();
+    let args =
+        go_flags::normalize_single_dash(std::env::args_os(), &go_flags::long_names(&command));
+    let matches = command.get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
+    let Some(command) = cli.command else {
+        return run_operator(cli.run).map(|()| ExitCode::SUCCESS);
+    };
+    match command {
         Command::Crd => {
             let yaml = nmo::crd::definition_yaml()?;
             std::io::stdout().lock().write_all(yaml.as_bytes())?;
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
-        Command::Run {
-            options,
-            log_format,
-        } => runtime()?.block_on(run_operator(*options, log_format)),
+        Command::Plan(args) => {
+            let mut out = std::io::stdout();
+            let code = runtime()?.block_on(nmo::plan::run(&args, &mut out))?;
+            Ok(ExitCode::from(code))
+        }
+        Command::Run(args) => run_operator(*args).map(|()| ExitCode::SUCCESS),
         #[cfg(feature = "devtools")]
-        Command::Dev(command) => Ok(runtime()?.block_on(nmo::devtools::run(command))?),
+        Command::Dev(command) => {
+            runtime()?.block_on(nmo::devtools::run(command))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -94,19 +109,8 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
         .build()
 }
 
-async fn run_operator(options: OperatorOptions, log_format: LogFormat) -> Result<(), CliError> {
-    let telemetry = telemetry::init(log_format, RUN_LOG_FILTER)?;
-    let outcome = async {
-        let config = kube::Config::infer()
-            .await
-            .map_err(kube::Error::InferConfig)?;
-        let client = operator::client(config)?;
-        operator::run(client, options, termination()).await?;
-        Ok(())
-    }
-    .await;
-    telemetry.shutdown().await;
-    outcome
+fn run_operator(args: RunArgs) -> Result<(), CliError> {
+    Ok(runtime()?.block_on(nmo::cli::run(args, termination()))?)
 }
 
 /// Completes on SIGTERM (what the kubelet sends) or Ctrl-C.

@@ -61,7 +61,9 @@ pub async fn run(
                 readiness.set_ready();
                 gone.into_iter()
                     .try_for_each(|(name, uid)| deleted(&supervisor, name, uid))
-                    .and_then(|()| sweep(&supervisor))
+                    // Only now does the budget know every maintenance holding a slot, and may
+                    // the orphan sweep look for nodes of NodeMaintenances that are gone.
+                    .and_then(|()| listed(&supervisor))
             }
             Ok(Event::Apply(object)) => {
                 known.insert(object.name_any(), uid(&object));
@@ -93,6 +95,12 @@ fn upsert(
         .map_err(|e| WatchError::SupervisorGone(e.to_string()))
 }
 
+fn listed(supervisor: &ActorRef<SupervisorMsg>) -> Result<(), WatchError> {
+    supervisor
+        .cast(SupervisorMsg::Listed)
+        .map_err(|e| WatchError::SupervisorGone(e.to_string()))
+}
+
 fn uid(object: &NodeMaintenance) -> String {
     object.metadata.uid.clone().unwrap_or_default()
 }
@@ -104,11 +112,5 @@ fn deleted(
 ) -> Result<(), WatchError> {
     supervisor
         .cast(SupervisorMsg::Deleted { name, uid })
-        .map_err(|e| WatchError::SupervisorGone(e.to_string()))
-}
-
-fn sweep(supervisor: &ActorRef<SupervisorMsg>) -> Result<(), WatchError> {
-    supervisor
-        .cast(SupervisorMsg::Sweep)
         .map_err(|e| WatchError::SupervisorGone(e.to_string()))
 }

@@ -8,11 +8,14 @@ use std::time::Duration;
 
 use kube::Client;
 use nmo_actors::config::{Config, defaults};
+use nmo_actors::fleet::{FleetBudget, Limit, LimitError};
 use nmo_actors::system::{self, StartError};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
+use crate::cli::duration::parse_duration;
+use crate::cli::go_flags::parse_go_bool;
 use crate::cluster::KubeCluster;
 use crate::leader::{Fence, LeaderConfig, LeaderConfigError, LeaderElector, LeaderError};
 use crate::maintenance_watch::{self, WatchError};
@@ -20,7 +23,8 @@ use crate::observability::api_metrics::{self, ApiRequests};
 use crate::observability::endpoints::{self, Readiness};
 use crate::observability::http::{self, parse_bind_address};
 use crate::observability::operator_metrics::{OperatorMetrics, ProcessObserver};
-use crate::webhook::{self, WebhookConfig, WebhookError};
+use crate::observability::process_metrics::{Leadership, ProcessCollector, register_build_info};
+use crate::webhook::{self, WebhookConfig, WebhookError, WebhookMetrics};
 
 /// The operator's flags (the Go operator's names where it has them).
 #[derive(Debug, Clone, clap::Args)]
@@ -31,20 +35,23 @@ pub struct OperatorOptions {
     /// Where to serve `/healthz` and `/readyz`; `0` disables it.
     #[arg(long, default_value = ":8081")]
     pub health_probe_bind_address: String,
-    /// Run only while holding the leader election lease `135b1886.medik8s.io`.
-    #[arg(long)]
+    /// Run only while holding the leader election lease `135b1886.medik8s.io`
+    /// (`--leader-elect`, `--leader-elect=true|false`).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "false",
+          default_missing_value = "true", value_parser = parse_go_bool, value_name = "BOOL")]
     pub leader_elect: bool,
     /// How long a leader election lease is valid after its last renewal.
-    #[arg(long, value_parser = parse_seconds, default_value = "15")]
+    #[arg(long, value_parser = parse_duration, default_value = "15s")]
     pub leader_elect_lease_duration: Duration,
     /// How long the leader keeps trying to renew before it stops leading.
-    #[arg(long, value_parser = parse_seconds, default_value = "10")]
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub leader_elect_renew_deadline: Duration,
     /// How often replicas try to acquire or renew the leader election lease.
-    #[arg(long, value_parser = parse_seconds, default_value = "2")]
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
     pub leader_elect_retry_period: Duration,
-    /// Allow HTTP/2 on nmo's servers (off: HTTP/1.1 only).
-    #[arg(long)]
+    /// Allow HTTP/2 on nmo's servers (off: HTTP/1.1 only; `--enable-http2=true|false`).
+    #[arg(long, num_args = 0..=1, require_equals = true, default_value = "false",
+          default_missing_value = "true", value_parser = parse_go_bool, value_name = "BOOL")]
     pub enable_http2: bool,
     /// Namespace of the node leases shared with the other medik8s operators.
     #[arg(long, env = "LEASE_NAMESPACE", default_value = defaults::LEASE_NAMESPACE)]
@@ -59,29 +66,32 @@ pub struct OperatorOptions {
     #[arg(long, default_value_t = defaults::EVICTION_MAX_IN_FLIGHT)]
     pub max_evictions_in_flight: usize,
     /// How often each node lease is renewed (default: a third of its 3600 s duration).
-    #[arg(long, value_parser = parse_seconds)]
+    #[arg(long, value_parser = parse_duration)]
     pub lease_renew_interval: Option<Duration>,
     /// How long one API call may take before it counts as failed and is retried (a hung
     /// connection never freezes a maintenance).
-    #[arg(long, value_parser = parse_seconds, default_value = "10")]
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
     pub api_call_timeout: Duration,
     /// Port of the validating admission webhook (HTTPS); 0 disables it.
     #[arg(long, default_value_t = webhook::DEFAULT_PORT)]
     pub webhook_port: u16,
     /// Directory with the webhook's serving certificate (`apiserver.crt`/`apiserver.key`, or
-    /// `tls.crt`/`tls.key`); reloaded when the files change.
+    /// `tls.crt`/`tls.key`); reloaded when the files change. By default OLM's location, then
+    /// controller-runtime's (`$TMPDIR/k8s-webhook-server/serving-certs`) when that is absent.
     #[arg(long, default_value = webhook::DEFAULT_CERT_DIR)]
     pub webhook_cert_dir: PathBuf,
-}
-
-/// Seconds, possibly fractional, with an optional `s` suffix (`15`, `15s`, `0.5s`).
-fn parse_seconds(text: &str) -> Result<Duration, String> {
-    let trimmed = text.strip_suffix('s').unwrap_or(text);
-    trimmed
-        .parse::<f64>()
-        .ok()
-        .and_then(|seconds| Duration::try_from_secs_f64(seconds).ok())
-        .ok_or_else(|| format!("`{text}` is not a number of seconds"))
+    /// This replica's pod name (default: HOSTNAME, which a pod's is): the start of its leader
+    /// election identity and the instance its events are reported by.
+    #[arg(long, env = "POD_NAME")]
+    pub pod_name: Option<String>,
+    /// At most this many NodeMaintenances drive nodes at once: a number, or a percentage of
+    /// the nodes (`10%`). The others wait, oldest first, touching nothing. Unset: no limit.
+    #[arg(long, value_name = "N|P%")]
+    pub max_parallel_maintenances: Option<String>,
+    /// NodeMaintenances start only while at most this many nodes are NotReady or cordoned (by
+    /// anyone): a number, or a percentage of the nodes (`10%`). Unset: no limit.
+    #[arg(long, value_name = "N|P%")]
+    pub max_unavailable_nodes: Option<String>,
 }
 
 impl Default for OperatorOptions {
@@ -103,6 +113,9 @@ impl Default for OperatorOptions {
             // Embedded operators (tests, the demo) have no serving certificate.
             webhook_port: 0,
             webhook_cert_dir: PathBuf::from(webhook::DEFAULT_CERT_DIR),
+            pod_name: None,
+            max_parallel_maintenances: None,
+            max_unavailable_nodes: None,
         }
     }
 }
@@ -138,6 +151,12 @@ pub enum OptionsError {
     /// The leader election timings could let two replicas lead at once.
     #[error(transparent)]
     Leader(#[from] LeaderConfigError),
+    /// The cluster maintenance budget's parallel limit is zero or malformed.
+    #[error("--max-parallel-maintenances: {0}")]
+    MaxParallelMaintenances(#[source] LimitError),
+    /// The cluster maintenance budget's unavailable limit is zero or malformed.
+    #[error("--max-unavailable-nodes: {0}")]
+    MaxUnavailableNodes(#[source] LimitError),
 }
 
 impl OperatorOptions {
@@ -173,7 +192,20 @@ impl OperatorOptions {
         if self.leader_elect {
             self.leader_config(String::new()).validate()?;
         }
+        self.fleet_budget()?;
         Ok(())
+    }
+
+    /// The cluster maintenance budget of these options; a zero or malformed limit is refused
+    /// (it would silently stop every maintenance, or mean something else than meant).
+    pub fn fleet_budget(&self) -> Result<FleetBudget, OptionsError> {
+        let parse = |text: &Option<String>| text.as_deref().map(str::parse::<Limit>).transpose();
+        Ok(FleetBudget {
+            max_parallel: parse(&self.max_parallel_maintenances)
+                .map_err(OptionsError::MaxParallelMaintenances)?,
+            max_unavailable: parse(&self.max_unavailable_nodes)
+                .map_err(OptionsError::MaxUnavailableNodes)?,
+        })
     }
 
     /// The leader election settings of these options, for a lease in `namespace`.
@@ -182,8 +214,16 @@ impl OperatorOptions {
             lease_duration: self.leader_elect_lease_duration,
             renew_deadline: self.leader_elect_renew_deadline,
             retry_period: self.leader_elect_retry_period,
-            ..LeaderConfig::new(namespace, leader_identity())
+            ..LeaderConfig::new(namespace, leader_identity(self.pod_name()))
         }
+    }
+
+    /// This replica's pod name: `--pod-name`, else HOSTNAME.
+    pub fn pod_name(&self) -> Option<String> {
+        self.pod_name
+            .clone()
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .filter(|name| !name.trim().is_empty())
     }
 
     /// The actor system's configuration for these options.
@@ -201,6 +241,8 @@ impl OperatorOptions {
         if let Some(interval) = self.lease_renew_interval {
             config.lease_renew_interval = interval;
         }
+        // `run` validates first, so an invalid budget never gets here.
+        config.fleet = self.fleet_budget().unwrap_or_default();
         config
     }
 }
@@ -295,6 +337,12 @@ pub async fn run(
     maintenance_metrics.register(&mut registry);
     let api_requests = ApiRequests::default();
     api_requests.register(&mut registry);
+    register_build_info(&mut registry);
+    registry.register_collector(Box::new(ProcessCollector));
+    let leader_metric = Leadership::default();
+    leader_metric.register(&mut registry);
+    let webhook_metrics = WebhookMetrics::default();
+    webhook_metrics.register(&mut registry);
     let registry = Arc::new(registry);
     // Every request nmo makes (watches, election, events) is counted.
     let client = api_metrics::count_requests(client, api_requests);
@@ -332,7 +380,9 @@ pub async fn run(
     };
     // Bound before anything else starts: without its certificate nmo refuses to start.
     let webhook_task = match webhook::bind_port(&webhook_config, client.clone()).await {
-        Ok(Some(bound)) => Some(tokio::spawn(bound.run(stopped()))),
+        Ok(Some(bound)) => Some(tokio::spawn(
+            bound.with_metrics(webhook_metrics).run(stopped()),
+        )),
         Ok(None) => None,
         Err(error) => {
             let _ = stop_servers.send(true);
@@ -377,13 +427,14 @@ pub async fn run(
         .as_ref()
         .map_or_else(Fence::open, LeaderElector::fence);
     let cluster = Arc::new(
-        KubeCluster::new(client.clone(), std::env::var("HOSTNAME").ok())
+        KubeCluster::new(client.clone(), options.pod_name())
             .with_fence(fence.clone())
             .with_call_timeout(options.api_call_timeout),
     );
     let mut config = options.actor_config();
     config.observer = ProcessObserver::new(maintenance_metrics).shared();
     let actors = system::start(cluster, config).await?;
+    leader_metric.leading();
     let maintenances = maintenance_watch::run(client, actors.supervisor.clone(), readiness);
     let leadership = async {
         match &elector {
@@ -398,6 +449,7 @@ pub async fn run(
         error = &mut webhook_failed => Err(error),
     };
     tracing::info!("stopping the actors");
+    leader_metric.standing_by();
     // Nothing may be written from now on; the actors' in-flight calls are aborted and awaited
     // before the leader lease is released (a successor acts only after that).
     fence.close();
@@ -412,11 +464,11 @@ pub async fn run(
     outcome
 }
 
-/// This replica's identity in the election: the pod name (HOSTNAME) plus a random suffix, so
-/// a restarted pod with the same name does not inherit its predecessor's leadership.
-fn leader_identity() -> String {
-    let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "nmo".to_string());
-    format!("{host}_{:016x}", rand::random::<u64>())
+/// This replica's identity in the election: the pod name plus a random suffix, so a restarted
+/// pod with the same name does not inherit its predecessor's leadership.
+fn leader_identity(pod_name: Option<String>) -> String {
+    let pod = pod_name.unwrap_or_else(|| "nmo".to_string());
+    format!("{pod}_{:016x}", rand::random::<u64>())
 }
 
 #[cfg(test)]
@@ -499,6 +551,65 @@ mod tests {
         };
         let error = options.validate().expect_err("zero");
         assert!(error.to_string().contains("--api-call-timeout"), "{error}");
+    }
+
+    #[test]
+    fn a_budget_of_zero_or_a_malformed_one_is_refused_with_the_flag_named() {
+        let valid = OperatorOptions::default();
+        for (options, flag, value) in [
+            (
+                OperatorOptions {
+                    max_parallel_maintenances: Some("0".into()),
+                    ..valid.clone()
+                },
+                "--max-parallel-maintenances",
+                "`0`",
+            ),
+            (
+                OperatorOptions {
+                    max_parallel_maintenances: Some("ten%".into()),
+                    ..valid.clone()
+                },
+                "--max-parallel-maintenances",
+                "`ten%`",
+            ),
+            (
+                OperatorOptions {
+                    max_unavailable_nodes: Some("0%".into()),
+                    ..valid.clone()
+                },
+                "--max-unavailable-nodes",
+                "`0%`",
+            ),
+            (
+                OperatorOptions {
+                    max_unavailable_nodes: Some("120%".into()),
+                    ..valid.clone()
+                },
+                "--max-unavailable-nodes",
+                "`120%`",
+            ),
+        ] {
+            let error = options.validate().expect_err(flag).to_string();
+            assert!(error.starts_with(flag) && error.contains(value), "{error}");
+        }
+        let budget = OperatorOptions {
+            max_parallel_maintenances: Some("10%".into()),
+            max_unavailable_nodes: Some("3".into()),
+            ..valid.clone()
+        };
+        assert_eq!(budget.validate(), Ok(()));
+        assert_eq!(
+            budget.actor_config().fleet,
+            FleetBudget {
+                max_parallel: Some(Limit::Percent(10)),
+                max_unavailable: Some(Limit::Count(3)),
+            }
+        );
+        assert!(
+            !valid.actor_config().fleet.is_limited(),
+            "no limit by default"
+        );
     }
 
     #[test]

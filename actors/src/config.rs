@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::fleet::FleetBudget;
 use crate::observe::{self, Observer};
 
 /// The defaults of [`Config`], one constant each so that command-line flags and tests can
@@ -52,6 +53,11 @@ pub mod defaults {
     pub const STARTUP_BURST: u32 = 20;
     /// Resumed maintenances started per second after the burst.
     pub const STARTUP_RATE_PER_SEC: f64 = 20.0;
+    /// Minimum time between two writes of a waiting maintenance's place in the queue: its
+    /// first place is written at once, later moves at most this often for the first ten, and
+    /// proportionally less often further back (a queue of hundreds must not cost a write per
+    /// waiting maintenance every time one starts).
+    pub const QUEUE_STATUS_INTERVAL: Duration = Duration::from_secs(30);
 }
 
 /// Source of wall-clock time for lease and status timestamps. Tests use [`TokioClock`] so that
@@ -146,6 +152,10 @@ pub struct Config {
     pub startup_burst: u32,
     /// Resumed maintenances started per second after the burst.
     pub startup_rate_per_sec: f64,
+    /// The cluster maintenance budget (default: no limit, NMO's behaviour).
+    pub fleet: FleetBudget,
+    /// Minimum time between two writes of a waiting maintenance's queue place.
+    pub queue_status_interval: Duration,
     /// Prefix of node actor names (`<prefix>node/<nm-name>`); None = unnamed actors.
     pub actor_name_prefix: Option<String>,
     /// Wall clock.
@@ -176,6 +186,8 @@ impl Default for Config {
             respawn_max: defaults::RESPAWN_MAX,
             startup_burst: defaults::STARTUP_BURST,
             startup_rate_per_sec: defaults::STARTUP_RATE_PER_SEC,
+            fleet: FleetBudget::default(),
+            queue_status_interval: defaults::QUEUE_STATUS_INTERVAL,
             actor_name_prefix: Some(String::new()),
             clock: Arc::new(SystemClock),
             observer: observe::noop(),
@@ -223,6 +235,8 @@ impl fmt::Debug for Config {
             .field("respawn_max", &self.respawn_max)
             .field("startup_burst", &self.startup_burst)
             .field("startup_rate_per_sec", &self.startup_rate_per_sec)
+            .field("fleet", &self.fleet)
+            .field("queue_status_interval", &self.queue_status_interval)
             .field("actor_name_prefix", &self.actor_name_prefix)
             .finish_non_exhaustive()
     }

@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 use crate::model::{
-    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState, PodInfo,
+    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
+    NodeSummaryEvent, PodInfo,
 };
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
 
@@ -97,6 +98,10 @@ impl Cluster for Bounded {
 
     fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
         self.inner.watch_node(name)
+    }
+
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent> {
+        self.inner.watch_node_summaries()
     }
 
     async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {

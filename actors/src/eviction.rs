@@ -118,13 +118,13 @@ impl EvictionState {
             let span = tracing::info_span!(
                 parent: &held.req.span,
                 "evict_pod",
-                pod.namespace = %pod.namespace,
-                pod.name = %pod.name,
-                attempt = held.attempts,
-                outcome = tracing::field::Empty,
-                http.status_code = tracing::field::Empty,
-                pdb = tracing::field::Empty,
-                backoff_ms = tracing::field::Empty,
+                k8s.namespace.name = %pod.namespace,
+                k8s.pod.name = %pod.name,
+                nmo.attempt = held.attempts,
+                nmo.outcome = tracing::field::Empty,
+                http.response.status_code = tracing::field::Empty,
+                nmo.pdb = tracing::field::Empty,
+                nmo.backoff_ms = tracing::field::Empty,
                 otel.status_code = tracing::field::Empty,
             );
             held.attempt_span = Some(span.clone());
@@ -214,9 +214,9 @@ impl EvictionState {
             .as_mut()
             .and_then(|h| h.attempt_span.take())
             .unwrap_or_else(tracing::Span::none);
-        span.record("outcome", counted.as_str());
+        span.record("nmo.outcome", counted.as_str());
         if let Some(status) = status {
-            span.record("http.status_code", status);
+            span.record("http.response.status_code", status);
         }
         match result {
             Ok(EvictionOutcome::Evicted | EvictionOutcome::NotFound) => {
@@ -244,10 +244,10 @@ impl EvictionState {
                         .set(myself.send_after(delay, move || EvictionMsg::GateOpen(gate)));
                 }
                 if let Some(name) = &pdb {
-                    span.record("pdb", name.as_str());
+                    span.record("nmo.pdb", name.as_str());
                 }
                 if let Some(delay) = delay {
-                    span.record("backoff_ms", duration_ms(delay));
+                    span.record("nmo.backoff_ms", duration_ms(delay));
                 }
                 span.in_scope(|| tracing::info!(refusal = %message, "blocked by a PodDisruptionBudget, waiting for its backoff"));
                 if let Some(mut h) = held {
@@ -262,7 +262,7 @@ impl EvictionState {
                 let backoff = self.backoff(retry_after);
                 let delay = self.throttle.throttled(Instant::now(), backoff);
                 if let Some(delay) = delay {
-                    span.record("backoff_ms", duration_ms(delay));
+                    span.record("nmo.backoff_ms", duration_ms(delay));
                 }
                 span.in_scope(|| {
                     tracing::info!("throttled by the API server, pausing every eviction")
@@ -313,7 +313,7 @@ impl EvictionState {
         self.held.retain(|_, h| {
             let keep = h.req.maintenance != maintenance;
             if !keep && let Some(span) = &h.attempt_span {
-                span.record("outcome", "cancelled");
+                span.record("nmo.outcome", "cancelled");
             }
             keep
         });

@@ -8,6 +8,7 @@ pub mod deadline;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod fleet;
 pub mod model;
 pub mod node;
 pub mod observe;

@@ -38,6 +38,9 @@ pub mod reasons {
     pub const REMOVED: &str = "RemovedMaintenance";
     /// Node uncordoned (on the Node).
     pub const UNCORDON: &str = "UncordonNode";
+    /// nmo addition: the maintenance waits for the cluster maintenance budget (on the
+    /// NodeMaintenance). Its start is the usual [`BEGIN`].
+    pub const QUEUED: &str = "QueuedMaintenance";
 }
 
 /// Status condition types nmo adds to the NodeMaintenance status.
@@ -71,6 +74,13 @@ pub mod conditions {
     pub const UNDO_DUE: &str = "UndoDue";
     /// Reason: the node is as it was before the maintenance.
     pub const RESTORED: &str = "Restored";
+    /// True while the maintenance waits for the cluster maintenance budget (nothing touched
+    /// yet); False with reason [`STARTED`] once it started. Absent when it never waited.
+    pub const QUEUED: &str = "Queued";
+    /// Reason: waiting for `--max-parallel-maintenances` or `--max-unavailable-nodes`.
+    pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
+    /// Reason: the budget let the maintenance start.
+    pub const STARTED: &str = "Started";
 }
 
 /// A NodeMaintenance object as the controller sees it.
@@ -189,6 +199,18 @@ pub struct MaintenanceStatus {
     pub conditions: Vec<Condition>,
     /// `pendingPodsReasons` (nmo addition): why each pending pod is still there.
     pub pending_pods_reasons: Vec<PendingPodReason>,
+    /// `queue` (nmo addition): where the maintenance waits for the cluster maintenance budget;
+    /// None once it started (or when it never waited).
+    pub queue: Option<QueuePlace>,
+}
+
+/// A maintenance's place in the queue of the cluster maintenance budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePlace {
+    /// 1 for the next to start.
+    pub position: u32,
+    /// What it waits for, in a few words (e.g. `max-parallel-maintenances: 20 of 20 running`).
+    pub waiting_for: String,
 }
 
 /// A node taint.
@@ -293,6 +315,36 @@ pub enum RecordWrite {
     },
     /// Removes the record.
     Remove,
+}
+
+/// What the cluster maintenance budget needs to know of a node: a few bytes per node, so that
+/// counting unavailable nodes never means caching every Node (10-15 KiB each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// `metadata.name`.
+    pub name: String,
+    /// Condition `Ready` is `True`.
+    pub ready: bool,
+    /// `spec.unschedulable` (cordoned, by anyone).
+    pub unschedulable: bool,
+}
+
+impl NodeSummary {
+    /// NotReady or cordoned: out of service, whoever took it out.
+    pub fn unavailable(&self) -> bool {
+        !self.ready || self.unschedulable
+    }
+}
+
+/// A change in the cluster's nodes, as the node summary watch reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeSummaryEvent {
+    /// Every node, after the watch's (re)list: replaces what was known.
+    Listed(Vec<NodeSummary>),
+    /// A node was added or changed.
+    Changed(NodeSummary),
+    /// A node is gone.
+    Deleted(String),
 }
 
 /// A change to a node: label + taints + cordon in one JSON patch.

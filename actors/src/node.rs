@@ -27,6 +27,7 @@ mod stage;
 mod state;
 mod status;
 mod status_writer;
+mod trace;
 mod transitions;
 mod watches;
 
@@ -45,7 +46,7 @@ pub use status::InitialCounts;
 use crate::config::Config;
 use crate::eviction::EvictionMsg;
 use crate::model::{Maintenance, Phase};
-use crate::observe::PhaseReport;
+use crate::observe::{MaintenanceIdentity, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::retry::Backoff;
@@ -54,6 +55,7 @@ use lease::LeaseKeeper;
 use ops::OpCtx;
 use stage::Stage;
 use status_writer::StatusWriter;
+use trace::TraceState;
 use watches::Watches;
 
 /// The node actor.
@@ -90,18 +92,15 @@ impl Actor for NodeActor {
     ) -> Result<Self::State, ActorProcessingErr> {
         let nm = args.maintenance;
         let start_after = args.start_after;
-        // A trace root of its own (never a child of whatever span the spawn happened in).
-        let span = tracing::info_span!(
-            parent: None,
-            "maintenance",
-            maintenance = %nm.name,
-            node = %nm.node_name,
-            reason = %nm.reason,
-            phase = tracing::field::Empty,
-            trace_id = tracing::field::Empty,
-        );
+        let span = trace::maintenance_root(&nm.name, &nm.node_name, &nm.reason);
         args.config.observer.trace_root(&span);
-        let observed_phase = PhaseReport::new(args.config.observer.clone());
+        let trace = TraceState::started(args.config.observer.trace_anchor(&span));
+        let observed_phase =
+            PhaseReport::new(args.config.observer.clone()).naming(MaintenanceIdentity {
+                name: nm.name.clone(),
+                node: nm.node_name.clone(),
+                created: nm.creation_timestamp,
+            });
         let ctx = OpCtx {
             cluster: args.cluster,
             config: args.config,
@@ -130,6 +129,7 @@ impl Actor for NodeActor {
             daemonsets: HashMap::new(),
             tick: TaskSlot::default(),
             span,
+            trace,
             observed_phase,
         })
     }

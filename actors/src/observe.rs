@@ -91,6 +91,22 @@ impl LeaseResult {
     }
 }
 
+/// Where the spans that only give log lines their context go (a maintenance's node and trace
+/// id once its trace has ended): the process keeps them out of its traces.
+pub const LOGS_ONLY_TARGET: &str = "nmo_actors::logs_only";
+
+/// The ids of a trace's root span, kept so that traces which follow it can link back after it
+/// has ended (a link needs only the ids, not the span).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceAnchor {
+    /// The trace id, 32 hex digits.
+    pub trace_id: String,
+    /// The root span's id, 16 hex digits.
+    pub span_id: String,
+    /// Whether the trace is sampled.
+    pub sampled: bool,
+}
+
 /// Receives what the actors report. Every method defaults to doing nothing; calls are made from
 /// actor handlers and must return quickly (no I/O).
 pub trait Observer: Send + Sync + 'static {
@@ -98,6 +114,14 @@ pub trait Observer: Send + Sync + 'static {
     /// `end_maintenance` (its undo). The process may record a `trace_id` field on it, which
     /// every log line inside the maintenance then carries.
     fn trace_root(&self, _span: &tracing::Span) {}
+
+    /// The ids of the trace root `span`, for later traces to link to (None: not traced).
+    fn trace_anchor(&self, _span: &tracing::Span) -> Option<TraceAnchor> {
+        None
+    }
+
+    /// Links the new trace root `span` to the trace `to` (the maintenance it follows).
+    fn link(&self, _span: &tracing::Span, _to: &TraceAnchor) {}
 
     /// One eviction request was answered (or refused by the queue).
     fn eviction(&self, _result: EvictionResult) {}
@@ -108,6 +132,17 @@ pub trait Observer: Send + Sync + 'static {
     /// A maintenance driven by this process changed phase: `from` None = newly driven, `to`
     /// None = no longer driven (undone, gone, or its actor stopped).
     fn maintenance_phase(&self, _from: Option<Phase>, _to: Option<Phase>) {}
+
+    /// A maintenance driven by this process is Running (`started`: when it was asked for, the
+    /// NodeMaintenance's creation time), or is no longer (`started` None: it succeeded, failed,
+    /// is being undone, or this process stopped driving it).
+    fn maintenance_running(
+        &self,
+        _maintenance: &str,
+        _node: &str,
+        _started: Option<chrono::DateTime<chrono::Utc>>,
+    ) {
+    }
 
     /// A drain finished (every evictable pod gone) after `took` since it began in this process.
     fn drain_finished(&self, _took: Duration) {}
@@ -127,6 +162,15 @@ impl Observer for NoopObserver {}
 pub(crate) struct PhaseReport {
     observer: Arc<dyn Observer>,
     phase: Option<Phase>,
+    /// Which maintenance, for [`Observer::maintenance_running`] (None: not reported).
+    identity: Option<MaintenanceIdentity>,
+}
+
+/// A maintenance as [`Observer::maintenance_running`] names it.
+pub(crate) struct MaintenanceIdentity {
+    pub(crate) name: String,
+    pub(crate) node: String,
+    pub(crate) created: chrono::DateTime<chrono::Utc>,
 }
 
 impl PhaseReport {
@@ -134,7 +178,14 @@ impl PhaseReport {
         PhaseReport {
             observer,
             phase: None,
+            identity: None,
         }
+    }
+
+    /// Also reports when the maintenance is Running and when it stops being so.
+    pub(crate) fn naming(mut self, identity: MaintenanceIdentity) -> Self {
+        self.identity = Some(identity);
+        self
     }
 
     /// Reports a change to `to`; returns whether it was one.
@@ -143,6 +194,14 @@ impl PhaseReport {
             return false;
         }
         self.observer.maintenance_phase(self.phase, to);
+        let running = |phase: Option<Phase>| phase == Some(Phase::Running);
+        if let Some(id) = &self.identity
+            && running(self.phase) != running(to)
+        {
+            let started = running(to).then_some(id.created);
+            self.observer
+                .maintenance_running(&id.name, &id.node, started);
+        }
         self.phase = to;
         true
     }
@@ -157,4 +216,53 @@ impl Drop for PhaseReport {
 /// The default observer handle.
 pub fn noop() -> Arc<dyn Observer> {
     Arc::new(NoopObserver)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use chrono::{TimeZone, Utc};
+
+    use super::*;
+
+    /// Records the `maintenance_running` reports.
+    #[derive(Default)]
+    struct Recorder(Mutex<Vec<(String, Option<chrono::DateTime<Utc>>)>>);
+
+    impl Observer for Recorder {
+        fn maintenance_running(
+            &self,
+            maintenance: &str,
+            _node: &str,
+            started: Option<chrono::DateTime<Utc>>,
+        ) {
+            self.0
+                .lock()
+                .unwrap()
+                .push((maintenance.to_string(), started));
+        }
+    }
+
+    #[test]
+    fn running_is_reported_with_the_creation_time_and_withdrawn_on_drop() {
+        let recorder = Arc::new(Recorder::default());
+        let created = Utc.with_ymd_and_hms(2026, 1, 2, 3, 4, 5).unwrap();
+        let mut report = PhaseReport::new(recorder.clone()).naming(MaintenanceIdentity {
+            name: "nm".into(),
+            node: "n1".into(),
+            created,
+        });
+        report.set(Some(Phase::Running));
+        report.set(Some(Phase::Running));
+        report.set(Some(Phase::Succeeded));
+        report.set(Some(Phase::Running));
+        drop(report);
+        let seen = recorder.0.lock().unwrap().clone();
+        let nm = |started| ("nm".to_string(), started);
+        assert_eq!(
+            seen,
+            [nm(Some(created)), nm(None), nm(Some(created)), nm(None)]
+        );
+    }
 }

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 
 use crate::model::{
-    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState, PodInfo,
+    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
+    NodeSummaryEvent, PodInfo,
 };
 
 /// A failed cluster operation.
@@ -124,6 +125,12 @@ pub trait Cluster: Send + Sync + 'static {
     /// start and after every change, None while the node does not exist. The adapter retries
     /// watch errors itself; the stream ends only if it gives up (the actor then re-subscribes).
     fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>>;
+
+    /// Watches every node, reduced to a [`crate::model::NodeSummary`] each (the cluster
+    /// maintenance budget counts unavailable nodes): a `Listed` after every (re)list, then the
+    /// changes. Only ever called when a budget needs it. The adapter lists in pages, keeps no
+    /// Node, and retries watch errors itself; the stream ends only if it gives up.
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent>;
 
     // --- Lease ----------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
 //! never touches the node, and deleting it only removes its finalizer.
 
 mod duplicate;
+mod fleet;
 mod messages;
 
 use std::collections::{HashMap, HashSet};
@@ -31,6 +32,7 @@ use crate::stop::StopReason;
 use crate::sweep::{self, SweepReport};
 use crate::task::{TaskSet, TaskSlot};
 use duplicate::DuplicateAction;
+use fleet::Fleet;
 
 /// A node actor that ran this long before crashing starts its next respawn from the shortest
 /// wait again.
@@ -103,6 +105,8 @@ pub struct SupervisorState {
     sweep_failures: Backoff,
     /// The cluster work of duplicates and sweeps: aborted and awaited when stopping.
     tasks: TaskSet,
+    /// The cluster maintenance budget and the NodeMaintenances waiting for it.
+    fleet: Fleet,
 }
 
 impl SupervisorState {
@@ -172,6 +176,8 @@ impl SupervisorState {
     /// `nm` is a duplicate of `active`: mark it Failed, or release its finalizer when deleted.
     fn duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance, active: String) {
         let uid = nm.uid.clone();
+        // A duplicate never drives its node, so it never waits for the budget either.
+        self.dequeue(&uid);
         let duplicate = self
             .duplicates
             .entry(uid.clone())
@@ -238,6 +244,7 @@ impl SupervisorState {
             .collect();
         for gone in stale {
             self.deleted(&gone);
+            self.dequeue(&gone);
         }
         self.known.insert(uid.clone(), nm.clone());
         if let Some(active) = self.duplicates.get(&uid).map(|d| d.active.clone()) {
@@ -256,6 +263,11 @@ impl SupervisorState {
         }
         if let Some(child) = self.children.get(&uid) {
             let _ = child.actor.cast(NodeMsg::Update(Box::new(nm)));
+            // Its phase may have changed what the budget counts (a Failed one frees a slot).
+            self.admit(myself).await;
+            return;
+        }
+        if self.queued_changed(myself, &nm).await {
             return;
         }
         if nm.deleting && (!nm.has_finalizer() || self.finished.contains(&uid)) {
@@ -266,7 +278,7 @@ impl SupervisorState {
             return; // its actor is being restarted
         }
         let Some(driver) = driver else {
-            self.spawn(myself, nm, true).await;
+            self.start_or_queue(myself, nm).await;
             return;
         };
         let Some(other) = self.known.get(&driver).cloned() else {
@@ -280,14 +292,19 @@ impl SupervisorState {
         }
         // Both appeared at once and the younger one was seen first: the older drives. Node
         // changes are the same whoever makes them, so nothing is undone.
-        if let Some(child) = self.children.remove(&other.uid) {
+        let started = self.children.remove(&other.uid).map(|child| {
             self.superseded.insert(child.actor.get_id());
             child.actor.stop(StopReason::Superseded.text());
-        }
+        });
         self.respawns.remove(&other.uid);
         let name = nm.name.clone();
         self.duplicate(myself, other, name);
-        self.spawn(myself, nm, true).await;
+        if started.is_some() {
+            // It takes over the younger one's slot in the budget.
+            self.spawn(myself, nm, true).await;
+        } else {
+            self.start_or_queue(myself, nm).await;
+        }
     }
 
     fn deleted(&mut self, uid: &str) {
@@ -434,6 +451,7 @@ impl Actor for Supervisor {
         args: SupervisorArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let pacer = Pacer::new(args.config.startup_rate_per_sec, args.config.startup_burst);
+        let fleet = Fleet::new(args.config.fleet);
         Ok(SupervisorState {
             cluster: args.cluster,
             config: args.config,
@@ -452,7 +470,17 @@ impl Actor for Supervisor {
             sweep_retry: TaskSlot::default(),
             sweep_failures: Backoff::default(),
             tasks: TaskSet::default(),
+            fleet,
         })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.start_fleet(&myself);
+        Ok(())
     }
 
     async fn post_stop(
@@ -486,7 +514,24 @@ impl Actor for Supervisor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             SupervisorMsg::Upsert(nm) => state.upsert(&myself, *nm).await,
-            SupervisorMsg::Deleted { uid, .. } => state.deleted(&uid),
+            SupervisorMsg::Deleted { uid, .. } => {
+                state.deleted(&uid);
+                state.dequeue(&uid);
+                state.admit(&myself).await;
+            }
+            SupervisorMsg::Listed => {
+                state.listed(&myself).await;
+                // Every NodeMaintenance is known: look for nodes left by ones that are gone.
+                state.sweep(&myself);
+            }
+            SupervisorMsg::Queue(port) => {
+                let _ = port.send(state.fleet.queue_order());
+            }
+            SupervisorMsg::Nodes(event) => state.nodes_changed(&myself, event).await,
+            SupervisorMsg::QueueWritten { uid, result } => {
+                state.queue_written(&myself, &uid, result).await;
+            }
+            SupervisorMsg::FleetTick => state.admit(&myself).await,
             SupervisorMsg::Active(port) => {
                 let mut names: Vec<String> =
                     state.children.values().map(|c| c.name.clone()).collect();
@@ -524,6 +569,8 @@ impl Actor for Supervisor {
         match event {
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
                 state.child_ended(&myself, cell.get_id(), reason).await;
+                // An undone maintenance frees its slot in the budget.
+                state.admit(&myself).await;
             }
             SupervisionEvent::ActorFailed(cell, err) => {
                 tracing::error!(actor = ?cell.get_name(), error = %err, "node actor crashed");

@@ -106,30 +106,63 @@ fn none_if_empty(x: &str) -> Value {
     }
 }
 
-/// Evaluates the simple JSONPath expressions printer columns use (`.a.b`, `.a[0].b`).
+/// Evaluates the JSONPath expressions printer columns use: `.a.b`, `.a[0].b`, and filters
+/// such as `.status.conditions[?(@.type=="Ready")].reason` (the first element that matches).
 pub fn json_path<'a>(v: &'a Value, path: &str) -> Option<&'a Value> {
-    let p = path
+    let mut rest = path
         .trim()
         .trim_start_matches('{')
         .trim_end_matches('}')
         .trim_start_matches('$');
     let mut cur = v;
-    for seg in p.split('.').filter(|s| !s.is_empty()) {
-        let (name, idx) = match seg.find('[') {
-            Some(i) => (
-                &seg[..i],
-                seg[i + 1..].trim_end_matches(']').parse::<usize>().ok(),
-            ),
-            None => (seg, None),
-        };
-        if !name.is_empty() {
-            cur = cur.get(name)?;
-        }
-        if let Some(i) = idx {
-            cur = cur.get(i)?;
+    while !rest.is_empty() {
+        if let Some(index) = rest.strip_prefix('[') {
+            if let Some(filter) = index.strip_prefix("?(") {
+                let end = filter.find(")]")?;
+                let condition = &filter[..end];
+                cur = cur
+                    .as_array()?
+                    .iter()
+                    .find(|item| filter_matches(item, condition))?;
+                rest = &filter[end + 2..];
+            } else {
+                let end = index.find(']')?;
+                cur = cur.get(index[..end].trim().parse::<usize>().ok()?)?;
+                rest = &index[end + 1..];
+            }
+        } else {
+            let field = rest.strip_prefix('.').unwrap_or(rest);
+            let end = field.find(['.', '[']).unwrap_or(field.len());
+            if end > 0 {
+                cur = cur.get(&field[..end])?;
+            }
+            rest = &field[end..];
         }
     }
     Some(cur)
+}
+
+/// A filter's condition, `@.path=="value"` (or with single quotes), on one array element.
+fn filter_matches(item: &Value, condition: &str) -> bool {
+    let Some((left, right)) = condition.split_once("==") else {
+        return false;
+    };
+    let left = left.trim();
+    let path = left.strip_prefix('@').unwrap_or(left);
+    let right = right.trim();
+    let expected = right
+        .strip_prefix('"')
+        .and_then(|r| r.strip_suffix('"'))
+        .or_else(|| right.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')))
+        .unwrap_or(right);
+    json_path(item, path).is_some_and(|found| match found {
+        Value::String(text) => text == expected,
+        // Numbers and booleans as JSON writes them (`@.ready==true`).
+        other => {
+            let written = other.to_string();
+            written == expected
+        }
+    })
 }
 
 fn columns(def: &ResourceDef) -> Vec<Value> {
@@ -642,6 +675,35 @@ pub fn table_values(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_paths_with_indexes_and_filters() {
+        let nm = json!({"status": {"phase": "Running", "conditions": [
+            {"type": "Drained", "status": "False", "reason": "Draining"},
+            {"type": "DrainBlocked", "status": "True", "reason": "BudgetExhausted"},
+        ]}});
+        assert_eq!(json_path(&nm, ".status.phase"), Some(&json!("Running")));
+        assert_eq!(
+            json_path(&nm, ".status.conditions[1].type"),
+            Some(&json!("DrainBlocked"))
+        );
+        assert_eq!(
+            json_path(
+                &nm,
+                r#".status.conditions[?(@.type=="DrainBlocked")].reason"#
+            ),
+            Some(&json!("BudgetExhausted"))
+        );
+        assert_eq!(
+            json_path(&nm, ".status.conditions[?(@.type=='Drained')].status"),
+            Some(&json!("False"))
+        );
+        assert_eq!(
+            json_path(&nm, r#".status.conditions[?(@.type=="Queued")].reason"#),
+            None
+        );
+        assert_eq!(json_path(&nm, ".status.missing"), None);
+    }
 
     #[test]
     fn durations_like_kubectl() {

@@ -9,8 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::jiff::Timestamp;
 use nmo_actors::model::{
     Condition, Lease, MIRROR_ANNOTATION, Maintenance, MaintenanceStatus, NodeOwner, NodeRecord,
-    NodeState, OwnerRef, PendingPodReason, Phase, PodInfo, PodPhase, PodRef, RECORD_ANNOTATION,
-    Taint,
+    NodeState, OwnerRef, PendingPodReason, Phase, PodInfo, PodPhase, PodRef, QueuePlace,
+    RECORD_ANNOTATION, Taint,
 };
 
 use crate::crd::{self, MaintenancePhase, NodeMaintenance, NodeMaintenanceStatus};
@@ -114,6 +114,10 @@ fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
                 message: r.message.clone(),
             })
             .collect(),
+        queue: status.queue.as_ref().map(|q| QueuePlace {
+            position: u32::try_from(q.position).unwrap_or_default(),
+            waiting_for: q.waiting_for.clone(),
+        }),
     }
 }
 
@@ -166,6 +170,10 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
                 })
                 .collect(),
         ),
+        queue: status.queue.as_ref().map(|q| crd::QueueStatus {
+            position: i32::try_from(q.position).unwrap_or(i32::MAX),
+            waiting_for: q.waiting_for.clone(),
+        }),
     }
 }
 
@@ -338,6 +346,10 @@ mod tests {
                 pdb: Some("web".into()),
                 message: "needs 2 has 2".into(),
             }],
+            queue: Some(QueuePlace {
+                position: 3,
+                waiting_for: "max-parallel-maintenances: 2 of 2 running".into(),
+            }),
         };
         assert_eq!(maintenance_status(&crd_status(&status)), status);
     }

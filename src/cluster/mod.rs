@@ -10,10 +10,11 @@
 //! the actors bound each port call (`nmo_actors::deadline`), and the shared DaemonSet lookup
 //! is bounded here, inside the cache every caller waits on.
 
-mod convert;
+pub(crate) mod convert;
 mod daemonsets;
 mod errors;
 mod node_patch;
+pub mod node_summaries;
 mod watch;
 
 pub use convert::maintenance;
@@ -31,7 +32,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use nmo_actors::model::{
     EXCLUDE_LABEL, Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner,
-    NodePatch, NodeState, PodInfo,
+    NodePatch, NodeState, NodeSummaryEvent, PodInfo,
 };
 use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
 use serde_json::json;
@@ -43,8 +44,10 @@ use crate::crd::{FINALIZER, NodeMaintenance};
 use crate::leader::Fence;
 use errors::{eviction_outcome, to_cluster_error};
 
-/// The name nmo reports its events and field manager under.
-pub const CONTROLLER_NAME: &str = "nmo";
+/// The component nmo's events are reported by: the Go operator's (its EventRecorder is
+/// `mgr.GetEventRecorderFor("NodeMaintenance")`), so event filters and dashboards written for
+/// it (`reportingComponent=NodeMaintenance`) keep matching.
+pub const CONTROLLER_NAME: &str = "NodeMaintenance";
 
 /// [`Cluster`] over a kube client.
 #[derive(Clone)]
@@ -261,7 +264,12 @@ impl Cluster for KubeCluster {
         name: &str,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
-        let body = json!({ "status": convert::crd_status(status) });
+        let mut body = json!({ "status": convert::crd_status(status) });
+        if status.queue.is_none() {
+            // A merge patch leaves an absent field alone: a maintenance that left the queue
+            // must have its place removed.
+            body["status"]["queue"] = serde_json::Value::Null;
+        }
         self.write("write status", async {
             self.maintenances()
                 .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
@@ -326,6 +334,10 @@ impl Cluster for KubeCluster {
         watch::snapshots(self.nodes(), config, convert::node_state)
             .map(|nodes| nodes.into_iter().next())
             .boxed()
+    }
+
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent> {
+        node_summaries::watch_summaries(self.client.clone())
     }
 
     async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {

@@ -7,4 +7,6 @@ pub mod api_metrics;
 pub mod endpoints;
 pub mod http;
 pub mod operator_metrics;
+pub mod otlp_http;
+pub mod process_metrics;
 pub mod telemetry;

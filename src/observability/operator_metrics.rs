@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use nmo_actors::model::Phase;
-use nmo_actors::observe::{EvictionResult, LeaseOp, LeaseResult, Observer};
+use nmo_actors::observe::{EvictionResult, LeaseOp, LeaseResult, Observer, TraceAnchor};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -35,6 +35,13 @@ struct LeaseLabels {
     result: &'static str,
 }
 
+/// Labels of `nmo_maintenance_start_time_seconds`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MaintenanceLabels {
+    nodemaintenance: String,
+    node: String,
+}
+
 /// Every maintenance metric; cheap to clone (the metrics are shared).
 #[derive(Debug, Clone)]
 pub struct OperatorMetrics {
@@ -44,6 +51,7 @@ pub struct OperatorMetrics {
     queue_depth: Gauge,
     in_flight: Gauge,
     lease_operations: Family<LeaseLabels, Counter<u64, AtomicU64>>,
+    maintenance_start: Family<MaintenanceLabels, Gauge>,
 }
 
 impl Default for OperatorMetrics {
@@ -56,6 +64,7 @@ impl Default for OperatorMetrics {
             queue_depth: Gauge::default(),
             in_flight: Gauge::default(),
             lease_operations: Family::default(),
+            maintenance_start: Family::default(),
         }
     }
 }
@@ -92,6 +101,11 @@ impl OperatorMetrics {
             "nmo_lease_operations",
             "Node lease operations (acquire, renew, release), by result",
             self.lease_operations.clone(),
+        );
+        registry.register(
+            "nmo_maintenance_start_time_seconds",
+            "For each Running NodeMaintenance this process drives, when it was created (unix time): `time() - nmo_maintenance_start_time_seconds > 3600` is a maintenance unfinished after an hour",
+            self.maintenance_start.clone(),
         );
     }
 
@@ -132,6 +146,14 @@ impl Observer for ProcessObserver {
         telemetry::record_trace_id(span);
     }
 
+    fn trace_anchor(&self, span: &tracing::Span) -> Option<TraceAnchor> {
+        telemetry::trace_anchor(span)
+    }
+
+    fn link(&self, span: &tracing::Span, to: &TraceAnchor) {
+        telemetry::link(span, to);
+    }
+
     fn eviction(&self, result: EvictionResult) {
         self.metrics
             .evictions
@@ -152,6 +174,29 @@ impl Observer for ProcessObserver {
         }
         if let Some(to) = to {
             self.metrics.phase(to).inc();
+        }
+    }
+
+    fn maintenance_running(
+        &self,
+        maintenance: &str,
+        node: &str,
+        started: Option<chrono::DateTime<chrono::Utc>>,
+    ) {
+        let labels = MaintenanceLabels {
+            nodemaintenance: maintenance.to_string(),
+            node: node.to_string(),
+        };
+        match started {
+            Some(started) => {
+                self.metrics
+                    .maintenance_start
+                    .get_or_create(&labels)
+                    .set(started.timestamp());
+            }
+            None => {
+                self.metrics.maintenance_start.remove(&labels);
+            }
         }
     }
 
@@ -200,6 +245,25 @@ mod tests {
         );
         observer.maintenance_phase(Some(Phase::Succeeded), None);
         assert!(scrape(&observer).contains("nmo_maintenances{phase=\"Succeeded\"} 0"));
+    }
+
+    #[test]
+    fn a_running_maintenance_shows_its_start_until_it_is_no_longer_running() {
+        let observer = ProcessObserver::default();
+        let created = chrono::DateTime::from_timestamp(1_780_000_000, 0).unwrap();
+        observer.maintenance_running("nm-1", "worker-1", Some(created));
+        observer.maintenance_running("nm-2", "worker-2", Some(created));
+        let text = scrape(&observer);
+        assert!(
+            text.contains(
+                "nmo_maintenance_start_time_seconds{nodemaintenance=\"nm-1\",node=\"worker-1\"} 1780000000"
+            ),
+            "{text}"
+        );
+        observer.maintenance_running("nm-1", "worker-1", None);
+        let text = scrape(&observer);
+        assert!(!text.contains("nm-1"), "{text}");
+        assert!(text.contains("nodemaintenance=\"nm-2\""), "{text}");
     }
 
     #[test]

@@ -23,6 +23,7 @@ use tokio::sync::Semaphore;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
+use super::metrics::{Verdict, WebhookMetrics, track};
 use super::review;
 use super::{VALIDATE_PATH, WebhookError};
 
@@ -54,14 +55,16 @@ struct Reviewer {
     turns: Arc<Semaphore>,
 }
 
-/// The webhook's routes: the validating path only (anything else is 404 / 405).
-pub fn router(client: Client) -> Router {
+/// The webhook's routes: the validating path only (anything else is 404 / 405), every request
+/// counted and timed in `metrics`.
+pub fn router(client: Client, metrics: WebhookMetrics) -> Router {
     Router::new()
         .route(VALIDATE_PATH, post(validate))
         .with_state(Reviewer {
             client,
             turns: Arc::new(Semaphore::new(MAX_CONCURRENT_REVIEWS)),
         })
+        .layer(axum::middleware::from_fn_with_state(metrics, track))
 }
 
 async fn validate(State(reviewer): State<Reviewer>, body: Body) -> Response {
@@ -103,7 +106,12 @@ async fn validate(State(reviewer): State<Reviewer>, body: Body) -> Response {
     match review::decode(&body) {
         Ok(request) => {
             let response = review::decide(&reviewer.client, &request).await;
-            axum::Json(review::encode(response)).into_response()
+            let verdict = Verdict {
+                allowed: response.allowed,
+            };
+            let mut answer = axum::Json(review::encode(response)).into_response();
+            answer.extensions_mut().insert(verdict);
+            answer
         }
         Err(error) => {
             debug!(%error, "rejected a malformed AdmissionReview");
@@ -241,7 +249,7 @@ mod tests {
     async fn a_body_over_the_api_servers_3_mib_cap_is_refused_unread() {
         let body = update_review(BODY_LIMIT);
         assert!(body.len() > BODY_LIMIT);
-        let response = router(no_api())
+        let response = router(no_api(), WebhookMetrics::default())
             .oneshot(post(Body::from(body)))
             .await
             .expect("answers");
@@ -253,11 +261,25 @@ mod tests {
         // Two copies of the object: each padded to a bit under half the cap.
         let body = update_review(BODY_LIMIT / 2 - 4096);
         assert!(body.len() < BODY_LIMIT && body.len() > BODY_LIMIT - 16 * 1024);
-        let response = router(no_api())
+        let metrics = WebhookMetrics::default();
+        let response = router(no_api(), metrics.clone())
             .oneshot(post(Body::from(body)))
             .await
             .expect("answers");
         assert_eq!(response.status(), StatusCode::OK);
+        // Counted with its verdict and timed.
+        let mut registry = prometheus_client::registry::Registry::default();
+        metrics.register(&mut registry);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encodes");
+        assert!(
+            text.contains("nmo_webhook_requests_total{code=\"200\",allowed=\"true\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nmo_webhook_request_duration_seconds_count 1"),
+            "{text}"
+        );
         let bytes = to_bytes(response.into_body(), BODY_LIMIT)
             .await
             .expect("a body");
@@ -271,7 +293,7 @@ mod tests {
         let never = stream::pending::<Result<Vec<u8>, std::io::Error>>();
         let answer = tokio::time::timeout(
             BODY_READ_TIMEOUT + Duration::from_secs(1),
-            router(no_api()).oneshot(post(Body::from_stream(never))),
+            router(no_api(), WebhookMetrics::default()).oneshot(post(Body::from_stream(never))),
         )
         .await
         .expect("answered by the read timeout")
@@ -281,7 +303,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn reviews_beyond_the_concurrency_cap_wait_then_get_503() {
-        let router = router(no_api());
+        let router = router(no_api(), WebhookMetrics::default());
         // Slow clients take every turn.
         let mut slow = Vec::new();
         for _ in 0..MAX_CONCURRENT_REVIEWS {

@@ -21,6 +21,25 @@ use tracing::{info, warn};
 /// Where OLM mounts the Go operator's serving certificate; the default certificate directory.
 pub const DEFAULT_CERT_DIR: &str = "/apiserver.local.config/certificates";
 
+/// Where controller-runtime (the Go operator outside OLM, kubebuilder's manifests) expects the
+/// serving certificate, below the temporary directory (`$TMPDIR`, else `/tmp`); tried when the
+/// default directory is absent.
+pub fn controller_runtime_cert_dir() -> PathBuf {
+    std::env::temp_dir()
+        .join("k8s-webhook-server")
+        .join("serving-certs")
+}
+
+/// The directories to look for the certificate in: `cert_dir`, and when that is OLM's default
+/// location, controller-runtime's after it, so both operators' manifests work unchanged.
+pub fn cert_dirs(cert_dir: &Path) -> Vec<PathBuf> {
+    let mut dirs = vec![cert_dir.to_path_buf()];
+    if cert_dir == Path::new(DEFAULT_CERT_DIR) {
+        dirs.push(controller_runtime_cert_dir());
+    }
+    dirs
+}
+
 /// The certificate and key file names accepted in the certificate directory, in order of
 /// preference: OLM's, then those of a cert-manager (kubernetes.io/tls) secret.
 pub const CERT_FILE_PAIRS: [(&str, &str); 2] =
@@ -110,6 +129,18 @@ impl CertFiles {
                 return Ok(Self { cert, key });
             }
             tried.push(cert);
+        }
+        Err(TlsError::MissingCertificate { tried })
+    }
+
+    /// The first accepted pair in the first of `dirs` that has one.
+    pub fn find_in(dirs: &[PathBuf]) -> Result<Self, TlsError> {
+        let mut tried = Vec::new();
+        for dir in dirs {
+            match Self::find(dir) {
+                Err(TlsError::MissingCertificate { tried: more }) => tried.extend(more),
+                found => return found,
+            }
         }
         Err(TlsError::MissingCertificate { tried })
     }
@@ -274,10 +305,12 @@ impl ResolvesServerCert for ReloadingCert {
 
 /// The rustls server configuration: TLS 1.2+, no client certificates (the API server does not
 /// send one by default), ALPN `http/1.1`, plus `h2` only when HTTP/2 is enabled (it is off by
-/// default, as in the Go operator, because of the HTTP/2 rapid-reset attacks).
+/// default, as in the Go operator, because of the HTTP/2 rapid-reset attacks). The certificate
+/// is looked for in [`cert_dirs`]`(cert_dir)`.
 pub fn server_config(cert_dir: &Path, enable_http2: bool) -> Result<ServerConfig, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let resolver = ReloadingCert::new(CertFiles::find(cert_dir)?, Arc::clone(&provider))?;
+    let files = CertFiles::find_in(&cert_dirs(cert_dir))?;
+    let resolver = ReloadingCert::new(files, Arc::clone(&provider))?;
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Config)?
@@ -294,6 +327,44 @@ pub fn server_config(cert_dir: &Path, enable_http2: bool) -> Result<ServerConfig
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn controller_runtime_s_directory_is_tried_after_olm_s() {
+        assert_eq!(
+            cert_dirs(Path::new(DEFAULT_CERT_DIR)),
+            [
+                PathBuf::from(DEFAULT_CERT_DIR),
+                std::env::temp_dir().join("k8s-webhook-server/serving-certs")
+            ]
+        );
+        // A directory given explicitly is the only one.
+        assert_eq!(cert_dirs(Path::new("/certs")), [PathBuf::from("/certs")]);
+
+        let olm = tempfile::tempdir().unwrap();
+        let runtime = tempfile::tempdir().unwrap();
+        let dirs = [olm.path().to_path_buf(), runtime.path().to_path_buf()];
+        let error = CertFiles::find_in(&dirs).unwrap_err().to_string();
+        for dir in &dirs {
+            assert!(
+                error.contains(&dir.join("apiserver.crt").display().to_string()),
+                "{error}"
+            );
+            assert!(
+                error.contains(&dir.join("tls.crt").display().to_string()),
+                "{error}"
+            );
+        }
+        for name in ["tls.crt", "tls.key"] {
+            std::fs::write(runtime.path().join(name), "x").unwrap();
+        }
+        let found = CertFiles::find_in(&dirs).unwrap();
+        assert_eq!(found.cert, runtime.path().join("tls.crt"));
+        for name in ["apiserver.crt", "apiserver.key"] {
+            std::fs::write(olm.path().join(name), "x").unwrap();
+        }
+        let found = CertFiles::find_in(&dirs).unwrap();
+        assert_eq!(found.cert, olm.path().join("apiserver.crt"), "OLM's first");
+    }
 
     #[test]
     fn a_missing_certificate_names_every_path_tried() {

@@ -96,13 +96,21 @@ fn the_crd_uses_the_go_operators_names() {
     let required = &properties["spec"]["required"];
     assert_eq!(required, &serde_json::json!(["nodeName"]));
 
-    let columns: Vec<&str> = version
-        .additional_printer_columns
-        .iter()
-        .flatten()
-        .map(|column| column.name.as_str())
-        .collect();
-    assert_eq!(columns, ["Node", "Phase", "Progress", "Reason", "Age"]);
+    let columns = |wide: bool| -> Vec<&str> {
+        version
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .filter(|column| (column.priority.unwrap_or(0) > 0) == wide)
+            .map(|column| column.name.as_str())
+            .collect()
+    };
+    assert_eq!(
+        columns(false),
+        ["Node", "Phase", "Progress", "Reason", "Age"]
+    );
+    // `kubectl get -o wide` adds nmo's.
+    assert_eq!(columns(true), ["Queue", "Waiting For", "Blocked", "Error"]);
 }
 
 #[test]

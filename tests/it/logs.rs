@@ -1,5 +1,7 @@
 //! Log lines inside a maintenance name its node and its trace id, even with no exporter
-//! configured (the trace id still ties a maintenance's lines together).
+//! configured (the trace id still ties a maintenance's lines together), and even after the
+//! maintenance's trace has ended. JSON lines are flat: the message and the event's fields at
+//! the top level, as Loki and Elasticsearch index them.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -80,7 +82,12 @@ async fn log_lines_inside_a_maintenance_carry_node_and_trace_id() {
     let mut trace_ids = std::collections::BTreeMap::new();
     for line in &ours {
         let root = &line["spans"][0];
-        assert_eq!(root["node"], NODE, "{line}");
+        assert_eq!(root["k8s.node.name"], NODE, "{line}");
+        assert!(line.get("fields").is_none(), "flat: {line}");
+        assert!(
+            line["message"].is_string(),
+            "the message at the top level: {line}"
+        );
         let trace_id = root["trace_id"].as_str().unwrap_or_default();
         assert!(is_trace_id(trace_id), "no trace id in {line}");
         let root_name = root["name"].as_str().unwrap_or_default().to_string();
@@ -98,7 +105,7 @@ async fn log_lines_inside_a_maintenance_carry_node_and_trace_id() {
     let refusal = ours
         .iter()
         .find(|l| {
-            l["fields"]["message"]
+            l["message"]
                 .as_str()
                 .is_some_and(|m| m.starts_with("blocked by a PodDisruptionBudget"))
         })

@@ -1,9 +1,11 @@
 //! The one integration test binary (each test binary is large and slow to link).
 
 mod api_requests;
+mod conventions;
 mod crd;
 #[cfg(feature = "devtools")]
 mod demo;
+mod go_command_line;
 mod logs;
 mod manifests;
 mod metrics;
@@ -12,6 +14,7 @@ mod observability_e2e;
 mod operator;
 mod otlp_receiver;
 mod packaging;
+mod plan;
 mod probes;
 #[cfg(feature = "devtools")]
 mod soak;

@@ -1,5 +1,6 @@
-//! An in-process OTLP/gRPC trace receiver: what an OpenTelemetry collector or Jaeger would
-//! receive on port 4317, decoded into flat spans the telemetry tests can assert on.
+//! An in-process OTLP trace receiver: what an OpenTelemetry collector or Jaeger would receive
+//! over gRPC on port 4317 and over HTTP with protobuf on 4318 (`POST /v1/traces`), decoded into
+//! flat spans the telemetry tests can assert on.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -31,6 +32,10 @@ pub struct ReceivedSpan {
     pub events: Vec<String>,
     /// The service name of the resource that sent it.
     pub service: String,
+    /// The resource's `service.version`.
+    pub version: String,
+    /// Over which transport it came: `grpc` or `http/protobuf`.
+    pub transport: &'static str,
 }
 
 impl ReceivedSpan {
@@ -69,7 +74,7 @@ fn attributes(list: &[KeyValue]) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn flatten(span: &Span, service: &str) -> ReceivedSpan {
+fn flatten(span: &Span, resource: &Resource, transport: &'static str) -> ReceivedSpan {
     ReceivedSpan {
         name: span.name.clone(),
         trace_id: hex(&span.trace_id),
@@ -82,7 +87,66 @@ fn flatten(span: &Span, service: &str) -> ReceivedSpan {
             .map(|l| (hex(&l.trace_id), hex(&l.span_id)))
             .collect(),
         events: span.events.iter().map(|e| e.name.clone()).collect(),
-        service: service.to_string(),
+        service: resource.service.clone(),
+        version: resource.version.clone(),
+        transport,
+    }
+}
+
+/// What the spans' resource says about the sender.
+#[derive(Default)]
+struct Resource {
+    service: String,
+    version: String,
+}
+
+impl Collector {
+    /// Keeps the spans of one export request.
+    fn receive(&self, request: ExportTraceServiceRequest, transport: &'static str) {
+        let mut received = Vec::new();
+        for resource_spans in request.resource_spans {
+            let attribute = |key: &str| {
+                resource_spans
+                    .resource
+                    .as_ref()
+                    .and_then(|r| r.attributes.iter().find(|kv| kv.key == key))
+                    .map(|kv| text(&kv.value))
+                    .unwrap_or_default()
+            };
+            let resource = Resource {
+                service: attribute("service.name"),
+                version: attribute("service.version"),
+            };
+            for scope in resource_spans.scope_spans {
+                received.extend(scope.spans.iter().map(|s| flatten(s, &resource, transport)));
+            }
+        }
+        self.spans
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(received);
+    }
+}
+
+/// `POST /v1/traces` with a binary protobuf body, as OTLP/HTTP sends it.
+async fn http_export(
+    axum::extract::State(collector): axum::extract::State<Collector>,
+    body: axum::body::Bytes,
+) -> axum::response::Response {
+    use axum::response::IntoResponse as _;
+    match <ExportTraceServiceRequest as prost::Message>::decode(body) {
+        Ok(request) => {
+            collector.receive(request, "http/protobuf");
+            let response = ExportTraceServiceResponse {
+                partial_success: None,
+            };
+            (
+                [(axum::http::header::CONTENT_TYPE, "application/x-protobuf")],
+                prost::Message::encode_to_vec(&response),
+            )
+                .into_response()
+        }
+        Err(error) => (axum::http::StatusCode::BAD_REQUEST, error.to_string()).into_response(),
     }
 }
 
@@ -92,22 +156,7 @@ impl TraceService for Collector {
         &self,
         request: tonic::Request<ExportTraceServiceRequest>,
     ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
-        let mut received = Vec::new();
-        for resource_spans in request.into_inner().resource_spans {
-            let service = resource_spans
-                .resource
-                .as_ref()
-                .and_then(|r| r.attributes.iter().find(|kv| kv.key == "service.name"))
-                .map(|kv| text(&kv.value))
-                .unwrap_or_default();
-            for scope in resource_spans.scope_spans {
-                received.extend(scope.spans.iter().map(|s| flatten(s, &service)));
-            }
-        }
-        self.spans
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(received);
+        self.receive(request.into_inner(), "grpc");
         Ok(tonic::Response::new(ExportTraceServiceResponse {
             partial_success: None,
         }))
@@ -117,8 +166,11 @@ impl TraceService for Collector {
 /// A running receiver.
 pub struct Receiver {
     pub address: SocketAddr,
+    /// Where OTLP/HTTP is served.
+    pub http_address: SocketAddr,
     spans: Arc<Mutex<Vec<ReceivedSpan>>>,
     server: tokio::task::JoinHandle<()>,
+    http_server: tokio::task::JoinHandle<()>,
 }
 
 impl Receiver {
@@ -128,6 +180,14 @@ impl Receiver {
         let address = listener.local_addr().unwrap();
         let collector = Collector::default();
         let spans = collector.spans.clone();
+        let http_listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let http_address = http_listener.local_addr().unwrap();
+        let router = axum::Router::new()
+            .route("/v1/traces", axum::routing::post(http_export))
+            .with_state(collector.clone());
+        let http_server = tokio::spawn(async move {
+            axum::serve(http_listener, router).await.unwrap();
+        });
         let server = tokio::spawn(async move {
             tonic::transport::Server::builder()
                 .add_service(TraceServiceServer::new(collector))
@@ -137,14 +197,21 @@ impl Receiver {
         });
         Receiver {
             address,
+            http_address,
             spans,
             server,
+            http_server,
         }
     }
 
-    /// The endpoint to give an OTLP exporter.
+    /// The endpoint to give an OTLP/gRPC exporter.
     pub fn endpoint(&self) -> String {
         format!("http://{}", self.address)
+    }
+
+    /// The full URL to give an OTLP/HTTP exporter.
+    pub fn http_endpoint(&self) -> String {
+        format!("http://{}/v1/traces", self.http_address)
     }
 
     /// Every span received so far.
@@ -156,5 +223,6 @@ impl Receiver {
 impl Drop for Receiver {
     fn drop(&mut self) {
         self.server.abort();
+        self.http_server.abort();
     }
 }

@@ -1,36 +1,48 @@
-//! The trace a drain exports over OTLP/gRPC, as a collector receives it: one trace per
-//! maintenance whose eviction attempts hang under its drain span, and a separate trace for
-//! ending the maintenance that links back to it. Here the actors run against the in-memory
-//! fake cluster; `observability_e2e` checks the same shape with nmo against the simulator.
+//! The trace a drain exports over OTLP, as a collector receives it: one trace per maintenance
+//! whose eviction attempts hang under its drain span, ended as soon as the maintenance has
+//! Succeeded; what follows (guarding the node, ending the maintenance) in separate traces that
+//! link back to it. Attribute names follow OpenTelemetry's semantic conventions (`k8s.*`,
+//! `http.response.status_code`), nmo's own are under `nmo.`. Here the actors run against the
+//! in-memory fake cluster; `observability_e2e` checks the same shape with nmo against the
+//! simulator.
 
 use std::collections::BTreeSet;
 
 use nmo::observability::operator_metrics::ProcessObserver;
 use nmo::observability::telemetry;
-use opentelemetry_otlp::{SpanExporter, WithExportConfig};
-use opentelemetry_sdk::Resource;
+use nmo::observability::telemetry::{OtlpProtocol, OtlpSettings};
 use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::obs_support::{
     BLOCKED, FakeOperator, NODE, NS, PDB, PODS, REFUSALS, blocked_attempts,
-    cluster_with_guarded_pod, drain_through_the_budget, end_maintenance,
+    cluster_with_guarded_pod, drain_through_the_budget, end_maintenance, eventually,
 };
 use crate::otlp_receiver::{ReceivedSpan, Receiver};
 
 const NM: &str = "nm-traced";
 
-/// A tracer provider exporting over OTLP/gRPC to `receiver` (batched, as `nmo run` does).
+/// nmo's tracer provider exporting over OTLP/gRPC to `receiver` (batched, as `nmo run` does).
 pub fn provider_for(receiver: &Receiver) -> SdkTracerProvider {
-    let exporter = SpanExporter::builder()
-        .with_tonic()
-        .with_endpoint(receiver.endpoint())
-        .build()
-        .unwrap();
-    SdkTracerProvider::builder()
-        .with_resource(Resource::builder().with_service_name("nmo-test").build())
-        .with_batch_exporter(exporter)
-        .build()
+    provider_over(receiver, OtlpProtocol::Grpc)
+}
+
+/// nmo's tracer provider exporting to `receiver` over `protocol`.
+pub fn provider_over(receiver: &Receiver, protocol: OtlpProtocol) -> SdkTracerProvider {
+    let endpoint = match protocol {
+        OtlpProtocol::Grpc => receiver.endpoint(),
+        OtlpProtocol::HttpProtobuf => receiver.http_endpoint(),
+    };
+    telemetry::tracer_provider_for(&OtlpSettings {
+        protocol,
+        endpoint: Some(endpoint),
+    })
+    .unwrap()
+}
+
+/// The service name nmo's resource has here.
+fn service_name() -> String {
+    std::env::var("OTEL_SERVICE_NAME").unwrap_or_else(|_| "nmo".to_string())
 }
 
 /// Exports what the provider still holds. The SDK blocks while flushing and the gRPC channel
@@ -73,7 +85,12 @@ pub struct Expected<'a> {
 
 /// Checks the shape of the traces of one maintenance; returns the evicted pods' names.
 pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSet<String> {
-    assert!(spans.iter().all(|s| s.service == "nmo-test"));
+    let service = service_name();
+    assert!(spans.iter().all(|s| s.service == service), "{spans:#?}");
+    assert!(
+        spans.iter().all(|s| s.version == nmo::build_info::VERSION),
+        "service.version on every span: {spans:#?}"
+    );
     assert!(
         spans.iter().all(|s| s.name != "Actor"),
         "ractor's actor spans must stay out of the traces"
@@ -81,15 +98,15 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
 
     // The maintenance: one root, with what it was about and how it ended.
     let root = only(spans, "maintenance root", |s| {
-        s.name == "maintenance" && s.attr("maintenance") == Some(expected.maintenance)
+        s.name == "maintenance" && s.attr("nmo.maintenance") == Some(expected.maintenance)
     });
     assert!(
         root.parent_span_id.is_empty(),
         "the maintenance span is a root"
     );
-    assert_eq!(root.attr("node"), Some(expected.node));
-    assert_eq!(root.attr("reason"), Some(expected.reason));
-    assert_eq!(root.attr("phase"), Some("Succeeded"));
+    assert_eq!(root.attr("k8s.node.name"), Some(expected.node));
+    assert_eq!(root.attr("nmo.reason"), Some(expected.reason));
+    assert_eq!(root.attr("nmo.phase"), Some("Succeeded"));
     assert_eq!(
         root.attr("trace_id"),
         Some(root.trace_id.as_str()),
@@ -114,7 +131,7 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
     // Lease and cordon are steps of a reconcile under the root.
     let take_lease = trace
         .iter()
-        .find(|s| s.name == "take_lease" && s.attr("result") == Some("ok"))
+        .find(|s| s.name == "take_lease" && s.attr("nmo.result") == Some("ok"))
         .expect("a successful take_lease span");
     let reconcile = trace
         .iter()
@@ -125,23 +142,23 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
     let last_status = trace
         .iter()
         .filter(|s| s.name == "write_status")
-        .find(|s| s.attr("phase") == Some("Succeeded"))
+        .find(|s| s.attr("nmo.phase") == Some("Succeeded"))
         .expect("the Succeeded status write is traced");
     assert_eq!(last_status.parent_span_id, root.span_id);
-    assert_eq!(last_status.attr("drain_progress"), Some("100"));
+    assert_eq!(last_status.attr("nmo.drain_progress"), Some("100"));
     let cordon = trace
         .iter()
         .find(|s| s.name == "label_taint_cordon" && s.parent_span_id == reconcile.span_id)
         .expect("the cordon is a step of the reconcile that took the lease");
-    assert_eq!(cordon.attr("patched"), Some("true"));
+    assert_eq!(cordon.attr("nmo.patched"), Some("true"));
 
     // Every eviction attempt hangs under the one drain span.
     let drain = only(spans, "drain span", |s| {
         s.name == "drain" && s.trace_id == root.trace_id
     });
     assert_eq!(drain.parent_span_id, root.span_id);
-    assert_eq!(drain.attr("outcome"), Some("drained"));
-    assert!(drain.attr("pods.to_evict").is_some());
+    assert_eq!(drain.attr("nmo.outcome"), Some("drained"));
+    assert!(drain.attr("nmo.pods_to_evict").is_some());
     let evictions: Vec<&ReceivedSpan> = spans.iter().filter(|s| s.name == "evict_pod").collect();
     assert_eq!(
         evictions.len(),
@@ -152,36 +169,54 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
     for eviction in &evictions {
         assert_eq!(eviction.trace_id, root.trace_id, "{eviction:?}");
         assert_eq!(eviction.parent_span_id, drain.span_id, "{eviction:?}");
-        assert!(eviction.attr("pod.namespace").is_some(), "{eviction:?}");
-        assert!(eviction.attr("attempt").is_some(), "{eviction:?}");
-        assert!(eviction.attr("outcome").is_some(), "{eviction:?}");
-        assert!(eviction.attr("http.status_code").is_some(), "{eviction:?}");
-        pods.insert(eviction.attr("pod.name").unwrap_or_default().to_string());
+        assert!(
+            eviction.attr("k8s.namespace.name").is_some(),
+            "{eviction:?}"
+        );
+        assert!(eviction.attr("nmo.attempt").is_some(), "{eviction:?}");
+        assert!(eviction.attr("nmo.outcome").is_some(), "{eviction:?}");
+        assert!(
+            eviction.attr("http.response.status_code").is_some(),
+            "{eviction:?}"
+        );
+        pods.insert(
+            eviction
+                .attr("k8s.pod.name")
+                .unwrap_or_default()
+                .to_string(),
+        );
     }
     for pod in &pods {
         let last = evictions
             .iter()
-            .filter(|s| s.attr("pod.name") == Some(pod.as_str()))
-            .max_by_key(|s| s.attr("attempt").and_then(|a| a.parse::<u32>().ok()))
+            .filter(|s| s.attr("k8s.pod.name") == Some(pod.as_str()))
+            .max_by_key(|s| s.attr("nmo.attempt").and_then(|a| a.parse::<u32>().ok()))
             .unwrap_or_else(|| panic!("no eviction span for {pod}"));
-        assert_eq!(last.attr("outcome"), Some("evicted"), "{last:?}");
-        assert_eq!(last.attr("http.status_code"), Some("201"), "{last:?}");
+        assert_eq!(last.attr("nmo.outcome"), Some("evicted"), "{last:?}");
+        assert_eq!(
+            last.attr("http.response.status_code"),
+            Some("201"),
+            "{last:?}"
+        );
     }
     let refused: Vec<&&ReceivedSpan> = evictions
         .iter()
-        .filter(|s| s.attr("outcome") == Some("blocked_by_pdb"))
+        .filter(|s| s.attr("nmo.outcome") == Some("blocked_by_pdb"))
         .collect();
     assert!(refused.len() >= expected.min_refusals, "{refused:#?}");
-    let attempts: BTreeSet<&str> = refused.iter().filter_map(|s| s.attr("attempt")).collect();
+    let attempts: BTreeSet<&str> = refused
+        .iter()
+        .filter_map(|s| s.attr("nmo.attempt"))
+        .collect();
     assert!(
         attempts.contains("1") && attempts.contains("2"),
         "{attempts:?}"
     );
     for span in &refused {
-        assert_eq!(span.attr("pod.name"), Some(expected.blocked.0));
-        assert_eq!(span.attr("pod.namespace"), Some(expected.blocked.1));
-        assert_eq!(span.attr("pdb"), Some(expected.pdb));
-        assert_eq!(span.attr("http.status_code"), Some("429"));
+        assert_eq!(span.attr("k8s.pod.name"), Some(expected.blocked.0));
+        assert_eq!(span.attr("k8s.namespace.name"), Some(expected.blocked.1));
+        assert_eq!(span.attr("nmo.pdb"), Some(expected.pdb));
+        assert_eq!(span.attr("http.response.status_code"), Some("429"));
         assert!(
             span.events
                 .iter()
@@ -190,17 +225,17 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
         );
     }
     assert!(
-        refused.iter().any(|s| s.attr("backoff_ms").is_some()),
+        refused.iter().any(|s| s.attr("nmo.backoff_ms").is_some()),
         "the backoff chosen is recorded: {refused:#?}"
     );
 
     // Ending maintenance: its own trace, linked to the maintenance's root.
     let end = only(spans, "end_maintenance root", |s| {
-        s.name == "end_maintenance" && s.attr("maintenance") == Some(expected.maintenance)
+        s.name == "end_maintenance" && s.attr("nmo.maintenance") == Some(expected.maintenance)
     });
     assert!(end.parent_span_id.is_empty());
     assert_ne!(end.trace_id, root.trace_id);
-    assert_eq!(end.attr("node"), Some(expected.node));
+    assert_eq!(end.attr("k8s.node.name"), Some(expected.node));
     assert_eq!(end.attr("trace_id"), Some(end.trace_id.as_str()));
     assert!(
         end.links
@@ -217,14 +252,40 @@ pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSe
         assert!(undo_names.contains(name), "no {name} in {undo_names:?}");
     }
     let release = undo.iter().find(|s| s.name == "release_lease").unwrap();
-    assert_eq!(release.attr("result"), Some("ok"));
+    assert_eq!(release.attr("nmo.result"), Some("ok"));
     pods
+}
+
+/// Flushes the provider until `found` holds for the spans received (10 s at most).
+async fn until_exported(
+    provider: &SdkTracerProvider,
+    receiver: &Receiver,
+    what: &str,
+    found: impl Fn(&[ReceivedSpan]) -> bool,
+) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        flush(provider).await;
+        if found(&receiver.spans()) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what} was not exported within 10 s: {:#?}",
+            receiver.spans()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+fn is_root_of(span: &ReceivedSpan, name: &str) -> bool {
+    span.name == "maintenance" && span.attr("nmo.maintenance") == Some(name)
 }
 
 // current_thread: the scoped subscriber is thread-local, and every actor task runs on this
 // thread. The batch exporter has its own thread; the gRPC channel runs on this runtime.
 #[tokio::test]
-async fn a_drain_is_one_trace_and_its_undo_a_linked_one() {
+async fn a_drain_is_one_trace_ended_at_success_and_what_follows_linked_traces() {
     let receiver = Receiver::start().await;
     let provider = provider_for(&receiver);
     let subscriber = tracing_subscriber::registry().with(telemetry::otel_layer(&provider));
@@ -233,6 +294,63 @@ async fn a_drain_is_one_trace_and_its_undo_a_linked_one() {
     let cluster = cluster_with_guarded_pod();
     let operator = FakeOperator::start(cluster.clone(), ProcessObserver::default().shared()).await;
     drain_through_the_budget(&cluster, NM).await;
+    // Succeeded: the maintenance's root has ended (it is exported), though the node stays in
+    // maintenance until the NodeMaintenance is deleted.
+    until_exported(&provider, &receiver, "the maintenance's root", |spans| {
+        spans.iter().any(|s| is_root_of(s, NM))
+    })
+    .await;
+
+    // Guarding the node afterwards is a trace of its own, linked to the maintenance.
+    let mut node = cluster.node(NODE).expect("the node");
+    node.unschedulable = false;
+    cluster.set_node(node);
+    eventually("the node to be cordoned again", || {
+        cluster.node(NODE).is_some_and(|n| n.unschedulable)
+    })
+    .await;
+    until_exported(&provider, &receiver, "the repair's trace", |spans| {
+        spans.iter().any(|s| s.name == "guard_maintenance")
+    })
+    .await;
+    let spans = receiver.spans();
+    let root = spans.iter().find(|s| is_root_of(s, NM)).unwrap();
+    let guard_roots: Vec<&ReceivedSpan> = spans
+        .iter()
+        .filter(|s| s.name == "guard_maintenance")
+        .collect();
+    for guard in &guard_roots {
+        assert!(guard.parent_span_id.is_empty(), "{guard:?}");
+        assert_ne!(guard.trace_id, root.trace_id);
+        assert_eq!(guard.attr("nmo.maintenance"), Some(NM));
+        assert_eq!(guard.attr("k8s.node.name"), Some(NODE));
+        assert!(
+            guard
+                .links
+                .contains(&(root.trace_id.clone(), root.span_id.clone())),
+            "{guard:?} links to the maintenance"
+        );
+    }
+    let repair = spans
+        .iter()
+        .find(|s| {
+            s.name == "reconcile" && guard_roots.iter().any(|g| g.span_id == s.parent_span_id)
+        })
+        .expect("the repair's reconcile hangs under a guard_maintenance root");
+    assert!(
+        spans.iter().any(|s| s.name == "label_taint_cordon"
+            && s.parent_span_id == repair.span_id
+            && s.attr("nmo.patched") == Some("true")),
+        "the repair re-cordoned the node: {spans:#?}"
+    );
+    assert!(
+        spans
+            .iter()
+            .filter(|s| s.trace_id == root.trace_id)
+            .all(|s| s.name != "reconcile" || s.parent_span_id == root.span_id),
+        "nothing of the repair joined the ended maintenance trace"
+    );
+
     let calls_to_blocked = blocked_attempts(&cluster);
     end_maintenance(&cluster, NM).await;
     operator.stop().await;
@@ -252,5 +370,42 @@ async fn a_drain_is_one_trace_and_its_undo_a_linked_one() {
         },
     );
     assert_eq!(evicted, PODS.iter().map(|p| p.to_string()).collect());
+    assert!(receiver.spans().iter().all(|s| s.transport == "grpc"));
+    let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
+}
+
+/// The same drain exported over OTLP/HTTP with protobuf (`OTEL_EXPORTER_OTLP_PROTOCOL=
+/// http/protobuf`, port 4318).
+#[tokio::test]
+async fn a_drain_is_exported_over_otlp_http_too() {
+    let receiver = Receiver::start().await;
+    let provider = provider_over(&receiver, OtlpProtocol::HttpProtobuf);
+    let subscriber = tracing_subscriber::registry().with(telemetry::otel_layer(&provider));
+    let guard = tracing::subscriber::set_default(subscriber);
+
+    let cluster = cluster_with_guarded_pod();
+    let operator = FakeOperator::start(cluster.clone(), ProcessObserver::default().shared()).await;
+    drain_through_the_budget(&cluster, NM).await;
+    let calls_to_blocked = blocked_attempts(&cluster);
+    end_maintenance(&cluster, NM).await;
+    operator.stop().await;
+    drop(guard);
+    flush(&provider).await;
+
+    let spans = receiver.spans();
+    assert!(!spans.is_empty());
+    assert!(spans.iter().all(|s| s.transport == "http/protobuf"));
+    check_trace_shape(
+        &spans,
+        &Expected {
+            maintenance: NM,
+            node: NODE,
+            reason: "test",
+            blocked: (BLOCKED, NS),
+            pdb: PDB,
+            eviction_calls: PODS.len() - 1 + calls_to_blocked,
+            min_refusals: REFUSALS,
+        },
+    );
     let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
 }

@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
 use crate::model::{
-    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodeState, PodInfo, PodRef,
+    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodeState, NodeSummary,
+    NodeSummaryEvent, PodInfo, PodRef,
 };
 use crate::ports::{ClusterError, EvictionOutcome};
 
@@ -63,6 +64,9 @@ pub(super) struct Inner {
     pub(super) node_watchers: Vec<(String, mpsc::UnboundedSender<Option<NodeState>>)>,
     pub(super) pod_watchers: Vec<(String, mpsc::UnboundedSender<Vec<PodInfo>>)>,
     pub(super) nm_watchers: Vec<mpsc::UnboundedSender<MaintenanceChange>>,
+    /// Nodes whose `Ready` condition is not True.
+    pub(super) not_ready: HashSet<String>,
+    pub(super) summary_watchers: Vec<mpsc::UnboundedSender<NodeSummaryEvent>>,
 }
 
 impl Inner {
@@ -89,6 +93,20 @@ impl Inner {
         let snapshot = self.nodes.get(name).cloned();
         self.node_watchers
             .retain(|(n, tx)| n != name || tx.send(snapshot.clone()).is_ok());
+        let event = match self.summary(name) {
+            Some(summary) => NodeSummaryEvent::Changed(summary),
+            None => NodeSummaryEvent::Deleted(name.to_string()),
+        };
+        self.summary_watchers
+            .retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    pub(super) fn summary(&self, name: &str) -> Option<NodeSummary> {
+        self.nodes.get(name).map(|node| NodeSummary {
+            name: name.to_string(),
+            ready: !self.not_ready.contains(name),
+            unschedulable: node.unschedulable,
+        })
     }
 
     pub(super) fn notify_pods(&mut self, node: &str) {
@@ -199,6 +217,24 @@ impl FakeCluster {
             },
         );
         inner.notify_node(&name);
+    }
+
+    /// Sets a node's `Ready` condition (nodes are Ready unless told otherwise).
+    pub fn set_node_ready(&self, name: &str, ready: bool) {
+        let mut inner = self.lock();
+        if ready {
+            inner.not_ready.remove(name);
+        } else {
+            inner.not_ready.insert(name.to_string());
+        }
+        inner.notify_node(name);
+    }
+
+    /// Removes a node.
+    pub fn remove_node(&self, name: &str) {
+        let mut inner = self.lock();
+        inner.nodes.remove(name);
+        inner.notify_node(name);
     }
 
     /// A node's state.

@@ -20,6 +20,11 @@ pub fn t0() -> DateTime<Utc> {
         .unwrap_or_default()
 }
 
+/// [`t0`] plus `seconds` (negative: before it).
+pub fn at(seconds: i64) -> DateTime<Utc> {
+    t0() + chrono::Duration::seconds(seconds)
+}
+
 impl Maintenance {
     /// A NodeMaintenance `name` (uid `uid-<name>`, reason `test`, created at [`t0`]) with no
     /// node yet, no finalizer and no status.
@@ -175,6 +180,20 @@ impl NodeState {
         self.taints.push(taint);
         self
     }
+
+    /// With one more label.
+    pub fn with_label(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// At `resourceVersion` `version`.
+    pub fn at_version(self, version: &str) -> Self {
+        NodeState {
+            resource_version: version.to_string(),
+            ..self
+        }
+    }
 }
 
 impl Lease {
@@ -199,6 +218,14 @@ impl Lease {
             acquire_time: Some(at),
             renew_time: Some(at),
             lease_duration_seconds: Some(seconds),
+            ..self
+        }
+    }
+
+    /// At `resourceVersion` `version`.
+    pub fn at_version(self, version: &str) -> Self {
+        Lease {
+            resource_version: version.to_string(),
             ..self
         }
     }

@@ -12,5 +12,5 @@ mod harness;
 mod port;
 
 pub use cluster::{FakeCluster, MaintenanceChange};
-pub use fixtures::{foreign_lease, t0};
+pub use fixtures::{at, foreign_lease, t0};
 pub use harness::{Harness, eventually, feed, paused_config};

@@ -11,7 +11,7 @@ use tokio::sync::mpsc;
 use super::cluster::{FakeCluster, Pdb};
 use crate::model::{
     EXCLUDE_LABEL, Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, PodInfo, PodRef, RecordWrite,
+    NodeState, NodeSummaryEvent, PodInfo, PodRef, RecordWrite,
 };
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
 
@@ -192,6 +192,15 @@ impl Cluster for FakeCluster {
         let (tx, rx) = mpsc::unbounded_channel();
         inner.node_watchers.push((name.to_string(), tx));
         snapshots(inner.nodes.get(name).cloned(), rx)
+    }
+
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent> {
+        let mut inner = self.record("watch_node_summaries".to_string());
+        let (tx, rx) = mpsc::unbounded_channel();
+        inner.summary_watchers.push(tx);
+        let names: Vec<String> = inner.nodes.keys().cloned().collect();
+        let listed = names.iter().filter_map(|n| inner.summary(n)).collect();
+        snapshots(NodeSummaryEvent::Listed(listed), rx)
     }
 
     async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {

@@ -153,33 +153,13 @@ pub(super) fn after_reconcile(
 
 #[cfg(test)]
 mod tests {
-    use super::super::drain::Drain;
     use super::*;
     use crate::ports::ClusterError;
 
-    fn failed(undo_due: bool) -> Stage {
-        Stage::Failed {
-            why: Failure::LeaseLost,
-            undo_due,
-        }
-    }
-
-    fn draining() -> Stage {
-        Stage::Draining(Box::new(Drain::begin(&tracing::Span::none(), 0)))
-    }
+    use super::super::stage::examples::{draining, failed};
 
     fn nm(reason: &str) -> Maintenance {
-        Maintenance {
-            name: "nm1".into(),
-            uid: "uid-nm1".into(),
-            resource_version: "1".into(),
-            node_name: "n1".into(),
-            reason: reason.into(),
-            creation_timestamp: DateTime::<Utc>::UNIX_EPOCH,
-            deleting: false,
-            finalizers: vec![],
-            status: None,
-        }
+        Maintenance::test("nm1").on("n1").with_reason(reason)
     }
 
     #[test]

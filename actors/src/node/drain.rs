@@ -49,8 +49,8 @@ impl Drain {
         let span = tracing::info_span!(
             parent: parent,
             "drain",
-            pods.to_evict = to_evict,
-            outcome = tracing::field::Empty,
+            nmo.pods_to_evict = to_evict,
+            nmo.outcome = tracing::field::Empty,
         );
         Drain {
             pods: None,
@@ -145,11 +145,11 @@ impl Drain {
     pub(super) fn end(self, how: DrainEnd, observer: &dyn crate::observe::Observer) -> bool {
         match how {
             DrainEnd::Drained => {
-                self.span.record("outcome", "drained");
+                self.span.record("nmo.outcome", "drained");
                 observer.drain_finished(self.began.elapsed());
             }
             DrainEnd::Stopped => {
-                self.span.record("outcome", "stopped");
+                self.span.record("nmo.outcome", "stopped");
             }
         }
         !self.asked.is_empty()
@@ -160,20 +160,9 @@ impl Drain {
 mod tests {
     use super::*;
     use crate::eviction::EvictionReply;
-    use crate::model::PodPhase;
 
     fn pod(name: &str) -> PodInfo {
-        PodInfo {
-            namespace: "app".into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            phase: PodPhase::Running,
-            controller: None,
-            is_mirror: false,
-            has_empty_dir: false,
-            terminating: false,
-            grace_period_seconds: Some(30),
-        }
+        PodInfo::test("app", name).unmanaged()
     }
 
     fn pass(pods: &[(&str, PodAction)]) -> DrainPass {

@@ -122,34 +122,33 @@ impl fmt::Display for Stage {
     }
 }
 
+/// Stages for the unit tests of this module and of `decide`.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(super) mod examples {
+    use super::{Drain, Failure, Stage};
 
-    fn failed(undo_due: bool) -> Stage {
+    pub fn failed(undo_due: bool) -> Stage {
         Stage::Failed {
             why: Failure::LeaseLost,
             undo_due,
         }
     }
 
-    fn draining() -> Stage {
+    pub fn draining() -> Stage {
         Stage::Draining(Box::new(Drain::begin(&tracing::Span::none(), 0)))
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use super::examples::{draining, failed};
 
     fn nm(reason: &str) -> Maintenance {
-        Maintenance {
-            name: "nm1".into(),
-            uid: "uid-nm1".into(),
-            resource_version: "1".into(),
-            node_name: "n1".into(),
-            reason: reason.into(),
-            creation_timestamp: DateTime::<Utc>::UNIX_EPOCH,
-            deleting: false,
-            finalizers: vec![],
-            status: None,
-        }
+        Maintenance::test("nm1").on("n1").with_reason(reason)
     }
+
     #[test]
     fn stages_read_as_words() {
         let waiting = Stage::WaitingForLease {

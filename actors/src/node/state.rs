@@ -14,6 +14,7 @@ use super::messages::NodeMsg;
 use super::ops::{self, DaemonSets, OpCtx, OpResult, ReconcileInput};
 use super::stage::Stage;
 use super::status_writer::{Flush, StatusWriter};
+use super::trace::TraceState;
 use super::watches::Watches;
 use crate::eviction::{EvictionMsg, EvictionReport};
 use crate::model::{EventType, Maintenance, Phase};
@@ -56,8 +57,12 @@ pub struct NodeActorState {
     pub(super) daemonsets: DaemonSets,
     /// The retry timer.
     pub(super) tick: TaskSlot,
-    /// The trace root: `maintenance` until the deletion is seen, then `end_maintenance`.
+    /// The span log lines go to and work hangs under (see [`Self::work_span`]): the
+    /// `maintenance` root until Succeeded or Failed, then a logs-only span, and
+    /// `end_maintenance` once the deletion is seen (`super::trace`).
     pub(super) span: tracing::Span,
+    /// Whether the `maintenance` root has ended, and its ids for the traces that follow.
+    pub(super) trace: TraceState,
     /// The phase last reported to the observer (withdrawn when the state is dropped).
     pub(super) observed_phase: PhaseReport,
 }
@@ -94,7 +99,7 @@ impl NodeActorState {
                 if let Stage::Failed { undo_due, .. } = &mut self.stage {
                     *undo_due = false;
                 }
-                let span = tracing::info_span!(parent: &self.span, "undo");
+                let span = tracing::info_span!(parent: &self.work_span(), "undo");
                 let ctx = self.ctx.clone();
                 self.ops.run(
                     &mut self.tasks,
@@ -111,10 +116,11 @@ impl NodeActorState {
         let input = ReconcileInput {
             refresh: !self.refreshed,
             finalizers: self.nm.finalizers.clone(),
-            first_time: self.status.wanted.phase.is_none(),
+            // A maintenance that waited in the queue is Running but has no counts yet.
+            first_time: crate::fleet::awaiting_start(&self.status.wanted),
             known_daemonsets: self.daemonsets.clone(),
         };
-        let span = tracing::info_span!(parent: &self.span, "reconcile");
+        let span = tracing::info_span!(parent: &self.work_span(), "reconcile");
         let ctx = self.ctx.clone();
         self.reconcile_sent = Some(Instant::now());
         self.ops.run(
@@ -163,11 +169,14 @@ impl NodeActorState {
                 // Status writes are coalesced, so a span each stays cheap and shows when the
                 // status said what.
                 let span = tracing::info_span!(
-                    parent: &self.span,
+                    parent: &self.work_span(),
                     "write_status",
-                    phase = status.phase.map(Phase::as_str).unwrap_or_default(),
-                    drain_progress = status.drain_progress,
+                    nmo.phase = status.phase.map(Phase::as_str).unwrap_or_default(),
+                    nmo.drain_progress = status.drain_progress,
                 );
+                if let Some(phase @ (Phase::Succeeded | Phase::Failed)) = status.phase {
+                    self.trace_phase(phase);
+                }
                 let cluster = self.ctx.cluster.clone();
                 let name = self.ctx.nm_name.clone();
                 self.tasks.spawn_cast_back(
@@ -184,8 +193,9 @@ impl NodeActorState {
     pub(super) fn event(&mut self, type_: EventType, reason: &str, message: String) {
         let cluster = self.ctx.cluster.clone();
         let event = ops::nm_event(&self.ctx, type_, reason, message);
+        let span = self.work_span();
         self.tasks
-            .spawn(async move { ops::emit(&cluster, event).await }.instrument(self.span.clone()));
+            .spawn(async move { ops::emit(&cluster, event).await }.instrument(span));
     }
 
     /// Moves to `next`. Leaving `Draining` ends the drain: its span says how, the pod watch
@@ -217,7 +227,14 @@ impl NodeActorState {
             return;
         }
         if let Some(phase) = self.status.wanted.phase {
-            self.span.record("phase", phase.as_str());
+            self.span.record("nmo.phase", phase.as_str());
+            // A terminal phase ends the maintenance's trace once the status saying so is on
+            // its way (see `flush_status`), so that write is part of the trace; a phase the
+            // API already has (a restart) ends it now.
+            let written = self.status.written().and_then(|w| w.phase) == Some(phase);
+            if phase == Phase::Running || written {
+                self.trace_phase(phase);
+            }
         }
     }
 
@@ -270,17 +287,8 @@ impl NodeActorState {
         self.retry_timer.clear();
         self.set_stage(Stage::Undoing);
         // Ending maintenance is its own trace, linked to the maintenance's: the maintenance's
-        // root span ends here (once its last children do), so Jaeger shows it complete.
-        let end = tracing::info_span!(
-            parent: None,
-            "end_maintenance",
-            maintenance = %self.ctx.nm_name,
-            node = %self.ctx.node_name,
-            trace_id = tracing::field::Empty,
-        );
-        end.follows_from(&self.span);
-        self.ctx.config.observer.trace_root(&end);
-        self.span = end;
+        // root span ends here if it had not yet (once its last children do).
+        self.span = self.end_trace();
         self.lease.stop_renewing();
         self.watches.stop_node();
         self.kick(myself);

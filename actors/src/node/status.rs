@@ -28,6 +28,7 @@ pub(super) fn begin(status: &mut MaintenanceStatus, initial: &InitialCounts, now
     status.pending_pods = initial.pending.iter().map(|p| p.name.clone()).collect();
     status.pending_pods_refs = initial.pending.clone();
     status.drain_progress = plan::progress(initial.eviction, initial.pending.len(), 0, true);
+    crate::fleet::mark_started(status, now);
     plan::set_condition(
         &mut status.conditions,
         conditions::LEASE_ACQUIRED,

@@ -36,6 +36,8 @@ impl NodeActorState {
             }
             OnUpdate::Restart => {
                 self.nm.reason = nm.reason;
+                // A new attempt: a new `maintenance` trace, linked to the failed one.
+                self.trace_phase(Phase::Running);
                 self.set_stage(Stage::Starting);
                 self.kick(myself);
             }
@@ -79,8 +81,9 @@ impl NodeActorState {
         let node_uid = self.lease.node_uid().to_string();
         // A renewal: the lease is ours, so it is never created without reading it first.
         let work = async move { ops::acquire_lease(&ctx, &node_uid, LeaseOp::Renew, false).await };
+        let span = self.work_span();
         self.tasks
-            .spawn_cast_back(myself, self.span.clone(), work, NodeMsg::LeaseRenewed);
+            .spawn_cast_back(myself, span, work, NodeMsg::LeaseRenewed);
     }
 
     /// A renewal ended.

@@ -130,22 +130,13 @@ pub fn lease_failure(count: i32, evictions_began: bool) -> LeaseFailure {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
-    fn t(secs: i64) -> DateTime<Utc> {
-        Utc.timestamp_opt(1_700_000_000 + secs, 0).single().unwrap()
-    }
+    use crate::fake::at as t;
 
     fn lease(holder: &str, renew: i64, transitions: i32) -> Lease {
-        Lease {
-            namespace: crate::config::defaults::LEASE_NAMESPACE.into(),
-            name: "node-n1".into(),
-            holder_identity: Some(holder.into()),
-            lease_duration_seconds: Some(3600),
-            acquire_time: Some(t(renew)),
-            renew_time: Some(t(renew)),
-            lease_transitions: Some(transitions),
-            resource_version: "7".into(),
-        }
+        Lease::test("n1", holder)
+            .renewed(t(renew), 3600)
+            .transitions(transitions)
+            .at_version("7")
     }
 
     #[test]

@@ -236,27 +236,18 @@ pub fn marked_by(node: &NodeState, undoer: Undoer<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
-    fn t(secs: i64) -> DateTime<Utc> {
-        Utc.timestamp_opt(1_700_000_000 + secs, 0).single().unwrap()
-    }
+    use crate::fake::at as t;
 
     fn node() -> NodeState {
-        NodeState {
-            name: "n1".into(),
-            uid: "uid-n1".into(),
-            unschedulable: false,
-            taints: vec![Taint {
+        NodeState::test("n1")
+            .with_taint(Taint {
                 key: "foreign".into(),
                 value: Some("x".into()),
                 effect: "NoExecute".into(),
                 time_added: None,
-            }],
-            labels: BTreeMap::from([("a".to_string(), "b".to_string())]),
-            resource_version: "1".into(),
-            record: None,
-            annotated: true,
-        }
+            })
+            .with_label("a", "b")
+            .at_version("1")
     }
 
     const UID: &str = "uid-nm1";

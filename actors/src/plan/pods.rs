@@ -91,31 +91,13 @@ pub fn progress(eviction_pods: i32, pending: usize, previous: i32, running: bool
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::OwnerRef;
+
     fn pod(name: &str) -> PodInfo {
-        PodInfo {
-            namespace: "ns".into(),
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            phase: PodPhase::Running,
-            controller: Some(OwnerRef {
-                kind: "ReplicaSet".into(),
-                name: "rs".into(),
-            }),
-            is_mirror: false,
-            has_empty_dir: false,
-            terminating: false,
-            grace_period_seconds: Some(30),
-        }
+        PodInfo::test("ns", name)
     }
 
     fn ds_pod() -> PodInfo {
-        let mut p = pod("ds");
-        p.controller = Some(OwnerRef {
-            kind: "DaemonSet".into(),
-            name: "agent".into(),
-        });
-        p
+        pod("ds").controlled_by("DaemonSet", "agent")
     }
 
     #[test]

@@ -59,23 +59,10 @@ pub fn status_differs(a: &MaintenanceStatus, b: &MaintenanceStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use chrono::TimeZone;
-    fn t(secs: i64) -> DateTime<Utc> {
-        Utc.timestamp_opt(1_700_000_000 + secs, 0).single().unwrap()
-    }
+    use crate::fake::at as t;
 
     fn nm(name: &str, created: i64) -> Maintenance {
-        Maintenance {
-            name: name.into(),
-            uid: format!("uid-{name}"),
-            resource_version: "1".into(),
-            node_name: "n1".into(),
-            reason: String::new(),
-            creation_timestamp: t(created),
-            deleting: false,
-            finalizers: vec![],
-            status: None,
-        }
+        Maintenance::test(name).on("n1").created_at(t(created))
     }
 
     #[test]

@@ -146,17 +146,7 @@ mod tests {
     }
 
     fn nm() -> Maintenance {
-        Maintenance {
-            name: "second".into(),
-            uid: "uid-second".into(),
-            resource_version: "1".into(),
-            node_name: "n1".into(),
-            reason: String::new(),
-            creation_timestamp: now(),
-            deleting: false,
-            finalizers: vec![],
-            status: None,
-        }
+        Maintenance::test("second").on("n1").created_at(now())
     }
 
     #[test]

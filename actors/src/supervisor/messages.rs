@@ -3,7 +3,8 @@
 use ractor::RpcReplyPort;
 
 use super::duplicate::DuplicateError;
-use crate::model::Maintenance;
+use crate::model::{Maintenance, NodeSummaryEvent};
+use crate::ports::ClusterError;
 
 /// How many entries the supervisor keeps, per kind.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -36,14 +37,32 @@ pub enum SupervisorMsg {
         /// `metadata.uid`: a NodeMaintenance created again under the same name is another one.
         uid: String,
     },
+    /// Every NodeMaintenance that existed when the watch (re)listed has been sent: the
+    /// cluster maintenance budget knows who holds a slot and may let others start, and the
+    /// orphan sweep looks for nodes changed for NodeMaintenances that no longer exist.
+    Listed,
     /// Look for nodes nmo changed for NodeMaintenances that no longer exist, and undo them
-    /// (sent at start and after every relist of the NodeMaintenances).
+    /// (after every listing, see `Listed`, and again after a sweep that failed).
     Sweep,
-    /// Names of the NodeMaintenances that have a live node actor (introspection, tests).
-    Active(RpcReplyPort<Vec<String>>),
     /// How much the supervisor remembers (introspection, tests: nothing may grow without
     /// bound over a long run).
     Remembered(RpcReplyPort<Remembered>),
+    /// Names of the NodeMaintenances that have a live node actor (introspection, tests).
+    Active(RpcReplyPort<Vec<String>>),
+    /// Names of the NodeMaintenances waiting for the budget, in queue order (introspection,
+    /// tests).
+    Queue(RpcReplyPort<Vec<String>>),
+    /// Internal: a change in the cluster's nodes (only while a budget counts them).
+    Nodes(NodeSummaryEvent),
+    /// Internal: the status write (and first event) of a waiting NodeMaintenance ended.
+    QueueWritten {
+        /// The NodeMaintenance's uid.
+        uid: String,
+        /// Ok, or what failed (tried again on the next budget tick).
+        result: Result<(), ClusterError>,
+    },
+    /// Internal: the budget's timer (queue places written, failed writes retried).
+    FleetTick,
     /// Internal: respawn the node actor of this NodeMaintenance (uid) after a crash.
     Respawn(String),
     /// Internal: an orphan sweep finished.

@@ -30,6 +30,15 @@ pub enum BenchError {
     /// The fault soak ran, and a check failed (the report above says which).
     #[error("the fault soak failed a check: {0}")]
     SoakFailed(String),
+    /// The driver could not read what it measures.
+    #[error("cannot {what}: {source}")]
+    Kube {
+        /// What it read.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: kube::Error,
+    },
     /// The results could not be written as JSON.
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),

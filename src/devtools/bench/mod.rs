@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod error;
+pub mod fleet;
 pub mod process;
 pub mod procstat;
 pub mod report;

@@ -115,7 +115,10 @@ async fn measure(
 }
 
 /// Waits until `nmo run` watches NodeMaintenances: its start-up is over.
-async fn wait_watching(sim: &SimHandle, operator: &mut OperatorProcess) -> Result<(), BenchError> {
+pub async fn wait_watching(
+    sim: &SimHandle,
+    operator: &mut OperatorProcess,
+) -> Result<(), BenchError> {
     let watching = Query::all()
         .verb("watch")
         .resource("nodemaintenances")

@@ -4,10 +4,12 @@
 mod drain;
 mod faults;
 mod finalizer;
+mod fleet;
 mod leader;
 mod lease;
 mod pdb;
 mod rbac;
 mod restart;
 mod safety;
+mod self_placement;
 mod traffic;

@@ -52,6 +52,10 @@ pub struct Started {
     pub admin: kube::Config,
     /// A client configuration for nmo (its service account when RBAC is enforced).
     pub operator: kube::Config,
+    /// The same identity as a kubeconfig file's YAML, for nmo started as a process.
+    pub operator_kubeconfig: String,
+    /// The admin's identity as a kubeconfig file's YAML, for kubectl.
+    pub admin_kubeconfig: String,
 }
 
 impl Backend {
@@ -87,10 +91,22 @@ impl Backend {
         if tokens {
             operator.default_namespace = OPERATOR_NAMESPACE.into();
         }
+        let operator_kubeconfig = nmo_sim::kubeconfig::kubeconfig_yaml(
+            &sim.base_url(),
+            tokens.then_some(OPERATOR_TOKEN),
+            &operator.default_namespace,
+        );
+        let admin_kubeconfig = nmo_sim::kubeconfig::kubeconfig_yaml(
+            &sim.base_url(),
+            tokens.then_some(ADMIN_TOKEN),
+            "default",
+        );
         Started {
             backend: Backend::Sim(sim),
             admin,
             operator,
+            operator_kubeconfig,
+            admin_kubeconfig,
         }
     }
 }

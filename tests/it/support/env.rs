@@ -22,6 +22,8 @@ pub struct TestEnv {
     /// The test's own client, allowed everything (the `objects` methods use it).
     pub(super) admin: kube::Client,
     operator_config: kube::Config,
+    operator_kubeconfig: String,
+    admin_kubeconfig: String,
     options: OperatorOptions,
     placement: Placement,
     backend: Backend,
@@ -83,9 +85,26 @@ impl TestEnv {
         }
     }
 
+    /// A new client with the admin's identity (allowed everything), for kinds the `objects`
+    /// methods do not cover.
+    pub fn admin_client(&self) -> kube::Client {
+        self.admin.clone()
+    }
+
     /// A new client with nmo's identity, on the calling runtime.
     pub fn operator_client(&self) -> kube::Client {
         kube::Client::try_from(self.operator_config.clone()).expect("a client for nmo")
+    }
+
+    /// Writes a kubeconfig file with nmo's identity (its service account and namespace when
+    /// RBAC is enforced), for nmo started as a process of its own.
+    pub fn write_operator_kubeconfig(&self, path: &std::path::Path) {
+        std::fs::write(path, &self.operator_kubeconfig).expect("the kubeconfig is written");
+    }
+
+    /// Writes a kubeconfig file with the admin's identity, for kubectl.
+    pub fn write_admin_kubeconfig(&self, path: &std::path::Path) {
+        std::fs::write(path, &self.admin_kubeconfig).expect("the kubeconfig is written");
     }
 
     /// Starts nmo with the builder's options (after a stop or a kill).
@@ -242,12 +261,16 @@ impl TestEnvBuilder {
             backend,
             admin,
             operator,
+            operator_kubeconfig,
+            admin_kubeconfig,
         } = Backend::simulator(self.cluster).await;
         let start_operator = self.operator.is_some();
         let mut env = TestEnv {
             operator: None,
             admin: kube::Client::try_from(admin).expect("a client for the admin"),
             operator_config: operator,
+            operator_kubeconfig,
+            admin_kubeconfig,
             options: self.operator.unwrap_or_else(test_options),
             placement: self.placement,
             backend,

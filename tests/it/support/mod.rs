@@ -24,4 +24,4 @@ pub use backend::{OPERATOR_AGENT, OPERATOR_NAMESPACE, OPERATOR_USER};
 pub use env::{TestEnv, TestEnvBuilder};
 pub use nmo_sim::testing::eventually;
 pub use objects::taint_keys;
-pub use operator::test_options;
+pub use operator::{Operator, test_options};

@@ -97,8 +97,8 @@ pub(crate) async fn drain_pass(
         }
         let span = tracing::info_span!(
             "delete_pod",
-            pod.namespace = %pod.namespace,
-            pod.name = %pod.name,
+            k8s.namespace.name = %pod.namespace,
+            k8s.pod.name = %pod.name,
         );
         match ctx
             .cluster

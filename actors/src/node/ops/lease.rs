@@ -23,14 +23,14 @@ pub(crate) async fn acquire_lease(
     let span = match op {
         LeaseOp::Renew => tracing::info_span!(
             "renew_lease",
-            result = tracing::field::Empty,
-            holder = tracing::field::Empty,
+            nmo.result = tracing::field::Empty,
+            nmo.lease.holder = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         ),
         _ => tracing::info_span!(
             "take_lease",
-            result = tracing::field::Empty,
-            holder = tracing::field::Empty,
+            nmo.result = tracing::field::Empty,
+            nmo.lease.holder = tracing::field::Empty,
             otel.status_code = tracing::field::Empty,
         ),
     };
@@ -46,12 +46,12 @@ pub(crate) async fn acquire_lease(
         Ok(_) => LeaseResult::Ok,
         Err(err) => {
             if let LeaseError::TakenBy { holder, .. } = err {
-                span.record("holder", holder.as_str());
+                span.record("nmo.lease.holder", holder.as_str());
             }
             err.result()
         }
     };
-    span.record("result", result.as_str());
+    span.record("nmo.result", result.as_str());
     if matches!(result, LeaseResult::Conflict | LeaseResult::Error) {
         span.record("otel.status_code", "ERROR");
     }
@@ -129,13 +129,13 @@ async fn try_lease(ctx: &OpCtx, node_uid: &str, probably_absent: bool) -> Result
 /// metric.
 /// `read` is the lease as just read (None: absent), which saves reading it again.
 pub(crate) async fn release_lease(ctx: &OpCtx, read: Option<Lease>) -> Result<(), ReleaseError> {
-    let span = tracing::info_span!("release_lease", result = tracing::field::Empty);
+    let span = tracing::info_span!("release_lease", nmo.result = tracing::field::Empty);
     let released = try_release(ctx, read).instrument(span.clone()).await;
     let result = match &released {
         Ok(result) => *result,
         Err(err) => err.result(),
     };
-    span.record("result", result.as_str());
+    span.record("nmo.result", result.as_str());
     ctx.config
         .observer
         .lease_operation(LeaseOp::Release, result);

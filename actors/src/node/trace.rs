@@ -1,0 +1,130 @@
+//! The traces of one maintenance.
+//!
+//! The `maintenance` root covers the maintenance from its start until it is Succeeded or
+//! Failed, and then ends, so that Jaeger never shows a trace whose root is missing for the days
+//! a node may stay in maintenance. What follows is traced apart, each piece linked back to the
+//! maintenance: every later piece of work (a lease renewal, a repair of the node, a status
+//! write) as a short `guard_maintenance` trace of its own, and the deletion's undo as one
+//! `end_maintenance` trace. Log lines keep their context throughout: once the root has ended
+//! they are written in a span that only logs see ([`LOGS_ONLY_TARGET`]), with the same node and
+//! trace id.
+
+use tracing::Level;
+
+use super::state::NodeActorState;
+use crate::model::Phase;
+use crate::observe::{LOGS_ONLY_TARGET, TraceAnchor};
+
+/// Where the maintenance's trace stands.
+#[derive(Debug, Default)]
+pub(super) struct TraceState {
+    /// The ids of the current `maintenance` root (None without tracing).
+    anchor: Option<TraceAnchor>,
+    /// The `maintenance` root has ended: work gets roots of its own.
+    ended: bool,
+}
+
+impl TraceState {
+    /// The state of a maintenance whose `maintenance` root has ids `anchor`.
+    pub(super) fn started(anchor: Option<TraceAnchor>) -> Self {
+        TraceState {
+            anchor,
+            ended: false,
+        }
+    }
+}
+
+/// The `maintenance` trace root of NodeMaintenance `name` on `node`.
+pub(super) fn maintenance_root(name: &str, node: &str, reason: &str) -> tracing::Span {
+    // A trace root of its own (never a child of whatever span the spawn happened in).
+    tracing::info_span!(
+        parent: None,
+        "maintenance",
+        nmo.maintenance = %name,
+        k8s.node.name = %node,
+        nmo.reason = %reason,
+        nmo.phase = tracing::field::Empty,
+        trace_id = tracing::field::Empty,
+    )
+}
+
+impl NodeActorState {
+    /// The span the next piece of work hangs under: the current trace root while it is open
+    /// (`maintenance`, or `end_maintenance` once deleted); after the maintenance's root has
+    /// ended, a new `guard_maintenance` root linked to it.
+    pub(super) fn work_span(&self) -> tracing::Span {
+        if !self.trace.ended {
+            return self.span.clone();
+        }
+        let span = tracing::info_span!(
+            parent: None,
+            "guard_maintenance",
+            nmo.maintenance = %self.ctx.nm_name,
+            k8s.node.name = %self.ctx.node_name,
+            trace_id = tracing::field::Empty,
+        );
+        self.linked_root(&span);
+        span
+    }
+
+    /// Follows a phase change: Succeeded or Failed ends the `maintenance` root; Running again
+    /// (a failed maintenance started anew) opens a new one, linked to the old.
+    pub(super) fn trace_phase(&mut self, phase: Phase) {
+        match phase {
+            Phase::Succeeded | Phase::Failed if !self.trace.ended => {
+                // The root says how the maintenance ended, whichever of the status write and
+                // the phase bookkeeping came first.
+                self.span.record("nmo.phase", phase.as_str());
+                // Log lines keep the maintenance's node and trace id, in a span no trace gets.
+                let logs = tracing::span!(
+                    target: LOGS_ONLY_TARGET,
+                    parent: None,
+                    Level::INFO,
+                    "maintenance",
+                    nmo.maintenance = %self.ctx.nm_name,
+                    k8s.node.name = %self.ctx.node_name,
+                    nmo.phase = phase.as_str(),
+                    trace_id = tracing::field::Empty,
+                );
+                if let Some(anchor) = &self.trace.anchor {
+                    logs.record("trace_id", anchor.trace_id.as_str());
+                }
+                // Dropping the root's handle ends it once its last child has ended.
+                self.span = logs;
+                self.trace.ended = true;
+            }
+            Phase::Running if self.trace.ended => {
+                let root =
+                    maintenance_root(&self.ctx.nm_name, &self.ctx.node_name, &self.nm.reason);
+                self.linked_root(&root);
+                self.trace = TraceState::started(self.ctx.config.observer.trace_anchor(&root));
+                self.span = root;
+            }
+            _ => {}
+        }
+    }
+
+    /// The `end_maintenance` root the deletion's undo runs in, linked to the maintenance.
+    pub(super) fn end_trace(&mut self) -> tracing::Span {
+        let end = tracing::info_span!(
+            parent: None,
+            "end_maintenance",
+            nmo.maintenance = %self.ctx.nm_name,
+            k8s.node.name = %self.ctx.node_name,
+            trace_id = tracing::field::Empty,
+        );
+        self.linked_root(&end);
+        // The undo's work hangs under this root until the actor stops.
+        self.trace.ended = false;
+        end
+    }
+
+    /// Tells the observer about a new root that follows the maintenance.
+    fn linked_root(&self, span: &tracing::Span) {
+        let observer = &self.ctx.config.observer;
+        observer.trace_root(span);
+        if let Some(anchor) = &self.trace.anchor {
+            observer.link(span, anchor);
+        }
+    }
+}

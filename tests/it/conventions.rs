@@ -1,0 +1,150 @@
+//! Conventions users' tools rely on, checked through the API and `kubectl` (installed on every
+//! machine of the project): nmo's events carry the Go operator's reporting component, and
+//! `kubectl get nm -o wide` shows why a drain is blocked and the last error.
+
+use std::process::Command;
+
+use nmo_sim::Scenario;
+use serde_json::json;
+
+use crate::support::TestEnv;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_are_reported_by_the_go_operator_s_component() {
+    let env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 2).pdb(None))
+        .start()
+        .await;
+    env.create_maintenance("nm-events", "node-0").await;
+    env.wait_phase("nm-events", "Succeeded").await;
+    let ours: Vec<serde_json::Value> = env
+        .events()
+        .await
+        .into_iter()
+        .filter(|event| event["involvedObject"]["name"] == "nm-events")
+        .collect();
+    assert!(
+        ours.iter()
+            .any(|event| event["reason"] == "BeginMaintenance"),
+        "{ours:#?}"
+    );
+    for event in &ours {
+        // The Go operator: mgr.GetEventRecorderFor("NodeMaintenance").
+        assert_eq!(event["reportingComponent"], "NodeMaintenance", "{event}");
+    }
+}
+
+/// `kubectl get <args>` against the environment, as the admin: its standard output.
+fn kubectl(env: &TestEnv, args: &[&str]) -> String {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
+    let kubeconfig = dir.path().join("kubeconfig");
+    env.write_admin_kubeconfig(&kubeconfig);
+    let output = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(args)
+        .output()
+        .expect("kubectl runs (.ci/run installs it)");
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).expect("UTF-8")
+}
+
+/// The cells of a table kubectl printed (columns split on two or more spaces).
+fn rows(table: &str) -> Vec<Vec<String>> {
+    table
+        .lines()
+        .map(|line| {
+            line.split("  ")
+                .map(str::trim)
+                .filter(|cell| !cell.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error() {
+    let error = "cannot evict pod shop/db-0: blocked by PodDisruptionBudget shop/db";
+    let env = TestEnv::builder()
+        .scenario(Scenario::plain(1, 0))
+        .static_cluster()
+        .without_operator()
+        .object(json!({
+            "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
+            "kind": "NodeMaintenance",
+            "metadata": {"name": "nm-blocked"},
+            "spec": {"nodeName": "node-0", "reason": "kernel"},
+            "status": {
+                "phase": "Running",
+                "drainProgress": 50,
+                "lastError": error,
+                "conditions": [
+                    {"type": "Drained", "status": "False", "reason": "Draining",
+                     "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"},
+                    {"type": "DrainBlocked", "status": "True", "reason": "BudgetExhausted",
+                     "message": error, "lastTransitionTime": "2026-01-01T00:00:00Z"}
+                ]
+            }
+        }))
+        .object(json!({
+            "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
+            "kind": "NodeMaintenance",
+            "metadata": {"name": "nm-queued"},
+            "spec": {"nodeName": "node-0", "reason": "kernel"},
+            "status": {
+                "phase": "Running",
+                "drainProgress": 0,
+                "queue": {"position": 2, "waitingFor": "max-parallel-maintenances: 20 of 20 running"}
+            }
+        }))
+        .start()
+        .await;
+
+    let narrow = rows(&kubectl(&env, &["get", "nm"]));
+    assert_eq!(
+        narrow[0],
+        ["NAME", "NODE", "PHASE", "PROGRESS", "REASON", "AGE"],
+        "priority-1 columns only with -o wide"
+    );
+    let wide = rows(&kubectl(&env, &["get", "nm", "-o", "wide"]));
+    assert_eq!(
+        wide[0],
+        [
+            "NAME",
+            "NODE",
+            "PHASE",
+            "PROGRESS",
+            "REASON",
+            "AGE",
+            "QUEUE",
+            "WAITING FOR",
+            "BLOCKED",
+            "ERROR"
+        ]
+    );
+    let row = &wide[1];
+    assert_eq!(row[0], "nm-blocked");
+    // Not queued: its QUEUE and WAITING FOR cells are blank (and dropped by `rows`).
+    assert_eq!(row[6], "BudgetExhausted", "{row:?}");
+    assert_eq!(row[7], error, "{row:?}");
+    let queued = &wide[2];
+    assert_eq!(
+        queued[..8],
+        [
+            "nm-queued",
+            "node-0",
+            "Running",
+            "0",
+            "kernel",
+            queued[5].as_str(),
+            "2",
+            "max-parallel-maintenances: 20 of 20 running"
+        ],
+        "{queued:?}"
+    );
+}
