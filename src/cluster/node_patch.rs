@@ -199,8 +199,8 @@ mod tests {
     fn recording(annotated: bool) -> NodePatch {
         NodePatch {
             node: "w1".into(),
-            expected_taints: vec![],
-            desired_taints: vec![Taint::no_schedule("medik8s.io/drain")],
+            expected_taints: vec![foreign()],
+            desired_taints: vec![foreign(), Taint::no_schedule("medik8s.io/drain")],
             unschedulable: None,
             labels: BTreeMap::new(),
             record: RecordWrite::Set {
@@ -212,18 +212,21 @@ mod tests {
 
     #[test]
     fn the_record_is_written_with_the_change_into_an_existing_or_new_annotation_map() {
+        let taints = json!([{"key": "example.com/gpu", "value": "true", "effect": "NoExecute"}]);
         let annotated = json!({
             "metadata": {"annotations": {"kubeadm.alpha.kubernetes.io/cri-socket": "x"}},
-            "spec": {}
+            "spec": {"taints": taints}
         });
         let patched = apply(&annotated, &json_patch(&recording(true))).expect("patch applies");
         let annotations = &patched["metadata"]["annotations"];
         assert_eq!(annotations["kubeadm.alpha.kubernetes.io/cri-socket"], "x");
         let written = annotations[RECORD_ANNOTATION].as_str().expect("recorded");
         assert_eq!(NodeRecord::from_annotation(written), Some(record()));
-        assert_eq!(patched["spec"]["taints"][0]["key"], "medik8s.io/drain");
+        assert_eq!(patched["spec"]["taints"][1]["key"], "medik8s.io/drain");
 
-        let bare = json!({"metadata": {}, "spec": {}});
+        // The API server tests an absent member as null; this JSON patch library needs it
+        // spelled out.
+        let bare = json!({"metadata": {"annotations": null}, "spec": {"taints": taints}});
         let patched = apply(&bare, &json_patch(&recording(false))).expect("patch applies");
         assert!(patched["metadata"]["annotations"][RECORD_ANNOTATION].is_string());
         // Someone annotated the node since it was read: the patch fails rather than drop it.
@@ -234,14 +237,15 @@ mod tests {
     fn undo_removes_the_record_even_if_it_is_gone_already() {
         let mut patch = recording(true);
         patch.record = RecordWrite::Remove;
-        patch.desired_taints = vec![];
+        patch.desired_taints = vec![foreign()];
+        let taints = json!([{"key": "example.com/gpu", "value": "true", "effect": "NoExecute"}]);
         let recorded = json!({
             "metadata": {"annotations": {RECORD_ANNOTATION: record().to_annotation(), "a": "b"}},
-            "spec": {}
+            "spec": {"taints": taints}
         });
         let patched = apply(&recorded, &json_patch(&patch)).expect("patch applies");
         assert_eq!(patched["metadata"]["annotations"], json!({"a": "b"}));
-        let gone = json!({"metadata": {"annotations": {"a": "b"}}, "spec": {}});
+        let gone = json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"taints": taints}});
         assert!(apply(&gone, &json_patch(&patch)).is_ok());
     }
 }
