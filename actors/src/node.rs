@@ -10,11 +10,14 @@
 //! whose results come back as messages, so a slow API or a PDB-blocked drain never stalls the
 //! mailbox (deletion included).
 //!
-//! Seams for what comes next: recording the node's prior state belongs in the reconcile's
-//! cordon step and the undo's patch (`ops`); a deadline per cluster call wraps
-//! `ops::OpCtx::cluster`; pausing evictions without the lease is one more fact for the drain
-//! (`drain::Drain::apply`); a fleet-wide budget is a `Queued` stage before `Starting`; a drain
-//! deadline is a timer owned by `Draining` leading to `Failed`.
+//! Under faults: the first change to the node writes nmo's record of what was there before in
+//! the same patch, and the undo restores exactly that (`crate::plan::maintenance_patch`,
+//! `crate::plan::undo_patch`); every cluster call has a deadline (`crate::deadline`); every
+//! task the actor starts is aborted and awaited when it stops (`crate::task::TaskSet`), so
+//! nothing it began can land after a leader handover; a failing step waits out a growing
+//! backoff (`state::NodeActorState::step_failed`); the lease keeper retries a failed renewal
+//! within seconds and pauses evictions while the lease is about to lapse (`lease`); a give-up
+//! is written as Failed with the undo due before the undo runs (`decide::Facts`).
 
 mod decide;
 mod drain;

@@ -43,6 +43,8 @@ const LEADER_NAMESPACE: &str = "default";
 const POLL: Duration = Duration::from_millis(200);
 const EXCLUDE_LABEL: &str = "remediation.medik8s.io/exclude-from-remediation";
 const RECORD_ANNOTATION: &str = "nodemaintenance.medik8s.io/before-maintenance";
+/// A killed replica comes back after this long even if the other never took over.
+const REVIVE_ANYWAY: Duration = Duration::from_secs(30);
 
 /// The soak's size and faults.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -339,17 +341,27 @@ async fn drive(
         let kill_now = index >= 1 && index <= config.kills;
         let deadline = Instant::now() + config.wave_timeout;
         let mut killed = !kill_now;
+        let mut killed_at = None;
         let wave_started = Instant::now();
         loop {
             replicas.tend()?;
             let holder = leaders.observe(sim);
-            // Kill the leader while the wave is under way.
+            // Kill the leader while the wave is under way; it comes back (as a standby) once
+            // the other replica leads, so that leadership really moves between the two.
             if !killed
                 && wave_started.elapsed() >= Duration::from_secs(2)
                 && let Some(leader) = replicas.leader(&holder)
             {
-                replicas.kill_and_restart(leader)?;
+                replicas.kill(leader);
                 killed = true;
+                killed_at = Some((leader, Instant::now()));
+            }
+            if let Some((dead, at)) = killed_at
+                && replicas.any_down()
+                && (replicas.leader(&holder).is_some_and(|l| l != dead)
+                    || at.elapsed() > REVIVE_ANYWAY)
+            {
+                replicas.revive()?;
             }
             let state = EndState::read(sim, config);
             let wave_done = nodes.iter().all(|n| state.succeeded(&nm_name(n)));
@@ -371,6 +383,7 @@ async fn drive(
         previous.clone_from(nodes);
     }
     // The end: the last wave stays, everything else must be given back.
+    replicas.revive()?;
     let deadline = Instant::now() + config.converge_timeout;
     loop {
         replicas.tend()?;

@@ -22,6 +22,8 @@ struct Replica {
     peak_rss_bytes: u64,
     exits: u32,
     kills: u32,
+    /// Killed and kept down until the other replica leads (so leadership really moves).
+    down: bool,
 }
 
 /// Both replicas.
@@ -69,6 +71,7 @@ impl Replicas {
                     peak_rss_bytes: 0,
                     exits: 0,
                     kills: 0,
+                    down: false,
                 })
                 .collect(),
             audit,
@@ -99,6 +102,9 @@ impl Replicas {
     pub fn tend(&mut self) -> Result<(), BenchError> {
         for index in 0..self.slots.len() {
             let slot = &mut self.slots[index];
+            if slot.down {
+                continue;
+            }
             let exited = slot.process.as_mut().is_none_or(OperatorProcess::exited);
             if exited {
                 slot.exits += 1;
@@ -121,13 +127,11 @@ impl Replicas {
             .map(|slot| slot.name)
     }
 
-    /// Kills the replica `name` with SIGKILL and starts it again (it comes back as a
-    /// standby).
-    pub fn kill_and_restart(&mut self, name: &str) -> Result<(), BenchError> {
-        let Some(index) = self.slots.iter().position(|slot| slot.name == name) else {
-            return Ok(());
+    /// Kills the replica `name` with SIGKILL; it stays down until [`Replicas::revive`].
+    pub fn kill(&mut self, name: &str) {
+        let Some(slot) = self.slots.iter_mut().find(|slot| slot.name == name) else {
+            return;
         };
-        let slot = &mut self.slots[index];
         if let Some(process) = slot.process.take() {
             if let Ok(usage) = process.usage() {
                 slot.peak_rss_bytes = slot.peak_rss_bytes.max(usage.peak_rss_bytes);
@@ -135,7 +139,22 @@ impl Replicas {
             process.kill_now();
         }
         slot.kills += 1;
-        self.launch(index)
+        slot.down = true;
+    }
+
+    /// Starts the replicas killed before again (they come back as standbys).
+    pub fn revive(&mut self) -> Result<(), BenchError> {
+        for index in 0..self.slots.len() {
+            if std::mem::take(&mut self.slots[index].down) {
+                self.launch(index)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a replica is kept down.
+    pub fn any_down(&self) -> bool {
+        self.slots.iter().any(|slot| slot.down)
     }
 
     /// Where replica `name`'s log is.
