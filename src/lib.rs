@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod crd;
 #[cfg(feature = "devtools")]
 pub mod devtools;
+pub mod drain_timeout;
 pub mod leader;
 pub mod maintenance_watch;
 pub mod observability;

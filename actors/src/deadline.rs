@@ -13,6 +13,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
+use crate::budget::{BudgetChange, LabelSelector};
+use crate::diagnosis::BudgetPod;
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
     NodeSummaryEvent, PodInfo,
@@ -53,11 +55,6 @@ impl Cluster for Bounded {
             .await
     }
 
-    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
-        self.within("list NodeMaintenances", self.inner.list_maintenances())
-            .await
-    }
-
     async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError> {
         self.within("add finalizer", self.inner.add_finalizer(name, seen))
             .await
@@ -84,11 +81,6 @@ impl Cluster for Bounded {
 
     async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError> {
         self.within("get node", self.inner.get_node(name)).await
-    }
-
-    async fn list_marked_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
-        self.within("list marked nodes", self.inner.list_marked_nodes())
-            .await
     }
 
     async fn patch_node(&self, patch: &NodePatch) -> Result<NodeState, ClusterError> {
@@ -174,6 +166,32 @@ impl Cluster for Bounded {
             self.inner.evict_pod(namespace, name, grace_period_seconds),
         )
         .await
+    }
+
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
+        self.inner.watch_budgets()
+    }
+
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError> {
+        self.within(
+            "list a budget's pods",
+            self.inner.list_selected_pods(namespace, selector),
+        )
+        .await
+    }
+
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
+        self.within("list maintained nodes", self.inner.list_maintained_nodes())
+            .await
+    }
+
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
+        self.within("list NodeMaintenances", self.inner.list_maintenances())
+            .await
     }
 }
 

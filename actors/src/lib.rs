@@ -3,8 +3,10 @@
 //! Kubernetes is reached only through the [`ports::Cluster`] trait, so this crate knows no
 //! Kubernetes client.
 
+pub mod budget;
 pub mod config;
 pub mod deadline;
+pub mod diagnosis;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;

@@ -2,6 +2,7 @@
 //! Kubernetes objects nmo touches, reduced to the fields nmo reads or writes.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -36,6 +37,9 @@ pub mod reasons {
     pub const FAILED: &str = "FailedMaintenance";
     /// Maintenance undone after deletion (on the NodeMaintenance).
     pub const REMOVED: &str = "RemovedMaintenance";
+    /// nmo addition: the drain is blocked, and why (once per change of the class, on the
+    /// NodeMaintenance; Warning).
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
     /// Node uncordoned (on the Node).
     pub const UNCORDON: &str = "UncordonNode";
     /// nmo addition: the maintenance waits for the cluster maintenance budget (on the
@@ -74,6 +78,11 @@ pub mod conditions {
     pub const UNDO_DUE: &str = "UndoDue";
     /// Reason: the node is as it was before the maintenance.
     pub const RESTORED: &str = "Restored";
+    /// True while the drain is blocked by a PodDisruptionBudget, with the class of the blocker
+    /// as its reason (e.g. `CrossNodeDeadlock`); absent otherwise.
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+    /// Reason of a False `Drained`: `spec.drainTimeout` passed before the drain finished.
+    pub const DRAIN_TIMEOUT: &str = "DrainTimeout";
     /// True while the maintenance waits for the cluster maintenance budget (nothing touched
     /// yet); False with reason [`STARTED`] once it started. Absent when it never waited.
     pub const QUEUED: &str = "Queued";
@@ -81,6 +90,36 @@ pub mod conditions {
     pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
     /// Reason: the budget let the maintenance start.
     pub const STARTED: &str = "Started";
+}
+
+/// What happens when `spec.drainTimeout` passes before the drain finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnDrainTimeout {
+    /// Failed; the node stays cordoned for a person (the default).
+    #[default]
+    Hold,
+    /// Failed, and the maintenance undone (node uncordoned, lease released).
+    Undo,
+}
+
+impl OnDrainTimeout {
+    /// The JSON value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDrainTimeout::Hold => "Hold",
+            OnDrainTimeout::Undo => "Undo",
+        }
+    }
+}
+
+/// The opt-in drain deadline of a NodeMaintenance (`spec.drainTimeout`,
+/// `spec.onDrainTimeout`). The default is NMO's behaviour: no deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainPolicy {
+    /// How long the drain may take, from its start; None: as long as it takes.
+    pub timeout: Option<Duration>,
+    /// What a passed deadline does.
+    pub on_timeout: OnDrainTimeout,
 }
 
 /// A NodeMaintenance object as the controller sees it.
@@ -104,6 +143,8 @@ pub struct Maintenance {
     pub finalizers: Vec<String>,
     /// `status`, if any has been written.
     pub status: Option<MaintenanceStatus>,
+    /// `spec.drainTimeout` and `spec.onDrainTimeout`.
+    pub drain_policy: DrainPolicy,
 }
 
 impl Maintenance {
@@ -157,6 +198,9 @@ pub struct PendingPodReason {
     pub pdb: Option<String>,
     /// Human readable detail (for a PDB: the API's message with the budget's numbers).
     pub message: String,
+    /// Why the budget blocks it, as a class (`WaitingForReplacement`, `CrossNodeDeadlock`...,
+    /// see [`crate::diagnosis::Blocker::reason`]), when it is blocked.
+    pub diagnosis: Option<String>,
 }
 
 /// A status condition (`metav1.Condition` shape).
@@ -199,6 +243,13 @@ pub struct MaintenanceStatus {
     pub conditions: Vec<Condition>,
     /// `pendingPodsReasons` (nmo addition): why each pending pod is still there.
     pub pending_pods_reasons: Vec<PendingPodReason>,
+    /// `drainStartTime` (nmo addition): when the drain began (the base of the deadline).
+    pub drain_start_time: Option<DateTime<Utc>>,
+    /// `drainDeadline` (nmo addition): when `spec.drainTimeout` passes, while draining.
+    pub drain_deadline: Option<DateTime<Utc>>,
+    /// `drainTimeRemaining` (nmo addition): time left before the deadline while draining, as a
+    /// Go duration (`29m`, `40s`), refreshed coarsely.
+    pub drain_time_remaining: Option<String>,
     /// `queue` (nmo addition): where the maintenance waits for the cluster maintenance budget;
     /// None once it started (or when it never waited).
     pub queue: Option<QueuePlace>,
@@ -448,6 +499,10 @@ pub struct PodInfo {
     pub terminating: bool,
     /// `spec.terminationGracePeriodSeconds`.
     pub grace_period_seconds: Option<i64>,
+    /// `metadata.labels` (which budgets select it).
+    pub labels: BTreeMap<String, String>,
+    /// Its Ready condition is True (a budget counts it as healthy).
+    pub ready: bool,
 }
 
 impl PodInfo {

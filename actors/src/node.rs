@@ -19,8 +19,11 @@
 //! within seconds and pauses evictions while the lease is about to lapse (`lease`); a give-up
 //! is written as Failed with the undo due before the undo runs (`decide::Facts`).
 
+mod blocked;
+mod deadline;
 mod decide;
 mod drain;
+mod drain_policy;
 mod errors;
 mod lease;
 mod messages;
@@ -49,7 +52,7 @@ pub use status::InitialCounts;
 use crate::config::Config;
 use crate::eviction::EvictionMsg;
 use crate::model::{Maintenance, Phase};
-use crate::observe::{MaintenanceIdentity, PhaseReport};
+use crate::observe::{BlockedReport, MaintenanceIdentity, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::retry::Backoff;
@@ -104,6 +107,11 @@ impl Actor for NodeActor {
                 node: nm.node_name.clone(),
                 created: nm.creation_timestamp,
             });
+        let blocked_report = BlockedReport::new(
+            args.config.observer.clone(),
+            nm.name.clone(),
+            nm.node_name.clone(),
+        );
         let ctx = OpCtx {
             cluster: args.cluster,
             config: args.config,
@@ -134,6 +142,7 @@ impl Actor for NodeActor {
             span,
             trace,
             observed_phase,
+            blocked_report,
         })
     }
 
@@ -225,6 +234,9 @@ impl Actor for NodeActor {
             }
             NodeMsg::StatusWritten(result) => state.on_status_written(&myself, result),
             NodeMsg::Eviction(report) => state.on_report(&myself, report),
+            NodeMsg::DrainDeadline => {
+                state.check_deadline(&myself);
+            }
         }
         state.note_phase();
         Ok(())

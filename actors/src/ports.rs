@@ -6,6 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
+use crate::budget::{BudgetChange, LabelSelector};
+use crate::diagnosis::BudgetPod;
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
     NodeSummaryEvent, PodInfo,
@@ -89,9 +91,6 @@ pub trait Cluster: Send + Sync + 'static {
     /// reading first, but must re-read when it turns out stale.
     async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError>;
 
-    /// Every NodeMaintenance (they are cluster scoped and few): the orphan sweep's fresh view.
-    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError>;
-
     /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others, from
     /// the NodeMaintenance `name` whose uid is `uid`. A missing object, or one of that name
     /// with another uid (deleted and created again meanwhile), is Ok: nothing of ours is left
@@ -112,10 +111,6 @@ pub trait Cluster: Send + Sync + 'static {
 
     /// Reads a node; None if it does not exist.
     async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError>;
-
-    /// The nodes carrying nmo's exclude-from-remediation label (a label-selected list: never
-    /// every node of a large cluster), for the orphan sweep.
-    async fn list_marked_nodes(&self) -> Result<Vec<NodeState>, ClusterError>;
 
     /// Applies label + taints + cordon as one JSON patch whose first op tests the taints (see
     /// [`NodePatch`]); returns the node as written. A failed test is `Conflict`.
@@ -182,4 +177,28 @@ pub trait Cluster: Send + Sync + 'static {
         name: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError>;
+
+    // --- Drain policy: budgets and why a drain is blocked -----------------------------------
+
+    /// Watches every PodDisruptionBudget (one shared watch: budgets are few): the complete
+    /// list first and after every relist ([`BudgetChange::Listed`]), then each change. Same
+    /// retry contract as [`Cluster::watch_node`].
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange>;
+
+    /// Lists the pods of `namespace` that `selector` selects (a budget's pods), to find the
+    /// one a blocked budget waits for. One bounded LIST.
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError>;
+
+    /// Lists the nodes carrying nmo's maintenance label
+    /// ([`crate::model::EXCLUDE_LABEL`]): the nodes cordoned by maintenances (and those the
+    /// orphan sweep looks at). One LIST, bounded by the number of nodes in maintenance.
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError>;
+
+    /// Lists every NodeMaintenance (to name the maintenance of a cordoned node; the orphan
+    /// sweep's fresh view).
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError>;
 }

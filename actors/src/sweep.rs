@@ -53,7 +53,7 @@ pub(crate) async fn sweep(
     driven: HashSet<String>,
 ) -> Result<SweepReport, SweepError> {
     let marked = cluster
-        .list_marked_nodes()
+        .list_maintained_nodes()
         .await
         .map_err(SweepError::ListNodes)?;
     let leases = cluster

@@ -10,6 +10,7 @@
 //! the actors bound each port call (`nmo_actors::deadline`), and the shared DaemonSet lookup
 //! is bounded here, inside the cache every caller waits on.
 
+mod budgets;
 pub(crate) mod convert;
 mod daemonsets;
 mod errors;
@@ -30,9 +31,11 @@ use kube::api::{
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use nmo_actors::budget::{BudgetChange, LabelSelector};
+use nmo_actors::diagnosis::BudgetPod;
 use nmo_actors::model::{
-    EXCLUDE_LABEL, Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner,
-    NodePatch, NodeState, NodeSummaryEvent, PodInfo,
+    Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
+    NodeState, NodeSummaryEvent, PodInfo,
 };
 use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
 use serde_json::json;
@@ -218,15 +221,6 @@ impl Cluster for KubeCluster {
         Ok(object.as_ref().map(convert::maintenance))
     }
 
-    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
-        let list = self
-            .maintenances()
-            .list(&ListParams::default())
-            .await
-            .map_err(to_cluster_error)?;
-        Ok(list.items.iter().map(convert::maintenance).collect())
-    }
-
     async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError> {
         let add = |list: &mut Vec<String>| {
             if !list.iter().any(|f| f == FINALIZER) {
@@ -303,12 +297,6 @@ impl Cluster for KubeCluster {
     async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError> {
         let node = self.nodes().get_opt(name).await.map_err(to_cluster_error)?;
         Ok(node.as_ref().map(convert::node_state))
-    }
-
-    async fn list_marked_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
-        let params = ListParams::default().labels(EXCLUDE_LABEL);
-        let nodes = self.nodes().list(&params).await.map_err(to_cluster_error)?;
-        Ok(nodes.items.iter().map(convert::node_state).collect())
     }
 
     async fn patch_node(&self, patch: &NodePatch) -> Result<NodeState, ClusterError> {
@@ -513,5 +501,25 @@ impl Cluster for KubeCluster {
             eviction_outcome(self.pods(namespace).evict(name, &params).await)
         })
         .await
+    }
+
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
+        budgets::watch_budgets(self.client.clone())
+    }
+
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError> {
+        budgets::selected_pods(self.client.clone(), namespace, selector).await
+    }
+
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
+        budgets::maintained_nodes(self.client.clone()).await
+    }
+
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
+        budgets::maintenances(self.client.clone()).await
     }
 }

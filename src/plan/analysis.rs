@@ -296,6 +296,8 @@ fn quorum(input: &PlanInput) -> Vec<Blocker> {
                     NodeMaintenanceSpec {
                         node_name: node.to_string(),
                         reason: None,
+                        drain_timeout: None,
+                        on_drain_timeout: None,
                     },
                 ));
             }
@@ -352,6 +354,8 @@ mod tests {
                 has_empty_dir: false,
                 terminating: false,
                 grace_period_seconds: Some(30),
+                labels: [("app".to_string(), app.to_string())].into(),
+                ready: true,
             },
             labels: [("app".to_string(), app.to_string())].into(),
             one_per_node: false,
@@ -586,6 +590,8 @@ mod tests {
             NodeMaintenanceSpec {
                 node_name: "n1".into(),
                 reason: None,
+                drain_timeout: None,
+                on_drain_timeout: None,
             },
         ));
         assert!(!analyse(&input).clear());

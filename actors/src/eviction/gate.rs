@@ -154,6 +154,29 @@ impl Gates {
         Accepted::Reopened(key)
     }
 
+    /// The status of budget `key` changed: its backoff is over and every pod parked behind it
+    /// is handed back (to be decided on the status again).
+    pub(super) fn release(&mut self, key: &str) -> Vec<PodRef> {
+        let Some(gate) = self.gates.remove(key) else {
+            return Vec::new();
+        };
+        self.pod_gate.retain(|_, k| k != key);
+        gate.parked.into()
+    }
+
+    /// Whether pods are parked behind budget `key`.
+    pub(super) fn has_parked(&self, key: &str) -> bool {
+        self.gates.get(key).is_some_and(|g| !g.parked.is_empty())
+    }
+
+    /// The pods parked behind budget `key`.
+    pub(super) fn parked(&self, key: &str) -> impl Iterator<Item = &PodRef> {
+        self.gates
+            .get(key)
+            .into_iter()
+            .flat_map(|g| g.parked.iter())
+    }
+
     /// Keeps only the parked pods for which `keep` holds (the rest were cancelled).
     pub(super) fn retain_parked(&mut self, mut keep: impl FnMut(&PodRef) -> bool) {
         for gate in self.gates.values_mut() {

@@ -61,6 +61,10 @@ async fn a_request_made_again_while_its_cancelled_call_is_out_is_answered() {
         maintenance: "nm1".into(),
         reply_to: collector.get_derived(),
         span: tracing::Span::none(),
+        labels: std::collections::BTreeMap::new(),
+        healthy: true,
+        unstarted: false,
+        controller: None,
     };
     // E.g. a node actor restarted while its eviction call was out: the old actor's
     // requests are cancelled, the new one asks again before the call returns.
@@ -108,6 +112,10 @@ async fn cancelled_requests_leave_no_budget_or_pod_behind() {
             maintenance: "nm1".into(),
             reply_to: collector.get_derived(),
             span: tracing::Span::none(),
+            labels: std::collections::BTreeMap::new(),
+            healthy: true,
+            unstarted: false,
+            controller: None,
         };
         evictor.cast(EvictionMsg::Evict(request)).unwrap();
     }

@@ -7,6 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
+use crate::budget::{Budget, BudgetChange, BudgetStatus};
+use crate::diagnosis::BudgetPod;
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodeState, NodeSummary,
     NodeSummaryEvent, PodInfo, PodRef,
@@ -64,6 +66,11 @@ pub(super) struct Inner {
     pub(super) node_watchers: Vec<(String, mpsc::UnboundedSender<Option<NodeState>>)>,
     pub(super) pod_watchers: Vec<(String, mpsc::UnboundedSender<Vec<PodInfo>>)>,
     pub(super) nm_watchers: Vec<mpsc::UnboundedSender<MaintenanceChange>>,
+    /// Watched PodDisruptionBudgets (the domain view), by `<namespace>/<name>`.
+    pub(super) budgets: BTreeMap<String, Budget>,
+    pub(super) budget_watchers: Vec<mpsc::UnboundedSender<BudgetChange>>,
+    /// Pods on no node (e.g. replacements the scheduler cannot place).
+    pub(super) unplaced: Vec<BudgetPod>,
     /// Nodes whose `Ready` condition is not True.
     pub(super) not_ready: HashSet<String>,
     pub(super) summary_watchers: Vec<mpsc::UnboundedSender<NodeSummaryEvent>>,
@@ -137,6 +144,17 @@ impl Inner {
             let nm = nm.clone();
             self.notify_nm(MaintenanceChange::Upsert(Box::new(nm)));
         }
+    }
+
+    pub(super) fn notify_budgets(&mut self, change: &BudgetChange) {
+        self.budget_watchers
+            .retain(|tx| tx.send(change.clone()).is_ok());
+    }
+
+    /// Stores `budget` and tells the budget watchers.
+    pub(super) fn store_budget(&mut self, budget: Budget) {
+        self.budgets.insert(budget.key(), budget.clone());
+        self.notify_budgets(&BudgetChange::Applied(budget));
     }
 
     pub(super) fn find_pod(&self, namespace: &str, name: &str) -> Option<(String, usize)> {
@@ -280,6 +298,40 @@ impl FakeCluster {
             pods: pods.iter().map(|p| p.to_string()).collect(),
             allowed,
         });
+    }
+
+    /// Adds or replaces a watched PodDisruptionBudget (the budget watch reports it); the fake's
+    /// Eviction API checks it like the real one: evicting a pod it selects takes one off
+    /// `disruptionsAllowed` and records the pod in `disruptedPods`, a stale status refuses.
+    pub fn put_budget(&self, budget: Budget) {
+        self.lock().store_budget(budget);
+    }
+
+    /// Plays the disruption controller: budget `namespace/name` allows `allowed` disruptions
+    /// now (a fresh status; the evictions it recorded are seen through).
+    pub fn set_budget_allowed(&self, namespace: &str, name: &str, allowed: i32) {
+        let mut inner = self.lock();
+        let Some(mut budget) = inner.budgets.get(&format!("{namespace}/{name}")).cloned() else {
+            return;
+        };
+        let status = budget.status.get_or_insert_with(BudgetStatus::default);
+        status.observed_generation = budget.generation;
+        status.disruptions_allowed = allowed;
+        status.disrupted_pods.clear();
+        inner.store_budget(budget);
+    }
+
+    /// A watched budget as the fake has it now.
+    pub fn budget(&self, namespace: &str, name: &str) -> Option<Budget> {
+        self.lock()
+            .budgets
+            .get(&format!("{namespace}/{name}"))
+            .cloned()
+    }
+
+    /// Adds a pod that is on no node (a replacement the scheduler could not place, say).
+    pub fn add_unplaced_pod(&self, pod: BudgetPod) {
+        self.lock().unplaced.push(pod);
     }
 
     /// Sets how many disruptions a budget allows now.

@@ -9,6 +9,8 @@ use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::mpsc;
 
 use super::cluster::{FakeCluster, Pdb};
+use crate::budget::{BudgetChange, LabelSelector};
+use crate::diagnosis::BudgetPod;
 use crate::model::{
     EXCLUDE_LABEL, Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
     NodeState, NodeSummaryEvent, PodInfo, PodRef, RecordWrite,
@@ -51,16 +53,6 @@ impl Cluster for FakeCluster {
             inner.touch_nm(name);
         }
         Ok(())
-    }
-
-    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
-        let mut inner = self
-            .enter("list_maintenances", "list_maintenances".to_string())
-            .await;
-        if let Some(err) = inner.take_error("list_maintenances") {
-            return Err(err);
-        }
-        Ok(inner.maintenances.values().cloned().collect())
     }
 
     async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError> {
@@ -117,21 +109,6 @@ impl Cluster for FakeCluster {
             return Err(err);
         }
         Ok(inner.nodes.get(name).cloned())
-    }
-
-    async fn list_marked_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
-        let mut inner = self
-            .enter("list_marked_nodes", "list_marked_nodes".to_string())
-            .await;
-        if let Some(err) = inner.take_error("list_marked_nodes") {
-            return Err(err);
-        }
-        Ok(inner
-            .nodes
-            .values()
-            .filter(|n| n.labels.contains_key(EXCLUDE_LABEL))
-            .cloned()
-            .collect())
     }
 
     async fn patch_node(&self, patch: &NodePatch) -> Result<NodeState, ClusterError> {
@@ -391,6 +368,45 @@ impl Cluster for FakeCluster {
         let Some((node, index)) = inner.find_pod(namespace, name) else {
             return Ok(EvictionOutcome::NotFound);
         };
+        let labels = inner
+            .pods
+            .get(&node)
+            .and_then(|pods| pods.get(index))
+            .map(|p| p.labels.clone())
+            .unwrap_or_default();
+        let selecting: Vec<String> = inner
+            .budgets
+            .values()
+            .filter(|b| b.selects(namespace, &labels))
+            .map(|b| b.key())
+            .collect();
+        if selecting.len() > 1 {
+            return Ok(EvictionOutcome::TooManyPdbs {
+                message: "This pod has more than one PodDisruptionBudget, which the eviction \
+                          subresource does not support."
+                    .to_string(),
+            });
+        }
+        if let Some(key) = selecting.first()
+            && let Some(mut budget) = inner.budgets.get(key).cloned()
+        {
+            let fresh = budget.fresh_status().is_some();
+            let message = budget.refusal_message();
+            match budget.status.as_mut() {
+                Some(status) if fresh && status.disruptions_allowed > 0 => {
+                    status.disruptions_allowed -= 1;
+                    status.disrupted_pods.insert(name.to_string());
+                    inner.store_budget(budget);
+                }
+                _ => {
+                    return Ok(EvictionOutcome::BlockedByPdb {
+                        pdb: Some(budget.name.clone()),
+                        message,
+                        retry_after: None,
+                    });
+                }
+            }
+        }
         let mut pdbs: Vec<&mut Pdb> = inner
             .pdbs
             .iter_mut()
@@ -429,5 +445,71 @@ impl Cluster for FakeCluster {
             inner.remove_pod(namespace, name);
         }
         Ok(EvictionOutcome::Evicted)
+    }
+
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
+        let mut inner = self.record("watch_budgets".to_string());
+        let (tx, rx) = mpsc::unbounded_channel();
+        inner.budget_watchers.push(tx);
+        let listed = BudgetChange::Listed(inner.budgets.values().cloned().collect());
+        snapshots(listed, rx)
+    }
+
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError> {
+        let mut inner = self.record(format!("list_selected_pods {namespace}"));
+        if let Some(err) = inner.take_error("list_selected_pods") {
+            return Err(err);
+        }
+        let mut pods: Vec<BudgetPod> = inner
+            .pods
+            .iter()
+            .flat_map(|(node, pods)| pods.iter().map(move |p| (node, p)))
+            .filter(|(_, p)| p.namespace == namespace && selector.matches(&p.labels))
+            .map(|(node, p)| BudgetPod {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                controller: p.controller.clone(),
+                phase: p.phase,
+                ready: p.ready,
+                terminating: p.terminating,
+                node_name: Some(node.clone()),
+                unschedulable: None,
+                node_selector: std::collections::BTreeMap::new(),
+                tolerations: Vec::new(),
+            })
+            .collect();
+        pods.extend(
+            inner
+                .unplaced
+                .iter()
+                .filter(|p| p.namespace == namespace)
+                .cloned(),
+        );
+        Ok(pods)
+    }
+
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
+        let mut inner = self.record("list_maintained_nodes".to_string());
+        if let Some(err) = inner.take_error("list_maintained_nodes") {
+            return Err(err);
+        }
+        Ok(inner
+            .nodes
+            .values()
+            .filter(|n| n.labels.contains_key(EXCLUDE_LABEL))
+            .cloned()
+            .collect())
+    }
+
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
+        let mut inner = self.record("list_maintenances".to_string());
+        if let Some(err) = inner.take_error("list_maintenances") {
+            return Err(err);
+        }
+        Ok(inner.maintenances.values().cloned().collect())
     }
 }

@@ -55,6 +55,8 @@ pub enum NodeMsg {
     LeaseRenewed(Result<Lease, LeaseError>),
     /// An eviction outcome from the eviction actor.
     Eviction(EvictionReport),
+    /// Internal: `spec.drainTimeout` may have passed.
+    DrainDeadline,
 }
 
 impl From<EvictionReport> for NodeMsg {

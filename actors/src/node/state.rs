@@ -18,7 +18,7 @@ use super::trace::TraceState;
 use super::watches::Watches;
 use crate::eviction::{EvictionMsg, EvictionReport};
 use crate::model::{EventType, Maintenance, Phase};
-use crate::observe::PhaseReport;
+use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::plan;
 use crate::retry::Backoff;
@@ -65,6 +65,8 @@ pub struct NodeActorState {
     pub(super) trace: TraceState,
     /// The phase last reported to the observer (withdrawn when the state is dropped).
     pub(super) observed_phase: PhaseReport,
+    /// Whether the drain is blocked, as last reported to the observer (withdrawn likewise).
+    pub(super) blocked_report: BlockedReport,
 }
 
 impl NodeActorState {
@@ -209,6 +211,9 @@ impl NodeActorState {
         }
         if let Stage::Draining(drain) = previous {
             self.watches.stop_pods();
+            self.blocked_report.set(None);
+            self.status.wanted.drain_deadline = None;
+            self.status.wanted.drain_time_remaining = None;
             let how = match self.stage {
                 Stage::Succeeded => DrainEnd::Drained,
                 _ => DrainEnd::Stopped,

@@ -44,6 +44,11 @@ impl NodeActorState {
             OnUpdate::Continue => {
                 self.nm.reason = nm.reason;
                 self.nm.finalizers = nm.finalizers;
+                if self.nm.drain_policy != nm.drain_policy {
+                    self.nm.drain_policy = nm.drain_policy;
+                    self.arm_deadline(myself);
+                    self.flush_status(myself);
+                }
             }
         }
     }
@@ -57,6 +62,9 @@ impl NodeActorState {
 
     /// The retry timer: re-checks unfinished work, unless a failed step's backoff runs.
     pub(super) fn on_tick(&mut self, myself: &ActorRef<NodeMsg>) {
+        if self.check_deadline(myself) {
+            return;
+        }
         self.flush_status(myself);
         if decide::retries_on_tick(&self.stage) && !self.held() {
             self.kick(myself);
@@ -308,6 +316,8 @@ impl NodeActorState {
         if !matches!(self.stage, Stage::Draining(_)) {
             let drain = Drain::begin(&self.span, self.status.wanted.eviction_pods);
             self.set_stage(Stage::Draining(Box::new(drain)));
+            self.status.wanted.drain_start_time.get_or_insert(now);
+            self.arm_deadline(myself);
         }
         self.watches
             .watch_pods(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
@@ -336,6 +346,10 @@ impl NodeActorState {
                 maintenance: self.ctx.nm_name.clone(),
                 reply_to: self.reports.clone(),
                 span: span.clone(),
+                labels: pending.labels.clone(),
+                healthy: pending.healthy,
+                unstarted: pending.unstarted,
+                controller: pending.controller.clone(),
             };
             if self.evictor.cast(EvictionMsg::Evict(request)).is_ok()
                 && let Some(drain) = self.stage.drain_mut()
@@ -369,6 +383,7 @@ impl NodeActorState {
             .stage
             .drain()
             .is_some_and(|drain| drain.write_status(&mut self.status.wanted, now));
+        self.note_blockage(now);
         if drained {
             let first = self.status.written().and_then(|w| w.phase) != Some(Phase::Succeeded);
             self.set_stage(Stage::Succeeded);

@@ -43,7 +43,7 @@ async fn run_soak(
 /// Flags of `nmo bench`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BenchArgs {
-    /// Scenarios to run: a, a-fast, b (= b100 b500 b2000), b100, b500, b2000, c, fleet,
+    /// Scenarios to run: a, a-fast, b (= b100 b500 b2000), b100, b500, b2000, c, d, fleet,
     /// fleet2000, fleet2000-off (fleet* = the three). Default: all.
     /// `soak` (the fault soak: 100 maintenances, faults, three leader kills; minutes) and
     /// `soak-ci` (its CI size) run only when named; they exit non-zero when a check fails.
@@ -156,6 +156,10 @@ pub async fn run_all(
     writeln!(out)?;
     if !results.is_empty() {
         out.write_all(report::figures_table(&results).as_bytes())?;
+        if results.iter().any(|r| r.policy.is_some()) {
+            writeln!(out, "\ndrain policy:")?;
+            out.write_all(report::policy_tables(&results).as_bytes())?;
+        }
         writeln!(out, "\nnmo's requests by verb:")?;
         out.write_all(report::verbs_lines(&results).as_bytes())?;
     }

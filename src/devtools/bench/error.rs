@@ -9,6 +9,15 @@ pub enum BenchError {
     /// The simulator failed.
     #[error("simulated cluster: {0}")]
     Sim(#[from] nmo_sim::SimError),
+    /// A scenario's own objects could not be added to the cluster.
+    #[error("cannot set the scenario up ({what}): {source}")]
+    Setup {
+        /// What was being added.
+        what: String,
+        /// The API's answer.
+        #[source]
+        source: kube::Error,
+    },
     /// The operator binary could not be started.
     #[error("cannot start {binary}: {source}")]
     Spawn {

@@ -3,9 +3,12 @@
 //! memory and CPU are read from /proc, and the simulator counts the operator's requests under
 //! its own user.
 
+pub mod budget_clock;
 pub mod cli;
 pub mod error;
 pub mod fleet;
+pub mod interactions;
+pub mod policy;
 pub mod process;
 pub mod procstat;
 pub mod report;

@@ -1,6 +1,8 @@
 //! nmo end to end: the operator in-process against the simulated API server, through the real
 //! kube client, checking nodes, pods, leases, statuses and events.
 
+mod deadline;
+mod diagnosis;
 mod drain;
 mod faults;
 mod finalizer;

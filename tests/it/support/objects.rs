@@ -163,6 +163,37 @@ impl TestEnv {
             .expect("the NodeMaintenance is created");
     }
 
+    /// Creates a NodeMaintenance from its JSON as `kubectl create` would, returning the API
+    /// server's refusal instead of failing (to test validation).
+    pub async fn try_create_maintenance(&self, object: Value) -> Result<(), kube::Error> {
+        // Untyped, so that fields nmo's type would refuse reach the API server as written.
+        let object: DynamicObject =
+            serde_json::from_value(object).expect("an object with metadata");
+        let resource = ApiResource::erase::<NodeMaintenance>(&());
+        Api::<DynamicObject>::all_with(self.admin.clone(), &resource)
+            .create(&PostParams::default(), &object)
+            .await
+            .map(drop)
+    }
+
+    /// The condition of type `type_` of a NodeMaintenance's status (null when absent).
+    pub async fn condition(&self, name: &str, type_: &str) -> Value {
+        self.status(name).await["conditions"]
+            .as_array()
+            .and_then(|conditions| conditions.iter().find(|c| c["type"] == type_).cloned())
+            .unwrap_or_default()
+    }
+
+    /// The messages of the events with `reason` about the object named `name`.
+    pub async fn event_messages(&self, name: &str, reason: &str) -> Vec<String> {
+        self.events()
+            .await
+            .into_iter()
+            .filter(|event| event["involvedObject"]["name"] == name && event["reason"] == reason)
+            .filter_map(|event| event["message"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// Deletes a NodeMaintenance (its finalizer keeps it until nmo has undone it).
     pub async fn delete_maintenance(&self, name: &str) {
         Api::<NodeMaintenance>::all(self.admin.clone())
@@ -279,6 +310,18 @@ impl TestEnv {
         if let Err(error) = self.admin.request::<Value>(request).await {
             panic!("patching {} {name}: {error}", K::kind(&()));
         }
+    }
+
+    /// Applies a JSON merge patch to a pod's status, as its kubelet would.
+    pub async fn patch_pod_status(&self, namespace: &str, name: &str, status: Value) {
+        Api::<Pod>::namespaced(self.admin.clone(), namespace)
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": status})),
+            )
+            .await
+            .expect("the pod's status is patched");
     }
 
     /// Applies a JSON merge patch to a node, as another controller or an admin would.

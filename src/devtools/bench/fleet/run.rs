@@ -150,6 +150,8 @@ async fn create_all(
                     NodeMaintenanceSpec {
                         node_name: node.clone(),
                         reason: Some("fleet benchmark".into()),
+                        drain_timeout: None,
+                        on_drain_timeout: None,
                     },
                 );
                 observer.created(&name, Instant::now());

@@ -325,6 +325,7 @@ async fn drive(
                 NodeMaintenanceSpec {
                     node_name: node.clone(),
                     reason: Some(format!("soak wave {index}")),
+                    ..NodeMaintenanceSpec::default()
                 },
             );
             // The driver's client retries; a name still being deleted from an earlier wave
