@@ -27,27 +27,34 @@ impl OperatorProcess {
         let extra: Vec<String> = eviction_rate
             .map(|rate| vec!["--eviction-rate".to_string(), rate.to_string()])
             .unwrap_or_default();
-        Self::launch(binary, kubeconfig, &extra, metrics, log)
+        Self::launch(binary, kubeconfig, &extra, &[], metrics, log)
     }
 
-    /// As [`OperatorProcess::spawn`], with `extra` flags for `nmo run`.
+    /// As [`OperatorProcess::spawn`], with `extra` flags for `nmo run` and environment
+    /// variables `envs` (the log is appended to when it exists, so that a restarted replica
+    /// keeps its predecessor's lines).
     pub fn spawn_with(
         binary: &Path,
         kubeconfig: &Path,
         extra: &[String],
+        envs: &[(&str, &str)],
         log: &Path,
     ) -> Result<OperatorProcess, BenchError> {
-        Self::launch(binary, kubeconfig, extra, None, log)
+        Self::launch(binary, kubeconfig, extra, envs, None, log)
     }
 
     fn launch(
         binary: &Path,
         kubeconfig: &Path,
         extra: &[String],
+        envs: &[(&str, &str)],
         metrics: Option<std::net::SocketAddr>,
         log: &Path,
     ) -> Result<OperatorProcess, BenchError> {
-        let log_file = std::fs::File::create(log)?;
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
         let metrics = metrics.map_or_else(|| "0".to_string(), |addr| addr.to_string());
         let mut command = Command::new(binary);
         command
@@ -60,14 +67,15 @@ impl OperatorProcess {
                 "--webhook-port",
                 "0",
             ])
+            .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "warn")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file);
-        command.args(extra);
         let child = command.spawn().map_err(|source| BenchError::Spawn {
             binary: binary.display().to_string(),
             source,
@@ -95,6 +103,11 @@ impl OperatorProcess {
 
     /// Stops it (by its own pid) and reaps it.
     pub fn stop(mut self) {
+        self.kill();
+    }
+
+    /// Kills it at once (SIGKILL, as `kill -9` would), by its own pid, and reaps it.
+    pub fn kill_now(mut self) {
         self.kill();
     }
 
