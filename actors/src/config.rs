@@ -40,6 +40,23 @@ pub mod defaults {
     /// Minimum time between two status writes when the second only reports progress (the
     /// percentage, the pods left): a drain of a minute writes its progress once or twice.
     pub const PROGRESS_COALESCE: Duration = Duration::from_secs(30);
+    /// How long one API call may take before it counts as failed (a hung connection).
+    pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+    /// First wait before a failing step is tried again (then doubling, with jitter).
+    pub const RETRY_BACKOFF_BASE: Duration = Duration::from_secs(1);
+    /// Ceiling of the backoff between retries of a failing step.
+    pub const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(120);
+    /// First wait before a failed lease renewal is tried again.
+    pub const LEASE_RETRY_BASE: Duration = Duration::from_secs(1);
+    /// First wait before a crashed node actor is started again.
+    pub const RESPAWN_BASE: Duration = Duration::from_secs(1);
+    /// Ceiling of the wait before a crashed node actor is started again.
+    pub const RESPAWN_MAX: Duration = Duration::from_secs(300);
+    /// Maintenances resumed at once (after a restart or a leader handover) that start without
+    /// waiting; the rest start at [`STARTUP_RATE_PER_SEC`].
+    pub const STARTUP_BURST: u32 = 20;
+    /// Resumed maintenances started per second after the burst.
+    pub const STARTUP_RATE_PER_SEC: f64 = 20.0;
     /// Minimum time between two writes of a waiting maintenance's place in the queue: its
     /// first place is written at once, later moves at most this often for the first ten, and
     /// proportionally less often further back (a queue of hundreds must not cost a write per
@@ -125,6 +142,23 @@ pub struct Config {
     /// Minimum time between two status writes when the second only reports progress (the
     /// percentage, the pods left, the time to the deadline).
     pub progress_coalesce: Duration,
+    /// How long one API call may take (see [`crate::deadline::Bounded`]).
+    pub call_timeout: Duration,
+    /// First wait before a failing step is tried again (doubling, with jitter).
+    pub retry_backoff_base: Duration,
+    /// Ceiling of the backoff between retries of a failing step.
+    pub retry_backoff_max: Duration,
+    /// First wait before a failed lease renewal is tried again (doubling, up to the renewal
+    /// interval).
+    pub lease_retry_base: Duration,
+    /// First wait before a crashed node actor is started again (doubling, with jitter).
+    pub respawn_base: Duration,
+    /// Ceiling of that wait.
+    pub respawn_max: Duration,
+    /// Resumed maintenances that start at once.
+    pub startup_burst: u32,
+    /// Resumed maintenances started per second after the burst.
+    pub startup_rate_per_sec: f64,
     /// The cluster maintenance budget (default: no limit, NMO's behaviour).
     pub fleet: FleetBudget,
     /// Minimum time between two writes of a waiting maintenance's queue place.
@@ -152,6 +186,14 @@ impl Default for Config {
             backoff_max: defaults::BACKOFF_MAX,
             status_coalesce: defaults::STATUS_COALESCE,
             progress_coalesce: defaults::PROGRESS_COALESCE,
+            call_timeout: defaults::CALL_TIMEOUT,
+            retry_backoff_base: defaults::RETRY_BACKOFF_BASE,
+            retry_backoff_max: defaults::RETRY_BACKOFF_MAX,
+            lease_retry_base: defaults::LEASE_RETRY_BASE,
+            respawn_base: defaults::RESPAWN_BASE,
+            respawn_max: defaults::RESPAWN_MAX,
+            startup_burst: defaults::STARTUP_BURST,
+            startup_rate_per_sec: defaults::STARTUP_RATE_PER_SEC,
             fleet: FleetBudget::default(),
             queue_status_interval: defaults::QUEUE_STATUS_INTERVAL,
             actor_name_prefix: Some(String::new()),
@@ -194,6 +236,14 @@ impl fmt::Debug for Config {
             .field("backoff_max", &self.backoff_max)
             .field("status_coalesce", &self.status_coalesce)
             .field("progress_coalesce", &self.progress_coalesce)
+            .field("call_timeout", &self.call_timeout)
+            .field("retry_backoff_base", &self.retry_backoff_base)
+            .field("retry_backoff_max", &self.retry_backoff_max)
+            .field("lease_retry_base", &self.lease_retry_base)
+            .field("respawn_base", &self.respawn_base)
+            .field("respawn_max", &self.respawn_max)
+            .field("startup_burst", &self.startup_burst)
+            .field("startup_rate_per_sec", &self.startup_rate_per_sec)
             .field("fleet", &self.fleet)
             .field("queue_status_interval", &self.queue_status_interval)
             .field("actor_name_prefix", &self.actor_name_prefix)

@@ -21,7 +21,7 @@
 //! Askers get their answers as [`EvictionReport`]s through the `reply_to` of their request: the
 //! eviction actor knows nothing else about them.
 
-mod backoff;
+pub(crate) mod backoff;
 mod bucket;
 mod budget_flow;
 mod budgets;
@@ -44,7 +44,7 @@ use crate::config::Config;
 use crate::model::PodRef;
 use crate::observe::EvictionResult;
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
-use crate::task::{TaskSlot, spawn_cast_back};
+use crate::task::{TaskSet, TaskSlot};
 use backoff::{Throttle, backoff};
 use bucket::TokenBucket;
 use budgets::BudgetGates;
@@ -77,6 +77,8 @@ pub struct EvictionState {
     bucket: TokenBucket,
     throttle: Throttle,
     pump_timer: TaskSlot,
+    /// The eviction calls in flight: aborted and awaited when the actor stops.
+    calls: TaskSet,
     stats: EvictionStats,
     /// The watched budgets and the pods waiting on them.
     budgets: BudgetGates,
@@ -153,7 +155,7 @@ impl EvictionState {
             let grace = held.req.grace_period_seconds;
             let cluster = self.cluster.clone();
             let call = pod.clone();
-            spawn_cast_back(
+            self.calls.spawn_cast_back(
                 myself,
                 span,
                 async move { cluster.evict_pod(&call.namespace, &call.name, grace).await },
@@ -328,11 +330,13 @@ impl EvictionState {
                 if let Some(h) = held {
                     h.reply(EvictionReply::TooManyPdbs { message });
                 }
+                self.forget(&pod);
             }
             Ok(EvictionOutcome::NamespaceTerminating) => {
                 if let Some(h) = held {
                     h.reply(EvictionReply::NamespaceTerminating);
                 }
+                self.forget(&pod);
             }
             Err(err) => {
                 span.record("otel.status_code", "ERROR");
@@ -340,9 +344,21 @@ impl EvictionState {
                 if let Some(h) = held {
                     h.reply(EvictionReply::Failed(err.to_string()));
                 }
+                self.forget(&pod);
             }
         }
         self.pump(myself);
+    }
+
+    /// `pod`'s request ended without an eviction: unless it was asked again meanwhile, its
+    /// budget gate need not remember it.
+    fn forget(&mut self, pod: &PodRef) {
+        if self.held.contains_key(pod) {
+            return;
+        }
+        if let Some(key) = self.gates.forget(pod) {
+            self.gate_timers.remove(&key);
+        }
     }
 
     fn cancel(&mut self, maintenance: &str) {
@@ -363,7 +379,9 @@ impl EvictionState {
         });
         let held = &self.held;
         self.ready.retain(|pod| held.contains_key(pod));
-        self.gates.retain_parked(|pod| held.contains_key(pod));
+        for key in self.gates.prune(|pod| held.contains_key(pod)) {
+            self.gate_timers.remove(&key);
+        }
         self.budgets.retain_waiting(|pod| held.contains_key(pod));
         for pod in cancelled_unsent {
             self.budgets.forget(&pod);
@@ -398,6 +416,7 @@ impl Actor for EvictionActor {
             bucket,
             throttle: Throttle::default(),
             pump_timer: TaskSlot::default(),
+            calls: TaskSet::default(),
             stats: EvictionStats::default(),
             budgets: BudgetGates::default(),
             diagnoses: Diagnoses::default(),
@@ -424,6 +443,7 @@ impl Actor for EvictionActor {
     ) -> Result<(), ActorProcessingErr> {
         state.pump_timer.clear();
         state.gate_timers.clear();
+        state.calls.cancel_all().await;
         state.diagnosis_timers.clear();
         state.budget_watch.clear();
         state.expire_timer.clear();
@@ -448,6 +468,7 @@ impl Actor for EvictionActor {
             EvictionMsg::Stats(port) => {
                 let mut stats = state.stats;
                 stats.held = state.held.len();
+                (stats.gates, stats.gated_pods) = state.gates.sizes();
                 let _ = port.send(stats);
             }
             EvictionMsg::Budgets(change) => state.on_budgets(&myself, change),

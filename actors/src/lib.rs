@@ -5,6 +5,7 @@
 
 pub mod budget;
 pub mod config;
+pub mod deadline;
 pub mod diagnosis;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
@@ -16,8 +17,10 @@ pub mod observe;
 mod op_runner;
 pub mod plan;
 pub mod ports;
+mod retry;
 pub mod stop;
 pub mod supervisor;
+pub mod sweep;
 pub mod system;
 mod task;
 

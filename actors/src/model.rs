@@ -21,6 +21,9 @@ pub const DRAIN_TAINT_KEY: &str = "medik8s.io/drain";
 pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 /// Effect of both nmo taints.
 pub const NO_SCHEDULE: &str = "NoSchedule";
+/// Node annotation with nmo's record of what a node had before nmo first changed it (see
+/// [`NodeRecord`]).
+pub const RECORD_ANNOTATION: &str = "nodemaintenance.medik8s.io/before-maintenance";
 /// Annotation marking a mirror (static) pod.
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
@@ -67,6 +70,14 @@ pub mod conditions {
     /// True on a NodeMaintenance that is Failed because another one drives its node; such a
     /// NodeMaintenance never touches the node, not even after a restart.
     pub const DUPLICATE: &str = "DuplicateMaintenance";
+    /// On a maintenance that gave up: False (reason [`UNDO_DUE`]) from the moment it is Failed
+    /// until its node changes are undone, then True (reason [`RESTORED`]). Written with the
+    /// Failed phase, before the undo, so a restart in between still undoes.
+    pub const NODE_RESTORED: &str = "NodeRestored";
+    /// Reason: the node changes are still to be undone.
+    pub const UNDO_DUE: &str = "UndoDue";
+    /// Reason: the node is as it was before the maintenance.
+    pub const RESTORED: &str = "Restored";
     /// True while the drain is blocked by a PodDisruptionBudget, with the class of the blocker
     /// as its reason (e.g. `CrossNodeDeadlock`); absent otherwise.
     pub const DRAIN_BLOCKED: &str = "DrainBlocked";
@@ -298,6 +309,63 @@ pub struct NodeState {
     pub labels: BTreeMap<String, String>,
     /// `metadata.resourceVersion`.
     pub resource_version: String,
+    /// nmo's record of what the node had before maintenance ([`RECORD_ANNOTATION`]), if any
+    /// (an unreadable one counts as none).
+    pub record: Option<NodeRecord>,
+    /// The node has an annotation map at all (a JSON patch can only add a member to a map
+    /// that exists).
+    pub annotated: bool,
+}
+
+/// What a node had of nmo's changes before nmo first changed it, and for which maintenance.
+///
+/// Written on the Node, in the same JSON patch that makes the first change, so there is no
+/// moment when the node is changed and the record missing (a crash can lose neither), and it
+/// outlives its NodeMaintenance, so the orphan sweep can follow it when the NodeMaintenance
+/// was removed behind nmo's back. Undo puts back exactly this and removes the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRecord {
+    /// Uid of the NodeMaintenance the changes belong to.
+    pub maintenance: String,
+    /// `spec.unschedulable` was already true (someone else cordoned the node).
+    pub cordoned: bool,
+    /// The `medik8s.io/drain` taint was already there.
+    pub drain_taint: bool,
+    /// The `node.kubernetes.io/unschedulable` taint was already there.
+    pub unschedulable_taint: bool,
+    /// The exclude-from-remediation label was already `true`.
+    pub label: bool,
+}
+
+impl NodeRecord {
+    /// The annotation's value.
+    pub fn to_annotation(&self) -> String {
+        // A struct of strings and booleans always serializes.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads an annotation's value; None if it is not a record.
+    pub fn from_annotation(value: &str) -> Option<NodeRecord> {
+        serde_json::from_str(value).ok()
+    }
+}
+
+/// What a node patch does to nmo's record on the node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RecordWrite {
+    /// Leaves it as it is.
+    #[default]
+    Keep,
+    /// Writes this record (the node's annotation map exists or not, as `annotated` says).
+    Set {
+        /// The record.
+        record: NodeRecord,
+        /// The node has an annotation map (else the patch creates one, testing it is absent).
+        annotated: bool,
+    },
+    /// Removes the record.
+    Remove,
 }
 
 /// What the cluster maintenance budget needs to know of a node: a few bytes per node, so that
@@ -335,8 +403,10 @@ pub enum NodeSummaryEvent {
 /// The adapter builds the patch as: FIRST `test /spec/taints == expected_taints` (an absent or
 /// null field counts as the empty list), then `replace`/`add` of `/spec/taints` with
 /// `desired_taints`, `/spec/unschedulable` if `unschedulable` is Some, and one add/remove per
-/// `labels` entry (Some = set, None = remove; removing an absent label is not an error). A failed
-/// `test` is reported as [`crate::ports::ClusterError::Conflict`].
+/// `labels` entry (Some = set, None = remove; removing an absent label is not an error), and
+/// the write of nmo's record ([`RecordWrite`], the annotation [`RECORD_ANNOTATION`]; a record
+/// that creates the annotation map first tests that it is absent). A failed `test` is reported
+/// as [`crate::ports::ClusterError::Conflict`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePatch {
     /// Node name.
@@ -349,6 +419,8 @@ pub struct NodePatch {
     pub unschedulable: Option<bool>,
     /// Labels to set (Some) or remove (None).
     pub labels: BTreeMap<String, Option<String>>,
+    /// nmo's record of the node's prior state.
+    pub record: RecordWrite,
 }
 
 /// A `coordination.k8s.io/v1` Lease.

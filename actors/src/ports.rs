@@ -34,6 +34,10 @@ pub enum ClusterError {
     /// A failure worth retrying: timeout, connection error, 429 throttling, 5xx.
     #[error("transient: {0}")]
     Transient(String),
+    /// Refused before it was sent: this replica is not (or no longer) the leader, so it must
+    /// not write (leader handover, or renewals that missed their deadline).
+    #[error("not the leader: {0}")]
+    NotLeader(String),
     /// Anything else.
     #[error("{0}")]
     Other(String),
@@ -87,9 +91,11 @@ pub trait Cluster: Send + Sync + 'static {
     /// reading first, but must re-read when it turns out stale.
     async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError>;
 
-    /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others.
-    /// A missing object is Ok (nothing left to release).
-    async fn remove_finalizer(&self, name: &str) -> Result<(), ClusterError>;
+    /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others, from
+    /// the NodeMaintenance `name` whose uid is `uid`. A missing object, or one of that name
+    /// with another uid (deleted and created again meanwhile), is Ok: nothing of ours is left
+    /// to release.
+    async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError>;
 
     /// Replaces `status` (status subresource) with `status`.
     async fn write_status(
@@ -128,6 +134,10 @@ pub trait Cluster: Send + Sync + 'static {
 
     /// Reads a lease; None if it does not exist.
     async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, ClusterError>;
+
+    /// Every lease in a namespace (the node leases of all medik8s operators: one per node at
+    /// most, usually few), for the orphan sweep.
+    async fn list_leases(&self, namespace: &str) -> Result<Vec<Lease>, ClusterError>;
 
     /// Creates a lease with an ownerReference to `owner` (`v1/Node`). `AlreadyExists` if taken.
     async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError>;
@@ -184,10 +194,11 @@ pub trait Cluster: Send + Sync + 'static {
     ) -> Result<Vec<BudgetPod>, ClusterError>;
 
     /// Lists the nodes carrying nmo's maintenance label
-    /// ([`crate::model::EXCLUDE_LABEL`]): the nodes cordoned by maintenances. One LIST,
-    /// bounded by the number of nodes in maintenance.
+    /// ([`crate::model::EXCLUDE_LABEL`]): the nodes cordoned by maintenances (and those the
+    /// orphan sweep looks at). One LIST, bounded by the number of nodes in maintenance.
     async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError>;
 
-    /// Lists every NodeMaintenance (to name the maintenance of a cordoned node).
+    /// Lists every NodeMaintenance (to name the maintenance of a cordoned node; the orphan
+    /// sweep's fresh view).
     async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError>;
 }

@@ -64,6 +64,7 @@
 //! `eventually` that the tests of this crate and of nmo wait with.
 
 pub mod accounting;
+pub mod audit;
 pub mod cli;
 mod controller;
 pub mod convert;
@@ -95,6 +96,7 @@ pub mod watch;
 mod workloads;
 
 pub use accounting::{Accounting, Query, RequestKey};
+pub use audit::{AuditHook, Served};
 pub use errors::{ApiError, SimError};
 pub use faults::{FaultRule, Faults};
 pub use kubelet::Timing;

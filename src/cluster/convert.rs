@@ -9,8 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::jiff::Timestamp;
 use nmo_actors::model::{
     Condition, DrainPolicy, Lease, MIRROR_ANNOTATION, Maintenance, MaintenanceStatus, NodeOwner,
-    NodeState, OnDrainTimeout, OwnerRef, PendingPodReason, Phase, PodInfo, PodPhase, PodRef,
-    QueuePlace, Taint,
+    NodeRecord, NodeState, OnDrainTimeout, OwnerRef, PendingPodReason, Phase, PodInfo, PodPhase,
+    PodRef, QueuePlace, RECORD_ANNOTATION, Taint,
 };
 
 use crate::crd::{self, MaintenancePhase, NodeMaintenance, NodeMaintenanceStatus};
@@ -225,6 +225,13 @@ pub fn node_state(node: &Node) -> NodeState {
             .collect(),
         labels: node.metadata.labels.clone().unwrap_or_default(),
         resource_version: node.metadata.resource_version.clone().unwrap_or_default(),
+        record: node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RECORD_ANNOTATION))
+            .and_then(|value| NodeRecord::from_annotation(value)),
+        annotated: node.metadata.annotations.is_some(),
     }
 }
 

@@ -4,13 +4,12 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use nmo_actors::budget::{Budget, structural};
 use nmo_actors::model::PodPhase;
 use nmo_actors::plan::{PodAction, SkipReason, classify, daemonset_of};
 
-use super::budgets;
 use super::model::{
-    Action, Blocker, BudgetFacts, BudgetHeadroom, NodeFacts, NodePlan, Plan, PlanInput, PodFacts,
-    PodPlan,
+    Action, Blocker, BudgetHeadroom, NodeFacts, NodePlan, Plan, PlanInput, PodFacts, PodPlan,
 };
 use crate::crd::{NodeMaintenance, NodeMaintenanceSpec};
 use crate::webhook::rules::{self, EtcdGuard};
@@ -49,13 +48,13 @@ pub fn analyse(input: &PlanInput) -> Plan {
             .budgets
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.covers(pod))
+            .filter(|(_, b)| b.selects(&pod.info.namespace, &pod.info.labels))
             .map(|(i, _)| i)
             .collect();
         if matching.len() > 1 {
             blockers.push(Blocker::SeveralBudgets {
                 pod: pod_id(pod),
-                budgets: matching.iter().map(|i| input.budgets[*i].id()).collect(),
+                budgets: matching.iter().map(|i| input.budgets[*i].key()).collect(),
             });
         }
         for i in matching {
@@ -65,15 +64,15 @@ pub fn analyse(input: &PlanInput) -> Plan {
     let left = schedulable_left(&input.nodes, &planned);
     for (i, pods) in &covered {
         let budget = &input.budgets[*i];
-        if let Some(why) = budgets::structural(budget) {
+        if let Some(why) = structural(budget) {
             blockers.push(Blocker::StructuralBudget {
-                budget: budget.id(),
-                why,
+                budget: budget.key(),
+                why: why.to_string(),
                 pods: pods.iter().map(|p| pod_id(p)).collect(),
             });
         } else if let Some(why) = nowhere_to_go(budget, pods, left, planned.len()) {
             blockers.push(Blocker::NowhereToGo {
-                budget: budget.id(),
+                budget: budget.key(),
                 why,
             });
         }
@@ -186,13 +185,18 @@ fn headroom(
         .budgets
         .iter()
         .enumerate()
-        .filter(|(_, b)| b.covers(pod))
+        .filter(|(_, b)| b.selects(&pod.info.namespace, &pod.info.labels))
         .map(|(i, b)| BudgetHeadroom {
-            budget: b.id(),
-            disruptions_allowed: b.disruptions_allowed,
+            budget: b.key(),
+            disruptions_allowed: disruptions_allowed(b),
             pods_on_planned_nodes: covered.get(&i).map_or(0, Vec::len),
         })
         .collect()
+}
+
+/// The disruptions `budget` allows now (none before its controller wrote a status).
+fn disruptions_allowed(budget: &Budget) -> i32 {
+    budget.status.as_ref().map_or(0, |s| s.disruptions_allowed)
 }
 
 /// Schedulable nodes outside the planned ones.
@@ -207,13 +211,13 @@ fn schedulable_left(nodes: &BTreeMap<String, NodeFacts>, planned: &BTreeSet<&str
 /// the planned nodes) while the replacements cannot start once those nodes are cordoned
 /// together: no schedulable node is left, or its pods need a node each and too few are left.
 fn nowhere_to_go(
-    budget: &BudgetFacts,
+    budget: &Budget,
     pods: &[&PodFacts],
     left: usize,
     planned: usize,
 ) -> Option<String> {
     let on_planned = pods.len();
-    let allowed = usize::try_from(budget.disruptions_allowed.max(0)).unwrap_or(0);
+    let allowed = usize::try_from(disruptions_allowed(budget).max(0)).unwrap_or(0);
     if on_planned <= allowed {
         return None; // every eviction fits the budget now: nothing waits for a replacement
     }
@@ -225,7 +229,9 @@ fn nowhere_to_go(
             "{waiting}, but no schedulable node is left once these {planned} nodes are cordoned together"
         ));
     }
-    let expected = usize::try_from(budget.expected_pods.max(0)).unwrap_or(0);
+    let expected = budget.status.as_ref().map_or(0, |status| {
+        usize::try_from(status.expected_pods.max(0)).unwrap_or(0)
+    });
     if pods.iter().any(|p| p.one_per_node) && expected > left {
         return Some(format!(
             "{waiting}, but its {expected} pods need a node each (required anti-affinity on kubernetes.io/hostname) and only {left} schedulable nodes are left once these {planned} nodes are cordoned together"
@@ -326,7 +332,7 @@ fn guard_allows(input: &PlanInput) -> usize {
 mod tests {
     use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use kube::core::{Expression, Selector};
+    use nmo_actors::budget::{BudgetStatus, IntOrPercent, LabelSelector};
     use nmo_actors::model::{OwnerRef, PodInfo};
 
     use super::*;
@@ -340,40 +346,34 @@ mod tests {
     }
 
     fn pod(name: &str, app: &str) -> PodFacts {
+        let mut info =
+            PodInfo::test("shop", name).controlled_by("ReplicaSet", &format!("{app}-rs"));
+        info.labels = [("app".to_string(), app.to_string())].into();
         PodFacts {
-            info: PodInfo {
-                namespace: "shop".into(),
-                name: name.into(),
-                uid: format!("uid-{name}"),
-                phase: PodPhase::Running,
-                controller: Some(OwnerRef {
-                    kind: "ReplicaSet".into(),
-                    name: format!("{app}-rs"),
-                }),
-                is_mirror: false,
-                has_empty_dir: false,
-                terminating: false,
-                grace_period_seconds: Some(30),
-                labels: [("app".to_string(), app.to_string())].into(),
-                ready: true,
-            },
-            labels: [("app".to_string(), app.to_string())].into(),
+            info,
             one_per_node: false,
         }
     }
 
-    fn budget(name: &str, app: &str, allowed: i32, expected: i32) -> BudgetFacts {
-        BudgetFacts {
+    /// Budget `shop/<name>` over `app=<app>`, `maxUnavailable: 1`, with the status the
+    /// disruption controller writes for `expected` pods allowing `allowed` disruptions.
+    fn budget(name: &str, app: &str, allowed: i32, expected: i32) -> Budget {
+        Budget {
             namespace: "shop".into(),
             name: name.into(),
-            selector: Some(Selector::from(Expression::Equal("app".into(), app.into()))),
-            max_unavailable: Some("1".into()),
+            generation: 1,
+            selector: Some(LabelSelector::labels([("app", app)])),
             min_available: None,
-            disruptions_allowed: allowed,
-            current_healthy: expected,
-            desired_healthy: expected - 1,
-            expected_pods: expected,
+            max_unavailable: Some(IntOrPercent::Int(1)),
             always_allow_unhealthy: false,
+            status: Some(BudgetStatus {
+                observed_generation: 1,
+                disruptions_allowed: allowed,
+                current_healthy: expected - 1 + allowed,
+                desired_healthy: expected - 1,
+                expected_pods: expected,
+                ..BudgetStatus::default()
+            }),
         }
     }
 
@@ -415,9 +415,8 @@ mod tests {
     #[test]
     fn a_structural_budget_is_predicted_with_its_pods() {
         let mut input = cluster(4, 1);
-        input.budgets.push(BudgetFacts {
-            max_unavailable: Some("0".into()),
-            disruptions_allowed: 0,
+        input.budgets.push(Budget {
+            max_unavailable: Some(IntOrPercent::Int(0)),
             ..budget("web", "web", 0, 4)
         });
         let plan = analyse(&input);
@@ -425,14 +424,14 @@ mod tests {
             plan.blockers,
             [Blocker::StructuralBudget {
                 budget: "shop/web".into(),
-                why: "has maxUnavailable: 0".into(),
+                why: "maxUnavailable is 0: it never allows a disruption".into(),
                 pods: vec!["shop/web-0".into()]
             }]
         );
         assert!(
             plan.blockers[0]
                 .to_string()
-                .contains("never allows evicting shop/web-0")
+                .contains("shop/web-0 cannot be evicted")
         );
     }
 

@@ -14,7 +14,6 @@
 //!   `model`: both sides' types; `render`: table and JSON.
 
 mod analysis;
-mod budgets;
 pub mod model;
 mod render;
 mod snapshot;

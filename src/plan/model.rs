@@ -6,7 +6,7 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use kube::core::Selector;
+use nmo_actors::budget::Budget;
 use nmo_actors::model::PodInfo;
 use serde::Serialize;
 
@@ -38,55 +38,12 @@ impl NodeFacts {
 /// A pod on a planned node.
 #[derive(Debug, Clone)]
 pub struct PodFacts {
-    /// What the drain reads of it (the actors' own classification uses this).
+    /// What the drain reads of it, labels included (the actors' own classification and
+    /// budget matching use this).
     pub info: PodInfo,
-    /// Its labels (budgets select by them).
-    pub labels: BTreeMap<String, String>,
     /// It requires one pod of its kind per node (a required pod anti-affinity on
     /// `kubernetes.io/hostname` that selects its own labels).
     pub one_per_node: bool,
-}
-
-/// A PodDisruptionBudget as the plan sees it.
-#[derive(Debug, Clone)]
-pub struct BudgetFacts {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// Which pods it covers (None: none, e.g. a null or unreadable selector).
-    pub selector: Option<Selector>,
-    /// `spec.maxUnavailable` as written (`1`, `10%`).
-    pub max_unavailable: Option<String>,
-    /// `spec.minAvailable` as written.
-    pub min_available: Option<String>,
-    /// `status.disruptionsAllowed`: the headroom now.
-    pub disruptions_allowed: i32,
-    /// `status.currentHealthy`.
-    pub current_healthy: i32,
-    /// `status.desiredHealthy`.
-    pub desired_healthy: i32,
-    /// `status.expectedPods`.
-    pub expected_pods: i32,
-    /// `spec.unhealthyPodEvictionPolicy: AlwaysAllow` (unhealthy pods may always go).
-    pub always_allow_unhealthy: bool,
-}
-
-impl BudgetFacts {
-    /// `namespace/name`.
-    pub fn id(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
-    }
-
-    /// Whether it covers `pod`.
-    pub fn covers(&self, pod: &PodFacts) -> bool {
-        use kube::core::SelectorExt;
-        pod.info.namespace == self.namespace
-            && self
-                .selector
-                .as_ref()
-                .is_some_and(|selector| selector.matches(&pod.labels))
-    }
 }
 
 /// Everything the plan is made from.
@@ -98,8 +55,8 @@ pub struct PlanInput {
     pub nodes: BTreeMap<String, NodeFacts>,
     /// The pods on each planned node.
     pub pods: BTreeMap<String, Vec<PodFacts>>,
-    /// Every PodDisruptionBudget.
-    pub budgets: Vec<BudgetFacts>,
+    /// Every PodDisruptionBudget, as the drain's eviction gating reads them.
+    pub budgets: Vec<Budget>,
     /// The DaemonSets (`namespace`, `name`) that own pods on the planned nodes and exist.
     pub daemonsets: BTreeSet<(String, String)>,
     /// The NodeMaintenances that exist (the control-plane rule counts them).
@@ -232,7 +189,7 @@ impl fmt::Display for Blocker {
             }
             Blocker::StructuralBudget { budget, why, pods } => write!(
                 f,
-                "PodDisruptionBudget {budget} {why}; it never allows evicting {} (a person must change the budget or move the workload)",
+                "PodDisruptionBudget {budget}: {why}, so {} cannot be evicted (a person must change the budget or move the workload)",
                 pods.join(", ")
             ),
             Blocker::SeveralBudgets { pod, budgets } => write!(

@@ -12,7 +12,6 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ListParams;
 use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, Resource, ResourceExt};
@@ -21,7 +20,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::PlanError;
-use super::model::{BudgetFacts, NodeFacts, PlanInput, PodFacts};
+use super::model::{NodeFacts, PlanInput, PodFacts};
 use crate::cluster::convert::pod_info;
 use crate::cluster::node_summaries::SlimStatus;
 use crate::crd::NodeMaintenance;
@@ -125,32 +124,6 @@ where
     }
 }
 
-fn int_or_string(value: &IntOrString) -> String {
-    match value {
-        IntOrString::Int(n) => n.to_string(),
-        IntOrString::String(s) => s.clone(),
-    }
-}
-
-fn budget_facts(pdb: &PodDisruptionBudget) -> BudgetFacts {
-    let spec = pdb.spec.clone().unwrap_or_default();
-    let status = pdb.status.clone().unwrap_or_default();
-    BudgetFacts {
-        namespace: pdb.namespace().unwrap_or_default(),
-        name: pdb.name_any(),
-        // A null selector covers nothing; one kube cannot read is treated the same.
-        selector: spec.selector.and_then(|s| Selector::try_from(s).ok()),
-        max_unavailable: spec.max_unavailable.as_ref().map(int_or_string),
-        min_available: spec.min_available.as_ref().map(int_or_string),
-        disruptions_allowed: status.disruptions_allowed,
-        current_healthy: status.current_healthy,
-        desired_healthy: status.desired_healthy,
-        expected_pods: status.expected_pods,
-        always_allow_unhealthy: spec.unhealthy_pod_eviction_policy.as_deref()
-            == Some("AlwaysAllow"),
-    }
-}
-
 fn pod_facts(pod: &Pod) -> PodFacts {
     let labels = pod.labels().clone();
     let one_per_node = pod
@@ -174,7 +147,6 @@ fn pod_facts(pod: &Pod) -> PodFacts {
         });
     PodFacts {
         info: pod_info(pod),
-        labels,
         one_per_node,
     }
 }
@@ -240,7 +212,7 @@ pub async fn read(client: &Client, request: &PlanRequest) -> Result<PlanInput, P
         "list PodDisruptionBudgets",
     )
     .await?;
-    let budgets = pdbs.iter().map(budget_facts).collect();
+    let budgets = pdbs.iter().map(crate::cluster::budgets::budget).collect();
     let etcd_pdbs: Vec<PodDisruptionBudget> = pdbs
         .into_iter()
         .filter(|pdb| pdb.namespace().as_deref() == Some(ETCD_NAMESPACE))

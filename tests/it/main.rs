@@ -16,6 +16,8 @@ mod otlp_receiver;
 mod packaging;
 mod plan;
 mod probes;
+#[cfg(feature = "devtools")]
+mod soak;
 mod support;
 mod traces;
 mod webhook;

@@ -71,7 +71,7 @@ async fn a_budget_that_never_allows_a_disruption_is_predicted_and_exits_3() {
         plan.blockers,
         [Blocker::StructuralBudget {
             budget: "shop/web".into(),
-            why: "has minAvailable: 2 and covers 2 pods".into(),
+            why: "minAvailable 2 covers all 2 expected pods: it never allows a disruption".into(),
             pods: vec!["shop/web-0".into()],
         }]
     );
@@ -91,7 +91,7 @@ async fn a_budget_that_never_allows_a_disruption_is_predicted_and_exits_3() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("PodDisruptionBudget shop/web has minAvailable: 2"),
+        stdout.contains("PodDisruptionBudget shop/web: minAvailable 2 covers all 2 expected pods"),
         "{stdout}"
     );
     // It changed nothing.

@@ -20,7 +20,16 @@ pub enum Structural {
         /// `status.expectedPods`.
         expected: i32,
     },
-    /// None of the budget's pods is healthy, so none may go.
+    /// The budget wants every pod it expects healthy (e.g. `maxUnavailable: 10%` of three pods
+    /// rounds down to none), so not one may go.
+    NeedsEveryPodHealthy {
+        /// `status.desiredHealthy`.
+        desired: i32,
+        /// `status.expectedPods`.
+        expected: i32,
+    },
+    /// None of the budget's pods is healthy, so none may go (unless its unhealthy pods may
+    /// always be evicted).
     NoHealthyPods {
         /// `status.expectedPods`.
         expected: i32,
@@ -42,6 +51,10 @@ impl fmt::Display for Structural {
             Structural::MinAvailableAllPods { value, expected } => write!(
                 f,
                 "minAvailable {value} covers all {expected} expected pods: it never allows a disruption"
+            ),
+            Structural::NeedsEveryPodHealthy { desired, expected } => write!(
+                f,
+                "it needs {desired} of its {expected} expected pods healthy: it never allows a disruption"
             ),
             Structural::NoHealthyPods { expected } => write!(
                 f,
@@ -81,7 +94,18 @@ pub fn structural(budget: &Budget) -> Option<Structural> {
             });
         }
     }
-    if status.expected_pods > 0 && status.current_healthy == 0 && status.desired_healthy > 0 {
+    if status.expected_pods > 0 && status.desired_healthy >= status.expected_pods {
+        return Some(Structural::NeedsEveryPodHealthy {
+            desired: status.desired_healthy,
+            expected: status.expected_pods,
+        });
+    }
+    // With `unhealthyPodEvictionPolicy: AlwaysAllow` the unhealthy pods may go anyway.
+    if status.expected_pods > 0
+        && status.current_healthy == 0
+        && status.desired_healthy > 0
+        && !budget.always_allow_unhealthy
+    {
         return Some(Structural::NoHealthyPods {
             expected: status.expected_pods,
         });
@@ -160,6 +184,29 @@ mod tests {
             structural(&failed),
             Some(Structural::SyncFailed { .. })
         ));
+    }
+
+    #[test]
+    fn a_budget_needing_every_pod_healthy_never_allows() {
+        // maxUnavailable 10% of 3 pods rounds down: the controller wants all 3 healthy.
+        let mut rounded = budget(None, Some(IntOrPercent::Percent(10)), 3, 3);
+        if let Some(status) = rounded.status.as_mut() {
+            status.desired_healthy = 3;
+        }
+        assert_eq!(
+            structural(&rounded),
+            Some(Structural::NeedsEveryPodHealthy {
+                desired: 3,
+                expected: 3
+            })
+        );
+    }
+
+    #[test]
+    fn unhealthy_pods_that_may_always_go_are_not_a_block() {
+        let mut b = budget(None, Some(IntOrPercent::Int(1)), 0, 3);
+        b.always_allow_unhealthy = true;
+        assert_eq!(structural(&b), None);
     }
 
     #[test]

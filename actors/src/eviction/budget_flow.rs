@@ -15,7 +15,6 @@ use super::messages::{EvictionMsg, EvictionReply};
 use crate::budget::{Budget, BudgetChange, structural};
 use crate::diagnosis::{Blocker, Investigation, investigate};
 use crate::model::PodRef;
-use crate::task::spawn_cast_back;
 
 /// How long before a budget watch that ended is subscribed again.
 const WATCH_RETRY: Duration = Duration::from_secs(1);
@@ -230,7 +229,8 @@ impl EvictionState {
         let cluster = self.cluster.clone();
         let key = key.to_string();
         let span = tracing::debug_span!("diagnose_budget", pdb = %budget.key());
-        spawn_cast_back(
+        // A task of the actor's: aborted and awaited with its eviction calls when it stops.
+        self.calls.spawn_cast_back(
             myself,
             span,
             async move { investigate(cluster.as_ref(), &budget, owner.as_ref()).await },

@@ -133,6 +133,10 @@ pub struct EvictionStats {
     pub refused: u64,
     /// Requests currently held.
     pub held: usize,
+    /// PodDisruptionBudgets remembered (their backoff), i.e. with a held pod behind them.
+    pub gates: usize,
+    /// Pods remembered as refused by a budget.
+    pub gated_pods: usize,
     /// Requests that waited on a budget's status instead of being sent.
     pub budget_waits: u64,
     /// API reads made to explain blocked budgets.

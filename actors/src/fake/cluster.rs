@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
@@ -19,10 +20,16 @@ use crate::ports::{ClusterError, EvictionOutcome};
 pub enum MaintenanceChange {
     /// Created or changed.
     Upsert(Box<Maintenance>),
-    /// Gone.
-    Deleted(String),
-    /// The objects that existed when the watch began have all been sent.
+    /// Every NodeMaintenance that existed when the subscription began has been sent (the
+    /// controller's watch says so after each listing: the orphan sweep runs then).
     Listed,
+    /// Gone.
+    Deleted {
+        /// Its name.
+        name: String,
+        /// Its uid.
+        uid: String,
+    },
 }
 
 /// A PodDisruptionBudget simulation: refuses evictions of its pods while `allowed` is 0.
@@ -47,6 +54,10 @@ pub(super) struct Inner {
     pub(super) events: Vec<Event>,
     pub(super) calls: Vec<String>,
     pub(super) errors: HashMap<String, VecDeque<ClusterError>>,
+    /// Per operation: how long its next calls take before they are served (None: forever).
+    pub(super) stalls: HashMap<String, VecDeque<Option<Duration>>>,
+    /// Per operation: how many of its next calls panic (a bug in an adapter, say).
+    pub(super) panics: HashMap<String, usize>,
     pub(super) evictions: HashMap<PodRef, VecDeque<EvictionOutcome>>,
     pub(super) pdbs: Vec<Pdb>,
     /// Evicted pods are removed at once unless this is set (then they only become terminating).
@@ -73,6 +84,16 @@ impl Inner {
 
     pub(super) fn take_error(&mut self, op: &str) -> Option<ClusterError> {
         self.errors.get_mut(op).and_then(VecDeque::pop_front)
+    }
+
+    /// Panics if a panic is scripted for the next call of `op`.
+    pub(super) fn maybe_panic(&mut self, op: &str) {
+        if let Some(left) = self.panics.get_mut(op)
+            && *left > 0
+        {
+            *left -= 1;
+            panic!("scripted panic in {op}");
+        }
     }
 
     pub(super) fn notify_node(&mut self, name: &str) {
@@ -113,8 +134,12 @@ impl Inner {
         };
         nm.resource_version = version;
         if nm.deleting && nm.finalizers.is_empty() {
+            let uid = nm.uid.clone();
             self.maintenances.remove(name);
-            self.notify_nm(MaintenanceChange::Deleted(name.to_string()));
+            self.notify_nm(MaintenanceChange::Deleted {
+                name: name.to_string(),
+                uid,
+            });
         } else {
             let nm = nm.clone();
             self.notify_nm(MaintenanceChange::Upsert(Box::new(nm)));
@@ -173,6 +198,21 @@ impl FakeCluster {
         let mut inner = self.lock();
         inner.calls.push(call);
         inner
+    }
+
+    /// Records a call of `op`, waits as long as a scripted stall says (forever: the call
+    /// hangs, as on a half-open connection), then locks the state for the call's work.
+    pub(super) async fn enter(&self, op: &str, call: String) -> MutexGuard<'_, Inner> {
+        let stall = {
+            let mut inner = self.record(call);
+            inner.stalls.get_mut(op).and_then(VecDeque::pop_front)
+        };
+        match stall {
+            Some(Some(delay)) => tokio::time::sleep(delay).await,
+            Some(None) => std::future::pending::<()>().await,
+            None => {}
+        }
+        self.lock()
     }
 
     // --- setup --------------------------------------------------------------------------------
@@ -324,6 +364,37 @@ impl FakeCluster {
             .entry(op.to_string())
             .or_default()
             .extend(errors);
+    }
+
+    /// Forgets every scripted error, stall and panic (e.g. the API server recovered).
+    pub fn clear_scripts(&self) {
+        let mut inner = self.lock();
+        inner.errors.clear();
+        inner.stalls.clear();
+        inner.panics.clear();
+    }
+
+    /// Makes the next `times` calls of `op` hang forever (a half-open connection).
+    pub fn hang_next(&self, op: &str, times: usize) {
+        self.lock()
+            .stalls
+            .entry(op.to_string())
+            .or_default()
+            .extend(std::iter::repeat_n(None, times));
+    }
+
+    /// Makes the next `times` calls of `op` take `delay` before they are served.
+    pub fn delay_next(&self, op: &str, times: usize, delay: Duration) {
+        self.lock()
+            .stalls
+            .entry(op.to_string())
+            .or_default()
+            .extend(std::iter::repeat_n(Some(delay), times));
+    }
+
+    /// Makes the next `times` calls of `op` panic (watches: when they are opened).
+    pub fn panic_next(&self, op: &str, times: usize) {
+        *self.lock().panics.entry(op.to_string()).or_default() += times;
     }
 
     /// Evicted pods only become terminating instead of disappearing at once.

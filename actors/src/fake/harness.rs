@@ -54,8 +54,8 @@ pub fn feed(cluster: &FakeCluster, supervisor: ActorRef<SupervisorMsg>) -> JoinH
         while let Some(change) = changes.recv().await {
             let msg = match change {
                 MaintenanceChange::Upsert(nm) => SupervisorMsg::Upsert(nm),
-                MaintenanceChange::Deleted(name) => SupervisorMsg::Deleted { name },
                 MaintenanceChange::Listed => SupervisorMsg::Listed,
+                MaintenanceChange::Deleted { name, uid } => SupervisorMsg::Deleted { name, uid },
             };
             if supervisor.cast(msg).is_err() {
                 return;

@@ -149,6 +149,12 @@ impl Drain {
             .collect()
     }
 
+    /// The eviction actor dropped every request of this drain (evictions paused): they are
+    /// asked for again once evictions resume.
+    pub(super) fn forget_asked(&mut self) {
+        self.asked.clear();
+    }
+
     /// The eviction actor took the request for `pod`.
     pub(super) fn asked(&mut self, pod: PodRef) {
         self.asked.insert(pod);

@@ -85,6 +85,11 @@ impl NodeActorState {
             self.watches.stop_node();
         }
         status::drain_timed_out(&mut self.status.wanted, error.clone(), now);
+        if policy == OnDrainTimeout::Undo {
+            // As after losing the lease: the undo runs once the API says it is due, so a
+            // restart in between still undoes.
+            status::undo_due(&mut self.status.wanted, now);
+        }
         self.event(EventType::Warning, reasons::FAILED, error);
         self.flush_status(myself);
         self.kick(myself);

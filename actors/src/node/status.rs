@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use super::blocked;
-use super::errors::DrainError;
+use super::errors::{DrainError, LeaseLost};
 use super::pending::{PendingPod, PendingReason, PodReason};
 use crate::diagnosis::Blocker;
 use crate::model::{MaintenanceStatus, Phase, PodRef, conditions};
@@ -99,6 +99,47 @@ pub(super) fn fail(status: &mut MaintenanceStatus, error: String, now: DateTime<
         now,
     );
     status.last_error = Some(error);
+}
+
+/// Gave up and the node changes are to be undone: said in the status (with the Failed phase)
+/// before the undo starts, so that a restart in between still undoes.
+pub(super) fn undo_due(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
+    plan::set_condition(
+        &mut status.conditions,
+        conditions::NODE_RESTORED,
+        false,
+        conditions::UNDO_DUE,
+        "the node changes of this maintenance are being undone",
+        now,
+    );
+}
+
+/// The node changes of a maintenance that gave up are undone.
+pub(super) fn restored(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
+    plan::set_condition(
+        &mut status.conditions,
+        conditions::NODE_RESTORED,
+        true,
+        conditions::RESTORED,
+        "the node changes of this maintenance are undone",
+        now,
+    );
+}
+
+/// Whether a Failed status still owes its node an undo: it says so (see [`undo_due`]), or it
+/// is a give-up recorded by an nmo that kept the pending undo in memory only (its `lastError`
+/// is [`LeaseLost`]'s and no condition says the node was restored).
+pub(super) fn undo_pending(status: &MaintenanceStatus) -> bool {
+    if status.phase != Some(Phase::Failed) {
+        return false;
+    }
+    match plan::condition(status, conditions::NODE_RESTORED) {
+        Some(condition) => condition.status == "False",
+        None => status
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with(LeaseLost::PREFIX)),
+    }
 }
 
 /// Updates the drain fields from the pending pods and what is known about each; returns true

@@ -13,8 +13,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use crate::config::Config;
 use crate::model::MaintenanceStatus;
 use crate::plan;
+use crate::retry::Backoff;
 
 /// What to do about the status now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +50,9 @@ pub(super) struct StatusWriter {
     last_write: Option<Instant>,
     /// When the deferred write scheduled fires, if one is.
     scheduled: Option<Instant>,
+    /// Failed writes in a row; after one, nothing is written before `retry_at`.
+    failures: Backoff,
+    retry_at: Option<Instant>,
 }
 
 /// What a status says besides its progress: a difference here is news.
@@ -99,6 +104,8 @@ impl StatusWriter {
             in_flight: false,
             last_write: None,
             scheduled: None,
+            failures: Backoff::default(),
+            retry_at: None,
         }
     }
 
@@ -123,6 +130,13 @@ impl StatusWriter {
     pub(super) fn decide(&self, now: Instant, windows: Windows) -> Flush {
         if self.in_flight {
             return Flush::Nothing;
+        }
+        if let Some(at) = self.retry_at.filter(|at| *at > now) {
+            // After a failed write, even a phase change waits for the backoff.
+            return match self.scheduled {
+                Some(fires) if fires <= at => Flush::Nothing,
+                _ => Flush::Later(at - now),
+            };
         }
         let Some(written) = &self.written else {
             return match self.wanted.phase {
@@ -176,7 +190,18 @@ impl StatusWriter {
         self.in_flight = false;
         if written.is_some() {
             self.written = written;
+            self.failures.succeeded();
+            self.retry_at = None;
         }
+    }
+
+    /// The write failed: the next one waits out a backoff growing with each failure in a row.
+    pub(super) fn failed(&mut self, now: Instant, config: &Config) {
+        self.in_flight = false;
+        let delay = self
+            .failures
+            .failed(config.retry_backoff_base, config.retry_backoff_max);
+        self.retry_at = Some(now + delay);
     }
 }
 

@@ -21,7 +21,7 @@ use crate::model::{
     Event, EventTarget, EventType, Maintenance, NodeSummaryEvent, Phase, QueuePlace, reasons,
 };
 use crate::ports::ClusterError;
-use crate::task::{TaskSlot, spawn_cast_back};
+use crate::task::TaskSlot;
 
 /// The budget's state in the supervisor.
 pub(super) struct Fleet {
@@ -29,7 +29,7 @@ pub(super) struct Fleet {
     nodes: NodeView,
     /// The NodeMaintenance watch has listed every object once: who holds a slot is known.
     listed: bool,
-    /// The waiting NodeMaintenances, by name.
+    /// The waiting NodeMaintenances, by uid.
     queue: HashMap<String, Queued>,
     /// The node summary watch, forwarded as [`SupervisorMsg::Nodes`].
     node_feed: TaskSlot,
@@ -133,12 +133,12 @@ impl SupervisorState {
             self.spawn(myself, nm, true).await;
             return;
         }
-        let name = nm.name.clone();
+        let uid = nm.uid.clone();
         // Registered as the node's driver, so a second NodeMaintenance for the node is a
         // duplicate of this one (the older drives), as for a running one.
-        self.drivers.insert(nm.node_name.clone(), name.clone());
+        self.drivers.insert(nm.node_name.clone(), uid.clone());
         self.fleet.queue.insert(
-            name,
+            uid,
             Queued {
                 nm,
                 wanted: None,
@@ -158,28 +158,28 @@ impl SupervisorState {
         myself: &ActorRef<SupervisorMsg>,
         nm: &Maintenance,
     ) -> bool {
-        let Some(queued) = self.fleet.queue.get_mut(&nm.name) else {
+        let Some(queued) = self.fleet.queue.get_mut(&nm.uid) else {
             return false;
         };
         queued.nm = nm.clone();
         if nm.deleting {
             // Nothing of ours is on the node: nothing to undo.
-            self.dequeue(&nm.name);
+            self.dequeue(&nm.uid);
         } else if nm.has_finalizer() && !queued.admitted && queued.writing.is_none() {
             // Started by someone else meanwhile (a previous leader): it holds its slot.
             let nm = nm.clone();
-            self.dequeue(&nm.name);
-            self.drivers.insert(nm.node_name.clone(), nm.name.clone());
+            self.dequeue(&nm.uid);
+            self.drivers.insert(nm.node_name.clone(), nm.uid.clone());
             self.spawn(myself, nm, true).await;
         }
         self.admit(myself).await;
         true
     }
 
-    /// Forgets a waiting NodeMaintenance (deleted, or found to be a duplicate).
-    pub(super) fn dequeue(&mut self, name: &str) {
-        if let Some(queued) = self.fleet.queue.remove(name)
-            && self.drivers.get(&queued.nm.node_name).map(String::as_str) == Some(name)
+    /// Forgets a waiting NodeMaintenance (deleted, or found to be a duplicate), by uid.
+    pub(super) fn dequeue(&mut self, uid: &str) {
+        if let Some(queued) = self.fleet.queue.remove(uid)
+            && self.drivers.get(&queued.nm.node_name).map(String::as_str) == Some(uid)
         {
             self.drivers.remove(&queued.nm.node_name);
         }
@@ -209,12 +209,12 @@ impl SupervisorState {
             .queue
             .iter()
             .filter(|(_, q)| q.admitted)
-            .map(|(name, _)| name);
+            .map(|(uid, _)| uid);
         self.children
             .keys()
             .chain(self.respawns.keys())
             .chain(admitted)
-            .filter_map(|name| self.known.get(name))
+            .filter_map(|uid| self.known.get(uid))
             .filter(|nm| nm.status.as_ref().and_then(|s| s.phase) != Some(Phase::Failed))
             .map(|nm| nm.node_name.clone())
             .collect()
@@ -249,34 +249,43 @@ impl SupervisorState {
                 &candidates,
             )
         };
-        for name in decision.admit {
-            let Some(queued) = self.fleet.queue.get_mut(&name) else {
+        // The budget names them; the queue knows them by uid (names are unique among the
+        // NodeMaintenances that exist).
+        let uids: HashMap<String, String> = self
+            .fleet
+            .queue
+            .iter()
+            .map(|(uid, q)| (q.nm.name.clone(), uid.clone()))
+            .collect();
+        let uid_of = |name: &str| uids.get(name).cloned().unwrap_or_default();
+        for uid in decision.admit.iter().map(|name| uid_of(name)) {
+            let Some(queued) = self.fleet.queue.get_mut(&uid) else {
                 continue;
             };
             if queued.writing.is_some() {
                 queued.admitted = true;
                 continue;
             }
-            if let Some(queued) = self.fleet.queue.remove(&name) {
+            if let Some(queued) = self.fleet.queue.remove(&uid) {
                 self.spawn(myself, queued.nm, true).await;
             }
         }
         for waiting in decision.waiting {
-            let name = waiting.name.clone();
-            if let Some(queued) = self.fleet.queue.get_mut(&name) {
+            let uid = uid_of(&waiting.name);
+            if let Some(queued) = self.fleet.queue.get_mut(&uid) {
                 queued.wanted = Some(waiting);
             }
-            self.write_queued(myself, &name);
+            self.write_queued(myself, &uid);
         }
     }
 
     /// Writes a waiting NodeMaintenance's place, when it changed and the last write is old
     /// enough (the first is written at once, with its `QueuedMaintenance` event).
-    fn write_queued(&mut self, myself: &ActorRef<SupervisorMsg>, name: &str) {
+    fn write_queued(&mut self, myself: &ActorRef<SupervisorMsg>, uid: &str) {
         let now = Instant::now();
         let interval = self.config.queue_status_interval;
         let wall = self.config.now();
-        let Some(queued) = self.fleet.queue.get_mut(name) else {
+        let Some(queued) = self.fleet.queue.get_mut(uid) else {
             return;
         };
         let Some(waiting) = &queued.wanted else {
@@ -311,7 +320,7 @@ impl SupervisorState {
         queued.writing = Some(place);
         queued.written_at = Some(now);
         let cluster = self.cluster.clone();
-        let target = name.to_string();
+        let target = queued.nm.name.clone();
         let work = async move {
             cluster.write_status(&target, &status).await?;
             if let Some(event) = event
@@ -322,22 +331,24 @@ impl SupervisorState {
             }
             Ok(())
         };
-        let name = name.to_string();
-        spawn_cast_back(myself, tracing::Span::none(), work, move |result| {
-            SupervisorMsg::QueueWritten { name, result }
-        });
+        let uid = uid.to_string();
+        self.tasks
+            .spawn_cast_back(myself, tracing::Span::none(), work, move |result| {
+                SupervisorMsg::QueueWritten { uid, result }
+            });
     }
 
-    /// A waiting NodeMaintenance's status write ended.
+    /// A waiting NodeMaintenance's status write ended (by uid).
     pub(super) async fn queue_written(
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
-        name: &str,
+        uid: &str,
         result: Result<(), ClusterError>,
     ) {
-        let Some(queued) = self.fleet.queue.get_mut(name) else {
+        let Some(queued) = self.fleet.queue.get_mut(uid) else {
             return; // deleted meanwhile
         };
+        let name = queued.nm.name.clone();
         let place = queued.writing.take();
         match result {
             Ok(()) => {
@@ -345,7 +356,7 @@ impl SupervisorState {
                 queued.announced = true;
             }
             Err(ClusterError::NotFound(_)) => {
-                self.dequeue(name);
+                self.dequeue(uid);
                 self.admit(myself).await;
                 return;
             }
@@ -355,7 +366,7 @@ impl SupervisorState {
             }
         }
         if queued.admitted
-            && let Some(queued) = self.fleet.queue.remove(name)
+            && let Some(queued) = self.fleet.queue.remove(uid)
         {
             self.spawn(myself, queued.nm, true).await;
         }

@@ -9,7 +9,8 @@ use crate::diagnosis::BudgetPod;
 use crate::model::{Event, OnDrainTimeout, OwnerRef};
 
 /// Budget `web` over `app=web` in namespace `app`, `maxUnavailable: 1`, whose fresh status
-/// allows `allowed` disruptions.
+/// allows `allowed` disruptions (as the disruption controller computes it: 4 expected pods, 3
+/// wanted healthy, so `3 + allowed` are healthy).
 fn web_budget(allowed: i32) -> Budget {
     Budget {
         namespace: "app".into(),
@@ -22,8 +23,8 @@ fn web_budget(allowed: i32) -> Budget {
         status: Some(BudgetStatus {
             observed_generation: 1,
             disruptions_allowed: allowed,
-            current_healthy: 4,
-            desired_healthy: 4 - allowed,
+            current_healthy: 3 + allowed,
+            desired_healthy: 3,
             expected_pods: 4,
             ..BudgetStatus::default()
         }),

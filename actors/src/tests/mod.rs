@@ -5,6 +5,7 @@
 mod budgets;
 mod drain;
 mod eviction;
+mod faults;
 mod fleet;
 mod lease;
 mod lifecycle;

@@ -6,13 +6,47 @@ use std::path::{Path, PathBuf};
 use super::error::BenchError;
 use super::fleet::result::FleetResult;
 use super::result::{ScenarioResult, flatness};
-use super::{fleet, report, run, scenario};
+use super::{fleet, report, run, scenario, soak};
+
+/// Runs one fault soak and prints its report; a failed check is an error.
+async fn run_soak(
+    config: &soak::SoakConfig,
+    json: bool,
+    nmo: &Path,
+    dir: &Path,
+    out: &mut (dyn Write + Send),
+) -> Result<(), BenchError> {
+    if !json {
+        writeln!(out, "running {}: the fault soak ...", config.name)?;
+        out.flush()?;
+    }
+    let report = soak::run(config, nmo, dir).await?;
+    if json {
+        writeln!(out, "{}", serde_json::to_string(&report)?)?;
+    } else {
+        writeln!(out, "{report}")?;
+    }
+    out.flush()?;
+    if report.passed() {
+        Ok(())
+    } else {
+        let failed: Vec<String> = report
+            .checks
+            .iter()
+            .filter(|c| !c.passed)
+            .map(|c| format!("{}: {} (target {})", c.what, c.actual, c.target))
+            .collect();
+        Err(BenchError::SoakFailed(failed.join("; ")))
+    }
+}
 
 /// Flags of `nmo bench`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct BenchArgs {
     /// Scenarios to run: a, a-fast, b (= b100 b500 b2000), b100, b500, b2000, c, d, fleet,
     /// fleet2000, fleet2000-off (fleet* = the three). Default: all.
+    /// `soak` (the fault soak: 100 maintenances, faults, three leader kills; minutes) and
+    /// `soak-ci` (its CI size) run only when named; they exit non-zero when a check fails.
     #[arg(long = "scenario", value_name = "NAME")]
     pub scenarios: Vec<String>,
     /// Print one JSON object per scenario instead of tables.
@@ -29,26 +63,42 @@ pub async fn run_all(
     nmo: &Path,
     out: &mut (dyn Write + Send),
 ) -> Result<Vec<ScenarioResult>, BenchError> {
-    let scenarios = scenario::by_names(&args.scenarios);
-    let fleet_names: Vec<String> = args
+    let soaks: Vec<soak::SoakConfig> = args
         .scenarios
+        .iter()
+        .filter_map(|name| soak::SoakConfig::named(name))
+        .collect();
+    let others: Vec<String> = args
+        .scenarios
+        .iter()
+        .filter(|name| soak::SoakConfig::named(name).is_none())
+        .cloned()
+        .collect();
+    let scenarios = scenario::by_names(&others);
+    let fleet_names: Vec<String> = others
         .iter()
         .filter(|n| n.starts_with("fleet"))
         .cloned()
         .collect();
     // Named only fleet scenarios: none of the others; named none: all of both.
-    let scenarios = if !args.scenarios.is_empty() && fleet_names.len() == args.scenarios.len() {
+    let scenarios = if !others.is_empty() && fleet_names.len() == others.len() {
         Vec::new()
     } else {
         scenarios
     };
-    let fleets = if args.scenarios.is_empty() || !fleet_names.is_empty() {
+    let fleets = if others.is_empty() || !fleet_names.is_empty() {
         fleet::scenario::by_names(&fleet_names)
     } else {
         Vec::new()
     };
     let dir = std::env::temp_dir().join(format!("nmo-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
+    for config in &soaks {
+        run_soak(config, args.json, nmo, &dir, out).await?;
+    }
+    if !soaks.is_empty() && others.is_empty() {
+        return Ok(Vec::new());
+    }
     if !args.json {
         writeln!(out, "machine: {}", report::machine())?;
         writeln!(

@@ -36,6 +36,9 @@ pub enum BenchError {
     /// A file could not be written.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The fault soak ran, and a check failed (the report above says which).
+    #[error("the fault soak failed a check: {0}")]
+    SoakFailed(String),
     /// The driver could not read what it measures.
     #[error("cannot {what}: {source}")]
     Kube {

@@ -15,3 +15,4 @@ pub mod report;
 pub mod result;
 pub mod run;
 pub mod scenario;
+pub mod soak;

@@ -30,27 +30,34 @@ impl OperatorProcess {
         let extra: Vec<String> = eviction_rate
             .map(|rate| vec!["--eviction-rate".to_string(), rate.to_string()])
             .unwrap_or_default();
-        Self::launch(binary, kubeconfig, &extra, metrics, log)
+        Self::launch(binary, kubeconfig, &extra, &[], metrics, log)
     }
 
-    /// As [`OperatorProcess::spawn`], with `extra` flags for `nmo run`.
+    /// As [`OperatorProcess::spawn`], with `extra` flags for `nmo run` and environment
+    /// variables `envs` (the log is appended to when it exists, so that a restarted replica
+    /// keeps its predecessor's lines).
     pub fn spawn_with(
         binary: &Path,
         kubeconfig: &Path,
         extra: &[String],
+        envs: &[(&str, &str)],
         log: &Path,
     ) -> Result<OperatorProcess, BenchError> {
-        Self::launch(binary, kubeconfig, extra, None, log)
+        Self::launch(binary, kubeconfig, extra, envs, None, log)
     }
 
     fn launch(
         binary: &Path,
         kubeconfig: &Path,
         extra: &[String],
+        envs: &[(&str, &str)],
         metrics: Option<std::net::SocketAddr>,
         log: &Path,
     ) -> Result<OperatorProcess, BenchError> {
-        let log_file = std::fs::File::create(log)?;
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
         let metrics = metrics.map_or_else(|| "0".to_string(), |addr| addr.to_string());
         let mut command = Command::new(binary);
         command
@@ -63,6 +70,7 @@ impl OperatorProcess {
                 "--webhook-port",
                 "0",
             ])
+            .args(extra)
             .env("KUBECONFIG", kubeconfig)
             // HTTP/2 without TLS (h2c) to the simulator, multiplexed as nmo's requests are on a
             // real API server (over TLS, ALPN); `NMO_KUBE_API_HTTP2_PRIOR_KNOWLEDGE=false nmo
@@ -75,10 +83,10 @@ impl OperatorProcess {
             .env("RUST_LOG", "warn")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file);
-        command.args(extra);
         let child = command.spawn().map_err(|source| BenchError::Spawn {
             binary: binary.display().to_string(),
             source,
@@ -106,6 +114,11 @@ impl OperatorProcess {
 
     /// Stops it (by its own pid) and reaps it.
     pub fn stop(mut self) {
+        self.kill();
+    }
+
+    /// Kills it at once (SIGKILL, as `kill -9` would), by its own pid, and reaps it.
+    pub fn kill_now(mut self) {
         self.kill();
     }
 

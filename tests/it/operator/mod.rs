@@ -4,6 +4,7 @@
 mod deadline;
 mod diagnosis;
 mod drain;
+mod faults;
 mod finalizer;
 mod fleet;
 mod leader;

@@ -298,6 +298,20 @@ impl TestEnv {
             .expect("the lease is deleted");
     }
 
+    /// Applies a JSON merge patch to an object of kind `K`, as an admin would (e.g. removing a
+    /// NodeMaintenance's finalizer by hand).
+    pub async fn patch_json<K>(&self, namespace: Option<&str>, name: &str, patch: Value)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let request = Request::new(K::url_path(&(), namespace))
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .expect("a PATCH request");
+        if let Err(error) = self.admin.request::<Value>(request).await {
+            panic!("patching {} {name}: {error}", K::kind(&()));
+        }
+    }
+
     /// Applies a JSON merge patch to a pod's status, as its kubelet would.
     pub async fn patch_pod_status(&self, namespace: &str, name: &str, status: Value) {
         Api::<Pod>::namespaced(self.admin.clone(), namespace)

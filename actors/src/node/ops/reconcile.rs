@@ -202,7 +202,7 @@ async fn label_taint_cordon(ctx: &OpCtx, node: NodeState) -> Result<NodeState, R
         nmo.patched = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
-    let patched = patch_until_settled(ctx, node, |n| plan::maintenance_patch(n, now))
+    let patched = patch_until_settled(ctx, node, |n| plan::maintenance_patch(n, &ctx.nm_uid, now))
         .instrument(span.clone())
         .await;
     match patched {

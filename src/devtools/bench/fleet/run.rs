@@ -58,7 +58,7 @@ async fn measure(
     sim.write_kubeconfig_with_token(&kubeconfig, OPERATOR_TOKEN)?;
     let log = dir.join(format!("{}.nmo.log", scenario.name));
     let mut operator =
-        OperatorProcess::spawn_with(nmo, &kubeconfig, &scenario.operator_args(), &log)?;
+        OperatorProcess::spawn_with(nmo, &kubeconfig, &scenario.operator_args(), &[], &log)?;
     wait_watching(sim, &mut operator).await?;
     let client = sim.kube_client_with(&ClientOptions {
         user_agent: "nmo-fleet-driver".into(),
