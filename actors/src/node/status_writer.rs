@@ -2,7 +2,7 @@
 //! writes coalesced by how much the change matters.
 //!
 //! A phase change is written at once. A change that says something new about the maintenance
-//! (an error, a blocked pod, a condition's state, the counts, the deadline, the queue place)
+//! (an error, a blocked pod, a condition, the counts, the deadline, the queue place)
 //! waits out a short window, so a burst of them costs one write. A change of progress alone
 //! (the percentage, which pods are left, how long until the deadline) waits out a long one: a
 //! drain of a minute writes its progress once or twice, not with every pod that leaves.
@@ -14,7 +14,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use crate::config::Config;
-use crate::model::MaintenanceStatus;
+use crate::model::{MaintenanceStatus, conditions};
 use crate::plan;
 use crate::retry::Backoff;
 
@@ -62,8 +62,9 @@ struct News<'a> {
     error_on_lease_count: i32,
     total_pods: i32,
     eviction_pods: i32,
-    /// Each condition's type, state and reason (its message counts the pods left).
-    conditions: Vec<(&'a str, &'a str, &'a str)>,
+    /// Each condition's type, state, reason and message (but the message of `PodsPending`,
+    /// which counts the pods left).
+    conditions: Vec<(&'a str, &'a str, &'a str, &'a str)>,
     /// The kinds of reasons pods are pending for (not which pods: pods leaving is progress).
     reasons: BTreeSet<(&'a str, Option<&'a str>, Option<&'a str>)>,
     drain_start_time: Option<DateTime<Utc>>,
@@ -81,7 +82,19 @@ impl<'a> News<'a> {
             conditions: status
                 .conditions
                 .iter()
-                .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+                .map(|c| {
+                    let message = if c.reason == conditions::PODS_PENDING {
+                        ""
+                    } else {
+                        c.message.as_str()
+                    };
+                    (
+                        c.type_.as_str(),
+                        c.status.as_str(),
+                        c.reason.as_str(),
+                        message,
+                    )
+                })
                 .collect(),
             reasons: status
                 .pending_pods_reasons
@@ -310,6 +323,39 @@ mod tests {
         assert_eq!(writer.decide(soon, WINDOWS), Flush::Nothing);
         writer.due();
         assert_eq!(writer.decide(now + WINDOWS.news, WINDOWS), Flush::Now);
+        // A condition's message is news, but for the count of pods left.
+        let written = writer.begin(now + WINDOWS.news, wall());
+        writer.ended(Some(written));
+        let at = now + WINDOWS.news;
+        plan::set_condition(
+            &mut writer.wanted.conditions,
+            conditions::DRAINED,
+            false,
+            conditions::PODS_PENDING,
+            "3 pods still on the node",
+            wall(),
+        );
+        assert_eq!(writer.decide(at, WINDOWS), Flush::Later(WINDOWS.news));
+        let written = writer.begin(at, wall());
+        writer.ended(Some(written));
+        plan::set_condition(
+            &mut writer.wanted.conditions,
+            conditions::DRAINED,
+            false,
+            conditions::PODS_PENDING,
+            "2 pods still on the node",
+            wall(),
+        );
+        assert_eq!(writer.decide(at, WINDOWS), Flush::Later(WINDOWS.progress));
+        plan::set_condition(
+            &mut writer.wanted.conditions,
+            conditions::DRAIN_BLOCKED,
+            true,
+            "WaitingForReplacement",
+            "waiting for pod shop/web-new to become ready",
+            wall(),
+        );
+        assert_eq!(writer.decide(at, WINDOWS), Flush::Later(WINDOWS.news));
         // An error is news too.
         let written = writer.begin(now + WINDOWS.news, wall());
         writer.ended(Some(written));

@@ -186,7 +186,14 @@ async fn an_old_leaders_repair_never_lands_after_it_lost_the_lease() {
     env.create_maintenance("nm-0", "node-0").await;
     env.wait_phase("nm-0", "Succeeded").await;
 
-    // Its next read of the node answers only after 4 s...
+    // The repair patches the node as watched; that patch loses a race (409), so the repair
+    // reads the node, and that read answers only after 4 s...
+    env.sim().faults().add(
+        FaultRule::on(Some("patch"), Some("nodes"))
+            .user_agent(OPERATOR_AGENT)
+            .errors(1.0, 409)
+            .times(1),
+    );
     env.sim().faults().add(
         FaultRule::on(Some("get"), Some("nodes"))
             .user_agent(OPERATOR_AGENT)
