@@ -60,9 +60,17 @@ impl Cluster for Bounded {
             .await
     }
 
-    async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError> {
-        self.within("remove finalizer", self.inner.remove_finalizer(name, uid))
-            .await
+    async fn remove_finalizer(
+        &self,
+        name: &str,
+        uid: &str,
+        seen: &[String],
+    ) -> Result<(), ClusterError> {
+        self.within(
+            "remove finalizer",
+            self.inner.remove_finalizer(name, uid, seen),
+        )
+        .await
     }
 
     async fn write_status(

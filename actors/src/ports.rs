@@ -94,8 +94,14 @@ pub trait Cluster: Send + Sync + 'static {
     /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others, from
     /// the NodeMaintenance `name` whose uid is `uid`. A missing object, or one of that name
     /// with another uid (deleted and created again meanwhile), is Ok: nothing of ours is left
-    /// to release.
-    async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError>;
+    /// to release. `seen` is the finalizer list as last seen: an adapter may write against it
+    /// without reading first, but must re-read when it turns out stale.
+    async fn remove_finalizer(
+        &self,
+        name: &str,
+        uid: &str,
+        seen: &[String],
+    ) -> Result<(), ClusterError>;
 
     /// Replaces `status` (status subresource) with `status`.
     async fn write_status(

@@ -155,15 +155,17 @@ impl KubeCluster {
         let Some(object) = object else {
             return Err(ClusterError::NotFound(format!("nodemaintenance {name}")));
         };
-        self.patch_finalizers(name, object.metadata.finalizers.as_deref(), change)
+        self.patch_finalizers(name, uid, object.metadata.finalizers.as_deref(), change)
             .await
     }
 
     /// The JSON patch of [`Self::set_finalizers`], computed from `current` (None: the object
-    /// has no finalizer list). A stale `current` fails the `test` op: `Conflict`.
+    /// has no finalizer list), for the object with `uid` if given. A stale `current`, or
+    /// another object of that name, fails a `test` op: `Conflict`.
     async fn patch_finalizers(
         &self,
         name: &str,
+        uid: Option<&str>,
         current: Option<&[String]>,
         change: impl Fn(&mut Vec<String>),
     ) -> Result<(), ClusterError> {
@@ -177,11 +179,18 @@ impl KubeCluster {
             Some(list) => json!(list),
             None => json!(null),
         };
-        let patch: json_patch::Patch = serde_json::from_value(json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": test},
-            {"op": "add", "path": "/metadata/finalizers", "value": desired},
-        ]))
-        .map_err(|e| ClusterError::Other(e.to_string()))?;
+        let mut ops = vec![
+            json!({"op": "test", "path": "/metadata/finalizers", "value": test}),
+            json!({"op": "add", "path": "/metadata/finalizers", "value": desired}),
+        ];
+        if let Some(uid) = uid {
+            ops.insert(
+                0,
+                json!({"op": "test", "path": "/metadata/uid", "value": uid}),
+            );
+        }
+        let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops))
+            .map_err(|e| ClusterError::Other(e.to_string()))?;
         self.maintenances()
             .patch(name, &PatchParams::default(), &Patch::<()>::Json(patch))
             .await
@@ -236,7 +245,7 @@ impl Cluster for KubeCluster {
         // shape of a new object.
         let seen = (!seen.is_empty()).then_some(seen);
         self.write("add finalizer", async {
-            match self.patch_finalizers(name, seen, add).await {
+            match self.patch_finalizers(name, None, seen, add).await {
                 Err(ClusterError::Conflict(_)) => self.set_finalizers(name, None, add).await,
                 other => other,
             }
@@ -244,12 +253,32 @@ impl Cluster for KubeCluster {
         .await
     }
 
-    async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError> {
+    async fn remove_finalizer(
+        &self,
+        name: &str,
+        uid: &str,
+        seen: &[String],
+    ) -> Result<(), ClusterError> {
+        let remove = |list: &mut Vec<String>| list.retain(|f| f != FINALIZER);
+        // Tried against the list as last seen first (no GET), when it has our finalizer (one
+        // without it would be no change, not a removal); the patch tests the uid and the list,
+        // so a stale list or a new object of that name is read afresh.
+        let seen = seen.iter().any(|f| f == FINALIZER).then_some(seen);
         self.write("remove finalizer", async {
-            match self
-                .set_finalizers(name, Some(uid), |list| list.retain(|f| f != FINALIZER))
-                .await
-            {
+            let first = match seen {
+                Some(seen) => {
+                    self.patch_finalizers(name, Some(uid), Some(seen), remove)
+                        .await
+                }
+                None => Err(ClusterError::Conflict("no finalizer list seen".into())),
+            };
+            let outcome = match first {
+                Err(ClusterError::Conflict(_)) => {
+                    self.set_finalizers(name, Some(uid), remove).await
+                }
+                other => other,
+            };
+            match outcome {
                 Err(ClusterError::NotFound(_)) => Ok(()),
                 other => other,
             }

@@ -55,7 +55,12 @@ impl Cluster for FakeCluster {
         Ok(())
     }
 
-    async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError> {
+    async fn remove_finalizer(
+        &self,
+        name: &str,
+        uid: &str,
+        _seen: &[String],
+    ) -> Result<(), ClusterError> {
         let mut inner = self
             .enter("remove_finalizer", format!("remove_finalizer {name}"))
             .await;

@@ -16,6 +16,7 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 
 use super::messages::NodeMsg;
+use crate::model::Lease;
 use crate::plan::{self, LeaseFailure};
 use crate::retry::Backoff;
 use crate::task::TaskSlot;
@@ -45,6 +46,9 @@ pub(super) struct LeaseKeeper {
     /// Failed renewals in a row, and the retry after the last one.
     retries: Backoff,
     retry_timer: TaskSlot,
+    /// The lease as nmo last wrote it (taken or renewed): while it is surely ours, the undo
+    /// deletes it on this resourceVersion without reading it first.
+    written: Option<Lease>,
 }
 
 impl LeaseKeeper {
@@ -61,6 +65,22 @@ impl LeaseKeeper {
         self.counted_this_interval = false;
         self.retries.succeeded();
         self.retry_timer.clear();
+    }
+
+    /// nmo wrote the lease (took or renewed it): this is what the API has.
+    pub(super) fn wrote(&mut self, lease: &Lease) {
+        self.written = Some(lease.clone());
+    }
+
+    /// The lease as nmo last wrote it, while it is surely still ours: valid (a holder that
+    /// follows the lease protocol only takes an expired lease), and no renewal failed since.
+    /// A holder that grabs a valid lease anyway goes unseen until the next renewal (at most
+    /// `lease_renew_interval`); the undo's deletion, conditional on this resourceVersion,
+    /// still leaves its lease alone.
+    pub(super) fn surely_ours(&self, now: Instant) -> Option<Lease> {
+        self.written
+            .clone()
+            .filter(|_| self.held_until.is_some_and(|until| until > now))
     }
 
     /// True once the lease was held.
@@ -106,6 +126,11 @@ impl LeaseKeeper {
     /// The renewal ended, successfully or not.
     pub(super) fn renewal_ended(&mut self, renewed: bool, duration: Duration) {
         self.renewing = false;
+        if !renewed {
+            // The lease may not be as nmo wrote it (taken by another holder, say): from now on
+            // the undo reads it.
+            self.written = None;
+        }
         let sent = self.renewal_sent.take();
         if renewed && let Some(sent) = sent {
             self.held(sent, duration);

@@ -107,7 +107,9 @@ impl NodeActorState {
                     finalizer,
                     known: Known {
                         node: self.watches.last_node(),
+                        lease: self.lease.surely_ours(tokio::time::Instant::now()),
                     },
+                    finalizers: self.nm.finalizers.clone(),
                 };
                 self.ops.run(
                     &mut self.tasks,

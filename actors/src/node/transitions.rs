@@ -102,6 +102,9 @@ impl NodeActorState {
     ) {
         let duration = self.ctx.config.lease_duration;
         self.lease.renewal_ended(result.is_ok(), duration);
+        if let Ok(lease) = &result {
+            self.lease.wrote(lease);
+        }
         if !self.stage.guards_node() {
             return;
         }
@@ -298,6 +301,7 @@ impl NodeActorState {
         let sent = sent.unwrap_or_else(tokio::time::Instant::now);
         self.lease
             .acquired(&node.uid, sent, self.ctx.config.lease_duration);
+        self.lease.wrote(lease);
         self.lease.watch_expiry(myself, self.pause_margin());
         if self.lease.resume() {
             self.span

@@ -4,7 +4,7 @@
 use super::*;
 
 #[tokio::test(start_paused = true)]
-async fn a_maintenance_from_start_to_undo_reads_neither_its_node_nor_its_pods() {
+async fn a_maintenance_from_start_to_undo_reads_neither_its_node_nor_its_pods_nor_its_lease() {
     let cluster = FakeCluster::with_node("n1", 3);
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create_maintenance("nm1", "n1", t0());
@@ -23,6 +23,12 @@ async fn a_maintenance_from_start_to_undo_reads_neither_its_node_nor_its_pods() 
     assert!(h.wait_gone("nm1", Duration::from_secs(10)).await);
     assert_released(&cluster, "n1");
     assert_eq!(cluster.count_calls("get_node"), 0, "{:?}", cluster.calls());
+    assert_eq!(
+        cluster.count_calls("get_lease"),
+        0,
+        "the lease is created without a read and deleted as nmo wrote it"
+    );
+    assert_eq!(cluster.count_calls("get_maintenance"), 0);
     assert_eq!(cluster.count_calls("list_pods"), 0, "{:?}", cluster.calls());
     assert_eq!(cluster.count_calls("watch_node"), 1);
     assert_eq!(cluster.count_calls("watch_pods"), 1);

@@ -94,12 +94,15 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used() {
     // tests enforce the same file and fail without it), the patch of a repeated event's
     // series, which a short test does not reach, the LISTs of nodes and pods, which the
     // watches only make on an API server without streaming lists (operator::watch_lists), and
-    // the GET of a node, which only a patch that lost a race makes (operator::faults).
+    // the GET of a node, which only a patch that lost a race makes (operator::faults), and the
+    // GET of a NodeMaintenance, which only a stale finalizer list or a restart makes
+    // (operator::finalizer, operator::restart).
     let exercised_elsewhere: BTreeSet<(String, String, String)> = [
         ("policy", "poddisruptionbudgets", "list"),
         ("events.k8s.io", "events", "patch"),
         ("", "nodes", "list"),
         ("", "nodes", "get"),
+        ("nodemaintenance.medik8s.io", "nodemaintenances", "get"),
         ("", "pods", "list"),
     ]
     .iter()

@@ -5,7 +5,7 @@ use tracing::Instrument;
 
 use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
 use super::lease::release_lease;
-use crate::model::{Event, EventTarget, EventType, NodeState, reasons};
+use crate::model::{Event, EventTarget, EventType, Lease, NodeState, reasons};
 use crate::node::errors::{ReleaseError, UndoError};
 use crate::plan::{self, Undoer};
 
@@ -16,6 +16,9 @@ pub(crate) struct UndoInput {
     pub finalizer: bool,
     /// What the actor knows of the node and its lease.
     pub known: Known,
+    /// The NodeMaintenance's finalizers as last seen (removed from without a read while
+    /// current).
+    pub finalizers: Vec<String>,
 }
 
 /// What a node actor knows of the node and its lease, so the undo need not read them again.
@@ -23,6 +26,9 @@ pub(crate) struct UndoInput {
 pub(crate) struct Known {
     /// The Node as its watch last delivered it, if it ever did.
     pub node: Option<Option<NodeState>>,
+    /// nmo's lease as nmo last wrote it, while it is surely still valid (then no one else can
+    /// hold it).
+    pub lease: Option<Lease>,
 }
 
 /// Takes back what this maintenance changed on the node and releases nmo's lease; with
@@ -32,7 +38,7 @@ pub(crate) async fn undo(ctx: OpCtx, input: UndoInput) -> Result<(), UndoError> 
     restore(&ctx, Undoer::Maintenance(&ctx.nm_uid), input.known).await?;
     if finalizer {
         ctx.cluster
-            .remove_finalizer(&ctx.nm_name, &ctx.nm_uid)
+            .remove_finalizer(&ctx.nm_name, &ctx.nm_uid, &input.finalizers)
             .instrument(tracing::info_span!("remove_finalizer"))
             .await
             .map_err(UndoError::RemoveFinalizer)?;
@@ -55,23 +61,30 @@ pub(crate) async fn undo(ctx: OpCtx, input: UndoInput) -> Result<(), UndoError> 
 /// lease. The lease is read first: while another operator validly holds it (a remediation in
 /// progress), only what is nmo's alone is taken back and the cordon stays with the holder.
 ///
-/// What the actor knows (`known`) spares reads: the node as watched, when it still carries the
-/// undoer's changes (the patch tests its taints, so a stale copy costs a conflict and a fresh
-/// read, never a lost change; a copy showing nothing to undo is read again, since a watch a
-/// moment behind nmo's own cordon must not make the undo skip it).
+/// What the actor knows (`known`) spares reads:
+/// - nmo's lease as nmo last wrote it, while surely still valid: no other holder can have
+///   taken a valid lease, so it is not read; its deletion is conditional on that
+///   resourceVersion (a lease changed meanwhile is a conflict, then read and decided afresh).
+/// - the node as watched, when it still carries the undoer's changes: the patch tests its
+///   taints, so a stale copy costs a conflict and a fresh read, never a lost change. A copy
+///   showing nothing to undo is read again: a watch a moment behind nmo's own cordon must not
+///   make the undo skip it.
 pub(crate) async fn restore(
     ctx: &OpCtx,
     undoer: Undoer<'_>,
     known: Known,
 ) -> Result<(), UndoError> {
-    let lease = ctx
-        .cluster
-        .get_lease(
-            &ctx.config.lease_namespace,
-            &plan::lease_name(&ctx.node_name),
-        )
-        .await
-        .map_err(|e| UndoError::Release(ReleaseError::Read(e)))?;
+    let lease = match known.lease {
+        Some(lease) => Some(lease),
+        None => ctx
+            .cluster
+            .get_lease(
+                &ctx.config.lease_namespace,
+                &plan::lease_name(&ctx.node_name),
+            )
+            .await
+            .map_err(|e| UndoError::Release(ReleaseError::Read(e)))?,
+    };
     let now = ctx.config.now();
     let foreign_holder = lease
         .as_ref()
