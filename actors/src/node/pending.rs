@@ -94,6 +94,18 @@ impl PendingReason {
         )
     }
 
+    /// Whether a status reason text names a pod on its way out (see [`Self::is_progress`]).
+    pub(super) fn text_is_progress(text: &str) -> bool {
+        [
+            PendingReason::Evicting,
+            PendingReason::Evicted,
+            PendingReason::Terminating,
+            PendingReason::Deleting,
+        ]
+        .iter()
+        .any(|reason| reason.as_str() == text)
+    }
+
     /// What a pod nobody answered for yet waits on, by what the drain does with it.
     pub(super) fn of_action(action: PodAction) -> Self {
         match action {
@@ -284,5 +296,22 @@ mod tests {
         assert!(PendingReason::Deleting.is_progress());
         assert!(!PendingReason::BlockedByPdb.is_progress());
         assert!(!PendingReason::EvictionQueueFull.is_progress());
+        for reason in [
+            PendingReason::Evicting,
+            PendingReason::Evicted,
+            PendingReason::Terminating,
+            PendingReason::Deleting,
+            PendingReason::BlockedByPdb,
+            PendingReason::TooManyPdbs,
+            PendingReason::NamespaceTerminating,
+            PendingReason::EvictionQueueFull,
+            PendingReason::EvictionFailed,
+        ] {
+            assert_eq!(
+                PendingReason::text_is_progress(reason.as_str()),
+                reason.is_progress(),
+                "{reason:?}"
+            );
+        }
     }
 }

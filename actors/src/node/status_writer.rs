@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use crate::config::Config;
+use super::pending::PendingReason;
 use crate::model::{MaintenanceStatus, conditions};
 use crate::plan;
 use crate::retry::Backoff;
@@ -62,10 +63,11 @@ struct News<'a> {
     error_on_lease_count: i32,
     total_pods: i32,
     eviction_pods: i32,
-    /// Each condition's type, state, reason and message (but the message of `PodsPending`,
-    /// which counts the pods left).
+    /// Each condition's type, state, reason and message; a drain not started or under way
+    /// (`NotStarted`, `PodsPending`, whose message counts the pods left) is progress.
     conditions: Vec<(&'a str, &'a str, &'a str, &'a str)>,
-    /// The kinds of reasons pods are pending for (not which pods: pods leaving is progress).
+    /// What stands in the way of pods (not which pods, nor those simply on their way out:
+    /// pods leaving is progress).
     reasons: BTreeSet<(&'a str, Option<&'a str>, Option<&'a str>)>,
     drain_start_time: Option<DateTime<Utc>>,
     drain_deadline: Option<DateTime<Utc>>,
@@ -83,22 +85,23 @@ impl<'a> News<'a> {
                 .conditions
                 .iter()
                 .map(|c| {
-                    let message = if c.reason == conditions::PODS_PENDING {
-                        ""
+                    let under_way = [conditions::NOT_STARTED, conditions::PODS_PENDING];
+                    if under_way.contains(&c.reason.as_str()) {
+                        (c.type_.as_str(), c.status.as_str(), "", "")
                     } else {
-                        c.message.as_str()
-                    };
-                    (
-                        c.type_.as_str(),
-                        c.status.as_str(),
-                        c.reason.as_str(),
-                        message,
-                    )
+                        (
+                            c.type_.as_str(),
+                            c.status.as_str(),
+                            c.reason.as_str(),
+                            c.message.as_str(),
+                        )
+                    }
                 })
                 .collect(),
             reasons: status
                 .pending_pods_reasons
                 .iter()
+                .filter(|r| !PendingReason::text_is_progress(&r.reason))
                 .map(|r| (r.reason.as_str(), r.pdb.as_deref(), r.diagnosis.as_deref()))
                 .collect(),
             drain_start_time: status.drain_start_time,
@@ -302,8 +305,8 @@ mod tests {
         writer.wanted.pending_pods_reasons = vec![reason("a", "Evicting"), reason("b", "Evicting")];
         let written = writer.begin(now, wall());
         writer.ended(Some(written));
-        // Pod `a` left: progress.
-        writer.wanted.pending_pods_reasons = vec![reason("b", "Evicting")];
+        // Pod `a` left and `b` is terminating: progress.
+        writer.wanted.pending_pods_reasons = vec![reason("b", "Terminating")];
         writer.wanted.drain_progress = 50;
         let soon = now + Duration::from_millis(300);
         assert_eq!(
@@ -323,10 +326,19 @@ mod tests {
         assert_eq!(writer.decide(soon, WINDOWS), Flush::Nothing);
         writer.due();
         assert_eq!(writer.decide(now + WINDOWS.news, WINDOWS), Flush::Now);
-        // A condition's message is news, but for the count of pods left.
-        let written = writer.begin(now + WINDOWS.news, wall());
-        writer.ended(Some(written));
+        // A condition's message is news, but for the count of pods left (a drain that starts
+        // is progress too).
         let at = now + WINDOWS.news;
+        plan::set_condition(
+            &mut writer.wanted.conditions,
+            conditions::DRAINED,
+            false,
+            conditions::NOT_STARTED,
+            "the drain has not started",
+            wall(),
+        );
+        let written = writer.begin(at, wall());
+        writer.ended(Some(written));
         plan::set_condition(
             &mut writer.wanted.conditions,
             conditions::DRAINED,
@@ -335,7 +347,7 @@ mod tests {
             "3 pods still on the node",
             wall(),
         );
-        assert_eq!(writer.decide(at, WINDOWS), Flush::Later(WINDOWS.news));
+        assert_eq!(writer.decide(at, WINDOWS), Flush::Later(WINDOWS.progress));
         let written = writer.begin(at, wall());
         writer.ended(Some(written));
         plan::set_condition(
