@@ -9,6 +9,7 @@ use std::time::Duration;
 use kube::Client;
 use nmo_actors::config::{Config, defaults};
 use nmo_actors::fleet::{FleetBudget, Limit, LimitError};
+use nmo_actors::ports::Cluster as _;
 use nmo_actors::system::{self, StartError};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -482,6 +483,7 @@ pub async fn run(
             .with_call_timeout(options.api_call_timeout),
     );
     let mut config = options.actor_config();
+    ensure_lease_namespace(cluster.as_ref(), &config).await;
     config.observer = ProcessObserver::new(maintenance_metrics).shared();
     let actors = system::start(cluster, config).await?;
     leader_metric.leading();
@@ -512,6 +514,28 @@ pub async fn run(
     }
     let _ = stop_servers.send(true);
     outcome
+}
+
+/// Makes sure the node leases' namespace exists before any maintenance runs (one read when it
+/// does): otherwise the first maintenances, started together, would each find it missing on
+/// creating their lease and each create it (three requests more per maintenance). Best effort:
+/// a maintenance still creates the namespace itself when it is missing.
+async fn ensure_lease_namespace(cluster: &KubeCluster, config: &Config) {
+    let ensured = tokio::time::timeout(
+        config.call_timeout,
+        cluster.ensure_namespace(&config.lease_namespace),
+    )
+    .await;
+    let error = match ensured {
+        Ok(Ok(())) => return,
+        Ok(Err(error)) => error.to_string(),
+        Err(_) => format!("no answer within {:?}", config.call_timeout),
+    };
+    tracing::warn!(
+        namespace = %config.lease_namespace,
+        %error,
+        "cannot make sure the lease namespace exists; the first maintenance will"
+    );
 }
 
 /// This replica's identity in the election: the pod name plus a random suffix, so a restarted

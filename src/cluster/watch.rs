@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::Poll;
 
 use futures::stream::{BoxStream, StreamExt};
 use kube::runtime::watcher::{self, Event};
@@ -90,6 +91,10 @@ where
 /// Every object matching `config`, as one list after the initial listing and after every
 /// change. Watch errors are retried with kube-runtime's default backoff (and logged), so the
 /// stream only ends when the caller drops it.
+///
+/// Every event ready at once is applied before one list is built: a burst (a drain's pods
+/// evicted together) costs one list, and one message to its reader, not one per event; the
+/// reader only ever wants the latest.
 pub fn snapshots<K, T>(
     api: Api<K>,
     config: watcher::Config,
@@ -100,39 +105,178 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     T: Clone + Send + 'static,
 {
-    let mut current: BTreeMap<(String, String), T> = BTreeMap::new();
-    let mut listing: BTreeMap<(String, String), T> = BTreeMap::new();
-    events(api, config, lists)
-        .filter_map(move |event| {
-            let key = |object: &K| (object.namespace().unwrap_or_default(), object.name_any());
-            let changed = match event {
-                Ok(Event::Init) => {
-                    listing.clear();
-                    false
+    batched(events(api, config, lists), convert)
+}
+
+/// At most this many events go into one list: a flood of events still yields lists.
+const BATCH: usize = 256;
+
+/// The lists of `events` (see [`snapshots`]).
+fn batched<K, T>(
+    events: BoxStream<'static, Result<Event<K>, watcher::Error>>,
+    convert: fn(&K) -> T,
+) -> BoxStream<'static, Vec<T>>
+where
+    K: Resource + Send + 'static,
+    T: Clone + Send + 'static,
+{
+    let mut events = events.fuse();
+    let mut objects = Objects::new(convert);
+    let mut ended = false;
+    futures::stream::poll_fn(move |cx| {
+        if ended {
+            return Poll::Ready(None);
+        }
+        let mut changed = false;
+        let mut applied = 0;
+        loop {
+            if applied == BATCH {
+                // More may be ready: come back for them after this list.
+                cx.waker().wake_by_ref();
+                break;
+            }
+            match events.poll_next_unpin(cx) {
+                Poll::Ready(Some(event)) => {
+                    changed |= objects.apply(event);
+                    applied += 1;
                 }
-                Ok(Event::InitApply(object)) => {
-                    listing.insert(key(&object), convert(&object));
-                    false
+                Poll::Ready(None) => {
+                    ended = true;
+                    break;
                 }
-                Ok(Event::InitDone) => {
-                    current = std::mem::take(&mut listing);
-                    true
-                }
-                Ok(Event::Apply(object)) => {
-                    current.insert(key(&object), convert(&object));
-                    true
-                }
-                Ok(Event::Delete(object)) => {
-                    current.remove(&key(&object));
-                    true
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "watch failed; retrying with backoff");
-                    false
-                }
-            };
-            let snapshot = changed.then(|| current.values().cloned().collect::<Vec<T>>());
-            futures::future::ready(snapshot)
-        })
-        .boxed()
+                Poll::Pending => break,
+            }
+        }
+        match (changed, ended) {
+            (true, _) => Poll::Ready(Some(objects.list())),
+            (false, true) => Poll::Ready(None),
+            (false, false) => Poll::Pending,
+        }
+    })
+    .boxed()
+}
+
+/// The objects a watch has delivered, by namespace and name.
+struct Objects<K, T> {
+    current: BTreeMap<(String, String), T>,
+    /// A listing in progress (it replaces `current` once complete).
+    listing: BTreeMap<(String, String), T>,
+    convert: fn(&K) -> T,
+}
+
+impl<K: Resource, T: Clone> Objects<K, T> {
+    fn new(convert: fn(&K) -> T) -> Self {
+        Objects {
+            current: BTreeMap::new(),
+            listing: BTreeMap::new(),
+            convert,
+        }
+    }
+
+    /// Applies one event; true when the objects changed.
+    fn apply(&mut self, event: Result<Event<K>, watcher::Error>) -> bool {
+        let key = |object: &K| (object.namespace().unwrap_or_default(), object.name_any());
+        match event {
+            Ok(Event::Init) => {
+                self.listing.clear();
+                false
+            }
+            Ok(Event::InitApply(object)) => {
+                self.listing.insert(key(&object), (self.convert)(&object));
+                false
+            }
+            Ok(Event::InitDone) => {
+                self.current = std::mem::take(&mut self.listing);
+                true
+            }
+            Ok(Event::Apply(object)) => {
+                self.current.insert(key(&object), (self.convert)(&object));
+                true
+            }
+            Ok(Event::Delete(object)) => {
+                self.current.remove(&key(&object));
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%error, "watch failed; retrying with backoff");
+                false
+            }
+        }
+    }
+
+    fn list(&self) -> Vec<T> {
+        self.current.values().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn object(name: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        }
+    }
+
+    fn name(object: &ConfigMap) -> String {
+        object.name_any()
+    }
+
+    #[tokio::test]
+    async fn events_ready_together_make_one_list() {
+        let events = futures::stream::iter(vec![
+            Ok(Event::Init),
+            Ok(Event::InitApply(object("a"))),
+            Ok(Event::InitApply(object("b"))),
+            Ok(Event::InitDone),
+            Ok(Event::Apply(object("c"))),
+            Ok(Event::Delete(object("a"))),
+        ])
+        .boxed();
+        let lists: Vec<Vec<String>> = batched(events, name).collect().await;
+        assert_eq!(lists, vec![vec!["b".to_string(), "c".to_string()]]);
+    }
+
+    #[tokio::test]
+    async fn events_apart_make_a_list_each() {
+        let (sender, receiver) = futures::channel::mpsc::unbounded();
+        let mut lists = batched(receiver.boxed(), name);
+        sender.unbounded_send(Ok(Event::Init)).unwrap();
+        sender.unbounded_send(Ok(Event::InitDone)).unwrap();
+        assert_eq!(lists.next().await, Some(vec![]));
+        sender
+            .unbounded_send(Ok(Event::Apply(object("a"))))
+            .unwrap();
+        assert_eq!(lists.next().await, Some(vec!["a".to_string()]));
+        sender
+            .unbounded_send(Ok(Event::Apply(object("b"))))
+            .unwrap();
+        sender
+            .unbounded_send(Ok(Event::Delete(object("a"))))
+            .unwrap();
+        drop(sender);
+        assert_eq!(lists.next().await, Some(vec!["b".to_string()]));
+        assert_eq!(lists.next().await, None);
+    }
+
+    #[tokio::test]
+    async fn a_flood_still_yields_lists() {
+        let events = futures::stream::iter(
+            (0..BATCH * 2 + 1).map(|i| Ok(Event::Apply(object(&format!("o{i:04}"))))),
+        )
+        .boxed();
+        let lists: Vec<Vec<String>> = batched(events, name).collect().await;
+        assert_eq!(lists.len(), 3);
+        assert_eq!(lists[2].len(), BATCH * 2 + 1);
+    }
 }

@@ -13,8 +13,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use crate::config::Config;
 use super::pending::PendingReason;
+use crate::config::Config;
 use crate::model::{MaintenanceStatus, conditions};
 use crate::plan;
 use crate::retry::Backoff;

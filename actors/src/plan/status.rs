@@ -51,9 +51,39 @@ pub fn condition<'a>(status: &'a MaintenanceStatus, type_: &str) -> Option<&'a C
 /// True when two statuses differ in anything but `lastUpdate` (which changes with every write,
 /// so comparing it would make every tick a write).
 pub fn status_differs(a: &MaintenanceStatus, b: &MaintenanceStatus) -> bool {
-    let mut a = a.clone();
-    a.last_update = b.last_update;
-    &a != b
+    // Field by field, without copying the status (this runs on every change of a drain);
+    // destructured so that a new field cannot be forgotten here.
+    let MaintenanceStatus {
+        phase,
+        drain_progress,
+        last_update: _,
+        last_error,
+        pending_pods,
+        pending_pods_refs,
+        total_pods,
+        eviction_pods,
+        error_on_lease_count,
+        conditions,
+        pending_pods_reasons,
+        drain_start_time,
+        drain_deadline,
+        drain_time_remaining,
+        queue,
+    } = a;
+    *phase != b.phase
+        || *drain_progress != b.drain_progress
+        || *last_error != b.last_error
+        || *pending_pods != b.pending_pods
+        || *pending_pods_refs != b.pending_pods_refs
+        || *total_pods != b.total_pods
+        || *eviction_pods != b.eviction_pods
+        || *error_on_lease_count != b.error_on_lease_count
+        || *conditions != b.conditions
+        || *pending_pods_reasons != b.pending_pods_reasons
+        || *drain_start_time != b.drain_start_time
+        || *drain_deadline != b.drain_deadline
+        || *drain_time_remaining != b.drain_time_remaining
+        || *queue != b.queue
 }
 
 #[cfg(test)]
@@ -63,6 +93,43 @@ mod tests {
 
     fn nm(name: &str, created: i64) -> Maintenance {
         Maintenance::test(name).on("n1").created_at(t(created))
+    }
+
+    #[test]
+    fn statuses_differ_in_anything_but_the_last_update() {
+        let a = MaintenanceStatus {
+            drain_progress: 40,
+            last_update: Some(t(0)),
+            ..MaintenanceStatus::default()
+        };
+        let b = MaintenanceStatus {
+            last_update: Some(t(9)),
+            ..a.clone()
+        };
+        assert!(!status_differs(&a, &b));
+        for changed in [
+            MaintenanceStatus {
+                drain_progress: 50,
+                ..b.clone()
+            },
+            MaintenanceStatus {
+                pending_pods: vec!["p".into()],
+                ..b.clone()
+            },
+            MaintenanceStatus {
+                drain_time_remaining: Some("1m".into()),
+                ..b.clone()
+            },
+            MaintenanceStatus {
+                queue: Some(crate::model::QueuePlace {
+                    position: 1,
+                    waiting_for: "budget".into(),
+                }),
+                ..b.clone()
+            },
+        ] {
+            assert!(status_differs(&changed, &a), "{changed:?}");
+        }
     }
 
     #[test]
