@@ -173,7 +173,7 @@ pub async fn run_all(
             writeln!(out, "{:<14} {}", r.scenario, r.requests.by_verb_line())?;
         }
     }
-    let mut targets: Vec<(String, super::result::Target)> = results
+    let mut targets: Vec<(String, super::figures::Target)> = results
         .iter()
         .flat_map(|r| r.targets.iter().map(|t| (r.scenario.clone(), t.clone())))
         .chain(

@@ -6,6 +6,7 @@
 pub mod budget_clock;
 pub mod cli;
 pub mod error;
+pub mod figures;
 pub mod fleet;
 pub mod interactions;
 pub mod policy;

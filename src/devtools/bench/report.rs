@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::result::{ScenarioResult, Target};
+use super::figures::Target;
+use super::result::ScenarioResult;
 use crate::devtools::demo::table::Table;
 
 /// The figures of every scenario as a table.
