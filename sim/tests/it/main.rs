@@ -10,6 +10,7 @@ mod kubectl;
 mod misc;
 mod patch;
 mod rbac;
+mod remote_kubelet;
 mod scale;
 mod support;
 mod watch;
