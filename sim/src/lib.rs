@@ -64,6 +64,7 @@
 //! `eventually` that the tests of this crate and of nmo wait with.
 
 pub mod accounting;
+pub mod api_seed;
 pub mod cli;
 mod controller;
 pub mod convert;
