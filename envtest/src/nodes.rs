@@ -239,7 +239,10 @@ async fn without_admission_taint(
         .and_then(|spec| spec.taints.clone())
         .unwrap_or_default();
     let admitted = taints.iter().any(|taint| taint.key == NOT_READY_TAINT);
-    let wanted = template.taints.iter().any(|taint| taint["key"] == NOT_READY_TAINT);
+    let wanted = template
+        .taints
+        .iter()
+        .any(|taint| taint["key"] == NOT_READY_TAINT);
     if !admitted || wanted {
         return Ok(node);
     }
@@ -258,7 +261,11 @@ async fn without_admission_taint(
     let nodes: Api<Node> = Api::all(client.clone());
     match within(
         format!("removing the admission taint of node {}", template.name),
-        nodes.patch(&template.name, &PatchParams::default(), &Patch::Json::<()>(patch)),
+        nodes.patch(
+            &template.name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        ),
     )
     .await
     {

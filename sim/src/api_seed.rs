@@ -253,7 +253,8 @@ fn spread_replicaset(r: usize) -> (String, String, String) {
 /// What a finished pod's status says.
 fn finished_status(pod: &Value) -> Value {
     let now = crate::rest::now_rfc3339();
-    let mut status = crate::kubelet::rules::started_status(pod, "10.0.0.1", &crate::kubelet::pod_ip(), &now);
+    let mut status =
+        crate::kubelet::rules::started_status(pod, "10.0.0.1", &crate::kubelet::pod_ip(), &now);
     status["phase"] = json!("Succeeded");
     if let Some(conditions) = status["conditions"].as_array_mut() {
         for c in conditions.iter_mut() {
@@ -282,7 +283,8 @@ pub async fn seed(
 ) -> Result<ScenarioReport, SeedError> {
     let namespaces = resource("", "v1", "Namespace", "namespaces");
     for namespace in [&s.workload_namespace, &s.system_namespace] {
-        let object = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        let object =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
         create(client, &namespaces, None, &object).await?;
     }
     let nodes: Api<DynamicObject> =
@@ -371,7 +373,12 @@ pub async fn seed(
             .replicasets
             .push((s.workload_namespace.clone(), CACHE_REPLICASET.into()));
     }
-    let budgets = resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets");
+    let budgets = resource(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+    );
     for r in 0..rs_count {
         let (app, _, _) = spread_replicaset(r);
         if let Some(pdb) = scenario::pdb(s, &app) {
@@ -438,7 +445,12 @@ async fn running_pods(client: &Client, s: &Scenario) -> Result<usize, SeedError>
             .await?
             .iter()
             .filter(|pod| pod["metadata"]["deletionTimestamp"].is_null())
-            .filter(|pod| matches!(pod["status"]["phase"].as_str(), Some("Running" | "Succeeded")))
+            .filter(|pod| {
+                matches!(
+                    pod["status"]["phase"].as_str(),
+                    Some("Running" | "Succeeded")
+                )
+            })
             .count();
     }
     Ok(running)
@@ -492,7 +504,12 @@ async fn settled(
     if !report.pdbs.is_empty() {
         let budgets = list(
             client,
-            &resource("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets"),
+            &resource(
+                "policy",
+                "v1",
+                "PodDisruptionBudget",
+                "poddisruptionbudgets",
+            ),
             &s.workload_namespace,
         )
         .await?;

@@ -132,7 +132,11 @@ impl Scenario {
             + usize::from(self.unmanaged_pods)
             + usize::from(self.finished_pods);
         let spread = self.pods_per_node.saturating_sub(specials);
-        let rs_count = if spread > 0 { self.replicasets.max(1) } else { 0 };
+        let rs_count = if spread > 0 {
+            self.replicasets.max(1)
+        } else {
+            0
+        };
         (specials, spread, rs_count)
     }
 }
@@ -390,9 +394,11 @@ pub(crate) fn daemonset(s: &Scenario, name: &str) -> Value {
 pub(crate) fn pdb(s: &Scenario, app: &str) -> Option<Value> {
     let mut spec = s.pdb.clone()?;
     spec["selector"] = json!({"matchLabels": {"app": app}});
-    Some(json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+    Some(
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                 "metadata": {"name": format!("{app}-pdb"), "namespace": s.workload_namespace},
-                "spec": spec}))
+                "spec": spec}),
+    )
 }
 
 fn ensure_namespace(api: &Api, ns: &str) -> Result<(), SimError> {

@@ -37,6 +37,9 @@ fn granted() -> BTreeSet<(String, String, String)> {
     grants
 }
 
+/// Simulator only: reads the requests nmo made and the ones RBAC refused from the simulator
+/// (on the real backend every end-to-end test runs nmo under these rules, enforced by the
+/// real authorizer).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_role_is_sufficient_and_every_grant_is_used() {
     let options = nmo::operator::OperatorOptions {

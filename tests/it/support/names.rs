@@ -124,19 +124,25 @@ mod tests {
             assert_eq!(names.namespace(shared), shared);
         }
         assert_eq!(
-            names.object(json!({"kind": "NodeMaintenance", "metadata": {"name": "nm-0"},
-                                "spec": {"nodeName": "node-0"}})),
+            names.object(
+                json!({"kind": "NodeMaintenance", "metadata": {"name": "nm-0"},
+                                "spec": {"nodeName": "node-0"}})
+            ),
             json!({"kind": "NodeMaintenance", "metadata": {"name": "t7-nm-0"},
                    "spec": {"nodeName": "t7-node-0"}})
         );
         assert_eq!(
-            names.object(json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "w"},
-                                "spec": {"nodeName": "node-0"}})),
+            names.object(
+                json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "w"},
+                                "spec": {"nodeName": "node-0"}})
+            ),
             json!({"kind": "Pod", "metadata": {"name": "p", "namespace": "t7-w"},
                    "spec": {"nodeName": "t7-node-0"}})
         );
         assert_eq!(
-            names.object(json!({"kind": "Lease", "metadata": {"name": "l", "namespace": "default"}})),
+            names.object(
+                json!({"kind": "Lease", "metadata": {"name": "l", "namespace": "default"}})
+            ),
             json!({"kind": "Lease", "metadata": {"name": "l", "namespace": "default"}})
         );
     }

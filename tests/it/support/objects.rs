@@ -296,7 +296,11 @@ impl TestEnv {
     /// Applies a JSON merge patch to a node, as another controller or an admin would.
     pub async fn patch_node(&self, node: &str, patch: Value) {
         Api::<Node>::all(self.admin.clone())
-            .patch(&self.name(node), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &self.name(node),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .expect("the node is patched");
     }
