@@ -355,32 +355,30 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Marks the pod Running and Ready, if it is still the same Pending pod.
-fn start_pod(
+async fn start_pod(
     client: Client,
     node_ips: Arc<Mutex<HashMap<String, String>>>,
     namespace: String,
     name: String,
     facts: PodFacts,
     pod: Value,
-) -> impl Future<Output = ()> + Send {
-    async move {
-        let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
-        with_retries(|| async {
-            let host = match host_ip(&client, &node_ips, &facts.node).await {
-                Ok(host) => host,
-                Err(outcome) => return outcome,
-            };
-            let status = rules::started_status(&pod, &host, &rules::pod_ip(), &now());
-            let patch = start_patch(&facts.uid, &status);
-            let result = tokio::time::timeout(
-                CALL_DEADLINE,
-                pods.patch_status(&name, &PatchParams::default(), &Patch::Json::<()>(patch)),
-            )
-            .await;
-            classify(&format!("starting pod {namespace}/{name}"), result)
-        })
+) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    with_retries(|| async {
+        let host = match host_ip(&client, &node_ips, &facts.node).await {
+            Ok(host) => host,
+            Err(outcome) => return outcome,
+        };
+        let status = rules::started_status(&pod, &host, &rules::pod_ip(), &now());
+        let patch = start_patch(&facts.uid, &status);
+        let result = tokio::time::timeout(
+            CALL_DEADLINE,
+            pods.patch_status(&name, &PatchParams::default(), &Patch::Json::<()>(patch)),
+        )
         .await;
-    }
+        classify(&format!("starting pod {namespace}/{name}"), result)
+    })
+    .await;
 }
 
 /// The JSON patch that starts a pod: a no-op (422) unless it is still pod `uid` and Pending;
@@ -399,28 +397,21 @@ fn start_patch(uid: &str, status: &Value) -> json_patch::Patch {
 }
 
 /// Deletes the stopped pod with grace period 0, if it is still pod `uid`.
-fn finish_pod(
-    client: Client,
-    namespace: String,
-    name: String,
-    uid: String,
-) -> impl Future<Output = ()> + Send {
-    async move {
-        let pods: Api<Pod> = Api::namespaced(client, &namespace);
-        let params = DeleteParams {
-            grace_period_seconds: u32::try_from(FINISH_GRACE_SECONDS).ok(),
-            preconditions: Some(Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        with_retries(|| async {
-            let result = tokio::time::timeout(CALL_DEADLINE, pods.delete(&name, &params)).await;
-            classify(&format!("finishing pod {namespace}/{name}"), result)
-        })
-        .await;
-    }
+async fn finish_pod(client: Client, namespace: String, name: String, uid: String) {
+    let pods: Api<Pod> = Api::namespaced(client, &namespace);
+    let params = DeleteParams {
+        grace_period_seconds: u32::try_from(FINISH_GRACE_SECONDS).ok(),
+        preconditions: Some(Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    with_retries(|| async {
+        let result = tokio::time::timeout(CALL_DEADLINE, pods.delete(&name, &params)).await;
+        classify(&format!("finishing pod {namespace}/{name}"), result)
+    })
+    .await;
 }
 
 fn now() -> String {

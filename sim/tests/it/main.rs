@@ -5,6 +5,7 @@ mod cluster;
 mod crud;
 mod events;
 mod eviction;
+mod fidelity;
 mod hooks;
 mod kubectl;
 mod misc;

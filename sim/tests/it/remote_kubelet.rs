@@ -60,7 +60,7 @@ async fn pods_of_its_nodes_start_and_finish_after_their_grace_period() {
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True")
     );
-    assert_eq!(status.container_statuses.unwrap()[0].ready, true);
+    assert!(status.container_statuses.unwrap()[0].ready);
     assert!(status.pod_ip.is_some() && status.host_ip.is_some());
     // Another node's pod is not this kubelet's business (nor is there any other kubelet).
     assert_eq!(phase(&pods, "not-mine").await.as_deref(), Some("Pending"));
