@@ -17,8 +17,9 @@ pub struct ApiError {
     pub details: Option<Value>,
     /// Seconds for the `Retry-After` header (0: no header).
     pub retry_after: u64,
-    /// A continue token in the Status's list metadata (an expired list's way on).
-    pub list_continue: Option<String>,
+    /// A continue token in the Status's list metadata (an expired list's way on). Boxed: the
+    /// error travels in `Result`s everywhere and stays small.
+    pub list_continue: Option<Box<str>>,
 }
 
 /// A `metav1.StatusCause`.
@@ -76,7 +77,7 @@ impl ApiError {
     /// Carries a continue token in the Status's metadata.
     #[must_use]
     pub fn with_continue(mut self, token: String) -> Self {
-        self.list_continue = Some(token);
+        self.list_continue = Some(token.into_boxed_str());
         self
     }
 
@@ -269,7 +270,7 @@ impl ApiError {
             s["details"] = d.clone();
         }
         if let Some(token) = &self.list_continue {
-            s["metadata"]["continue"] = json!(token);
+            s["metadata"]["continue"] = json!(token.as_ref());
         }
         s["code"] = json!(self.code);
         s

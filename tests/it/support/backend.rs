@@ -74,9 +74,10 @@ impl Backend {
     /// Starts this backend's cluster for one test.
     pub async fn start(self, spec: ClusterSpec) -> Started {
         match self {
-            Backend::Sim => Backend::simulator(spec).await,
+            Backend::Sim => Box::pin(Backend::simulator(spec)).await,
             Backend::Real => {
-                let started = super::real::RealCluster::start(spec).await;
+                // Boxed: the start of a real backend is a large future.
+                let started = Box::pin(super::real::RealCluster::start(spec)).await;
                 Started {
                     cluster: Cluster::Real(started.cluster),
                     admin: started.admin,

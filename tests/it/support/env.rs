@@ -8,7 +8,7 @@ use nmo::operator::{OperatorError, OperatorOptions};
 use nmo_sim::{Scenario, SimHandle};
 use serde_json::Value;
 
-use super::backend::{Backend, Cluster, ClusterSpec, OPERATOR_NAMESPACE, Started};
+use super::backend::{Backend, Cluster, ClusterSpec, OPERATOR_USER, Started};
 use super::names::Names;
 use super::operator::{Operator, test_options};
 
@@ -165,18 +165,49 @@ impl TestEnv {
         }
     }
 
-    /// The test's share of the real control plane (components, kubectl); None on the
-    /// simulator.
-    pub fn real(&self) -> Option<&super::real::RealCluster> {
-        match &self.cluster {
-            Cluster::Real(real) => Some(real),
-            Cluster::Sim(_) => None,
-        }
-    }
-
     /// The backend this environment runs on.
     pub fn backend(&self) -> Backend {
         self.backend
+    }
+
+    /// What nmo asked the API server so far, as (group, resource or `resource/subresource`,
+    /// verb): from the simulator's accounting, or the real API server's audit log.
+    pub fn operator_requests(&self) -> Vec<(String, String, String)> {
+        match &self.cluster {
+            Cluster::Sim(sim) => sim
+                .accounting()
+                .snapshot()
+                .into_iter()
+                .filter(|(key, _)| key.user == OPERATOR_USER)
+                .map(|(key, _)| {
+                    let resource = if key.subresource.is_empty() {
+                        key.resource.clone()
+                    } else {
+                        format!("{}/{}", key.resource, key.subresource)
+                    };
+                    (key.group.clone(), resource, key.verb.clone())
+                })
+                .collect(),
+            Cluster::Real(real) => real
+                .operator_requests()
+                .into_iter()
+                .map(|r| (r.group.clone(), r.resource_path(), r.verb.clone()))
+                .collect(),
+        }
+    }
+
+    /// The requests of nmo that RBAC refused (403): the simulator's denials, or the real API
+    /// server's audited 403s.
+    pub fn operator_refusals(&self) -> Vec<String> {
+        match &self.cluster {
+            Cluster::Sim(sim) => sim.rbac_denials(),
+            Cluster::Real(real) => real
+                .operator_requests()
+                .into_iter()
+                .filter(|r| r.code == 403)
+                .map(|r| format!("{} {}", r.verb, r.uri))
+                .collect(),
+        }
     }
 
     /// The cluster's name for the cluster-scoped name (node, NodeMaintenance) a test wrote:

@@ -70,7 +70,7 @@ mod operator;
 pub mod real;
 mod waits;
 
-pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE, OPERATOR_USER};
+pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE};
 pub use env::{TestEnv, TestEnvBuilder};
 pub use nmo_sim::testing::eventually;
 pub use objects::taint_keys;

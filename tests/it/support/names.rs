@@ -39,11 +39,6 @@ impl Names {
         }
     }
 
-    /// The prefix, if any (`t7-`).
-    pub fn prefix(&self) -> Option<&str> {
-        self.prefix.as_deref()
-    }
-
     /// A cluster-scoped name (a node, a NodeMaintenance) in the cluster.
     pub fn name(&self, name: &str) -> String {
         match &self.prefix {

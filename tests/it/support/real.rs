@@ -28,13 +28,14 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use nmo::crd::NodeMaintenance;
-use nmo_envtest::{ControlPlane, Identity, NodeTemplate, Options, yaml_files_in};
+use nmo_envtest::audit::Request;
+use nmo_envtest::{AuditLog, ControlPlane, Identity, NodeTemplate, Options, yaml_files_in};
 use nmo_sim::Timing;
 use nmo_sim::kubelet::remote::{self, NodeSet};
 use serde_json::json;
 use tokio::sync::{Mutex, MutexGuard, OnceCell, oneshot};
 
-use super::backend::{ADMIN_AGENT, ClusterSpec, OPERATOR_AGENT, OPERATOR_NAMESPACE};
+use super::backend::{ADMIN_AGENT, ClusterSpec, OPERATOR_AGENT, OPERATOR_NAMESPACE, OPERATOR_USER};
 use super::names::Names;
 
 /// The label on every node a real-backend test registers: its prefix without the dash.
@@ -58,16 +59,54 @@ fn deploy_base() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base")
 }
 
+/// The audit log of nmo's requests (its ServiceAccount's user), for the binary's control plane.
+static AUDIT: std::sync::OnceLock<Result<AuditLog, String>> = std::sync::OnceLock::new();
+
+/// Where the binary's audit log goes: a directory of this process, removed by the next run
+/// once this process is gone (a static is never dropped).
+fn audit() -> Result<&'static AuditLog, String> {
+    AUDIT
+        .get_or_init(|| {
+            let base = std::env::temp_dir();
+            if let Ok(entries) = std::fs::read_dir(&base) {
+                for entry in entries.flatten() {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    let stale = name
+                        .strip_prefix("nmo-it-audit-")
+                        .and_then(|pid| pid.parse::<u32>().ok())
+                        .is_some_and(|pid| !nmo_envtest::is_alive(pid));
+                    if stale {
+                        let _ = std::fs::remove_dir_all(entry.path());
+                    }
+                }
+            }
+            let dir = base.join(format!("nmo-it-audit-{}", std::process::id()));
+            std::fs::create_dir_all(&dir)
+                .map_err(|error| format!("creating {}: {error}", dir.display()))?;
+            AuditLog::for_users(&dir, &[OPERATOR_USER]).map_err(|error| error.to_string())
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
 /// The binary's control plane, or the reason it cannot run (missing binaries say which and
-/// how to get them).
+/// how to get them). Its API server audits nmo's requests.
 pub fn control_plane() -> Result<&'static ControlPlane, String> {
-    control_plane_with(&Options::default())
+    let audit = audit()?;
+    control_plane_with(&Options {
+        extra_args: audit.apiserver_args(),
+        ..Options::default()
+    })
 }
 
 /// The binary's control plane, started with `options` by the first caller.
 pub fn control_plane_with(options: &Options) -> Result<&'static ControlPlane, String> {
-    ControlPlane::shared_with(options)
-        .map_err(|error| format!("the real API server backend cannot start: {error}"))
+    ControlPlane::shared_with(options).map_err(cannot_start)
+}
+
+/// What a test that cannot have its real backend fails with.
+fn cannot_start(error: impl std::fmt::Display) -> String {
+    format!("the real API server backend cannot start: {error}")
 }
 
 /// Installs the CRD and applies the RBAC of deploy/base, once per binary.
@@ -91,9 +130,11 @@ async fn set_up(control_plane: &'static ControlPlane) -> Result<(), String> {
 
 /// A test's share of the real control plane; gives the turn back when dropped.
 pub struct RealCluster {
-    control_plane: &'static ControlPlane,
     names: Names,
-    kubelet: KubeletThread,
+    /// Where the audit log stood when the test began.
+    audit_mark: u64,
+    /// Stopped when the test's share is dropped.
+    _kubelet: KubeletThread,
     // Last: the turn goes back once the kubelet has stopped.
     _turn: MutexGuard<'static, ()>,
 }
@@ -117,6 +158,7 @@ impl RealCluster {
             .await
             .unwrap_or_else(|error| panic!("{error}"));
         let turn = TURN.lock().await;
+        let audit_mark = audit().map(AuditLog::mark).unwrap_or(0);
         let admin_config = config_as(control_plane, &Identity::admin(), ADMIN_AGENT, "default");
         let admin = kube::Client::try_from(admin_config.clone()).expect("an admin client");
         sweep(control_plane, &admin).await;
@@ -165,9 +207,9 @@ impl RealCluster {
         let admin_kubeconfig = kubeconfig_text(control_plane, &Identity::admin(), "default");
         RealStart {
             cluster: RealCluster {
-                control_plane,
                 names,
-                kubelet,
+                audit_mark,
+                _kubelet: kubelet,
                 _turn: turn,
             },
             admin: admin_config,
@@ -182,14 +224,16 @@ impl RealCluster {
         &self.names
     }
 
-    /// The control plane (for what only a real one has: its components, kubectl).
-    pub fn control_plane(&self) -> &'static ControlPlane {
-        self.control_plane
-    }
-
-    /// The nodes the kubelet stand-in serves.
-    pub fn kubelet_nodes(&self) -> &NodeSet {
-        &self.kubelet.nodes
+    /// nmo's requests since the test began, from the API server's audit log (tests take
+    /// turns, so they are this test's).
+    pub fn operator_requests(&self) -> Vec<Request> {
+        audit()
+            .and_then(|audit| {
+                audit
+                    .requests_since(self.audit_mark)
+                    .map_err(|error| error.to_string())
+            })
+            .unwrap_or_else(|error| panic!("reading the audit log: {error}"))
     }
 }
 
@@ -329,7 +373,6 @@ async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
 /// The kubelet stand-in on a thread and runtime of its own (the test's runtime may be busy
 /// or blocked; a kubelet is a process of its own too). Stopped when dropped.
 struct KubeletThread {
-    nodes: NodeSet,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -337,7 +380,7 @@ struct KubeletThread {
 impl KubeletThread {
     fn start(admin: kube::Config, timing: Timing, nodes: NodeSet) -> KubeletThread {
         let (stop, stopped) = oneshot::channel::<()>();
-        let served = nodes.clone();
+        let served = nodes;
         let thread = std::thread::Builder::new()
             .name("kubelet-stand-in".into())
             .spawn(move || {
@@ -356,7 +399,6 @@ impl KubeletThread {
             })
             .expect("the kubelet stand-in's thread starts");
         KubeletThread {
-            nodes,
             stop: Some(stop),
             thread: Some(thread),
         }
@@ -377,6 +419,36 @@ impl Drop for KubeletThread {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A test on the real backend without the binaries fails at once, saying which binary is
+    /// missing and how to get them (the path `control_plane` takes, with a control plane of
+    /// its own so as to leave the binary's shared one alone).
+    #[test]
+    fn missing_binaries_fail_the_test_with_what_is_missing_and_how_to_get_it() {
+        let empty = tempfile::tempdir().expect("a directory");
+        let started = std::time::Instant::now();
+        let error = ControlPlane::start(Options {
+            assets: Some(empty.path().to_path_buf()),
+            ..Options::default()
+        })
+        .map(|_| ())
+        .map_err(cannot_start)
+        .expect_err("no binaries, no control plane");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(5),
+            "no hang"
+        );
+        assert!(
+            error.starts_with("the real API server backend cannot start"),
+            "{error}"
+        );
+        assert!(
+            error.contains("etcd") && error.contains("missing"),
+            "{error}"
+        );
+        assert!(error.contains("KUBEBUILDER_ASSETS"), "{error}");
+        assert!(error.contains("assets"), "how to get them: {error}");
+    }
 
     #[test]
     fn test_names_are_told_from_others() {
