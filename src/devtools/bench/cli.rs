@@ -5,7 +5,18 @@ use std::path::{Path, PathBuf};
 
 use super::error::BenchError;
 use super::result::{ScenarioResult, flatness};
-use super::{report, run, scenario};
+use super::{real, report, run, scenario};
+
+/// The API server a benchmark runs against.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchBackend {
+    /// The simulated API server, in the benchmark's process.
+    #[default]
+    Sim,
+    /// A real etcd, kube-apiserver, controller manager and scheduler from KUBEBUILDER_ASSETS
+    /// (`export KUBEBUILDER_ASSETS=$(../shared/k8s/assets)`), one per scenario.
+    Real,
+}
 
 /// Flags of `nmo bench`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -19,6 +30,13 @@ pub struct BenchArgs {
     /// The nmo binary to run as the operator (default: this executable).
     #[arg(long)]
     pub nmo: Option<PathBuf>,
+    /// The API server to run against.
+    #[arg(long, value_enum, default_value_t = BenchBackend::Sim)]
+    pub backend: BenchBackend,
+    /// Run each chosen scenario at this many nodes instead (the same share of them in
+    /// maintenance).
+    #[arg(long)]
+    pub nodes: Option<usize>,
 }
 
 /// Runs the chosen scenarios with the operator binary `nmo`, printing as they finish.
@@ -27,7 +45,13 @@ pub async fn run_all(
     nmo: &Path,
     out: &mut (dyn Write + Send),
 ) -> Result<Vec<ScenarioResult>, BenchError> {
-    let scenarios = scenario::by_names(&args.scenarios);
+    let scenarios: Vec<_> = scenario::by_names(&args.scenarios)
+        .into_iter()
+        .map(|s| match args.nodes {
+            Some(nodes) => s.with_nodes(nodes),
+            None => s,
+        })
+        .collect();
     let dir = std::env::temp_dir().join(format!("nmo-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     if !args.json {
@@ -45,7 +69,10 @@ pub async fn run_all(
             writeln!(out, "running {}: {} ...", s.name, s.title)?;
             out.flush()?;
         }
-        let result = run::run(s, nmo, &dir).await?;
+        let result = match args.backend {
+            BenchBackend::Sim => run::run(s, nmo, &dir).await?,
+            BenchBackend::Real => real::run(s, nmo, &dir).await?,
+        };
         if args.json {
             writeln!(out, "{}", serde_json::to_string(&result)?)?;
         } else {
