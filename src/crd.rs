@@ -65,6 +65,20 @@ pub use nmo_actors::model::FINALIZER;
         json_path = ".metadata.creationTimestamp"
     ),
     printcolumn(
+        name = "Queue",
+        type_ = "integer",
+        json_path = ".status.queue.position",
+        description = "Place in the cluster maintenance queue while waiting to start, 1 next (kubectl get -o wide)",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Waiting For",
+        type_ = "string",
+        json_path = ".status.queue.waitingFor",
+        description = "What a queued maintenance waits for (kubectl get -o wide)",
+        priority = 1
+    ),
+    printcolumn(
         name = "Blocked",
         type_ = "string",
         json_path = ".status.conditions[?(@.type==\"DrainBlocked\")].reason",
@@ -86,6 +100,30 @@ pub struct NodeMaintenanceSpec {
     /// Reason for the maintenance.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// nmo addition, optional: how long the drain may take (a Go duration such as `30m` or
+    /// `1h30m`), counted from its start. When it passes before the drain finished, the
+    /// maintenance is Failed, naming what blocked it, and `onDrainTimeout` says what happens to
+    /// the node. A pod a PodDisruptionBudget protects is never deleted for it. Unset: the drain
+    /// takes as long as it takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(crate::drain_timeout::PATTERN))]
+    pub drain_timeout: Option<String>,
+    /// nmo addition, optional: what a passed `drainTimeout` does. `Hold` (the default): the
+    /// node stays cordoned for a person to look at. `Undo`: the maintenance is undone (the node
+    /// uncordoned, the lease released); the NodeMaintenance stays, Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_drain_timeout: Option<OnDrainTimeout>,
+}
+
+/// nmo addition, optional: what a passed `drainTimeout` does. `Hold` (the default): the node
+/// stays cordoned for a person to look at. `Undo`: the maintenance is undone (the node
+/// uncordoned, the lease released); the NodeMaintenance stays, Failed.
+#[derive(Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+pub enum OnDrainTimeout {
+    /// Failed; the node stays cordoned for a person.
+    Hold,
+    /// Failed, and the maintenance undone.
+    Undo,
 }
 
 /// The observed state of a NodeMaintenance, with the Go operator's field names.
@@ -125,8 +163,37 @@ pub struct NodeMaintenanceStatus {
     pub pending_pods_reasons: Option<Vec<PendingPodReason>>,
     /// nmo addition: standard conditions (for example whether nmo waits for the node lease or
     /// is draining), so a waiting maintenance is distinguishable from a draining one.
+    /// `DrainBlocked` is True while a PodDisruptionBudget holds the drain up, with the reason
+    /// (`WaitingForReplacement`, `ReplacementUnschedulable`, `CrossNodeDeadlock`,
+    /// `StructuralBudget`, `MultipleBudgets`, `BudgetExhausted`) and what to do in its message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
+    /// nmo addition: when the drain began (`drainTimeout` counts from here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_start_time: Option<Time>,
+    /// nmo addition: when `drainTimeout` passes, while draining with one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_deadline: Option<Time>,
+    /// nmo addition: the time left before `drainTimeout` passes, while draining with one
+    /// (refreshed about once a minute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain_time_remaining: Option<String>,
+    /// nmo addition: while the maintenance waits for the cluster maintenance budget
+    /// (`--max-parallel-maintenances`, `--max-unavailable-nodes`), its place in the queue and
+    /// what it waits for; absent once it started. A waiting maintenance touches nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueStatus>,
+}
+
+/// nmo addition: a maintenance's place in the cluster maintenance queue.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueStatus {
+    /// 1 for the next maintenance to start.
+    pub position: i32,
+    /// What the queue waits for, e.g. `max-parallel-maintenances: 20 of 20 running`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub waiting_for: String,
 }
 
 /// The phase of a maintenance.
@@ -164,9 +231,14 @@ pub struct PendingPodReason {
     /// The PodDisruptionBudget refusing the eviction, when one does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pdb: Option<String>,
-    /// The detail, e.g. the API's message with the budget's numbers.
+    /// The detail, e.g. the API's message with the budget's numbers, or why the budget blocks.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// Why the budget blocks it, as a class: `WaitingForReplacement`,
+    /// `ReplacementUnschedulable`, `CrossNodeDeadlock`, `StructuralBudget`, `MultipleBudgets`
+    /// or `BudgetExhausted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub diagnosis: Option<String>,
 }
 
 /// The CustomResourceDefinition of NodeMaintenance, as `deploy/base/crd.yaml` holds it.

@@ -7,8 +7,10 @@ pub mod cluster;
 pub mod crd;
 #[cfg(feature = "devtools")]
 pub mod devtools;
+pub mod drain_timeout;
 pub mod leader;
 pub mod maintenance_watch;
 pub mod observability;
 pub mod operator;
+pub mod plan;
 pub mod webhook;

@@ -28,6 +28,9 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print the NodeMaintenance CustomResourceDefinition as YAML (what deploy/base/crd.yaml holds).
     Crd,
+    /// Show what draining these nodes would do and what would block it, changing nothing.
+    /// Exit status: 0 nothing blocks, 3 something will, 1 no plan could be made.
+    Plan(nmo::plan::PlanArgs),
     /// `sim`, `demo` and `bench`: only in development builds (feature `devtools`).
     #[cfg(feature = "devtools")]
     #[command(flatten)]
@@ -46,6 +49,9 @@ enum CliError {
     /// The operator process stopped with an error.
     #[error(transparent)]
     Run(#[from] nmo::cli::RunError),
+    /// `nmo plan` could not make a plan.
+    #[error(transparent)]
+    Plan(#[from] nmo::plan::PlanError),
     /// A development subcommand (sim, demo, bench) failed.
     #[cfg(feature = "devtools")]
     #[error(transparent)]
@@ -55,7 +61,7 @@ enum CliError {
 fn main() -> ExitCode {
     let cli = parse_command_line();
     match dispatch(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(error) => {
             eprintln!("nmo: {error}");
             ExitCode::FAILURE
@@ -73,19 +79,27 @@ fn parse_command_line() -> Cli {
     Cli::from_arg_matches(&matches).unwrap_or_else(|error| error.exit())
 }
 
-fn dispatch(cli: Cli) -> Result<(), CliError> {
+fn dispatch(cli: Cli) -> Result<ExitCode, CliError> {
     let Some(command) = cli.command else {
-        return run_operator(cli.run);
+        return run_operator(cli.run).map(|()| ExitCode::SUCCESS);
     };
     match command {
         Command::Crd => {
             let yaml = nmo::crd::definition_yaml()?;
             std::io::stdout().lock().write_all(yaml.as_bytes())?;
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
-        Command::Run(args) => run_operator(*args),
+        Command::Plan(args) => {
+            let mut out = std::io::stdout();
+            let code = runtime()?.block_on(nmo::plan::run(&args, &mut out))?;
+            Ok(ExitCode::from(code))
+        }
+        Command::Run(args) => run_operator(*args).map(|()| ExitCode::SUCCESS),
         #[cfg(feature = "devtools")]
-        Command::Dev(command) => Ok(runtime()?.block_on(nmo::devtools::run(command))?),
+        Command::Dev(command) => {
+            runtime()?.block_on(nmo::devtools::run(command))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

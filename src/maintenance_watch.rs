@@ -1,7 +1,8 @@
 //! The NodeMaintenance watch, feeding the supervisor: every NodeMaintenance the watch sees is sent as `Upsert`, every one
-//! that disappears as `Deleted`. The supervisor and its node actors do the rest.
+//! that disappears as `Deleted`, and after every (re)listing a `Sweep` for nodes left changed
+//! by NodeMaintenances that no longer exist. The supervisor and its node actors do the rest.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -35,10 +36,10 @@ pub async fn run(
     let mut stream = watch(api, watcher::Config::default())
         .default_backoff()
         .boxed();
-    // Names the supervisor was told about; a relist that misses one means it was deleted
-    // while the watch was down.
-    let mut known: BTreeSet<String> = BTreeSet::new();
-    let mut relisted: BTreeSet<String> = BTreeSet::new();
+    // Names (and uids) the supervisor was told about; a relist that misses one means it was
+    // deleted while the watch was down.
+    let mut known: BTreeMap<String, String> = BTreeMap::new();
+    let mut relisted: BTreeMap<String, String> = BTreeMap::new();
     while let Some(event) = stream.next().await {
         let sent = match event {
             Ok(Event::Init) => {
@@ -46,24 +47,32 @@ pub async fn run(
                 Ok(())
             }
             Ok(Event::InitApply(object)) => {
-                relisted.insert(object.name_any());
+                relisted.insert(object.name_any(), uid(&object));
                 upsert(&supervisor, &object)
             }
             Ok(Event::InitDone) => {
-                let gone: Vec<String> = known.difference(&relisted).cloned().collect();
+                // Gone: not relisted, or relisted under another uid (deleted and created again).
+                let gone: Vec<(String, String)> = known
+                    .iter()
+                    .filter(|(name, uid)| relisted.get(*name) != Some(*uid))
+                    .map(|(name, uid)| (name.clone(), uid.clone()))
+                    .collect();
                 known = std::mem::take(&mut relisted);
                 readiness.set_ready();
                 gone.into_iter()
-                    .try_for_each(|name| deleted(&supervisor, name))
+                    .try_for_each(|(name, uid)| deleted(&supervisor, name, uid))
+                    // Only now does the budget know every maintenance holding a slot, and may
+                    // the orphan sweep look for nodes of NodeMaintenances that are gone.
+                    .and_then(|()| listed(&supervisor))
             }
             Ok(Event::Apply(object)) => {
-                known.insert(object.name_any());
+                known.insert(object.name_any(), uid(&object));
                 upsert(&supervisor, &object)
             }
             Ok(Event::Delete(object)) => {
                 let name = object.name_any();
                 known.remove(&name);
-                deleted(&supervisor, name)
+                deleted(&supervisor, name, uid(&object))
             }
             Err(error) => {
                 tracing::warn!(%error, "NodeMaintenance watch failed; retrying with backoff");
@@ -86,8 +95,22 @@ fn upsert(
         .map_err(|e| WatchError::SupervisorGone(e.to_string()))
 }
 
-fn deleted(supervisor: &ActorRef<SupervisorMsg>, name: String) -> Result<(), WatchError> {
+fn listed(supervisor: &ActorRef<SupervisorMsg>) -> Result<(), WatchError> {
     supervisor
-        .cast(SupervisorMsg::Deleted { name })
+        .cast(SupervisorMsg::Listed)
+        .map_err(|e| WatchError::SupervisorGone(e.to_string()))
+}
+
+fn uid(object: &NodeMaintenance) -> String {
+    object.metadata.uid.clone().unwrap_or_default()
+}
+
+fn deleted(
+    supervisor: &ActorRef<SupervisorMsg>,
+    name: String,
+    uid: String,
+) -> Result<(), WatchError> {
+    supervisor
+        .cast(SupervisorMsg::Deleted { name, uid })
         .map_err(|e| WatchError::SupervisorGone(e.to_string()))
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use kube::Client;
 use nmo_actors::config::{Config, defaults};
+use nmo_actors::fleet::{FleetBudget, Limit, LimitError};
 use nmo_actors::system::{self, StartError};
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
@@ -16,7 +17,7 @@ use tokio::sync::watch;
 use crate::cli::duration::parse_duration;
 use crate::cli::go_flags::parse_go_bool;
 use crate::cluster::KubeCluster;
-use crate::leader::{LeaderConfig, LeaderConfigError, LeaderElector, LeaderError};
+use crate::leader::{Fence, LeaderConfig, LeaderConfigError, LeaderElector, LeaderError};
 use crate::maintenance_watch::{self, WatchError};
 use crate::observability::api_metrics::{self, ApiRequests};
 use crate::observability::endpoints::{self, Readiness};
@@ -67,6 +68,10 @@ pub struct OperatorOptions {
     /// How often each node lease is renewed (default: a third of its 3600 s duration).
     #[arg(long, value_parser = parse_duration)]
     pub lease_renew_interval: Option<Duration>,
+    /// How long one API call may take before it counts as failed and is retried (a hung
+    /// connection never freezes a maintenance).
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub api_call_timeout: Duration,
     /// Port of the validating admission webhook (HTTPS); 0 disables it.
     #[arg(long, default_value_t = webhook::DEFAULT_PORT)]
     pub webhook_port: u16,
@@ -79,6 +84,14 @@ pub struct OperatorOptions {
     /// election identity and the instance its events are reported by.
     #[arg(long, env = "POD_NAME")]
     pub pod_name: Option<String>,
+    /// At most this many NodeMaintenances drive nodes at once: a number, or a percentage of
+    /// the nodes (`10%`). The others wait, oldest first, touching nothing. Unset: no limit.
+    #[arg(long, value_name = "N|P%")]
+    pub max_parallel_maintenances: Option<String>,
+    /// NodeMaintenances start only while at most this many nodes are NotReady or cordoned (by
+    /// anyone): a number, or a percentage of the nodes (`10%`). Unset: no limit.
+    #[arg(long, value_name = "N|P%")]
+    pub max_unavailable_nodes: Option<String>,
 }
 
 impl Default for OperatorOptions {
@@ -96,10 +109,13 @@ impl Default for OperatorOptions {
             eviction_burst: defaults::EVICTION_BURST,
             max_evictions_in_flight: defaults::EVICTION_MAX_IN_FLIGHT,
             lease_renew_interval: None,
+            api_call_timeout: defaults::CALL_TIMEOUT,
             // Embedded operators (tests, the demo) have no serving certificate.
             webhook_port: 0,
             webhook_cert_dir: PathBuf::from(webhook::DEFAULT_CERT_DIR),
             pod_name: None,
+            max_parallel_maintenances: None,
+            max_unavailable_nodes: None,
         }
     }
 }
@@ -129,9 +145,18 @@ pub enum OptionsError {
     /// No namespace to keep the node leases in.
     #[error("LEASE_NAMESPACE (--lease-namespace) must not be empty")]
     LeaseNamespace,
+    /// Every API call would fail at once.
+    #[error("--api-call-timeout must be greater than zero")]
+    ApiCallTimeout,
     /// The leader election timings could let two replicas lead at once.
     #[error(transparent)]
     Leader(#[from] LeaderConfigError),
+    /// The cluster maintenance budget's parallel limit is zero or malformed.
+    #[error("--max-parallel-maintenances: {0}")]
+    MaxParallelMaintenances(#[source] LimitError),
+    /// The cluster maintenance budget's unavailable limit is zero or malformed.
+    #[error("--max-unavailable-nodes: {0}")]
+    MaxUnavailableNodes(#[source] LimitError),
 }
 
 impl OperatorOptions {
@@ -161,10 +186,26 @@ impl OperatorOptions {
         if self.lease_namespace.trim().is_empty() {
             return Err(OptionsError::LeaseNamespace);
         }
+        if self.api_call_timeout.is_zero() {
+            return Err(OptionsError::ApiCallTimeout);
+        }
         if self.leader_elect {
             self.leader_config(String::new()).validate()?;
         }
+        self.fleet_budget()?;
         Ok(())
+    }
+
+    /// The cluster maintenance budget of these options; a zero or malformed limit is refused
+    /// (it would silently stop every maintenance, or mean something else than meant).
+    pub fn fleet_budget(&self) -> Result<FleetBudget, OptionsError> {
+        let parse = |text: &Option<String>| text.as_deref().map(str::parse::<Limit>).transpose();
+        Ok(FleetBudget {
+            max_parallel: parse(&self.max_parallel_maintenances)
+                .map_err(OptionsError::MaxParallelMaintenances)?,
+            max_unavailable: parse(&self.max_unavailable_nodes)
+                .map_err(OptionsError::MaxUnavailableNodes)?,
+        })
     }
 
     /// The leader election settings of these options, for a lease in `namespace`.
@@ -192,6 +233,7 @@ impl OperatorOptions {
             eviction_rate_per_sec: self.eviction_rate,
             eviction_burst: self.eviction_burst,
             eviction_max_in_flight: self.max_evictions_in_flight,
+            call_timeout: self.api_call_timeout,
             // Unnamed actors: several operators can share a process (tests, the demo).
             actor_name_prefix: None,
             ..Config::default()
@@ -199,17 +241,39 @@ impl OperatorOptions {
         if let Some(interval) = self.lease_renew_interval {
             config.lease_renew_interval = interval;
         }
+        // `run` validates first, so an invalid budget never gets here.
+        config.fleet = self.fleet_budget().unwrap_or_default();
         config
     }
 }
 
-/// The kube client nmo runs with. kube's built-in retry is off: it resends a 429 up to 15
-/// times with growing waits, so a refusal by a PodDisruptionBudget would hang inside one call
-/// for minutes, holding an eviction slot, and the eviction actor's own per-budget backoff
-/// (which decides when to ask again) would never start.
-pub fn client(mut config: kube::Config) -> Result<Client, kube::Error> {
+/// How long connecting to the API server may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long the client waits for any answer (a response, or the next bytes of a watch) before
+/// it gives the connection up: a backstop for calls nothing else bounds (the listings inside
+/// kube-runtime's watchers). Longer than a watch may stay silent (the server ends a watch
+/// after 290 s, and kube-runtime's watcher has its own idle timeout 5 s later), so it never
+/// breaks a healthy watch; every call of the actors, of the leader election and of the
+/// webhook has a much shorter deadline of its own.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The configuration nmo's kube client runs with. kube's built-in retry is off: it resends a
+/// 429 up to 15 times with growing waits, so a refusal by a PodDisruptionBudget would hang
+/// inside one call for minutes, holding an eviction slot, and the eviction actor's own
+/// per-budget backoff (which decides when to ask again) would never start. Connect and read
+/// timeouts are set (see [`CONNECT_TIMEOUT`], [`READ_TIMEOUT`]); the read timeout counts from
+/// each request sent, not from when its pooled connection went idle.
+pub fn client_config(mut config: kube::Config) -> kube::Config {
     config.default_retry = false;
-    Client::try_from(config)
+    config.connect_timeout = Some(CONNECT_TIMEOUT);
+    config.read_timeout = Some(READ_TIMEOUT);
+    config.reset_reader_on_write = true;
+    config
+}
+
+/// The kube client nmo runs with (see [`client_config`]).
+pub fn client(config: kube::Config) -> Result<Client, kube::Error> {
+    Client::try_from(client_config(config))
 }
 
 /// Why the operator stopped other than being asked to.
@@ -358,7 +422,15 @@ pub async fn run(
         None
     };
 
-    let cluster = Arc::new(KubeCluster::new(client.clone(), options.pod_name()));
+    // Writes go out only while this replica leads (always, without election).
+    let fence = elector
+        .as_ref()
+        .map_or_else(Fence::open, LeaderElector::fence);
+    let cluster = Arc::new(
+        KubeCluster::new(client.clone(), options.pod_name())
+            .with_fence(fence.clone())
+            .with_call_timeout(options.api_call_timeout),
+    );
     let mut config = options.actor_config();
     config.observer = ProcessObserver::new(maintenance_metrics).shared();
     let actors = system::start(cluster, config).await?;
@@ -378,6 +450,9 @@ pub async fn run(
     };
     tracing::info!("stopping the actors");
     leader_metric.standing_by();
+    // Nothing may be written from now on; the actors' in-flight calls are aborted and awaited
+    // before the leader lease is released (a successor acts only after that).
+    fence.close();
     actors.shutdown().await;
     if let Some(elector) = &elector
         && outcome.is_ok()
@@ -449,6 +524,92 @@ mod tests {
             );
             assert!(error.to_string().contains("--lease-renew-interval"));
         }
+    }
+
+    #[test]
+    fn the_client_has_connect_and_read_timeouts_that_spare_long_watches() {
+        let config = client_config(kube::Config::new(
+            "https://example.invalid".parse().expect("a URI"),
+        ));
+        assert!(!config.default_retry);
+        assert_eq!(config.connect_timeout, Some(CONNECT_TIMEOUT));
+        // kube-runtime's watchers ask the server to end a watch after 290 s and give up on a
+        // silent one 5 s later: the read timeout must leave them that.
+        assert!(
+            config
+                .read_timeout
+                .is_some_and(|t| t > Duration::from_secs(295))
+        );
+        assert!(config.reset_reader_on_write);
+    }
+
+    #[test]
+    fn an_api_call_timeout_of_zero_is_refused() {
+        let options = OperatorOptions {
+            api_call_timeout: Duration::ZERO,
+            ..OperatorOptions::default()
+        };
+        let error = options.validate().expect_err("zero");
+        assert!(error.to_string().contains("--api-call-timeout"), "{error}");
+    }
+
+    #[test]
+    fn a_budget_of_zero_or_a_malformed_one_is_refused_with_the_flag_named() {
+        let valid = OperatorOptions::default();
+        for (options, flag, value) in [
+            (
+                OperatorOptions {
+                    max_parallel_maintenances: Some("0".into()),
+                    ..valid.clone()
+                },
+                "--max-parallel-maintenances",
+                "`0`",
+            ),
+            (
+                OperatorOptions {
+                    max_parallel_maintenances: Some("ten%".into()),
+                    ..valid.clone()
+                },
+                "--max-parallel-maintenances",
+                "`ten%`",
+            ),
+            (
+                OperatorOptions {
+                    max_unavailable_nodes: Some("0%".into()),
+                    ..valid.clone()
+                },
+                "--max-unavailable-nodes",
+                "`0%`",
+            ),
+            (
+                OperatorOptions {
+                    max_unavailable_nodes: Some("120%".into()),
+                    ..valid.clone()
+                },
+                "--max-unavailable-nodes",
+                "`120%`",
+            ),
+        ] {
+            let error = options.validate().expect_err(flag).to_string();
+            assert!(error.starts_with(flag) && error.contains(value), "{error}");
+        }
+        let budget = OperatorOptions {
+            max_parallel_maintenances: Some("10%".into()),
+            max_unavailable_nodes: Some("3".into()),
+            ..valid.clone()
+        };
+        assert_eq!(budget.validate(), Ok(()));
+        assert_eq!(
+            budget.actor_config().fleet,
+            FleetBudget {
+                max_parallel: Some(Limit::Percent(10)),
+                max_unavailable: Some(Limit::Count(3)),
+            }
+        );
+        assert!(
+            !valid.actor_config().fleet.is_limited(),
+            "no limit by default"
+        );
     }
 
     #[test]

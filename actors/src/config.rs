@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use crate::fleet::FleetBudget;
 use crate::observe::{self, Observer};
 
 /// The defaults of [`Config`], one constant each so that command-line flags and tests can
@@ -35,6 +36,28 @@ pub mod defaults {
     pub const BACKOFF_MAX: Duration = Duration::from_secs(60);
     /// Minimum time between two progress-only status writes.
     pub const STATUS_COALESCE: Duration = Duration::from_secs(1);
+    /// How long one API call may take before it counts as failed (a hung connection).
+    pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+    /// First wait before a failing step is tried again (then doubling, with jitter).
+    pub const RETRY_BACKOFF_BASE: Duration = Duration::from_secs(1);
+    /// Ceiling of the backoff between retries of a failing step.
+    pub const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(120);
+    /// First wait before a failed lease renewal is tried again.
+    pub const LEASE_RETRY_BASE: Duration = Duration::from_secs(1);
+    /// First wait before a crashed node actor is started again.
+    pub const RESPAWN_BASE: Duration = Duration::from_secs(1);
+    /// Ceiling of the wait before a crashed node actor is started again.
+    pub const RESPAWN_MAX: Duration = Duration::from_secs(300);
+    /// Maintenances resumed at once (after a restart or a leader handover) that start without
+    /// waiting; the rest start at [`STARTUP_RATE_PER_SEC`].
+    pub const STARTUP_BURST: u32 = 20;
+    /// Resumed maintenances started per second after the burst.
+    pub const STARTUP_RATE_PER_SEC: f64 = 20.0;
+    /// Minimum time between two writes of a waiting maintenance's place in the queue: its
+    /// first place is written at once, later moves at most this often for the first ten, and
+    /// proportionally less often further back (a queue of hundreds must not cost a write per
+    /// waiting maintenance every time one starts).
+    pub const QUEUE_STATUS_INTERVAL: Duration = Duration::from_secs(30);
 }
 
 /// Source of wall-clock time for lease and status timestamps. Tests use [`TokioClock`] so that
@@ -112,6 +135,27 @@ pub struct Config {
     /// Minimum time between two status writes that only report progress (a phase change is
     /// written at once): a burst of pods leaving costs one write, not one per pod.
     pub status_coalesce: Duration,
+    /// How long one API call may take (see [`crate::deadline::Bounded`]).
+    pub call_timeout: Duration,
+    /// First wait before a failing step is tried again (doubling, with jitter).
+    pub retry_backoff_base: Duration,
+    /// Ceiling of the backoff between retries of a failing step.
+    pub retry_backoff_max: Duration,
+    /// First wait before a failed lease renewal is tried again (doubling, up to the renewal
+    /// interval).
+    pub lease_retry_base: Duration,
+    /// First wait before a crashed node actor is started again (doubling, with jitter).
+    pub respawn_base: Duration,
+    /// Ceiling of that wait.
+    pub respawn_max: Duration,
+    /// Resumed maintenances that start at once.
+    pub startup_burst: u32,
+    /// Resumed maintenances started per second after the burst.
+    pub startup_rate_per_sec: f64,
+    /// The cluster maintenance budget (default: no limit, NMO's behaviour).
+    pub fleet: FleetBudget,
+    /// Minimum time between two writes of a waiting maintenance's queue place.
+    pub queue_status_interval: Duration,
     /// Prefix of node actor names (`<prefix>node/<nm-name>`); None = unnamed actors.
     pub actor_name_prefix: Option<String>,
     /// Wall clock.
@@ -134,6 +178,16 @@ impl Default for Config {
             backoff_base: defaults::BACKOFF_BASE,
             backoff_max: defaults::BACKOFF_MAX,
             status_coalesce: defaults::STATUS_COALESCE,
+            call_timeout: defaults::CALL_TIMEOUT,
+            retry_backoff_base: defaults::RETRY_BACKOFF_BASE,
+            retry_backoff_max: defaults::RETRY_BACKOFF_MAX,
+            lease_retry_base: defaults::LEASE_RETRY_BASE,
+            respawn_base: defaults::RESPAWN_BASE,
+            respawn_max: defaults::RESPAWN_MAX,
+            startup_burst: defaults::STARTUP_BURST,
+            startup_rate_per_sec: defaults::STARTUP_RATE_PER_SEC,
+            fleet: FleetBudget::default(),
+            queue_status_interval: defaults::QUEUE_STATUS_INTERVAL,
             actor_name_prefix: Some(String::new()),
             clock: Arc::new(SystemClock),
             observer: observe::noop(),
@@ -173,6 +227,16 @@ impl fmt::Debug for Config {
             .field("backoff_base", &self.backoff_base)
             .field("backoff_max", &self.backoff_max)
             .field("status_coalesce", &self.status_coalesce)
+            .field("call_timeout", &self.call_timeout)
+            .field("retry_backoff_base", &self.retry_backoff_base)
+            .field("retry_backoff_max", &self.retry_backoff_max)
+            .field("lease_retry_base", &self.lease_retry_base)
+            .field("respawn_base", &self.respawn_base)
+            .field("respawn_max", &self.respawn_max)
+            .field("startup_burst", &self.startup_burst)
+            .field("startup_rate_per_sec", &self.startup_rate_per_sec)
+            .field("fleet", &self.fleet)
+            .field("queue_status_interval", &self.queue_status_interval)
             .field("actor_name_prefix", &self.actor_name_prefix)
             .finish_non_exhaustive()
     }

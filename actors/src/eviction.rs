@@ -8,14 +8,24 @@
 //! - A bounded set of held requests: beyond it, requests are refused back to the asker, who asks
 //!   again on its retry tick.
 //!
+//! - Budget-driven gating (`budgets`, `budget_flow`): one shared PodDisruptionBudget watch
+//!   tells how many disruptions each budget allows; a pod whose budget allows none is not sent
+//!   but waits on its budget, and when the budget's status changes exactly as many waiting pods
+//!   go as it allows, across every node's requests. The 429 gates above are the fallback for
+//!   what the status cannot tell (no list yet, a stale status, a budget that refused anyway).
+//! - Diagnosis (`diagnoses`): why a budget blocks (waiting for a named replacement, the
+//!   replacement cannot be scheduled, a cross-node deadlock, a budget that never allows, several
+//!   budgets), found once per blocked budget with a few bounded reads, and told to every asker
+//!   waiting on it.
+//!
 //! Askers get their answers as [`EvictionReport`]s through the `reply_to` of their request: the
 //! eviction actor knows nothing else about them.
-//!
-//! A PodDisruptionBudget watch would feed `gate::Gates` (open a gate as soon as its budget
-//! allows disruptions again); the 429 backoff then stays as the fallback.
 
-mod backoff;
+pub(crate) mod backoff;
 mod bucket;
+mod budget_flow;
+mod budgets;
+mod diagnoses;
 mod gate;
 mod held;
 mod messages;
@@ -34,9 +44,11 @@ use crate::config::Config;
 use crate::model::PodRef;
 use crate::observe::EvictionResult;
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
-use crate::task::{TaskSlot, spawn_cast_back};
+use crate::task::{TaskSet, TaskSlot};
 use backoff::{Throttle, backoff};
 use bucket::TokenBucket;
+use budgets::BudgetGates;
+use diagnoses::Diagnoses;
 use gate::{Accepted, Gates};
 use held::{Held, Where};
 
@@ -65,7 +77,21 @@ pub struct EvictionState {
     bucket: TokenBucket,
     throttle: Throttle,
     pump_timer: TaskSlot,
+    /// The eviction calls in flight: aborted and awaited when the actor stops.
+    calls: TaskSet,
     stats: EvictionStats,
+    /// The watched budgets and the pods waiting on them.
+    budgets: BudgetGates,
+    /// Why each blocked budget blocks, and when to look again.
+    diagnoses: Diagnoses,
+    /// The `Diagnose` timer of each blocked budget.
+    diagnosis_timers: HashMap<String, TaskSlot>,
+    /// The task forwarding the budget watch.
+    budget_watch: TaskSlot,
+    /// The `Expire` timer (accepted evictions the budgets' status never showed).
+    expire_timer: TaskSlot,
+    /// Arrival counter of requests.
+    next_seq: u64,
 }
 
 fn duration_ms(delay: Duration) -> u64 {
@@ -129,7 +155,7 @@ impl EvictionState {
             let grace = held.req.grace_period_seconds;
             let cluster = self.cluster.clone();
             let call = pod.clone();
-            spawn_cast_back(
+            self.calls.spawn_cast_back(
                 myself,
                 span,
                 async move { cluster.evict_pod(&call.namespace, &call.name, grace).await },
@@ -151,12 +177,19 @@ impl EvictionState {
             return;
         }
         let pod = req.pod.clone();
+        self.next_seq += 1;
         // A pod already known to sit behind a closed budget waits with the others.
         if self.gates.park_if_closed(&pod) {
-            self.held.insert(pod, Held::new(req, Where::Parked));
+            let mut held = Held::new(req, Where::Parked);
+            held.seq = self.next_seq;
+            self.held.insert(pod, held);
         } else {
-            self.ready.push_back(pod.clone());
-            self.held.insert(pod, Held::new(req, Where::Ready));
+            let mut held = Held::new(req, Where::Ready);
+            held.seq = self.next_seq;
+            self.held.insert(pod.clone(), held);
+            if self.decide(myself, &pod) {
+                self.ready.push_back(pod);
+            }
         }
         self.pump(myself);
     }
@@ -216,6 +249,19 @@ impl EvictionState {
         if let Some(status) = status {
             span.record("http.response.status_code", status);
         }
+        let now = Instant::now();
+        match &result {
+            Ok(EvictionOutcome::Evicted) => self.budgets.answered(&pod, true, now),
+            // Throttled: not answered, the pod keeps its place; a 429 of its budget is handled
+            // below; anything else did not count against the budget.
+            Ok(EvictionOutcome::Throttled { .. } | EvictionOutcome::BlockedByPdb { .. }) => {}
+            // The call may or may not have reached the API: counted until the TTL.
+            Err(_) => self.budgets.answered(&pod, true, now),
+            Ok(_) => self.budgets.answered(&pod, false, now),
+        }
+        if matches!(&result, Ok(EvictionOutcome::Evicted) | Err(_)) {
+            self.schedule_expiry(myself);
+        }
         match result {
             Ok(EvictionOutcome::Evicted | EvictionOutcome::NotFound) => {
                 self.budget_accepted(myself, &pod);
@@ -230,6 +276,9 @@ impl EvictionState {
                 retry_after,
             }) => {
                 self.stats.blocked += 1;
+                // Refused although the watched status allowed: the status is behind, the
+                // budget takes the 429 path until its status changes.
+                self.budgets.refused(&pod);
                 let backoff = self.backoff(retry_after);
                 let (key, delay) =
                     self.gates
@@ -249,10 +298,16 @@ impl EvictionState {
                 }
                 span.in_scope(|| tracing::info!(refusal = %message, "blocked by a PodDisruptionBudget, waiting for its backoff"));
                 if let Some(mut h) = held {
-                    h.reply(EvictionReply::Blocked { pdb, message });
+                    let blocker = self.blocker_for(&key);
+                    h.tell_blocked(EvictionReply::Blocked {
+                        pdb,
+                        message,
+                        blocker,
+                    });
                     h.at = Where::Parked;
                     self.gates.park(&key, pod.clone());
                     self.held.insert(pod, h);
+                    self.note_blocked(myself, &key);
                 }
             }
             Ok(EvictionOutcome::Throttled { retry_after }) => {
@@ -275,11 +330,13 @@ impl EvictionState {
                 if let Some(h) = held {
                     h.reply(EvictionReply::TooManyPdbs { message });
                 }
+                self.forget(&pod);
             }
             Ok(EvictionOutcome::NamespaceTerminating) => {
                 if let Some(h) = held {
                     h.reply(EvictionReply::NamespaceTerminating);
                 }
+                self.forget(&pod);
             }
             Err(err) => {
                 span.record("otel.status_code", "ERROR");
@@ -287,13 +344,32 @@ impl EvictionState {
                 if let Some(h) = held {
                     h.reply(EvictionReply::Failed(err.to_string()));
                 }
+                self.forget(&pod);
             }
         }
         self.pump(myself);
     }
 
+    /// `pod`'s request ended without an eviction: unless it was asked again meanwhile, its
+    /// budget gate need not remember it.
+    fn forget(&mut self, pod: &PodRef) {
+        if self.held.contains_key(pod) {
+            return;
+        }
+        if let Some(key) = self.gates.forget(pod) {
+            self.gate_timers.remove(&key);
+        }
+    }
+
     fn cancel(&mut self, maintenance: &str) {
-        // In-flight calls cannot be recalled; their outcome is dropped (no reply).
+        // In-flight calls cannot be recalled; their outcome is dropped (no reply). A request
+        // cancelled before its call went out frees its place in its budget.
+        let cancelled_unsent: Vec<PodRef> = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.req.maintenance == maintenance && h.at != Where::InFlight)
+            .map(|(pod, _)| pod.clone())
+            .collect();
         self.held.retain(|_, h| {
             let keep = h.req.maintenance != maintenance;
             if !keep && let Some(span) = &h.attempt_span {
@@ -303,7 +379,14 @@ impl EvictionState {
         });
         let held = &self.held;
         self.ready.retain(|pod| held.contains_key(pod));
-        self.gates.retain_parked(|pod| held.contains_key(pod));
+        for key in self.gates.prune(|pod| held.contains_key(pod)) {
+            self.gate_timers.remove(&key);
+        }
+        self.budgets.retain_waiting(|pod| held.contains_key(pod));
+        for pod in cancelled_unsent {
+            self.budgets.forget(&pod);
+        }
+        self.forget_unblocked();
     }
 }
 
@@ -333,8 +416,24 @@ impl Actor for EvictionActor {
             bucket,
             throttle: Throttle::default(),
             pump_timer: TaskSlot::default(),
+            calls: TaskSet::default(),
             stats: EvictionStats::default(),
+            budgets: BudgetGates::default(),
+            diagnoses: Diagnoses::default(),
+            diagnosis_timers: HashMap::new(),
+            budget_watch: TaskSlot::default(),
+            expire_timer: TaskSlot::default(),
+            next_seq: 0,
         })
+    }
+
+    async fn post_start(
+        &self,
+        myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
+        state.watch_budgets(&myself);
+        Ok(())
     }
 
     async fn post_stop(
@@ -344,6 +443,10 @@ impl Actor for EvictionActor {
     ) -> Result<(), ActorProcessingErr> {
         state.pump_timer.clear();
         state.gate_timers.clear();
+        state.calls.cancel_all().await;
+        state.diagnosis_timers.clear();
+        state.budget_watch.clear();
+        state.expire_timer.clear();
         Ok(())
     }
 
@@ -365,8 +468,16 @@ impl Actor for EvictionActor {
             EvictionMsg::Stats(port) => {
                 let mut stats = state.stats;
                 stats.held = state.held.len();
+                (stats.gates, stats.gated_pods) = state.gates.sizes();
                 let _ = port.send(stats);
             }
+            EvictionMsg::Budgets(change) => state.on_budgets(&myself, change),
+            EvictionMsg::WatchBudgets => state.watch_budgets(&myself),
+            EvictionMsg::Diagnose(key) => state.diagnose(&myself, &key),
+            EvictionMsg::Diagnosed { key, investigation } => {
+                state.diagnosed(&myself, &key, investigation);
+            }
+            EvictionMsg::Expire => state.expire(&myself),
         }
         let waiting = state.held.len().saturating_sub(state.in_flight);
         state

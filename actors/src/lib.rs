@@ -3,18 +3,24 @@
 //! Kubernetes is reached only through the [`ports::Cluster`] trait, so this crate knows no
 //! Kubernetes client.
 
+pub mod budget;
 pub mod config;
+pub mod deadline;
+pub mod diagnosis;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod fleet;
 pub mod model;
 pub mod node;
 pub mod observe;
 mod op_runner;
 pub mod plan;
 pub mod ports;
+mod retry;
 pub mod stop;
 pub mod supervisor;
+pub mod sweep;
 pub mod system;
 mod task;
 

@@ -2,6 +2,7 @@
 //! Kubernetes objects nmo touches, reduced to the fields nmo reads or writes.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -20,6 +21,9 @@ pub const DRAIN_TAINT_KEY: &str = "medik8s.io/drain";
 pub const UNSCHEDULABLE_TAINT_KEY: &str = "node.kubernetes.io/unschedulable";
 /// Effect of both nmo taints.
 pub const NO_SCHEDULE: &str = "NoSchedule";
+/// Node annotation with nmo's record of what a node had before nmo first changed it (see
+/// [`NodeRecord`]).
+pub const RECORD_ANNOTATION: &str = "nodemaintenance.medik8s.io/before-maintenance";
 /// Annotation marking a mirror (static) pod.
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
@@ -33,8 +37,14 @@ pub mod reasons {
     pub const FAILED: &str = "FailedMaintenance";
     /// Maintenance undone after deletion (on the NodeMaintenance).
     pub const REMOVED: &str = "RemovedMaintenance";
+    /// nmo addition: the drain is blocked, and why (once per change of the class, on the
+    /// NodeMaintenance; Warning).
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
     /// Node uncordoned (on the Node).
     pub const UNCORDON: &str = "UncordonNode";
+    /// nmo addition: the maintenance waits for the cluster maintenance budget (on the
+    /// NodeMaintenance). Its start is the usual [`BEGIN`].
+    pub const QUEUED: &str = "QueuedMaintenance";
 }
 
 /// Status condition types nmo adds to the NodeMaintenance status.
@@ -60,6 +70,56 @@ pub mod conditions {
     /// True on a NodeMaintenance that is Failed because another one drives its node; such a
     /// NodeMaintenance never touches the node, not even after a restart.
     pub const DUPLICATE: &str = "DuplicateMaintenance";
+    /// On a maintenance that gave up: False (reason [`UNDO_DUE`]) from the moment it is Failed
+    /// until its node changes are undone, then True (reason [`RESTORED`]). Written with the
+    /// Failed phase, before the undo, so a restart in between still undoes.
+    pub const NODE_RESTORED: &str = "NodeRestored";
+    /// Reason: the node changes are still to be undone.
+    pub const UNDO_DUE: &str = "UndoDue";
+    /// Reason: the node is as it was before the maintenance.
+    pub const RESTORED: &str = "Restored";
+    /// True while the drain is blocked by a PodDisruptionBudget, with the class of the blocker
+    /// as its reason (e.g. `CrossNodeDeadlock`); absent otherwise.
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+    /// Reason of a False `Drained`: `spec.drainTimeout` passed before the drain finished.
+    pub const DRAIN_TIMEOUT: &str = "DrainTimeout";
+    /// True while the maintenance waits for the cluster maintenance budget (nothing touched
+    /// yet); False with reason [`STARTED`] once it started. Absent when it never waited.
+    pub const QUEUED: &str = "Queued";
+    /// Reason: waiting for `--max-parallel-maintenances` or `--max-unavailable-nodes`.
+    pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
+    /// Reason: the budget let the maintenance start.
+    pub const STARTED: &str = "Started";
+}
+
+/// What happens when `spec.drainTimeout` passes before the drain finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnDrainTimeout {
+    /// Failed; the node stays cordoned for a person (the default).
+    #[default]
+    Hold,
+    /// Failed, and the maintenance undone (node uncordoned, lease released).
+    Undo,
+}
+
+impl OnDrainTimeout {
+    /// The JSON value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDrainTimeout::Hold => "Hold",
+            OnDrainTimeout::Undo => "Undo",
+        }
+    }
+}
+
+/// The opt-in drain deadline of a NodeMaintenance (`spec.drainTimeout`,
+/// `spec.onDrainTimeout`). The default is NMO's behaviour: no deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainPolicy {
+    /// How long the drain may take, from its start; None: as long as it takes.
+    pub timeout: Option<Duration>,
+    /// What a passed deadline does.
+    pub on_timeout: OnDrainTimeout,
 }
 
 /// A NodeMaintenance object as the controller sees it.
@@ -83,6 +143,8 @@ pub struct Maintenance {
     pub finalizers: Vec<String>,
     /// `status`, if any has been written.
     pub status: Option<MaintenanceStatus>,
+    /// `spec.drainTimeout` and `spec.onDrainTimeout`.
+    pub drain_policy: DrainPolicy,
 }
 
 impl Maintenance {
@@ -136,6 +198,9 @@ pub struct PendingPodReason {
     pub pdb: Option<String>,
     /// Human readable detail (for a PDB: the API's message with the budget's numbers).
     pub message: String,
+    /// Why the budget blocks it, as a class (`WaitingForReplacement`, `CrossNodeDeadlock`...,
+    /// see [`crate::diagnosis::Blocker::reason`]), when it is blocked.
+    pub diagnosis: Option<String>,
 }
 
 /// A status condition (`metav1.Condition` shape).
@@ -178,6 +243,25 @@ pub struct MaintenanceStatus {
     pub conditions: Vec<Condition>,
     /// `pendingPodsReasons` (nmo addition): why each pending pod is still there.
     pub pending_pods_reasons: Vec<PendingPodReason>,
+    /// `drainStartTime` (nmo addition): when the drain began (the base of the deadline).
+    pub drain_start_time: Option<DateTime<Utc>>,
+    /// `drainDeadline` (nmo addition): when `spec.drainTimeout` passes, while draining.
+    pub drain_deadline: Option<DateTime<Utc>>,
+    /// `drainTimeRemaining` (nmo addition): time left before the deadline while draining, as a
+    /// Go duration (`29m`, `40s`), refreshed coarsely.
+    pub drain_time_remaining: Option<String>,
+    /// `queue` (nmo addition): where the maintenance waits for the cluster maintenance budget;
+    /// None once it started (or when it never waited).
+    pub queue: Option<QueuePlace>,
+}
+
+/// A maintenance's place in the queue of the cluster maintenance budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePlace {
+    /// 1 for the next to start.
+    pub position: u32,
+    /// What it waits for, in a few words (e.g. `max-parallel-maintenances: 20 of 20 running`).
+    pub waiting_for: String,
 }
 
 /// A node taint.
@@ -225,6 +309,93 @@ pub struct NodeState {
     pub labels: BTreeMap<String, String>,
     /// `metadata.resourceVersion`.
     pub resource_version: String,
+    /// nmo's record of what the node had before maintenance ([`RECORD_ANNOTATION`]), if any
+    /// (an unreadable one counts as none).
+    pub record: Option<NodeRecord>,
+    /// The node has an annotation map at all (a JSON patch can only add a member to a map
+    /// that exists).
+    pub annotated: bool,
+}
+
+/// What a node had of nmo's changes before nmo first changed it, and for which maintenance.
+///
+/// Written on the Node, in the same JSON patch that makes the first change, so there is no
+/// moment when the node is changed and the record missing (a crash can lose neither), and it
+/// outlives its NodeMaintenance, so the orphan sweep can follow it when the NodeMaintenance
+/// was removed behind nmo's back. Undo puts back exactly this and removes the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRecord {
+    /// Uid of the NodeMaintenance the changes belong to.
+    pub maintenance: String,
+    /// `spec.unschedulable` was already true (someone else cordoned the node).
+    pub cordoned: bool,
+    /// The `medik8s.io/drain` taint was already there.
+    pub drain_taint: bool,
+    /// The `node.kubernetes.io/unschedulable` taint was already there.
+    pub unschedulable_taint: bool,
+    /// The exclude-from-remediation label was already `true`.
+    pub label: bool,
+}
+
+impl NodeRecord {
+    /// The annotation's value.
+    pub fn to_annotation(&self) -> String {
+        // A struct of strings and booleans always serializes.
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Reads an annotation's value; None if it is not a record.
+    pub fn from_annotation(value: &str) -> Option<NodeRecord> {
+        serde_json::from_str(value).ok()
+    }
+}
+
+/// What a node patch does to nmo's record on the node.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RecordWrite {
+    /// Leaves it as it is.
+    #[default]
+    Keep,
+    /// Writes this record (the node's annotation map exists or not, as `annotated` says).
+    Set {
+        /// The record.
+        record: NodeRecord,
+        /// The node has an annotation map (else the patch creates one, testing it is absent).
+        annotated: bool,
+    },
+    /// Removes the record.
+    Remove,
+}
+
+/// What the cluster maintenance budget needs to know of a node: a few bytes per node, so that
+/// counting unavailable nodes never means caching every Node (10-15 KiB each).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSummary {
+    /// `metadata.name`.
+    pub name: String,
+    /// Condition `Ready` is `True`.
+    pub ready: bool,
+    /// `spec.unschedulable` (cordoned, by anyone).
+    pub unschedulable: bool,
+}
+
+impl NodeSummary {
+    /// NotReady or cordoned: out of service, whoever took it out.
+    pub fn unavailable(&self) -> bool {
+        !self.ready || self.unschedulable
+    }
+}
+
+/// A change in the cluster's nodes, as the node summary watch reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NodeSummaryEvent {
+    /// Every node, after the watch's (re)list: replaces what was known.
+    Listed(Vec<NodeSummary>),
+    /// A node was added or changed.
+    Changed(NodeSummary),
+    /// A node is gone.
+    Deleted(String),
 }
 
 /// A change to a node: label + taints + cordon in one JSON patch.
@@ -232,8 +403,10 @@ pub struct NodeState {
 /// The adapter builds the patch as: FIRST `test /spec/taints == expected_taints` (an absent or
 /// null field counts as the empty list), then `replace`/`add` of `/spec/taints` with
 /// `desired_taints`, `/spec/unschedulable` if `unschedulable` is Some, and one add/remove per
-/// `labels` entry (Some = set, None = remove; removing an absent label is not an error). A failed
-/// `test` is reported as [`crate::ports::ClusterError::Conflict`].
+/// `labels` entry (Some = set, None = remove; removing an absent label is not an error), and
+/// the write of nmo's record ([`RecordWrite`], the annotation [`RECORD_ANNOTATION`]; a record
+/// that creates the annotation map first tests that it is absent). A failed `test` is reported
+/// as [`crate::ports::ClusterError::Conflict`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePatch {
     /// Node name.
@@ -246,6 +419,8 @@ pub struct NodePatch {
     pub unschedulable: Option<bool>,
     /// Labels to set (Some) or remove (None).
     pub labels: BTreeMap<String, Option<String>>,
+    /// nmo's record of the node's prior state.
+    pub record: RecordWrite,
 }
 
 /// A `coordination.k8s.io/v1` Lease.
@@ -324,6 +499,10 @@ pub struct PodInfo {
     pub terminating: bool,
     /// `spec.terminationGracePeriodSeconds`.
     pub grace_period_seconds: Option<i64>,
+    /// `metadata.labels` (which budgets select it).
+    pub labels: BTreeMap<String, String>,
+    /// Its Ready condition is True (a budget counts it as healthy).
+    pub ready: bool,
 }
 
 impl PodInfo {

@@ -10,18 +10,24 @@
 //! whose results come back as messages, so a slow API or a PDB-blocked drain never stalls the
 //! mailbox (deletion included).
 //!
-//! Seams for what comes next: recording the node's prior state belongs in the reconcile's
-//! cordon step and the undo's patch (`ops`); a deadline per cluster call wraps
-//! `ops::OpCtx::cluster`; pausing evictions without the lease is one more fact for the drain
-//! (`drain::Drain::apply`); a fleet-wide budget is a `Queued` stage before `Starting`; a drain
-//! deadline is a timer owned by `Draining` leading to `Failed`.
+//! Under faults: the first change to the node writes nmo's record of what was there before in
+//! the same patch, and the undo restores exactly that (`crate::plan::maintenance_patch`,
+//! `crate::plan::undo_patch`); every cluster call has a deadline (`crate::deadline`); every
+//! task the actor starts is aborted and awaited when it stops (`crate::task::TaskSet`), so
+//! nothing it began can land after a leader handover; a failing step waits out a growing
+//! backoff (`state::NodeActorState::step_failed`); the lease keeper retries a failed renewal
+//! within seconds and pauses evictions while the lease is about to lapse (`lease`); a give-up
+//! is written as Failed with the undo due before the undo runs (`decide::Facts`).
 
+mod blocked;
+mod deadline;
 mod decide;
 mod drain;
+mod drain_policy;
 mod errors;
 mod lease;
 mod messages;
-mod ops;
+pub(crate) mod ops;
 mod pending;
 mod stage;
 mod state;
@@ -46,10 +52,11 @@ pub use status::InitialCounts;
 use crate::config::Config;
 use crate::eviction::EvictionMsg;
 use crate::model::{Maintenance, Phase};
-use crate::observe::{MaintenanceIdentity, PhaseReport};
+use crate::observe::{BlockedReport, MaintenanceIdentity, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
-use crate::task::TaskSlot;
+use crate::retry::Backoff;
+use crate::task::{TaskSet, TaskSlot};
 use lease::LeaseKeeper;
 use ops::OpCtx;
 use stage::Stage;
@@ -68,6 +75,9 @@ pub struct NodeArgs {
     /// `maintenance` was just delivered by the watch: the first reconcile skips re-reading it.
     /// False for a restart from a stored copy, which may predate the crashed actor's writes.
     pub fresh: bool,
+    /// How long to wait before the first step (start-ups of many resumed maintenances are
+    /// spread out); a deletion does not wait.
+    pub start_after: std::time::Duration,
     /// The cluster.
     pub cluster: Arc<dyn Cluster>,
     /// Tunables.
@@ -87,6 +97,7 @@ impl Actor for NodeActor {
         args: NodeArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let nm = args.maintenance;
+        let start_after = args.start_after;
         let span = trace::maintenance_root(&nm.name, &nm.node_name, &nm.reason);
         args.config.observer.trace_root(&span);
         let trace = TraceState::started(args.config.observer.trace_anchor(&span));
@@ -96,6 +107,11 @@ impl Actor for NodeActor {
                 node: nm.node_name.clone(),
                 created: nm.creation_timestamp,
             });
+        let blocked_report = BlockedReport::new(
+            args.config.observer.clone(),
+            nm.name.clone(),
+            nm.node_name.clone(),
+        );
         let ctx = OpCtx {
             cluster: args.cluster,
             config: args.config,
@@ -112,6 +128,11 @@ impl Actor for NodeActor {
             nm,
             stage: Stage::Starting,
             ops: OpRunner::default(),
+            tasks: TaskSet::default(),
+            backoff: Backoff::default(),
+            hold_until: (!start_after.is_zero()).then(|| tokio::time::Instant::now() + start_after),
+            retry_timer: TaskSlot::default(),
+            reconcile_sent: None,
             refreshed: args.fresh,
             repair_due: false,
             lease: LeaseKeeper::default(),
@@ -121,6 +142,7 @@ impl Actor for NodeActor {
             span,
             trace,
             observed_phase,
+            blocked_report,
         })
     }
 
@@ -137,8 +159,16 @@ impl Actor for NodeActor {
             state.refreshed = true;
             state.start_undo(&myself);
         } else if state.refreshed && state.status.wanted.phase == Some(Phase::Failed) {
-            // Fresh from the watch and already Failed: stays Failed, as after a re-read.
+            // Fresh from the watch and already Failed: stays Failed, as after a re-read (and
+            // undoes, if the give-up's undo was still due).
             state.enter_recorded_failure();
+            state.kick(&myself);
+        } else if let Some(at) = state.hold_until {
+            // A resumed maintenance waits its turn to start.
+            let after = at.saturating_duration_since(tokio::time::Instant::now());
+            state
+                .retry_timer
+                .set(myself.send_after(after, || NodeMsg::RetryDue));
         } else {
             state.kick(&myself);
         }
@@ -151,6 +181,7 @@ impl Actor for NodeActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         state.tick.clear();
+        state.retry_timer.clear();
         state.lease.stop_renewing();
         state.watches.stop_node();
         state.watches.stop_pods();
@@ -158,6 +189,8 @@ impl Actor for NodeActor {
             maintenance: state.ctx.nm_name.clone(),
         });
         state.forget_phase();
+        // Nothing this actor started may reach the API server once it is gone.
+        state.tasks.cancel_all().await;
         Ok(())
     }
 
@@ -175,7 +208,10 @@ impl Actor for NodeActor {
                 state.status.due();
                 state.flush_status(&myself);
             }
-            NodeMsg::RenewLease => state.renew_lease(&myself),
+            NodeMsg::RenewLease => state.renew_lease(&myself, true),
+            NodeMsg::RetryRenewal => state.renew_lease(&myself, false),
+            NodeMsg::LeaseExpiring => state.on_lease_expiring(&myself),
+            NodeMsg::RetryDue => state.on_retry_due(&myself),
             NodeMsg::LeaseRenewed(result) => state.on_renewed(&myself, result),
             NodeMsg::NodeChanged(node) => state.on_node_changed(&myself, node),
             NodeMsg::PodsChanged(pods) => state.on_pods_changed(&myself, pods),
@@ -198,6 +234,9 @@ impl Actor for NodeActor {
             }
             NodeMsg::StatusWritten(result) => state.on_status_written(&myself, result),
             NodeMsg::Eviction(report) => state.on_report(&myself, report),
+            NodeMsg::DrainDeadline => {
+                state.check_deadline(&myself);
+            }
         }
         state.note_phase();
         Ok(())

@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use chrono::{DateTime, Utc};
+
 use crate::model::Phase;
 
 /// The result of one eviction request, as counted by the eviction actor.
@@ -149,6 +151,19 @@ pub trait Observer: Send + Sync + 'static {
 
     /// A lease operation ended.
     fn lease_operation(&self, _op: LeaseOp, _result: LeaseResult) {}
+
+    /// API reads were made to explain why a budget blocks a drain.
+    fn diagnosis_reads(&self, _reads: u32) {}
+
+    /// The drain of `maintenance` (on `node`) is blocked: `Some` with the blocker's class
+    /// (`CrossNodeDeadlock`, ...) and since when, `None` when it is not (any more).
+    fn drain_blocked(
+        &self,
+        _maintenance: &str,
+        _node: &str,
+        _blocked: Option<(&'static str, DateTime<Utc>)>,
+    ) {
+    }
 }
 
 /// The observer that ignores everything (the default).
@@ -208,6 +223,42 @@ impl PhaseReport {
 }
 
 impl Drop for PhaseReport {
+    fn drop(&mut self) {
+        self.set(None);
+    }
+}
+
+/// Whether one maintenance's drain is blocked, as reported to an observer. Dropping it
+/// withdraws the report, so a drain that ends any way at all is not shown blocked forever.
+pub(crate) struct BlockedReport {
+    observer: Arc<dyn Observer>,
+    maintenance: String,
+    node: String,
+    reported: Option<(&'static str, DateTime<Utc>)>,
+}
+
+impl BlockedReport {
+    pub(crate) fn new(observer: Arc<dyn Observer>, maintenance: String, node: String) -> Self {
+        BlockedReport {
+            observer,
+            maintenance,
+            node,
+            reported: None,
+        }
+    }
+
+    /// Reports `blocked` (None: not blocked) if it differs from the last report.
+    pub(crate) fn set(&mut self, blocked: Option<(&'static str, DateTime<Utc>)>) {
+        if blocked == self.reported {
+            return;
+        }
+        self.observer
+            .drain_blocked(&self.maintenance, &self.node, blocked);
+        self.reported = blocked;
+    }
+}
+
+impl Drop for BlockedReport {
     fn drop(&mut self) {
         self.set(None);
     }

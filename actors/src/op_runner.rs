@@ -7,7 +7,7 @@ use std::future::Future;
 
 use ractor::{ActorRef, Message};
 
-use crate::task::spawn_cast_back;
+use crate::task::TaskSet;
 
 /// Whether an operation runs, and whether another was asked for meanwhile.
 #[derive(Debug, Default)]
@@ -26,9 +26,11 @@ impl OpRunner {
         true
     }
 
-    /// Starts `work` (see [`spawn_cast_back`]); its result comes back as `into_msg` makes it.
+    /// Starts `work` in a task of `tasks` ; its result
+    /// comes back as `into_msg` makes it.
     pub(crate) fn run<M, T, W, F>(
         &mut self,
+        tasks: &mut TaskSet,
         actor: &ActorRef<M>,
         span: tracing::Span,
         work: W,
@@ -40,7 +42,7 @@ impl OpRunner {
         F: FnOnce(T) -> M + Send + 'static,
     {
         self.running = true;
-        spawn_cast_back(actor, span, work, into_msg);
+        tasks.spawn_cast_back(actor, span, work, into_msg);
     }
 
     /// The running operation's result arrived.

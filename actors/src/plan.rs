@@ -7,12 +7,12 @@ mod pods;
 mod status;
 
 pub use lease::{
-    LeaseAction, LeaseFailure, MAX_LEASE_ERRORS, lease_expiry, lease_failure, lease_is_ours,
-    lease_name, lease_valid, plan_lease,
+    LeaseAction, LeaseFailure, MAX_LEASE_ERRORS, eviction_pause_margin, lease_expiry,
+    lease_failure, lease_is_ours, lease_name, lease_valid, plan_lease,
 };
 pub use node::{
-    maintenance_patch, maintenance_taints, node_in_maintenance, undo_patch,
-    with_maintenance_taints, without_maintenance_taints,
+    Undoer, maintenance_patch, maintenance_taints, marked_by, node_in_maintenance, record_of,
+    undo_patch, with_maintenance_taints, without_maintenance_taints,
 };
 pub use pods::{PodAction, SkipReason, classify, daemonset_of, progress};
 pub use status::{condition, driver, set_condition, status_differs};

@@ -6,8 +6,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
+use crate::budget::{BudgetChange, LabelSelector};
+use crate::diagnosis::BudgetPod;
 use crate::model::{
-    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState, PodInfo,
+    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
+    NodeSummaryEvent, PodInfo,
 };
 
 /// A failed cluster operation.
@@ -31,6 +34,10 @@ pub enum ClusterError {
     /// A failure worth retrying: timeout, connection error, 429 throttling, 5xx.
     #[error("transient: {0}")]
     Transient(String),
+    /// Refused before it was sent: this replica is not (or no longer) the leader, so it must
+    /// not write (leader handover, or renewals that missed their deadline).
+    #[error("not the leader: {0}")]
+    NotLeader(String),
     /// Anything else.
     #[error("{0}")]
     Other(String),
@@ -84,9 +91,11 @@ pub trait Cluster: Send + Sync + 'static {
     /// reading first, but must re-read when it turns out stale.
     async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError>;
 
-    /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others.
-    /// A missing object is Ok (nothing left to release).
-    async fn remove_finalizer(&self, name: &str) -> Result<(), ClusterError>;
+    /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others, from
+    /// the NodeMaintenance `name` whose uid is `uid`. A missing object, or one of that name
+    /// with another uid (deleted and created again meanwhile), is Ok: nothing of ours is left
+    /// to release.
+    async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError>;
 
     /// Replaces `status` (status subresource) with `status`.
     async fn write_status(
@@ -112,6 +121,12 @@ pub trait Cluster: Send + Sync + 'static {
     /// watch errors itself; the stream ends only if it gives up (the actor then re-subscribes).
     fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>>;
 
+    /// Watches every node, reduced to a [`crate::model::NodeSummary`] each (the cluster
+    /// maintenance budget counts unavailable nodes): a `Listed` after every (re)list, then the
+    /// changes. Only ever called when a budget needs it. The adapter lists in pages, keeps no
+    /// Node, and retries watch errors itself; the stream ends only if it gives up.
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent>;
+
     // --- Lease ----------------------------------------------------------------------------
 
     /// Creates the namespace if it does not exist (leases live in their own namespace).
@@ -119,6 +134,10 @@ pub trait Cluster: Send + Sync + 'static {
 
     /// Reads a lease; None if it does not exist.
     async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, ClusterError>;
+
+    /// Every lease in a namespace (the node leases of all medik8s operators: one per node at
+    /// most, usually few), for the orphan sweep.
+    async fn list_leases(&self, namespace: &str) -> Result<Vec<Lease>, ClusterError>;
 
     /// Creates a lease with an ownerReference to `owner` (`v1/Node`). `AlreadyExists` if taken.
     async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError>;
@@ -158,4 +177,28 @@ pub trait Cluster: Send + Sync + 'static {
         name: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError>;
+
+    // --- Drain policy: budgets and why a drain is blocked -----------------------------------
+
+    /// Watches every PodDisruptionBudget (one shared watch: budgets are few): the complete
+    /// list first and after every relist ([`BudgetChange::Listed`]), then each change. Same
+    /// retry contract as [`Cluster::watch_node`].
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange>;
+
+    /// Lists the pods of `namespace` that `selector` selects (a budget's pods), to find the
+    /// one a blocked budget waits for. One bounded LIST.
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError>;
+
+    /// Lists the nodes carrying nmo's maintenance label
+    /// ([`crate::model::EXCLUDE_LABEL`]): the nodes cordoned by maintenances (and those the
+    /// orphan sweep looks at). One LIST, bounded by the number of nodes in maintenance.
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError>;
+
+    /// Lists every NodeMaintenance (to name the maintenance of a cordoned node; the orphan
+    /// sweep's fresh view).
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError>;
 }

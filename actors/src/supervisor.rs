@@ -7,6 +7,7 @@
 //! never touches the node, and deleting it only removes its finalizer.
 
 mod duplicate;
+mod fleet;
 mod messages;
 
 use std::collections::{HashMap, HashSet};
@@ -14,9 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ractor::{Actor, ActorId, ActorProcessingErr, ActorRef, SupervisionEvent};
+use tokio::time::Instant;
 
 pub use duplicate::DuplicateError;
-pub use messages::SupervisorMsg;
+pub use messages::{Remembered, SupervisorMsg};
 
 use crate::config::Config;
 use crate::eviction::EvictionMsg;
@@ -25,12 +27,18 @@ use crate::node::{NodeActor, NodeArgs, NodeMsg};
 use crate::op_runner::OpRunner;
 use crate::plan;
 use crate::ports::Cluster;
+use crate::retry::{Backoff, Pacer};
 use crate::stop::StopReason;
-use crate::task::TaskSlot;
+use crate::sweep::{self, SweepReport};
+use crate::task::{TaskSet, TaskSlot};
 use duplicate::DuplicateAction;
+use fleet::Fleet;
 
-/// Delay before a crashed node actor is started again (no hot crash loop).
-const RESPAWN_DELAY: Duration = Duration::from_secs(1);
+/// A node actor that ran this long before crashing starts its next respawn from the shortest
+/// wait again.
+const STABLE_RUN: Duration = Duration::from_secs(600);
+/// How long a stopping supervisor waits for each node actor to stop.
+const CHILD_STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The supervisor actor.
 #[derive(Debug, Clone, Copy, Default)]
@@ -48,7 +56,9 @@ pub struct SupervisorArgs {
 
 struct Child {
     actor: ActorRef<NodeMsg>,
+    name: String,
     node: String,
+    started: Instant,
 }
 
 /// A NodeMaintenance found to be a duplicate.
@@ -61,31 +71,49 @@ struct Duplicate {
     ops: OpRunner,
 }
 
-/// State of [`Supervisor`].
+/// State of [`Supervisor`]. NodeMaintenances are known by uid: one deleted and created again
+/// under the same name is another maintenance, which starts once the old one's undo is over.
 pub struct SupervisorState {
     cluster: Arc<dyn Cluster>,
     config: Arc<Config>,
     evictor: ActorRef<EvictionMsg>,
-    /// Latest object per NodeMaintenance name.
+    /// Latest object per NodeMaintenance uid, while it exists in the API.
     known: HashMap<String, Maintenance>,
+    /// Node actors by NodeMaintenance uid.
     children: HashMap<String, Child>,
     by_id: HashMap<ActorId, String>,
-    /// Node name -> the NodeMaintenance driving it (kept while its actor restarts).
+    /// Node name -> uid of the NodeMaintenance driving it (kept while its actor restarts and
+    /// while it undoes a maintenance already gone from the API).
     drivers: HashMap<String, String>,
     /// Node actors stopped on purpose (their termination needs no reaction).
     superseded: HashSet<ActorId>,
-    /// NodeMaintenances found to be duplicates.
+    /// NodeMaintenances found to be duplicates, by uid.
     duplicates: HashMap<String, Duplicate>,
-    /// NodeMaintenances whose undo finished (their last update may still arrive).
+    /// NodeMaintenances whose undo finished while the API still had them (their last update
+    /// may still arrive); forgotten when the deletion arrives.
     finished: HashSet<String>,
-    /// Pending respawns, by NodeMaintenance name.
+    /// Pending respawns, by uid.
     respawns: HashMap<String, TaskSlot>,
+    /// Crashes in a row, by uid: each respawn waits longer.
+    crashes: HashMap<String, Backoff>,
+    /// Spreads the start-up of maintenances resumed at once.
+    pacer: Pacer,
+    /// The orphan sweep, one run at a time.
+    sweeps: OpRunner,
+    /// A sweep retry after a failed one.
+    sweep_retry: TaskSlot,
+    sweep_failures: Backoff,
+    /// The cluster work of duplicates and sweeps: aborted and awaited when stopping.
+    tasks: TaskSet,
+    /// The cluster maintenance budget and the NodeMaintenances waiting for it.
+    fleet: Fleet,
 }
 
 impl SupervisorState {
     /// Starts the node actor of `nm`. `fresh`: `nm` comes straight from a watch event (not a
     /// stored copy kept while a crashed actor restarts), so the actor need not re-read it.
     async fn spawn(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance, fresh: bool) {
+        let uid = nm.uid.clone();
         let name = nm.name.clone();
         let node = nm.node_name.clone();
         let actor_name = self
@@ -93,42 +121,66 @@ impl SupervisorState {
             .actor_name_prefix
             .as_ref()
             .map(|prefix| format!("{prefix}node/{name}"));
+        // A maintenance that ran before (it has a phase) is resumed, typically with all the
+        // others after a restart: those start paced, new ones at once.
+        let resumed = nm.status.as_ref().is_some_and(|s| s.phase.is_some());
+        let start_after = if resumed {
+            self.pacer.delay(Instant::now())
+        } else {
+            Duration::ZERO
+        };
         let args = NodeArgs {
             maintenance: nm,
             fresh,
+            start_after,
             cluster: self.cluster.clone(),
             config: self.config.clone(),
             evictor: self.evictor.clone(),
         };
+        self.drivers.insert(node.clone(), uid.clone());
         match Actor::spawn_linked(actor_name, NodeActor, args, myself.get_cell()).await {
             Ok((actor, _)) => {
-                self.by_id.insert(actor.get_id(), name.clone());
-                self.drivers.insert(node.clone(), name.clone());
-                self.children.insert(name, Child { actor, node });
+                self.by_id.insert(actor.get_id(), uid.clone());
+                self.children.insert(
+                    uid,
+                    Child {
+                        actor,
+                        name,
+                        node,
+                        started: Instant::now(),
+                    },
+                );
             }
             Err(err) => {
                 // E.g. the name of a just-crashed actor is not released yet: try again later.
                 tracing::warn!(maintenance = %name, error = %err, "cannot start node actor, retrying");
-                self.drivers.insert(node, name.clone());
-                self.respawn_later(myself, name);
+                self.respawn_later(myself, uid);
             }
         }
     }
 
-    fn respawn_later(&mut self, myself: &ActorRef<SupervisorMsg>, name: String) {
-        let timer = myself.send_after(RESPAWN_DELAY, {
-            let name = name.clone();
-            move || SupervisorMsg::Respawn(name)
+    /// Starts the actor of `uid` again after a wait that grows with its crashes in a row.
+    fn respawn_later(&mut self, myself: &ActorRef<SupervisorMsg>, uid: String) {
+        let delay = self
+            .crashes
+            .entry(uid.clone())
+            .or_default()
+            .failed(self.config.respawn_base, self.config.respawn_max);
+        let timer = myself.send_after(delay, {
+            let uid = uid.clone();
+            move || SupervisorMsg::Respawn(uid)
         });
-        self.respawns.entry(name).or_default().set(timer);
+        self.respawns.entry(uid).or_default().set(timer);
     }
 
     /// `nm` is a duplicate of `active`: mark it Failed, or release its finalizer when deleted.
     fn duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance, active: String) {
-        let name = nm.name.clone();
+        let uid = nm.uid.clone();
+        // A duplicate never drives its node, so it never waits for the budget either.
+        self.dequeue(&uid);
         let duplicate = self
             .duplicates
-            .entry(name.clone())
+            .entry(uid.clone())
             .or_insert_with(|| Duplicate {
                 active: active.clone(),
                 latest: nm.clone(),
@@ -137,14 +189,14 @@ impl SupervisorState {
         duplicate.active = active;
         duplicate.latest = nm;
         if duplicate.ops.may_start() {
-            self.handle_duplicate(myself, &name);
+            self.handle_duplicate(myself, &uid);
         }
     }
 
     /// Runs what a duplicate calls for, if anything.
-    fn handle_duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, name: &str) {
+    fn handle_duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, uid: &str) {
         let now = self.config.now();
-        let Some(duplicate) = self.duplicates.get_mut(name) else {
+        let Some(duplicate) = self.duplicates.get_mut(uid) else {
             return;
         };
         let action = duplicate::decide(&duplicate.latest, &duplicate.active, now);
@@ -152,36 +204,50 @@ impl SupervisorState {
             return;
         }
         let work = duplicate::carry_out(self.cluster.clone(), duplicate.latest.clone(), action);
-        let name = name.to_string();
-        duplicate
-            .ops
-            .run(myself, tracing::Span::none(), work, move |result| {
-                SupervisorMsg::DuplicateHandled { name, result }
-            });
+        let uid = uid.to_string();
+        duplicate.ops.run(
+            &mut self.tasks,
+            myself,
+            tracing::Span::none(),
+            work,
+            move |result| SupervisorMsg::DuplicateHandled { uid, result },
+        );
     }
 
     fn duplicate_handled(
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
-        name: &str,
+        uid: &str,
         result: Result<(), DuplicateError>,
     ) {
-        if let Err(err) = result {
-            tracing::warn!(maintenance = %name, error = %err, "cannot handle duplicate NodeMaintenance");
-        }
-        let Some(duplicate) = self.duplicates.get_mut(name) else {
+        let Some(duplicate) = self.duplicates.get_mut(uid) else {
             return; // deleted meanwhile
         };
+        if let Err(err) = result {
+            tracing::warn!(maintenance = %duplicate.latest.name, error = %err, "cannot handle duplicate NodeMaintenance");
+        }
         duplicate.ops.finished();
         if duplicate.ops.take_again() {
-            self.handle_duplicate(myself, name);
+            self.handle_duplicate(myself, uid);
         }
     }
 
     async fn upsert(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance) {
-        let name = nm.name.clone();
-        self.known.insert(name.clone(), nm.clone());
-        if let Some(active) = self.duplicates.get(&name).map(|d| d.active.clone()) {
+        let uid = nm.uid.clone();
+        // Names are unique in the API: one of the same name with another uid is gone, even if
+        // its deletion has not been reported yet (a relist reports it after the new one).
+        let stale: Vec<String> = self
+            .known
+            .values()
+            .filter(|known| known.name == nm.name && known.uid != uid)
+            .map(|known| known.uid.clone())
+            .collect();
+        for gone in stale {
+            self.deleted(&gone);
+            self.dequeue(&gone);
+        }
+        self.known.insert(uid.clone(), nm.clone());
+        if let Some(active) = self.duplicates.get(&uid).map(|d| d.active.clone()) {
             self.duplicate(myself, nm, active);
             return;
         }
@@ -195,94 +261,181 @@ impl SupervisorState {
             self.duplicate(myself, nm, active);
             return;
         }
-        if let Some(child) = self.children.get(&name) {
+        if let Some(child) = self.children.get(&uid) {
             let _ = child.actor.cast(NodeMsg::Update(Box::new(nm)));
+            // Its phase may have changed what the budget counts (a Failed one frees a slot).
+            self.admit(myself).await;
             return;
         }
-        if nm.deleting && (!nm.has_finalizer() || self.finished.contains(&name)) {
+        if self.queued_changed(myself, &nm).await {
+            return;
+        }
+        if nm.deleting && (!nm.has_finalizer() || self.finished.contains(&uid)) {
             return; // nothing of ours left on it
         }
-        if self.drivers.get(&nm.node_name) == Some(&name) {
+        let driver = self.drivers.get(&nm.node_name).cloned();
+        if driver.as_ref() == Some(&uid) {
             return; // its actor is being restarted
         }
-        let other = self
-            .drivers
-            .get(&nm.node_name)
-            .and_then(|other| self.known.get(other))
-            .cloned();
-        match other {
-            Some(other) if plan::driver([&other, &nm]).map(|d| &d.name) == Some(&other.name) => {
-                self.duplicate(myself, nm, other.name);
-            }
-            Some(other) => {
-                // Both appeared at once and the younger one was seen first: the older drives.
-                // Node changes are the same whoever makes them, so nothing is undone.
-                if let Some(child) = self.children.remove(&other.name) {
-                    self.superseded.insert(child.actor.get_id());
-                    child.actor.stop(StopReason::Superseded.text());
-                }
-                self.duplicate(myself, other, name);
-                self.spawn(myself, nm, true).await;
-            }
-            None => self.spawn(myself, nm, true).await,
+        let Some(driver) = driver else {
+            self.start_or_queue(myself, nm).await;
+            return;
+        };
+        let Some(other) = self.known.get(&driver).cloned() else {
+            // The node's driver is gone from the API and still undoing: this one starts when
+            // that undo is over (see `node_freed`).
+            return;
+        };
+        if plan::driver([&other, &nm]).map(|d| &d.uid) == Some(&other.uid) {
+            self.duplicate(myself, nm, other.name);
+            return;
+        }
+        // Both appeared at once and the younger one was seen first: the older drives. Node
+        // changes are the same whoever makes them, so nothing is undone.
+        let started = self.children.remove(&other.uid).map(|child| {
+            self.superseded.insert(child.actor.get_id());
+            child.actor.stop(StopReason::Superseded.text());
+        });
+        self.respawns.remove(&other.uid);
+        let name = nm.name.clone();
+        self.duplicate(myself, other, name);
+        if started.is_some() {
+            // It takes over the younger one's slot in the budget.
+            self.spawn(myself, nm, true).await;
+        } else {
+            self.start_or_queue(myself, nm).await;
         }
     }
 
-    fn deleted(&mut self, name: &str) {
-        self.known.remove(name);
-        self.duplicates.remove(name);
-        self.finished.remove(name);
-        if let Some(child) = self.children.get(name) {
+    fn deleted(&mut self, uid: &str) {
+        self.known.remove(uid);
+        self.duplicates.remove(uid);
+        self.finished.remove(uid);
+        if let Some(child) = self.children.get(uid) {
             // Gone without our undo having finished (finalizer removed by hand): finish it.
             let _ = child.actor.cast(NodeMsg::Gone);
         }
     }
 
-    fn child_ended(
+    async fn child_ended(
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
         id: ActorId,
         reason: Option<String>,
     ) {
-        let Some(name) = self.by_id.remove(&id) else {
+        let Some(uid) = self.by_id.remove(&id) else {
             return;
         };
         if self.superseded.remove(&id) {
             return;
         }
-        let node = self.children.remove(&name).map(|c| c.node);
+        let Some(child) = self.children.remove(&uid) else {
+            return;
+        };
         match StopReason::parse(reason.as_deref()) {
             Some(done @ (StopReason::Undone | StopReason::Gone)) => {
-                if done == StopReason::Undone {
-                    self.finished.insert(name.clone());
+                // Only while the API still has it: its deletion (which forgets it) is due.
+                if done == StopReason::Undone && self.known.contains_key(&uid) {
+                    self.finished.insert(uid.clone());
                 }
-                if let Some(node) = node
-                    && self.drivers.get(&node) == Some(&name)
-                {
-                    self.drivers.remove(&node);
-                }
+                self.crashes.remove(&uid);
+                self.node_freed(myself, &child.node, &uid).await;
             }
             Some(StopReason::Superseded | StopReason::Shutdown) | None => {
-                tracing::warn!(maintenance = %name, ?reason, "node actor ended unexpectedly, restarting");
-                self.respawn_later(myself, name);
+                if child.started.elapsed() >= STABLE_RUN {
+                    self.crashes.remove(&uid);
+                }
+                tracing::warn!(maintenance = %child.name, ?reason, "node actor ended unexpectedly, restarting");
+                self.respawn_later(myself, uid);
             }
         }
     }
 
-    async fn respawn(&mut self, myself: &ActorRef<SupervisorMsg>, name: String) {
-        if let Some(timer) = self.respawns.get_mut(&name) {
+    /// The maintenance `uid` no longer drives `node`: a NodeMaintenance that waited for it
+    /// (one deleted and created again under the same name, say) starts now.
+    async fn node_freed(&mut self, myself: &ActorRef<SupervisorMsg>, node: &str, uid: &str) {
+        if self.drivers.get(node).map(String::as_str) == Some(uid) {
+            self.drivers.remove(node);
+        }
+        let waiting: Vec<&Maintenance> = self
+            .known
+            .values()
+            .filter(|nm| nm.node_name == node && !self.children.contains_key(&nm.uid))
+            .filter(|nm| !self.duplicates.contains_key(&nm.uid))
+            .filter(|nm| !(nm.deleting && (!nm.has_finalizer() || self.finished.contains(&nm.uid))))
+            .collect();
+        if let Some(next) = plan::driver(waiting).cloned() {
+            self.upsert(myself, next).await;
+        }
+    }
+
+    async fn respawn(&mut self, myself: &ActorRef<SupervisorMsg>, uid: String) {
+        if let Some(mut timer) = self.respawns.remove(&uid) {
             timer.finished();
         }
-        self.respawns.remove(&name);
-        if self.children.contains_key(&name) {
+        if self.children.contains_key(&uid) {
             return;
         }
-        match self.known.get(&name).cloned() {
+        match self.known.get(&uid).cloned() {
             // The stored copy may predate the crashed actor's own writes.
             Some(nm) => self.spawn(myself, nm, false).await,
             None => {
-                self.drivers.retain(|_, driver| *driver != name);
+                self.crashes.remove(&uid);
+                let freed: Vec<String> = self
+                    .drivers
+                    .iter()
+                    .filter(|(_, driver)| **driver == uid)
+                    .map(|(node, _)| node.clone())
+                    .collect();
+                for node in freed {
+                    self.node_freed(myself, &node, &uid).await;
+                }
             }
+        }
+    }
+
+    /// Starts an orphan sweep (or one more after the one running).
+    fn sweep(&mut self, myself: &ActorRef<SupervisorMsg>) {
+        if !self.sweeps.may_start() {
+            return;
+        }
+        self.sweep_retry.clear();
+        let driven: HashSet<String> = self.drivers.keys().cloned().collect();
+        let work = sweep::sweep(self.cluster.clone(), self.config.clone(), driven);
+        let span = tracing::info_span!(parent: None, "orphan_sweep");
+        self.sweeps
+            .run(&mut self.tasks, myself, span, work, SupervisorMsg::Swept);
+    }
+
+    fn swept(
+        &mut self,
+        myself: &ActorRef<SupervisorMsg>,
+        result: Result<SweepReport, sweep::SweepError>,
+    ) {
+        self.sweeps.finished();
+        let complete = match &result {
+            Ok(report) => {
+                if !report.restored.is_empty() {
+                    tracing::info!(nodes = ?report.restored, "orphaned nodes given back");
+                }
+                report.failed.is_empty()
+            }
+            Err(error) => {
+                tracing::warn!(%error, "orphan sweep failed");
+                false
+            }
+        };
+        if self.sweeps.take_again() {
+            self.sweep(myself);
+        } else if complete {
+            self.sweep_failures.succeeded();
+        } else {
+            let delay = self.sweep_failures.failed(
+                self.config.retry_backoff_base,
+                self.config.retry_backoff_max,
+            );
+            self.sweep_retry
+                .set(myself.send_after(delay, || SupervisorMsg::Sweep));
         }
     }
 }
@@ -297,6 +450,8 @@ impl Actor for Supervisor {
         _myself: ActorRef<Self::Msg>,
         args: SupervisorArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
+        let pacer = Pacer::new(args.config.startup_rate_per_sec, args.config.startup_burst);
+        let fleet = Fleet::new(args.config.fleet);
         Ok(SupervisorState {
             cluster: args.cluster,
             config: args.config,
@@ -309,16 +464,45 @@ impl Actor for Supervisor {
             duplicates: HashMap::new(),
             finished: HashSet::new(),
             respawns: HashMap::new(),
+            crashes: HashMap::new(),
+            pacer,
+            sweeps: OpRunner::default(),
+            sweep_retry: TaskSlot::default(),
+            sweep_failures: Backoff::default(),
+            tasks: TaskSet::default(),
+            fleet,
         })
     }
 
-    async fn post_stop(
+    async fn post_start(
         &self,
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        state.start_fleet(&myself);
+        Ok(())
+    }
+
+    async fn post_stop(
+        &self,
+        _myself: ActorRef<Self::Msg>,
+        state: &mut Self::State,
+    ) -> Result<(), ActorProcessingErr> {
         state.respawns.clear();
-        myself.stop_children(StopReason::Shutdown.text());
+        state.sweep_retry.clear();
+        // Each node actor aborts and awaits its own cluster calls when it stops: once all have
+        // stopped, nothing this supervisor started is still going.
+        let stopping = state.children.values().map(|child| {
+            child
+                .actor
+                .stop_and_wait(StopReason::Shutdown.text(), Some(CHILD_STOP_TIMEOUT))
+        });
+        for stopped in futures::future::join_all(stopping).await {
+            if let Err(err) = stopped {
+                tracing::warn!(error = %err, "node actor did not stop cleanly");
+            }
+        }
+        state.tasks.cancel_all().await;
         Ok(())
     }
 
@@ -330,16 +514,46 @@ impl Actor for Supervisor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             SupervisorMsg::Upsert(nm) => state.upsert(&myself, *nm).await,
-            SupervisorMsg::Deleted { name } => state.deleted(&name),
+            SupervisorMsg::Deleted { uid, .. } => {
+                state.deleted(&uid);
+                state.dequeue(&uid);
+                state.admit(&myself).await;
+            }
+            SupervisorMsg::Listed => {
+                state.listed(&myself).await;
+                // Every NodeMaintenance is known: look for nodes left by ones that are gone.
+                state.sweep(&myself);
+            }
+            SupervisorMsg::Queue(port) => {
+                let _ = port.send(state.fleet.queue_order());
+            }
+            SupervisorMsg::Nodes(event) => state.nodes_changed(&myself, event).await,
+            SupervisorMsg::QueueWritten { uid, result } => {
+                state.queue_written(&myself, &uid, result).await;
+            }
+            SupervisorMsg::FleetTick => state.admit(&myself).await,
             SupervisorMsg::Active(port) => {
-                let mut names: Vec<String> = state.children.keys().cloned().collect();
+                let mut names: Vec<String> =
+                    state.children.values().map(|c| c.name.clone()).collect();
                 names.sort();
                 let _ = port.send(names);
             }
-            SupervisorMsg::Respawn(name) => state.respawn(&myself, name).await,
-            SupervisorMsg::DuplicateHandled { name, result } => {
-                state.duplicate_handled(&myself, &name, result);
+            SupervisorMsg::Remembered(port) => {
+                let _ = port.send(Remembered {
+                    known: state.known.len(),
+                    children: state.children.len(),
+                    drivers: state.drivers.len(),
+                    duplicates: state.duplicates.len(),
+                    finished: state.finished.len(),
+                    crashes: state.crashes.len(),
+                });
             }
+            SupervisorMsg::Respawn(uid) => state.respawn(&myself, uid).await,
+            SupervisorMsg::DuplicateHandled { uid, result } => {
+                state.duplicate_handled(&myself, &uid, result);
+            }
+            SupervisorMsg::Sweep => state.sweep(&myself),
+            SupervisorMsg::Swept(result) => state.swept(&myself, result),
         }
         Ok(())
     }
@@ -354,11 +568,15 @@ impl Actor for Supervisor {
         // and a crashed one is restarted.
         match event {
             SupervisionEvent::ActorTerminated(cell, _, reason) => {
-                state.child_ended(&myself, cell.get_id(), reason);
+                state.child_ended(&myself, cell.get_id(), reason).await;
+                // An undone maintenance frees its slot in the budget.
+                state.admit(&myself).await;
             }
             SupervisionEvent::ActorFailed(cell, err) => {
                 tracing::error!(actor = ?cell.get_name(), error = %err, "node actor crashed");
-                state.child_ended(&myself, cell.get_id(), Some(format!("crashed: {err}")));
+                state
+                    .child_ended(&myself, cell.get_id(), Some(format!("crashed: {err}")))
+                    .await;
             }
             _ => {}
         }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use ractor::{Actor, ActorRef, SpawnErr};
 
 use crate::config::Config;
+use crate::deadline::Bounded;
 use crate::eviction::{EvictionActor, EvictionArgs, EvictionMsg};
 use crate::ports::Cluster;
 use crate::supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};
@@ -32,14 +33,17 @@ pub struct ActorSystem {
 }
 
 impl ActorSystem {
-    /// Stops every actor (node actors first, via the supervisor) and waits for them. Node
-    /// changes stay as they are: a restarted nmo picks each maintenance up from the cluster.
+    /// Stops every actor and waits for them, and for every cluster call they had in flight to
+    /// be aborted: once this returns, nothing of this actor system can reach the API server
+    /// (a leader hands over only after this). The eviction actor stops first, so that no
+    /// queued eviction goes out while the node actors stop. Node changes stay as they are: a
+    /// restarted nmo picks each maintenance up from the cluster.
     pub async fn shutdown(self) {
-        if let Err(err) = self.supervisor.stop_and_wait(None, None).await {
-            tracing::warn!(error = %err, "supervisor did not stop cleanly");
-        }
         if let Err(err) = self.evictor.stop_and_wait(None, None).await {
             tracing::warn!(error = %err, "eviction actor did not stop cleanly");
+        }
+        if let Err(err) = self.supervisor.stop_and_wait(None, None).await {
+            tracing::warn!(error = %err, "supervisor did not stop cleanly");
         }
     }
 }
@@ -48,6 +52,8 @@ impl ActorSystem {
 /// `config.actor_name_prefix` (`<prefix>supervisor`, `<prefix>eviction`), or unnamed if None.
 pub async fn start(cluster: Arc<dyn Cluster>, config: Config) -> Result<ActorSystem, StartError> {
     let config = Arc::new(config);
+    // Every call the actors make has a deadline: no hung connection can freeze them.
+    let cluster: Arc<dyn Cluster> = Arc::new(Bounded::new(cluster, config.call_timeout));
     let name = |what: &str| {
         config
             .actor_name_prefix

@@ -5,34 +5,61 @@
 use std::future::Future;
 
 use ractor::{ActorRef, Message};
-use tokio::task::{AbortHandle, JoinHandle};
+use tokio::task::{AbortHandle, JoinHandle, JoinSet};
 use tracing::Instrument;
 
-/// Runs `work` in a task of its own, inside `span`, and casts its result back to `actor` as
-/// the message `into_msg` makes of it. The one way the actors run cluster calls: the handler
-/// that starts the work returns at once, so the mailbox (timers, deletion) never waits on the
-/// API.
-pub(crate) fn spawn_cast_back<M, T, W, F>(
-    actor: &ActorRef<M>,
-    span: tracing::Span,
-    work: W,
-    into_msg: F,
-) -> JoinHandle<()>
-where
-    M: Message,
-    T: Send + 'static,
-    W: Future<Output = T> + Send + 'static,
-    F: FnOnce(T) -> M + Send + 'static,
-{
-    let actor = actor.clone();
-    tokio::spawn(
-        async move {
-            let result = work.await;
-            // The actor may have stopped meanwhile: nobody is left to tell.
-            let _ = actor.cast(into_msg(result));
-        }
-        .instrument(span),
-    )
+/// Every task an actor spawned for its cluster work (operations, status writes, events,
+/// eviction calls). When the actor stops they are aborted and awaited, so that nothing it
+/// started can reach the API server once it is gone: on a leader handover the old leader's
+/// in-flight work is over before it releases its lease.
+#[derive(Debug, Default)]
+pub(crate) struct TaskSet {
+    tasks: JoinSet<()>,
+}
+
+impl TaskSet {
+    /// Runs `work` in a task of this set and casts its result back to `actor` as the message `into_msg` makes of it.
+    pub(crate) fn spawn_cast_back<M, T, W, F>(
+        &mut self,
+        actor: &ActorRef<M>,
+        span: tracing::Span,
+        work: W,
+        into_msg: F,
+    ) where
+        M: Message,
+        T: Send + 'static,
+        W: Future<Output = T> + Send + 'static,
+        F: FnOnce(T) -> M + Send + 'static,
+    {
+        let actor = actor.clone();
+        self.spawn(
+            async move {
+                let result = work.await;
+                // The actor may have stopped meanwhile: nobody is left to tell.
+                let _ = actor.cast(into_msg(result));
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Runs `work` in a task of this set.
+    pub(crate) fn spawn(&mut self, work: impl Future<Output = ()> + Send + 'static) {
+        // Forget the tasks that ended, so a long-lived actor's set stays small.
+        while self.tasks.try_join_next().is_some() {}
+        self.tasks.spawn(work);
+    }
+
+    /// Aborts every task and waits until each has stopped.
+    pub(crate) async fn cancel_all(&mut self) {
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+    }
+
+    /// Tasks not known to have ended.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.tasks.len()
+    }
 }
 
 /// A background task an actor owns (a ractor timer from `send_after`/`send_interval`, a watch
@@ -94,6 +121,33 @@ mod tests {
         drop(slot);
         tokio::task::yield_now().await;
         assert!(second_abort.is_finished(), "dropped: aborted");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancelling_a_set_aborts_and_awaits_every_task() {
+        let (done, mut finished) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let mut set = TaskSet::default();
+        for _ in 0..3 {
+            let done = done.clone();
+            set.spawn(async move {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                let _ = done.send(());
+            });
+        }
+        set.cancel_all().await;
+        assert_eq!(set.len(), 0);
+        drop(done);
+        assert_eq!(finished.recv().await, None, "no task ran to its end");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ended_tasks_do_not_accumulate() {
+        let mut set = TaskSet::default();
+        for _ in 0..100 {
+            set.spawn(async {});
+            tokio::task::yield_now().await;
+        }
+        assert!(set.len() <= 2, "{} tasks kept", set.len());
     }
 
     #[tokio::test(start_paused = true)]

@@ -16,8 +16,13 @@ pub struct FaultRule {
     pub subresource: Option<String>,
     /// User-Agent substring to match.
     pub user_agent: Option<String>,
+    /// User (bearer token identity) to match.
+    pub user: Option<String>,
     /// Added latency before the request is served.
     pub latency: Option<Duration>,
+    /// Probability (0..=1) that `latency` applies to a matching request (1 unless set by
+    /// [`FaultRule::latency_sometimes`]).
+    pub latency_rate: Option<f64>,
     /// Probability (0..=1) of failing with `error_code`.
     pub error_rate: f64,
     /// Code of injected errors (500, 503, 429, 504...).
@@ -86,6 +91,20 @@ impl FaultRule {
         self.user_agent = Some(ua.into());
         self
     }
+    /// Matches one user (the bearer token's identity).
+    #[must_use]
+    pub fn user(mut self, user: &str) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+    /// Adds latency to a fraction `rate` of the matching requests only (e.g. answers later
+    /// than a client's deadline, now and then).
+    #[must_use]
+    pub fn latency_sometimes(mut self, d: Duration, rate: f64) -> Self {
+        self.latency = Some(d);
+        self.latency_rate = Some(rate);
+        self
+    }
 }
 
 /// What the rules decided for one request.
@@ -136,8 +155,20 @@ impl Faults {
         self.rules.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
-    /// Evaluates the rules for a request.
+    /// Evaluates the rules for a request (of no particular user).
     pub fn decide(&self, verb: &str, resource: &str, sub: &str, ua: &str) -> Decision {
+        self.decide_for(verb, resource, sub, ua, "")
+    }
+
+    /// Evaluates the rules for a request of `user`.
+    pub fn decide_for(
+        &self,
+        verb: &str,
+        resource: &str,
+        sub: &str,
+        ua: &str,
+        user: &str,
+    ) -> Decision {
         let mut d = Decision::default();
         let mut rules = self.rules.lock().unwrap_or_else(|p| p.into_inner());
         if rules.is_empty() {
@@ -148,12 +179,16 @@ impl Faults {
             let m = r.verb.as_deref().is_none_or(|v| v == verb)
                 && r.resource.as_deref().is_none_or(|x| x == resource)
                 && r.subresource.as_deref().is_none_or(|x| x == sub)
-                && r.user_agent.as_deref().is_none_or(|x| ua.contains(x));
+                && r.user_agent.as_deref().is_none_or(|x| ua.contains(x))
+                && r.user.as_deref().is_none_or(|x| x == user);
             if !m || r.remaining == Some(0) {
                 continue;
             }
             let mut fired = false;
-            if let Some(l) = r.latency {
+            if let Some(l) = r.latency
+                && r.latency_rate
+                    .is_none_or(|rate| rng.random_bool(rate.clamp(0.0, 1.0)))
+            {
                 d.latency += l;
                 fired = true;
             }

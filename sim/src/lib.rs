@@ -101,6 +101,7 @@
 
 pub mod accounting;
 pub mod api_seed;
+pub mod audit;
 pub mod cli;
 mod controller;
 pub mod convert;
@@ -134,6 +135,7 @@ pub mod watch;
 mod workloads;
 
 pub use accounting::{Accounting, Query, RequestKey};
+pub use audit::{AuditHook, Served};
 pub use errors::{ApiError, SimError};
 pub use faults::{FaultRule, Faults};
 pub use kubelet::Timing;

@@ -12,6 +12,7 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::accounting::{Accounting, RequestKey};
+use crate::audit::{Audit, Served};
 use crate::discovery;
 use crate::errors::ApiError;
 use crate::eviction;
@@ -44,6 +45,8 @@ pub struct Shared {
     pub bookmark_interval: Duration,
     /// Fires on shutdown (ends watches).
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Called for every request about to be served.
+    pub audit: Arc<Audit>,
 }
 
 /// The axum router.
@@ -334,7 +337,9 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
     {
         return answered(e.into_response());
     }
-    let fault = sh.faults.decide(verb, &target.def.plural, &target.sub, &ua);
+    let fault = sh
+        .faults
+        .decide_for(verb, &target.def.plural, &target.sub, &ua, &user);
     if !fault.latency.is_zero() {
         tokio::time::sleep(fault.latency).await;
     }
@@ -351,6 +356,12 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
             .into_response(),
         );
     }
+    sh.audit.served(&Served::new(
+        &key,
+        target.ns.as_deref().unwrap_or(""),
+        target.name.as_deref().unwrap_or(""),
+        &sh.api,
+    ));
     let ctx = Ctx {
         sh: &sh,
         t: &target,

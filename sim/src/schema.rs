@@ -1,5 +1,5 @@
 //! Structural-schema handling for custom resources: defaulting, pruning of unknown fields,
-//! required fields, types, enums, and the one CEL rule operators commonly use for
+//! required fields, types, enums, string patterns, and the one CEL rule operators commonly use for
 //! immutability (`self == oldSelf`). Other CEL rules are not evaluated.
 
 use serde_json::{Map, Value};
@@ -118,7 +118,7 @@ fn walk(v: &mut Value, schema: &Value) {
     }
 }
 
-/// Validates types, required fields, enums and `self == oldSelf` rules.
+/// Validates types, required fields, enums, string patterns and `self == oldSelf` rules.
 pub fn validate(obj: &Value, old: Option<&Value>, schema: &Value) -> Vec<Cause> {
     let mut out = Vec::new();
     if let (Value::Object(m), Some(props)) =
@@ -181,6 +181,18 @@ fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, out: &mut V
                 "Unsupported value: {v}: supported values: {}",
                 allowed.join(", ")
             ),
+        ));
+    }
+    if let (Some(pattern), Some(text)) =
+        (schema.get("pattern").and_then(|p| p.as_str()), v.as_str())
+        && let Ok(re) = regex::Regex::new(pattern)
+        && !re.is_match(text)
+    {
+        // A pattern the regex crate cannot compile is not checked rather than guessed.
+        out.push((
+            "FieldValueInvalid".into(),
+            path.to_string(),
+            format!("Invalid value: \"{text}\": {path} in body should match '{pattern}'"),
         ));
     }
     if let (Some(rules), Some(old)) = (
@@ -289,5 +301,22 @@ mod tests {
         let new = json!({"spec": {"nodeName": "b"}});
         let old = json!({"spec": {"nodeName": "a"}});
         assert_eq!(validate(&new, Some(&old), &schema).len(), 1);
+    }
+
+    #[test]
+    fn strings_must_match_their_pattern() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "timeout": {"type": "string", "nullable": true, "pattern": "^[0-9]+m$"}}}}});
+        assert!(validate(&json!({"spec": {"timeout": "30m"}}), None, &schema).is_empty());
+        assert!(validate(&json!({"spec": {"timeout": null}}), None, &schema).is_empty());
+        let errs = validate(&json!({"spec": {"timeout": "soon"}}), None, &schema);
+        assert_eq!(errs.len(), 1);
+        assert_eq!(errs[0].1, "spec.timeout");
+        assert!(
+            errs[0].2.contains("should match '^[0-9]+m$'"),
+            "{}",
+            errs[0].2
+        );
     }
 }

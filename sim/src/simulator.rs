@@ -165,6 +165,7 @@ impl Simulator {
             addr: addr.to_string(),
             bookmark_interval: config.bookmark_interval,
             shutdown: stop_rx.clone(),
+            audit: Arc::new(crate::audit::Audit::default()),
         });
         let mut controllers = None;
         if config.controllers {
@@ -302,6 +303,12 @@ impl SimHandle {
     /// The raw store.
     pub fn store(&self) -> &Arc<Store> {
         &self.shared.api.store
+    }
+
+    /// Calls `hook` for every request about to be served from now on (None: no more); see
+    /// [`crate::audit`].
+    pub fn set_audit_hook(&self, hook: Option<crate::audit::AuditHook>) {
+        self.shared.audit.set(hook);
     }
 
     /// Request counters.

@@ -87,6 +87,10 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()>) -> Result<()
         );
     }
     let outcome = async {
+        // Bad flags are refused before anything else, with or without a cluster at hand.
+        args.options
+            .validate()
+            .map_err(operator::OperatorError::from)?;
         let config = kube::Config::infer()
             .await
             .map_err(kube::Error::InferConfig)?;

@@ -8,8 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use k8s_openapi::jiff::Timestamp;
 use nmo_actors::model::{
-    Condition, Lease, MIRROR_ANNOTATION, Maintenance, MaintenanceStatus, NodeOwner, NodeState,
-    OwnerRef, PendingPodReason, Phase, PodInfo, PodPhase, PodRef, Taint,
+    Condition, DrainPolicy, Lease, MIRROR_ANNOTATION, Maintenance, MaintenanceStatus, NodeOwner,
+    NodeRecord, NodeState, OnDrainTimeout, OwnerRef, PendingPodReason, Phase, PodInfo, PodPhase,
+    PodRef, QueuePlace, RECORD_ANNOTATION, Taint,
 };
 
 use crate::crd::{self, MaintenancePhase, NodeMaintenance, NodeMaintenanceStatus};
@@ -51,6 +52,25 @@ pub fn maintenance(object: &NodeMaintenance) -> Maintenance {
         deleting: meta.deletion_timestamp.is_some(),
         finalizers: meta.finalizers.clone().unwrap_or_default(),
         status: object.status.as_ref().map(maintenance_status),
+        drain_policy: drain_policy(&object.spec),
+    }
+}
+
+/// `spec.drainTimeout` and `spec.onDrainTimeout`. A timeout that does not parse (the schema
+/// and the webhook refuse one, but either may be missing) means no deadline: nmo never fails a
+/// maintenance on a guess.
+fn drain_policy(spec: &crd::NodeMaintenanceSpec) -> DrainPolicy {
+    let timeout = spec.drain_timeout.as_deref().and_then(|value| {
+        crate::drain_timeout::parse(value)
+            .map_err(|error| tracing::warn!(%error, "ignoring spec.drainTimeout"))
+            .ok()
+    });
+    DrainPolicy {
+        timeout,
+        on_timeout: match spec.on_drain_timeout {
+            Some(crd::OnDrainTimeout::Undo) => OnDrainTimeout::Undo,
+            Some(crd::OnDrainTimeout::Hold) | None => OnDrainTimeout::Hold,
+        },
     }
 }
 
@@ -111,8 +131,19 @@ fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
                 reason: r.reason.clone(),
                 pdb: r.pdb.clone(),
                 message: r.message.clone(),
+                diagnosis: r.diagnosis.clone(),
             })
             .collect(),
+        drain_start_time: status
+            .drain_start_time
+            .as_ref()
+            .map(|t| from_timestamp(&t.0)),
+        drain_deadline: status.drain_deadline.as_ref().map(|t| from_timestamp(&t.0)),
+        drain_time_remaining: status.drain_time_remaining.clone(),
+        queue: status.queue.as_ref().map(|q| QueuePlace {
+            position: u32::try_from(q.position).unwrap_or_default(),
+            waiting_for: q.waiting_for.clone(),
+        }),
     }
 }
 
@@ -148,6 +179,7 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
                     reason: r.reason.clone(),
                     pdb: r.pdb.clone(),
                     message: r.message.clone(),
+                    diagnosis: r.diagnosis.clone(),
                 })
                 .collect(),
         ),
@@ -165,6 +197,13 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
                 })
                 .collect(),
         ),
+        drain_start_time: status.drain_start_time.as_ref().map(time),
+        drain_deadline: status.drain_deadline.as_ref().map(time),
+        drain_time_remaining: status.drain_time_remaining.clone(),
+        queue: status.queue.as_ref().map(|q| crd::QueueStatus {
+            position: i32::try_from(q.position).unwrap_or(i32::MAX),
+            waiting_for: q.waiting_for.clone(),
+        }),
     }
 }
 
@@ -186,6 +225,13 @@ pub fn node_state(node: &Node) -> NodeState {
             .collect(),
         labels: node.metadata.labels.clone().unwrap_or_default(),
         resource_version: node.metadata.resource_version.clone().unwrap_or_default(),
+        record: node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RECORD_ANNOTATION))
+            .and_then(|value| NodeRecord::from_annotation(value)),
+        annotated: node.metadata.annotations.is_some(),
     }
 }
 
@@ -244,7 +290,20 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
             .is_some_and(|volumes| volumes.iter().any(|v| v.empty_dir.is_some())),
         terminating: meta.deletion_timestamp.is_some(),
         grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
+        labels: meta.labels.clone().unwrap_or_default(),
+        ready: pod_condition(pod, "Ready").is_some_and(|c| c.status == "True"),
     }
+}
+
+/// A pod's status condition of a type.
+pub fn pod_condition<'a>(
+    pod: &'a Pod,
+    type_: &str,
+) -> Option<&'a k8s_openapi::api::core::v1::PodCondition> {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == type_))
 }
 
 // --- Lease ----------------------------------------------------------------------------------
@@ -329,7 +388,15 @@ mod tests {
                 reason: "BlockedByPodDisruptionBudget".into(),
                 pdb: Some("web".into()),
                 message: "needs 2 has 2".into(),
+                diagnosis: Some("WaitingForReplacement".into()),
             }],
+            drain_start_time: Some(DateTime::from_timestamp(1_799_999_000, 0).expect("valid")),
+            drain_deadline: Some(DateTime::from_timestamp(1_800_001_000, 0).expect("valid")),
+            drain_time_remaining: Some("17m".into()),
+            queue: Some(QueuePlace {
+                position: 3,
+                waiting_for: "max-parallel-maintenances: 2 of 2 running".into(),
+            }),
         };
         assert_eq!(maintenance_status(&crd_status(&status)), status);
     }

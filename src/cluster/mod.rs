@@ -1,10 +1,21 @@
 //! The actors' [`Cluster`] port implemented with kube-rs: the only place where the maintenance
 //! logic meets the Kubernetes API.
+//!
+//! Every write first asks the leader election's [`Fence`] and is cut off at the fence's
+//! deadline: a replica that is not (or no longer surely) the leader sends nothing, and a write
+//! it sent as the leader cannot still be waiting for its answer once its leadership could have
+//! passed to another replica. (A request the API server received before that moment may still
+//! be processed late; the margin between the renew deadline and the lease duration, 5 s by
+//! default, is what covers it, as in client-go.) Every call also has a deadline of its own:
+//! the actors bound each port call (`nmo_actors::deadline`), and the shared DaemonSet lookup
+//! is bounded here, inside the cache every caller waits on.
 
-mod convert;
+pub(crate) mod budgets;
+pub(crate) mod convert;
 mod daemonsets;
 mod errors;
 mod node_patch;
+pub mod node_summaries;
 mod watch;
 
 pub use convert::maintenance;
@@ -20,14 +31,20 @@ use kube::api::{
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use nmo_actors::budget::{BudgetChange, LabelSelector};
+use nmo_actors::diagnosis::BudgetPod;
 use nmo_actors::model::{
     Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, PodInfo,
+    NodeState, NodeSummaryEvent, PodInfo,
 };
 use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
 use serde_json::json;
 
+use std::future::Future;
+use std::time::Duration;
+
 use crate::crd::{FINALIZER, NodeMaintenance};
+use crate::leader::Fence;
 use errors::{eviction_outcome, to_cluster_error};
 
 /// The component nmo's events are reported by: the Go operator's (its EventRecorder is
@@ -41,10 +58,13 @@ pub struct KubeCluster {
     client: Client,
     recorder: Recorder,
     daemonsets: daemonsets::DaemonSetCache,
+    fence: Fence,
+    call_timeout: Duration,
 }
 
 impl KubeCluster {
     /// Wraps `client`; events are reported by `nmo`, instance `instance` (the pod name, say).
+    /// Writes are always allowed (no leader election) until [`KubeCluster::with_fence`].
     pub fn new(client: Client, instance: Option<String>) -> Self {
         let reporter = Reporter {
             controller: CONTROLLER_NAME.into(),
@@ -55,6 +75,43 @@ impl KubeCluster {
             client,
             recorder,
             daemonsets: daemonsets::DaemonSetCache::default(),
+            fence: Fence::open(),
+            call_timeout: nmo_actors::config::defaults::CALL_TIMEOUT,
+        }
+    }
+
+    /// Writes only while `fence` allows them (the leader election's), each cut off at the
+    /// fence's deadline.
+    #[must_use]
+    pub fn with_fence(mut self, fence: Fence) -> Self {
+        self.fence = fence;
+        self
+    }
+
+    /// Calls of the adapter's own (the shared DaemonSet lookup) give up after `timeout`.
+    #[must_use]
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.call_timeout = timeout;
+        self
+    }
+
+    /// Sends `call` (a write) only if this replica may write, and gives up on its answer at
+    /// the fence's deadline.
+    async fn write<T>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, ClusterError>>,
+    ) -> Result<T, ClusterError> {
+        let Some(deadline) = self.fence.deadline().filter(|_| self.fence.allows_writes()) else {
+            return Err(ClusterError::NotLeader(format!(
+                "{what} refused: this replica does not lead"
+            )));
+        };
+        match tokio::time::timeout_at(deadline, call).await {
+            Ok(result) => result,
+            Err(_) => Err(ClusterError::NotLeader(format!(
+                "{what} abandoned: leadership could have passed to another replica"
+            ))),
         }
     }
 
@@ -76,17 +133,22 @@ impl KubeCluster {
 
     /// Writes the finalizer list with a JSON patch that first tests the list it was computed
     /// from, so a concurrent change by someone else is a conflict, never a lost finalizer.
+    ///
+    /// With `uid`, only the object of that uid: one of the same name with another uid
+    /// (deleted and created again) counts as gone.
     async fn set_finalizers(
         &self,
         name: &str,
+        uid: Option<&str>,
         change: impl Fn(&mut Vec<String>),
     ) -> Result<(), ClusterError> {
-        let Some(object) = self
+        let object = self
             .maintenances()
             .get_opt(name)
             .await
             .map_err(to_cluster_error)?
-        else {
+            .filter(|o| uid.is_none_or(|uid| o.metadata.uid.as_deref() == Some(uid)));
+        let Some(object) = object else {
             return Err(ClusterError::NotFound(format!("nodemaintenance {name}")));
         };
         self.patch_finalizers(name, object.metadata.finalizers.as_deref(), change)
@@ -169,20 +231,26 @@ impl Cluster for KubeCluster {
         // fails and the list is read afresh. An empty list is tested as absent, the usual
         // shape of a new object.
         let seen = (!seen.is_empty()).then_some(seen);
-        match self.patch_finalizers(name, seen, add).await {
-            Err(ClusterError::Conflict(_)) => self.set_finalizers(name, add).await,
-            other => other,
-        }
+        self.write("add finalizer", async {
+            match self.patch_finalizers(name, seen, add).await {
+                Err(ClusterError::Conflict(_)) => self.set_finalizers(name, None, add).await,
+                other => other,
+            }
+        })
+        .await
     }
 
-    async fn remove_finalizer(&self, name: &str) -> Result<(), ClusterError> {
-        match self
-            .set_finalizers(name, |list| list.retain(|f| f != FINALIZER))
-            .await
-        {
-            Err(ClusterError::NotFound(_)) => Ok(()),
-            other => other,
-        }
+    async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError> {
+        self.write("remove finalizer", async {
+            match self
+                .set_finalizers(name, Some(uid), |list| list.retain(|f| f != FINALIZER))
+                .await
+            {
+                Err(ClusterError::NotFound(_)) => Ok(()),
+                other => other,
+            }
+        })
+        .await
     }
 
     async fn write_status(
@@ -190,12 +258,20 @@ impl Cluster for KubeCluster {
         name: &str,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
-        let body = json!({ "status": convert::crd_status(status) });
-        self.maintenances()
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
-            .await
-            .map(drop)
-            .map_err(to_cluster_error)
+        let mut body = json!({ "status": convert::crd_status(status) });
+        if status.queue.is_none() {
+            // A merge patch leaves an absent field alone: a maintenance that left the queue
+            // must have its place removed.
+            body["status"]["queue"] = serde_json::Value::Null;
+        }
+        self.write("write status", async {
+            self.maintenances()
+                .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+                .await
+                .map(drop)
+                .map_err(to_cluster_error)
+        })
+        .await
     }
 
     async fn emit_event(&self, event: &Event) -> Result<(), ClusterError> {
@@ -209,10 +285,13 @@ impl Cluster for KubeCluster {
             action: event.reason.clone(),
             secondary: None,
         };
-        self.recorder
-            .publish(&kube_event, &event_reference(&event.target))
-            .await
-            .map_err(to_cluster_error)
+        self.write("emit event", async {
+            self.recorder
+                .publish(&kube_event, &event_reference(&event.target))
+                .await
+                .map_err(to_cluster_error)
+        })
+        .await
     }
 
     async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError> {
@@ -224,14 +303,17 @@ impl Cluster for KubeCluster {
         let document: json_patch::Patch = serde_json::from_value(node_patch::json_patch(patch))
             .map_err(|e| ClusterError::Other(e.to_string()))?;
         let node = self
-            .nodes()
-            .patch(
-                &patch.node,
-                &PatchParams::default(),
-                &Patch::<()>::Json(document),
-            )
-            .await
-            .map_err(to_cluster_error)?;
+            .write("patch node", async {
+                self.nodes()
+                    .patch(
+                        &patch.node,
+                        &PatchParams::default(),
+                        &Patch::<()>::Json(document),
+                    )
+                    .await
+                    .map_err(to_cluster_error)
+            })
+            .await?;
         Ok(convert::node_state(&node))
     }
 
@@ -240,6 +322,10 @@ impl Cluster for KubeCluster {
         watch::snapshots(self.nodes(), config, convert::node_state)
             .map(|nodes| nodes.into_iter().next())
             .boxed()
+    }
+
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent> {
+        node_summaries::watch_summaries(self.client.clone())
     }
 
     async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
@@ -254,11 +340,14 @@ impl Cluster for KubeCluster {
         }
         let object: Namespace = serde_json::from_value(json!({"metadata": {"name": namespace}}))
             .map_err(|e| ClusterError::Other(e.to_string()))?;
-        match api
-            .create(&PostParams::default(), &object)
-            .await
-            .map_err(to_cluster_error)
-        {
+        let created = self
+            .write("create namespace", async {
+                api.create(&PostParams::default(), &object)
+                    .await
+                    .map_err(to_cluster_error)
+            })
+            .await;
+        match created {
             Ok(_) | Err(ClusterError::AlreadyExists(_)) => Ok(()),
             Err(other) => Err(other),
         }
@@ -273,14 +362,26 @@ impl Cluster for KubeCluster {
         Ok(lease.as_ref().map(convert::lease))
     }
 
+    async fn list_leases(&self, namespace: &str) -> Result<Vec<Lease>, ClusterError> {
+        let list = self
+            .leases(namespace)
+            .list(&ListParams::default())
+            .await
+            .map_err(to_cluster_error)?;
+        Ok(list.items.iter().map(convert::lease).collect())
+    }
+
     async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError> {
         let mut object = convert::kube_lease(lease, Some(owner));
         object.metadata.resource_version = None;
         let created = self
-            .leases(&lease.namespace)
-            .create(&PostParams::default(), &object)
-            .await
-            .map_err(to_cluster_error)?;
+            .write("create lease", async {
+                self.leases(&lease.namespace)
+                    .create(&PostParams::default(), &object)
+                    .await
+                    .map_err(to_cluster_error)
+            })
+            .await?;
         Ok(convert::lease(&created))
     }
 
@@ -296,10 +397,13 @@ impl Cluster for KubeCluster {
             )));
         }
         object.spec = convert::kube_lease(lease, None).spec;
-        let updated = api
-            .replace(&lease.name, &PostParams::default(), &object)
-            .await
-            .map_err(to_cluster_error)?;
+        let updated = self
+            .write("update lease", async {
+                api.replace(&lease.name, &PostParams::default(), &object)
+                    .await
+                    .map_err(to_cluster_error)
+            })
+            .await?;
         Ok(convert::lease(&updated))
     }
 
@@ -311,11 +415,14 @@ impl Cluster for KubeCluster {
             }),
             ..DeleteParams::default()
         };
-        self.leases(&lease.namespace)
-            .delete(&lease.name, &params)
-            .await
-            .map(drop)
-            .map_err(to_cluster_error)
+        self.write("delete lease", async {
+            self.leases(&lease.namespace)
+                .delete(&lease.name, &params)
+                .await
+                .map(drop)
+                .map_err(to_cluster_error)
+        })
+        .await
     }
 
     async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError> {
@@ -338,8 +445,18 @@ impl Cluster for KubeCluster {
 
     async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
         let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), namespace);
+        let limit = self.call_timeout;
+        // Bounded here, inside the cache's lock: every caller for this DaemonSet waits on this
+        // one lookup, so it must never hang.
         let lookup = async move {
-            let found = api.get_opt(name).await.map_err(to_cluster_error)?;
+            let found = tokio::time::timeout(limit, api.get_opt(name))
+                .await
+                .map_err(|_| {
+                    ClusterError::Transient(format!(
+                        "look up DaemonSet {name}: no answer within {limit:?}"
+                    ))
+                })?
+                .map_err(to_cluster_error)?;
             Ok(found.is_some())
         };
         self.daemonsets.exists(namespace, name, lookup).await
@@ -355,11 +472,14 @@ impl Cluster for KubeCluster {
             grace_period_seconds: grace_period_seconds.and_then(|s| u32::try_from(s).ok()),
             ..DeleteParams::default()
         };
-        self.pods(namespace)
-            .delete(name, &params)
-            .await
-            .map(drop)
-            .map_err(to_cluster_error)
+        self.write("delete pod", async {
+            self.pods(namespace)
+                .delete(name, &params)
+                .await
+                .map(drop)
+                .map_err(to_cluster_error)
+        })
+        .await
     }
 
     async fn evict_pod(
@@ -377,6 +497,29 @@ impl Cluster for KubeCluster {
                 }),
             ..EvictParams::default()
         };
-        eviction_outcome(self.pods(namespace).evict(name, &params).await)
+        self.write("evict pod", async {
+            eviction_outcome(self.pods(namespace).evict(name, &params).await)
+        })
+        .await
+    }
+
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
+        budgets::watch_budgets(self.client.clone())
+    }
+
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError> {
+        budgets::selected_pods(self.client.clone(), namespace, selector).await
+    }
+
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
+        budgets::maintained_nodes(self.client.clone()).await
+    }
+
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
+        budgets::maintenances(self.client.clone()).await
     }
 }

@@ -1,11 +1,13 @@
-//! The JSON patch that labels, taints and cordons a node (and undoes it).
+//! The JSON patch that labels, taints and cordons a node (and undoes it), and writes nmo's
+//! record of what the node had before in the same patch (one atomic write: never a changed
+//! node without its record, nor a record without the change).
 //!
 //! Its first op tests the taints nmo last read, so a concurrent change by anyone else (another
 //! operator adding its own taint, say) fails the whole patch, which the node actor retries from
 //! a fresh read: taints owned by others are never lost. An absent taint list is tested as `null`,
 //! which the API server's JSON patch treats as "missing", as the Go operator relies on.
 
-use nmo_actors::model::NodePatch;
+use nmo_actors::model::{NodePatch, RECORD_ANNOTATION, RecordWrite};
 use serde_json::{Value, json};
 
 use super::convert::kube_taint;
@@ -52,6 +54,35 @@ pub fn json_patch(patch: &NodePatch) -> Value {
             }
         }
     }
+    let record_path = format!(
+        "/metadata/annotations/{}",
+        pointer_escape(RECORD_ANNOTATION)
+    );
+    match &patch.record {
+        RecordWrite::Keep => {}
+        RecordWrite::Set {
+            record,
+            annotated: true,
+        } => ops.push(json!({"op": "add", "path": record_path, "value": record.to_annotation()})),
+        RecordWrite::Set {
+            record,
+            annotated: false,
+        } => {
+            // No annotation map to add a member to: create it, testing that it is still
+            // absent (someone else's annotations added meanwhile are never overwritten).
+            ops.push(json!({"op": "test", "path": "/metadata/annotations", "value": null}));
+            ops.push(json!({
+                "op": "add",
+                "path": "/metadata/annotations",
+                "value": {RECORD_ANNOTATION: record.to_annotation()},
+            }));
+        }
+        RecordWrite::Remove => {
+            // Add then remove: removing a record that is already gone is not an error.
+            ops.push(json!({"op": "add", "path": record_path, "value": ""}));
+            ops.push(json!({"op": "remove", "path": record_path}));
+        }
+    }
     Value::Array(ops)
 }
 
@@ -59,7 +90,7 @@ pub fn json_patch(patch: &NodePatch) -> Value {
 mod tests {
     use std::collections::BTreeMap;
 
-    use nmo_actors::model::Taint;
+    use nmo_actors::model::{NodeRecord, Taint};
 
     use super::*;
 
@@ -95,6 +126,7 @@ mod tests {
                 "remediation.medik8s.io/exclude-from-remediation".to_string(),
                 Some("true".to_string()),
             )]),
+            record: RecordWrite::Keep,
         };
         let document = json_patch(&patch);
         assert_eq!(
@@ -126,6 +158,7 @@ mod tests {
                 "remediation.medik8s.io/exclude-from-remediation".to_string(),
                 None,
             )]),
+            record: RecordWrite::Keep,
         };
         let patched = apply(&node, &json_patch(&patch)).expect("patch applies");
         assert!(patched["spec"].get("taints").is_none());
@@ -148,7 +181,71 @@ mod tests {
             desired_taints: vec![Taint::no_schedule("medik8s.io/drain")],
             unschedulable: Some(true),
             labels: BTreeMap::new(),
+            record: RecordWrite::Keep,
         };
         assert!(apply(&node, &json_patch(&patch)).is_err());
+    }
+
+    fn record() -> NodeRecord {
+        NodeRecord {
+            maintenance: "uid-nm1".into(),
+            cordoned: true,
+            drain_taint: false,
+            unschedulable_taint: false,
+            label: false,
+        }
+    }
+
+    fn recording(annotated: bool) -> NodePatch {
+        NodePatch {
+            node: "w1".into(),
+            expected_taints: vec![foreign()],
+            desired_taints: vec![foreign(), Taint::no_schedule("medik8s.io/drain")],
+            unschedulable: None,
+            labels: BTreeMap::new(),
+            record: RecordWrite::Set {
+                record: record(),
+                annotated,
+            },
+        }
+    }
+
+    #[test]
+    fn the_record_is_written_with_the_change_into_an_existing_or_new_annotation_map() {
+        let taints = json!([{"key": "example.com/gpu", "value": "true", "effect": "NoExecute"}]);
+        let annotated = json!({
+            "metadata": {"annotations": {"kubeadm.alpha.kubernetes.io/cri-socket": "x"}},
+            "spec": {"taints": taints}
+        });
+        let patched = apply(&annotated, &json_patch(&recording(true))).expect("patch applies");
+        let annotations = &patched["metadata"]["annotations"];
+        assert_eq!(annotations["kubeadm.alpha.kubernetes.io/cri-socket"], "x");
+        let written = annotations[RECORD_ANNOTATION].as_str().expect("recorded");
+        assert_eq!(NodeRecord::from_annotation(written), Some(record()));
+        assert_eq!(patched["spec"]["taints"][1]["key"], "medik8s.io/drain");
+
+        // The API server tests an absent member as null; this JSON patch library needs it
+        // spelled out.
+        let bare = json!({"metadata": {"annotations": null}, "spec": {"taints": taints}});
+        let patched = apply(&bare, &json_patch(&recording(false))).expect("patch applies");
+        assert!(patched["metadata"]["annotations"][RECORD_ANNOTATION].is_string());
+        // Someone annotated the node since it was read: the patch fails rather than drop it.
+        assert!(apply(&annotated, &json_patch(&recording(false))).is_err());
+    }
+
+    #[test]
+    fn undo_removes_the_record_even_if_it_is_gone_already() {
+        let mut patch = recording(true);
+        patch.record = RecordWrite::Remove;
+        patch.desired_taints = vec![foreign()];
+        let taints = json!([{"key": "example.com/gpu", "value": "true", "effect": "NoExecute"}]);
+        let recorded = json!({
+            "metadata": {"annotations": {RECORD_ANNOTATION: record().to_annotation(), "a": "b"}},
+            "spec": {"taints": taints}
+        });
+        let patched = apply(&recorded, &json_patch(&patch)).expect("patch applies");
+        assert_eq!(patched["metadata"]["annotations"], json!({"a": "b"}));
+        let gone = json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"taints": taints}});
+        assert!(apply(&gone, &json_patch(&patch)).is_ok());
     }
 }

@@ -4,6 +4,7 @@
 //! `http`).
 
 pub mod api_metrics;
+pub mod drain_metrics;
 pub mod endpoints;
 pub mod http;
 pub mod operator_metrics;

@@ -14,6 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::drain_metrics::DrainMetrics;
 use super::telemetry;
 
 /// Label of `nmo_evictions_total`.
@@ -51,6 +52,7 @@ pub struct OperatorMetrics {
     queue_depth: Gauge,
     in_flight: Gauge,
     lease_operations: Family<LeaseLabels, Counter<u64, AtomicU64>>,
+    drain: DrainMetrics,
     maintenance_start: Family<MaintenanceLabels, Gauge>,
 }
 
@@ -64,6 +66,7 @@ impl Default for OperatorMetrics {
             queue_depth: Gauge::default(),
             in_flight: Gauge::default(),
             lease_operations: Family::default(),
+            drain: DrainMetrics::default(),
             maintenance_start: Family::default(),
         }
     }
@@ -102,6 +105,7 @@ impl OperatorMetrics {
             "Node lease operations (acquire, renew, release), by result",
             self.lease_operations.clone(),
         );
+        self.drain.register(registry);
         registry.register(
             "nmo_maintenance_start_time_seconds",
             "For each Running NodeMaintenance this process drives, when it was created (unix time): `time() - nmo_maintenance_start_time_seconds > 3600` is a maintenance unfinished after an hour",
@@ -212,6 +216,19 @@ impl Observer for ProcessObserver {
                 result: result.as_str(),
             })
             .inc();
+    }
+
+    fn diagnosis_reads(&self, reads: u32) {
+        self.metrics.drain.diagnosis_reads(reads);
+    }
+
+    fn drain_blocked(
+        &self,
+        maintenance: &str,
+        node: &str,
+        blocked: Option<(&'static str, chrono::DateTime<chrono::Utc>)>,
+    ) {
+        self.metrics.drain.set_blocked(maintenance, node, blocked);
     }
 }
 

@@ -11,7 +11,7 @@ use tracing::info;
 
 use super::rules::Denial;
 use super::validate;
-use crate::crd::{NodeMaintenance, NodeMaintenanceSpec};
+use crate::crd::{NodeMaintenance, NodeMaintenanceSpec, OnDrainTimeout};
 
 /// The only AdmissionReview version served (the webhook configuration asks for it alone).
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
@@ -83,6 +83,10 @@ struct WireSpec {
     node_name: Option<String>,
     #[serde(default)]
     reason: Option<String>,
+    #[serde(default)]
+    drain_timeout: Option<String>,
+    #[serde(default)]
+    on_drain_timeout: Option<String>,
 }
 
 /// Parses a request body into the request it carries.
@@ -165,11 +169,23 @@ fn object(object: Option<&WireObject>, field: &str) -> Result<NodeMaintenance, D
             "invalid request: {field} is not a NodeMaintenance: it has no spec.nodeName"
         ),
     })?;
+    let on_drain_timeout = match spec.on_drain_timeout.as_deref() {
+        None => None,
+        Some("Hold") => Some(OnDrainTimeout::Hold),
+        Some("Undo") => Some(OnDrainTimeout::Undo),
+        Some(other) => {
+            return Err(Denial {
+                message: format!("invalid spec.onDrainTimeout {other:?}: it must be Hold or Undo"),
+            });
+        }
+    };
     Ok(NodeMaintenance::new(
         "",
         NodeMaintenanceSpec {
             node_name,
             reason: spec.reason.clone(),
+            drain_timeout: spec.drain_timeout.clone(),
+            on_drain_timeout,
         },
     ))
 }

@@ -72,6 +72,16 @@ pub fn node_name_unchanged(old: &NodeMaintenance, new: &NodeMaintenance) -> Resu
     }
 }
 
+/// CREATE and UPDATE: `spec.drainTimeout`, when set, is a Go duration longer than zero.
+pub fn drain_timeout_valid(nm: &NodeMaintenance) -> Result<(), Denial> {
+    match nm.spec.drain_timeout.as_deref() {
+        None => Ok(()),
+        Some(value) => crate::drain_timeout::parse(value)
+            .map(drop)
+            .map_err(|error| Denial::new(error.to_string())),
+    }
+}
+
 /// CREATE: the node must exist. `node` is the result of a GET that answered 404 with `None`.
 pub fn node_exists<'a>(node_name: &str, node: Option<&'a Node>) -> Result<&'a Node, Denial> {
     node.ok_or_else(|| {
@@ -241,6 +251,8 @@ mod tests {
             NodeMaintenanceSpec {
                 node_name: node.to_string(),
                 reason: None,
+                drain_timeout: None,
+                on_drain_timeout: None,
             },
         )
     }

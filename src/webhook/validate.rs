@@ -16,6 +16,8 @@ pub const LOOKUP_BUDGET: Duration = Duration::from_secs(8);
 
 /// CREATE: node exists, no other NodeMaintenance for it, control-plane quorum.
 pub async fn create(client: &Client, nm: &NodeMaintenance) -> Result<(), Denial> {
+    // Checked before any lookup: it needs none.
+    rules::drain_timeout_valid(nm)?;
     let node_name = nm.spec.node_name.as_str();
     match tokio::time::timeout(LOOKUP_BUDGET, create_unbounded(client, node_name)).await {
         Ok(verdict) => verdict,
@@ -26,10 +28,11 @@ pub async fn create(client: &Client, nm: &NodeMaintenance) -> Result<(), Denial>
     }
 }
 
-/// UPDATE: only the node name is checked; the rest of the object (status, finalizers, reason)
-/// changes freely, and the node may be gone by then.
+/// UPDATE: the node name must not change and a `drainTimeout` must be valid; the rest of the
+/// object (status, finalizers, reason) changes freely, and the node may be gone by then.
 pub fn update(old: &NodeMaintenance, new: &NodeMaintenance) -> Result<(), Denial> {
-    rules::node_name_unchanged(old, new)
+    rules::node_name_unchanged(old, new)?;
+    rules::drain_timeout_valid(new)
 }
 
 /// A kube error in one line for the user: the API server's own message when it sent one (its

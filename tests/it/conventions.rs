@@ -90,6 +90,17 @@ async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error(backend: Back
                 ]
             }
         }))
+        .object(json!({
+            "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
+            "kind": "NodeMaintenance",
+            "metadata": {"name": "nm-queued"},
+            "spec": {"nodeName": "node-0", "reason": "kernel"},
+            "status": {
+                "phase": "Running",
+                "drainProgress": 0,
+                "queue": {"position": 2, "waitingFor": "max-parallel-maintenances: 20 of 20 running"}
+            }
+        }))
         .start()
         .await;
 
@@ -103,13 +114,38 @@ async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error(backend: Back
     assert_eq!(
         wide[0],
         [
-            "NAME", "NODE", "PHASE", "PROGRESS", "REASON", "AGE", "BLOCKED", "ERROR"
+            "NAME",
+            "NODE",
+            "PHASE",
+            "PROGRESS",
+            "REASON",
+            "AGE",
+            "QUEUE",
+            "WAITING FOR",
+            "BLOCKED",
+            "ERROR"
         ]
     );
     let row = &wide[1];
     assert_eq!(row[0], env.name("nm-blocked"));
+    // Not queued: its QUEUE and WAITING FOR cells are blank (and dropped by `rows`).
     assert_eq!(row[6], "BudgetExhausted", "{row:?}");
     assert_eq!(row[7], error, "{row:?}");
+    let queued = &wide[2];
+    assert_eq!(
+        queued[..8],
+        [
+            env.name("nm-queued").as_str(),
+            env.name("node-0").as_str(),
+            "Running",
+            "0",
+            "kernel",
+            queued[5].as_str(),
+            "2",
+            "max-parallel-maintenances: 20 of 20 running"
+        ],
+        "{queued:?}"
+    );
 }
 
 both_backends!(

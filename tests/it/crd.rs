@@ -110,7 +110,7 @@ fn the_crd_uses_the_go_operators_names() {
         ["Node", "Phase", "Progress", "Reason", "Age"]
     );
     // `kubectl get -o wide` adds nmo's.
-    assert_eq!(columns(true), ["Blocked", "Error"]);
+    assert_eq!(columns(true), ["Queue", "Waiting For", "Blocked", "Error"]);
 }
 
 #[test]

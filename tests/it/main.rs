@@ -14,7 +14,10 @@ mod observability_e2e;
 mod operator;
 mod otlp_receiver;
 mod packaging;
+mod plan;
 mod probes;
+#[cfg(feature = "devtools")]
+mod soak;
 mod support;
 mod traces;
 mod webhook;

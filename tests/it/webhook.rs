@@ -81,6 +81,8 @@ fn maintenance(name: &str, node_name: &str) -> Value {
         NodeMaintenanceSpec {
             node_name: node_name.to_string(),
             reason: Some("test".to_string()),
+            drain_timeout: None,
+            on_drain_timeout: None,
         },
     );
     nm.metadata.finalizers = Some(vec![nmo::crd::FINALIZER.to_string()]);
@@ -469,6 +471,69 @@ async fn updates_may_change_anything_but_the_node_name() {
             .requests(&Query::all().user_agent(WEBHOOK_AGENT)),
         0,
         "updates need no lookups"
+    );
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn a_drain_timeout_that_is_not_a_go_duration_is_denied_on_create_and_update() {
+    let harness = Harness::start(Cluster {
+        nodes: vec![node("worker-1", &[])],
+        ..Default::default()
+    })
+    .await;
+    let with = |timeout: &str, policy: Option<&str>| {
+        let mut nm = maintenance("nm-1", "worker-1");
+        nm["spec"]["drainTimeout"] = json!(timeout);
+        if let Some(policy) = policy {
+            nm["spec"]["onDrainTimeout"] = json!(policy);
+        }
+        nm
+    };
+    let denied = |response: &Value, text: &str| {
+        assert_eq!(response["allowed"], false, "{response}");
+        let message = response["status"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(text), "{text:?} not in {message:?}");
+    };
+    for bad in ["soon", "30", "1d"] {
+        let response = harness
+            .review(admission("CREATE", Some(with(bad, None)), None))
+            .await;
+        denied(&response, &format!("invalid spec.drainTimeout {bad:?}"));
+        denied(&response, "such as 30m");
+    }
+    denied(
+        &harness
+            .review(admission("CREATE", Some(with("0s", None)), None))
+            .await,
+        "longer than zero",
+    );
+    denied(
+        &harness
+            .review(admission("CREATE", Some(with("30m", Some("Later"))), None))
+            .await,
+        "invalid spec.onDrainTimeout \"Later\"",
+    );
+    assert_allowed(
+        &harness
+            .review(admission("CREATE", Some(with("1h30m", Some("Undo"))), None))
+            .await,
+    );
+    let old = with("30m", None);
+    denied(
+        &harness
+            .review(admission(
+                "UPDATE",
+                Some(with("forever", None)),
+                Some(old.clone()),
+            ))
+            .await,
+        "invalid spec.drainTimeout \"forever\"",
+    );
+    assert_allowed(
+        &harness
+            .review(admission("UPDATE", Some(with("2h", None)), Some(old)))
+            .await,
     );
     harness.stop().await;
 }

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 /// Exponential backoff with "equal jitter": between half and all of `base * 2^(failures-1)`,
 /// capped at `max`, and never shorter than the server's Retry-After.
-pub(super) fn backoff(
+pub(crate) fn backoff(
     base: Duration,
     max: Duration,
     failures: u32,

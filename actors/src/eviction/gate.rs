@@ -154,11 +154,72 @@ impl Gates {
         Accepted::Reopened(key)
     }
 
+    /// The status of budget `key` changed: its backoff is over and every pod parked behind it
+    /// is handed back (to be decided on the status again).
+    pub(super) fn release(&mut self, key: &str) -> Vec<PodRef> {
+        let Some(gate) = self.gates.remove(key) else {
+            return Vec::new();
+        };
+        self.pod_gate.retain(|_, k| k != key);
+        gate.parked.into()
+    }
+
+    /// Whether pods are parked behind budget `key`.
+    pub(super) fn has_parked(&self, key: &str) -> bool {
+        self.gates.get(key).is_some_and(|g| !g.parked.is_empty())
+    }
+
+    /// The pods parked behind budget `key`.
+    pub(super) fn parked(&self, key: &str) -> impl Iterator<Item = &PodRef> {
+        self.gates
+            .get(key)
+            .into_iter()
+            .flat_map(|g| g.parked.iter())
+    }
+
     /// Keeps only the parked pods for which `keep` holds (the rest were cancelled).
     pub(super) fn retain_parked(&mut self, mut keep: impl FnMut(&PodRef) -> bool) {
         for gate in self.gates.values_mut() {
             gate.parked.retain(&mut keep);
         }
+    }
+
+    /// Forgets every pod for which `held` does not hold (its request was cancelled or ended),
+    /// and every gate no held pod sits behind any more; returns the gates forgotten (their
+    /// timers can go). Without this, a long run would remember every pod ever refused and
+    /// every budget that ever refused one.
+    pub(super) fn prune(&mut self, mut held: impl FnMut(&PodRef) -> bool) -> Vec<String> {
+        self.pod_gate.retain(|pod, _| held(pod));
+        self.retain_parked(&mut held);
+        let referenced: std::collections::HashSet<&String> = self.pod_gate.values().collect();
+        let gone: Vec<String> = self
+            .gates
+            .keys()
+            .filter(|key| !referenced.contains(key))
+            .cloned()
+            .collect();
+        for key in &gone {
+            self.gates.remove(key);
+        }
+        gone
+    }
+
+    /// Forgets `pod` (its request ended without an eviction), and its gate if no other pod
+    /// sits behind it; returns that gate if it was forgotten.
+    pub(super) fn forget(&mut self, pod: &PodRef) -> Option<String> {
+        let key = self.pod_gate.remove(pod)?;
+        let referenced = self.pod_gate.values().any(|k| *k == key);
+        let idle = self.gates.get(&key).is_some_and(|g| g.parked.is_empty());
+        if referenced || !idle {
+            return None;
+        }
+        self.gates.remove(&key);
+        Some(key)
+    }
+
+    /// How many budgets and pods are remembered (introspection, tests).
+    pub(super) fn sizes(&self) -> (usize, usize) {
+        (self.gates.len(), self.pod_gate.len())
     }
 }
 
@@ -250,6 +311,36 @@ mod tests {
         );
         assert!(!gates.park_if_closed(&pod("a")));
         assert_eq!(gates.accepted(&pod("a")), Accepted::NoGate);
+    }
+
+    #[test]
+    fn pruning_forgets_pods_no_longer_held_and_their_budgets() {
+        let now = Instant::now();
+        let mut gates = Gates::default();
+        let (web, _) = gates.refused(&pod("a"), Some("web"), now, secs);
+        gates.park(&web, pod("a"));
+        let (db, _) = gates.refused(&pod("b"), Some("db"), now, secs);
+        gates.park(&db, pod("b"));
+        assert_eq!(gates.sizes(), (2, 2));
+        let gone = gates.prune(|p| p.name == "b");
+        assert_eq!(gone, vec![web]);
+        assert_eq!(gates.sizes(), (1, 1));
+        assert!(gates.park_if_closed(&pod("b")), "b still waits behind db");
+        assert_eq!(gates.prune(|_| false), vec![db]);
+        assert_eq!(gates.sizes(), (0, 0));
+    }
+
+    #[test]
+    fn forgetting_a_pod_forgets_its_budget_when_nothing_else_waits_behind_it() {
+        let now = Instant::now();
+        let mut gates = Gates::default();
+        let (web, _) = gates.refused(&pod("a"), Some("web"), now, secs);
+        gates.refused(&pod("b"), Some("web"), now, secs);
+        gates.park(&web, pod("b"));
+        assert_eq!(gates.forget(&pod("a")), None, "b still waits behind web");
+        gates.retain_parked(|_| false);
+        assert_eq!(gates.forget(&pod("b")), Some(web));
+        assert_eq!(gates.sizes(), (0, 0));
     }
 
     #[test]

@@ -7,8 +7,10 @@ use super::messages::{EvictionReply, EvictionReport, EvictionRequest};
 pub(super) enum Where {
     /// In the queue, sent when the rate limit allows.
     Ready,
-    /// Behind a closed budget gate.
+    /// Behind a budget's 429 backoff (the fallback).
     Parked,
+    /// Waiting for its budget's watched status to allow it.
+    Waiting,
     /// The call is out.
     InFlight,
 }
@@ -20,6 +22,10 @@ pub(super) struct Held {
     pub(super) attempts: u32,
     /// The span of the call in flight: its outcome is recorded when the call returns.
     pub(super) attempt_span: Option<tracing::Span>,
+    /// Arrival order: pods released together go oldest first.
+    pub(super) seq: u64,
+    /// The last `Blocked` told to the asker (not repeated while it says the same).
+    told: Option<EvictionReply>,
 }
 
 impl Held {
@@ -29,7 +35,31 @@ impl Held {
             at,
             attempts: 0,
             attempt_span: None,
+            seq: 0,
+            told: None,
         }
+    }
+
+    /// Tells the asker it is blocked, unless it was told exactly that already. The blocker is
+    /// rendered as the asker's maintenance sees it.
+    pub(super) fn tell_blocked(&mut self, reply: EvictionReply) {
+        let reply = match reply {
+            EvictionReply::Blocked {
+                pdb,
+                message,
+                blocker,
+            } => EvictionReply::Blocked {
+                pdb,
+                message,
+                blocker: blocker.map(|b| b.seen_by(&self.req.maintenance)),
+            },
+            other => other,
+        };
+        if self.told.as_ref() == Some(&reply) {
+            return;
+        }
+        self.reply(reply.clone());
+        self.told = Some(reply);
     }
 
     /// Tells the asker; it may be gone (maintenance deleted): nothing to tell then.

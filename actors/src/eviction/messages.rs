@@ -1,8 +1,12 @@
 //! The eviction actor's messages, and what it reports back to an asker.
 
+use std::collections::BTreeMap;
+
 use ractor::{DerivedActorRef, RpcReplyPort};
 
-use crate::model::PodRef;
+use crate::budget::BudgetChange;
+use crate::diagnosis::{Blocker, Investigation};
+use crate::model::{OwnerRef, PodRef};
 use crate::ports::{ClusterError, EvictionOutcome};
 
 /// Messages to the eviction actor.
@@ -28,6 +32,21 @@ pub enum EvictionMsg {
     },
     /// Counters (introspection, tests).
     Stats(RpcReplyPort<EvictionStats>),
+    /// Internal: the budget watch reported a change.
+    Budgets(BudgetChange),
+    /// Internal: the budget watch ended; subscribe again.
+    WatchBudgets,
+    /// Internal: time to look at why this budget (key) blocks.
+    Diagnose(String),
+    /// Internal: a look at a blocked budget ended.
+    Diagnosed {
+        /// The budget's key.
+        key: String,
+        /// What was found.
+        investigation: Investigation,
+    },
+    /// Internal: accepted evictions the budgets' status never showed stop counting.
+    Expire,
 }
 
 /// One eviction asked of the eviction actor.
@@ -45,6 +64,14 @@ pub struct EvictionRequest {
     /// as one trace (set explicitly: ractor's message span propagation would use whatever span
     /// the sender happened to be in).
     pub span: tracing::Span,
+    /// The pod's labels: which budgets select it.
+    pub labels: BTreeMap<String, String>,
+    /// Running and Ready: its budget counts it as healthy.
+    pub healthy: bool,
+    /// Pending: the Eviction API deletes it without asking its budget.
+    pub unstarted: bool,
+    /// The pod's controller (the diagnosis looks for its replacement).
+    pub controller: Option<OwnerRef>,
 }
 
 /// An outcome reported to the asking node actor.
@@ -62,12 +89,15 @@ pub struct EvictionReport {
 pub enum EvictionReply {
     /// Evicted, or already gone.
     Done,
-    /// Refused by a PodDisruptionBudget; still held, retried with the budget's backoff.
+    /// Its budget allows no disruption now (by its watched status, or a 429); still held, sent
+    /// when the budget allows. Sent again when the diagnosis changes.
     Blocked {
         /// The budget, when known.
         pdb: Option<String>,
         /// The API's explanation (with the budget's numbers).
         message: String,
+        /// Why, as diagnosed (as the asking maintenance sees it), when known.
+        blocker: Option<Blocker>,
     },
     /// More than one PodDisruptionBudget matches the pod: eviction impossible until fixed.
     TooManyPdbs {
@@ -103,4 +133,12 @@ pub struct EvictionStats {
     pub refused: u64,
     /// Requests currently held.
     pub held: usize,
+    /// PodDisruptionBudgets remembered (their backoff), i.e. with a held pod behind them.
+    pub gates: usize,
+    /// Pods remembered as refused by a budget.
+    pub gated_pods: usize,
+    /// Requests that waited on a budget's status instead of being sent.
+    pub budget_waits: u64,
+    /// API reads made to explain blocked budgets.
+    pub diagnosis_reads: u64,
 }

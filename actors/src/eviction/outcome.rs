@@ -22,7 +22,9 @@ pub(super) fn classify(
                 ClusterError::Conflict(_) | ClusterError::AlreadyExists(_) => Some(409),
                 ClusterError::Invalid(_) => Some(422),
                 ClusterError::Forbidden(_) => Some(403),
-                ClusterError::Transient(_) | ClusterError::Other(_) => None,
+                ClusterError::Transient(_)
+                | ClusterError::NotLeader(_)
+                | ClusterError::Other(_) => None,
             };
             (EvictionResult::Error, status)
         }

@@ -61,6 +61,10 @@ async fn a_request_made_again_while_its_cancelled_call_is_out_is_answered() {
         maintenance: "nm1".into(),
         reply_to: collector.get_derived(),
         span: tracing::Span::none(),
+        labels: std::collections::BTreeMap::new(),
+        healthy: true,
+        unstarted: false,
+        controller: None,
     };
     // E.g. a node actor restarted while its eviction call was out: the old actor's
     // requests are cancelled, the new one asks again before the call returns.
@@ -77,6 +81,59 @@ async fn a_request_made_again_while_its_cancelled_call_is_out_is_answered() {
         .unwrap();
     assert_eq!(report.reply, EvictionReply::Done);
     assert_eq!(cluster.count_calls("evict_pod app/n1-p0"), 2);
+    evictor.stop(None);
+    collector.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cancelled_requests_leave_no_budget_or_pod_behind() {
+    let cluster = FakeCluster::with_node("n1", 3);
+    cluster.add_pdb("app", "web", &["n1-p0", "n1-p1"], 0);
+    cluster.add_pdb("app", "db", &["n1-p2"], 0);
+    let (evictor, _) = Actor::spawn(
+        None,
+        EvictionActor,
+        EvictionArgs {
+            cluster: Arc::new(cluster.clone()),
+            config: Arc::new(paused_config()),
+        },
+    )
+    .await
+    .unwrap();
+    let (reports, mut received) = mpsc::unbounded_channel();
+    let (collector, _) = Actor::spawn(None, Collector, reports).await.unwrap();
+    for i in 0..3 {
+        let request = EvictionRequest {
+            pod: PodRef {
+                namespace: "app".into(),
+                name: format!("n1-p{i}"),
+            },
+            grace_period_seconds: None,
+            maintenance: "nm1".into(),
+            reply_to: collector.get_derived(),
+            span: tracing::Span::none(),
+            labels: std::collections::BTreeMap::new(),
+            healthy: true,
+            unstarted: false,
+            controller: None,
+        };
+        evictor.cast(EvictionMsg::Evict(request)).unwrap();
+    }
+    for _ in 0..3 {
+        let report = received.recv().await.unwrap();
+        assert!(matches!(report.reply, EvictionReply::Blocked { .. }));
+    }
+    let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+    assert_eq!((stats.held, stats.gates, stats.gated_pods), (3, 2, 3));
+    // The maintenance is deleted: nothing of its requests may stay (a long run would
+    // otherwise remember every pod and budget that ever refused an eviction).
+    evictor
+        .cast(EvictionMsg::Cancel {
+            maintenance: "nm1".into(),
+        })
+        .unwrap();
+    let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+    assert_eq!((stats.held, stats.gates, stats.gated_pods), (0, 0, 0));
     evictor.stop(None);
     collector.stop(None);
 }

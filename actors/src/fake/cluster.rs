@@ -2,12 +2,16 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
+use crate::budget::{Budget, BudgetChange, BudgetStatus};
+use crate::diagnosis::BudgetPod;
 use crate::model::{
-    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodeState, PodInfo, PodRef,
+    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodeState, NodeSummary,
+    NodeSummaryEvent, PodInfo, PodRef,
 };
 use crate::ports::{ClusterError, EvictionOutcome};
 
@@ -16,8 +20,16 @@ use crate::ports::{ClusterError, EvictionOutcome};
 pub enum MaintenanceChange {
     /// Created or changed.
     Upsert(Box<Maintenance>),
+    /// Every NodeMaintenance that existed when the subscription began has been sent (the
+    /// controller's watch says so after each listing: the orphan sweep runs then).
+    Listed,
     /// Gone.
-    Deleted(String),
+    Deleted {
+        /// Its name.
+        name: String,
+        /// Its uid.
+        uid: String,
+    },
 }
 
 /// A PodDisruptionBudget simulation: refuses evictions of its pods while `allowed` is 0.
@@ -42,6 +54,10 @@ pub(super) struct Inner {
     pub(super) events: Vec<Event>,
     pub(super) calls: Vec<String>,
     pub(super) errors: HashMap<String, VecDeque<ClusterError>>,
+    /// Per operation: how long its next calls take before they are served (None: forever).
+    pub(super) stalls: HashMap<String, VecDeque<Option<Duration>>>,
+    /// Per operation: how many of its next calls panic (a bug in an adapter, say).
+    pub(super) panics: HashMap<String, usize>,
     pub(super) evictions: HashMap<PodRef, VecDeque<EvictionOutcome>>,
     pub(super) pdbs: Vec<Pdb>,
     /// Evicted pods are removed at once unless this is set (then they only become terminating).
@@ -50,6 +66,14 @@ pub(super) struct Inner {
     pub(super) node_watchers: Vec<(String, mpsc::UnboundedSender<Option<NodeState>>)>,
     pub(super) pod_watchers: Vec<(String, mpsc::UnboundedSender<Vec<PodInfo>>)>,
     pub(super) nm_watchers: Vec<mpsc::UnboundedSender<MaintenanceChange>>,
+    /// Watched PodDisruptionBudgets (the domain view), by `<namespace>/<name>`.
+    pub(super) budgets: BTreeMap<String, Budget>,
+    pub(super) budget_watchers: Vec<mpsc::UnboundedSender<BudgetChange>>,
+    /// Pods on no node (e.g. replacements the scheduler cannot place).
+    pub(super) unplaced: Vec<BudgetPod>,
+    /// Nodes whose `Ready` condition is not True.
+    pub(super) not_ready: HashSet<String>,
+    pub(super) summary_watchers: Vec<mpsc::UnboundedSender<NodeSummaryEvent>>,
 }
 
 impl Inner {
@@ -62,10 +86,34 @@ impl Inner {
         self.errors.get_mut(op).and_then(VecDeque::pop_front)
     }
 
+    /// Panics if a panic is scripted for the next call of `op`.
+    pub(super) fn maybe_panic(&mut self, op: &str) {
+        if let Some(left) = self.panics.get_mut(op)
+            && *left > 0
+        {
+            *left -= 1;
+            panic!("scripted panic in {op}");
+        }
+    }
+
     pub(super) fn notify_node(&mut self, name: &str) {
         let snapshot = self.nodes.get(name).cloned();
         self.node_watchers
             .retain(|(n, tx)| n != name || tx.send(snapshot.clone()).is_ok());
+        let event = match self.summary(name) {
+            Some(summary) => NodeSummaryEvent::Changed(summary),
+            None => NodeSummaryEvent::Deleted(name.to_string()),
+        };
+        self.summary_watchers
+            .retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    pub(super) fn summary(&self, name: &str) -> Option<NodeSummary> {
+        self.nodes.get(name).map(|node| NodeSummary {
+            name: name.to_string(),
+            ready: !self.not_ready.contains(name),
+            unschedulable: node.unschedulable,
+        })
     }
 
     pub(super) fn notify_pods(&mut self, node: &str) {
@@ -86,12 +134,27 @@ impl Inner {
         };
         nm.resource_version = version;
         if nm.deleting && nm.finalizers.is_empty() {
+            let uid = nm.uid.clone();
             self.maintenances.remove(name);
-            self.notify_nm(MaintenanceChange::Deleted(name.to_string()));
+            self.notify_nm(MaintenanceChange::Deleted {
+                name: name.to_string(),
+                uid,
+            });
         } else {
             let nm = nm.clone();
             self.notify_nm(MaintenanceChange::Upsert(Box::new(nm)));
         }
+    }
+
+    pub(super) fn notify_budgets(&mut self, change: &BudgetChange) {
+        self.budget_watchers
+            .retain(|tx| tx.send(change.clone()).is_ok());
+    }
+
+    /// Stores `budget` and tells the budget watchers.
+    pub(super) fn store_budget(&mut self, budget: Budget) {
+        self.budgets.insert(budget.key(), budget.clone());
+        self.notify_budgets(&BudgetChange::Applied(budget));
     }
 
     pub(super) fn find_pod(&self, namespace: &str, name: &str) -> Option<(String, usize)> {
@@ -137,6 +200,21 @@ impl FakeCluster {
         inner
     }
 
+    /// Records a call of `op`, waits as long as a scripted stall says (forever: the call
+    /// hangs, as on a half-open connection), then locks the state for the call's work.
+    pub(super) async fn enter(&self, op: &str, call: String) -> MutexGuard<'_, Inner> {
+        let stall = {
+            let mut inner = self.record(call);
+            inner.stalls.get_mut(op).and_then(VecDeque::pop_front)
+        };
+        match stall {
+            Some(Some(delay)) => tokio::time::sleep(delay).await,
+            Some(None) => std::future::pending::<()>().await,
+            None => {}
+        }
+        self.lock()
+    }
+
     // --- setup --------------------------------------------------------------------------------
 
     /// Adds or replaces a node (see [`NodeState::test`]).
@@ -157,6 +235,24 @@ impl FakeCluster {
             },
         );
         inner.notify_node(&name);
+    }
+
+    /// Sets a node's `Ready` condition (nodes are Ready unless told otherwise).
+    pub fn set_node_ready(&self, name: &str, ready: bool) {
+        let mut inner = self.lock();
+        if ready {
+            inner.not_ready.remove(name);
+        } else {
+            inner.not_ready.insert(name.to_string());
+        }
+        inner.notify_node(name);
+    }
+
+    /// Removes a node.
+    pub fn remove_node(&self, name: &str) {
+        let mut inner = self.lock();
+        inner.nodes.remove(name);
+        inner.notify_node(name);
     }
 
     /// A node's state.
@@ -204,6 +300,40 @@ impl FakeCluster {
         });
     }
 
+    /// Adds or replaces a watched PodDisruptionBudget (the budget watch reports it); the fake's
+    /// Eviction API checks it like the real one: evicting a pod it selects takes one off
+    /// `disruptionsAllowed` and records the pod in `disruptedPods`, a stale status refuses.
+    pub fn put_budget(&self, budget: Budget) {
+        self.lock().store_budget(budget);
+    }
+
+    /// Plays the disruption controller: budget `namespace/name` allows `allowed` disruptions
+    /// now (a fresh status; the evictions it recorded are seen through).
+    pub fn set_budget_allowed(&self, namespace: &str, name: &str, allowed: i32) {
+        let mut inner = self.lock();
+        let Some(mut budget) = inner.budgets.get(&format!("{namespace}/{name}")).cloned() else {
+            return;
+        };
+        let status = budget.status.get_or_insert_with(BudgetStatus::default);
+        status.observed_generation = budget.generation;
+        status.disruptions_allowed = allowed;
+        status.disrupted_pods.clear();
+        inner.store_budget(budget);
+    }
+
+    /// A watched budget as the fake has it now.
+    pub fn budget(&self, namespace: &str, name: &str) -> Option<Budget> {
+        self.lock()
+            .budgets
+            .get(&format!("{namespace}/{name}"))
+            .cloned()
+    }
+
+    /// Adds a pod that is on no node (a replacement the scheduler could not place, say).
+    pub fn add_unplaced_pod(&self, pod: BudgetPod) {
+        self.lock().unplaced.push(pod);
+    }
+
     /// Sets how many disruptions a budget allows now.
     pub fn set_pdb_allowed(&self, namespace: &str, name: &str, allowed: u32) {
         let mut inner = self.lock();
@@ -234,6 +364,37 @@ impl FakeCluster {
             .entry(op.to_string())
             .or_default()
             .extend(errors);
+    }
+
+    /// Forgets every scripted error, stall and panic (e.g. the API server recovered).
+    pub fn clear_scripts(&self) {
+        let mut inner = self.lock();
+        inner.errors.clear();
+        inner.stalls.clear();
+        inner.panics.clear();
+    }
+
+    /// Makes the next `times` calls of `op` hang forever (a half-open connection).
+    pub fn hang_next(&self, op: &str, times: usize) {
+        self.lock()
+            .stalls
+            .entry(op.to_string())
+            .or_default()
+            .extend(std::iter::repeat_n(None, times));
+    }
+
+    /// Makes the next `times` calls of `op` take `delay` before they are served.
+    pub fn delay_next(&self, op: &str, times: usize, delay: Duration) {
+        self.lock()
+            .stalls
+            .entry(op.to_string())
+            .or_default()
+            .extend(std::iter::repeat_n(Some(delay), times));
+    }
+
+    /// Makes the next `times` calls of `op` panic (watches: when they are opened).
+    pub fn panic_next(&self, op: &str, times: usize) {
+        *self.lock().panics.entry(op.to_string()).or_default() += times;
     }
 
     /// Evicted pods only become terminating instead of disappearing at once.
@@ -331,6 +492,7 @@ impl FakeCluster {
         for nm in inner.maintenances.values() {
             let _ = tx.send(MaintenanceChange::Upsert(Box::new(nm.clone())));
         }
+        let _ = tx.send(MaintenanceChange::Listed);
         inner.nm_watchers.push(tx);
         rx
     }

@@ -7,8 +7,8 @@ use chrono::{DateTime, TimeZone, Utc};
 use super::cluster::FakeCluster;
 use crate::config::defaults;
 use crate::model::{
-    EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, Lease, Maintenance, MaintenanceStatus,
-    NodeState, OwnerRef, PodInfo, PodPhase, Taint,
+    DrainPolicy, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, Lease, Maintenance,
+    MaintenanceStatus, NodeState, OnDrainTimeout, OwnerRef, PodInfo, PodPhase, Taint,
 };
 use crate::plan;
 
@@ -39,6 +39,7 @@ impl Maintenance {
             deleting: false,
             finalizers: Vec::new(),
             status: None,
+            drain_policy: DrainPolicy::default(),
         }
     }
 
@@ -82,6 +83,21 @@ impl Maintenance {
         }
     }
 
+    /// With `spec.drainTimeout` and `spec.onDrainTimeout`.
+    pub fn with_drain_timeout(
+        self,
+        timeout: std::time::Duration,
+        on_timeout: OnDrainTimeout,
+    ) -> Self {
+        Maintenance {
+            drain_policy: DrainPolicy {
+                timeout: Some(timeout),
+                on_timeout,
+            },
+            ..self
+        }
+    }
+
     /// With this status.
     pub fn with_status(self, status: MaintenanceStatus) -> Self {
         Maintenance {
@@ -108,6 +124,22 @@ impl PodInfo {
             has_empty_dir: false,
             terminating: false,
             grace_period_seconds: Some(30),
+            labels: std::collections::BTreeMap::new(),
+            ready: true,
+        }
+    }
+
+    /// With label `key=value`.
+    pub fn labelled(mut self, key: &str, value: &str) -> Self {
+        self.labels.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Running but not Ready (a budget does not count it as healthy).
+    pub fn not_ready(self) -> Self {
+        PodInfo {
+            ready: false,
+            ..self
         }
     }
 

@@ -54,7 +54,8 @@ pub fn feed(cluster: &FakeCluster, supervisor: ActorRef<SupervisorMsg>) -> JoinH
         while let Some(change) = changes.recv().await {
             let msg = match change {
                 MaintenanceChange::Upsert(nm) => SupervisorMsg::Upsert(nm),
-                MaintenanceChange::Deleted(name) => SupervisorMsg::Deleted { name },
+                MaintenanceChange::Listed => SupervisorMsg::Listed,
+                MaintenanceChange::Deleted { name, uid } => SupervisorMsg::Deleted { name, uid },
             };
             if supervisor.cast(msg).is_err() {
                 return;
@@ -130,6 +131,18 @@ impl Harness {
     /// If the supervisor does not answer.
     pub async fn active(&self) -> Vec<String> {
         match ractor::call!(self.supervisor(), SupervisorMsg::Active) {
+            Ok(names) => names,
+            Err(err) => panic!("the supervisor does not answer: {err}"),
+        }
+    }
+
+    /// Names of the NodeMaintenances waiting for the cluster maintenance budget, in queue
+    /// order.
+    ///
+    /// # Panics
+    /// If the supervisor does not answer.
+    pub async fn queue(&self) -> Vec<String> {
+        match ractor::call!(self.supervisor(), SupervisorMsg::Queue) {
             Ok(names) => names,
             Err(err) => panic!("the supervisor does not answer: {err}"),
         }

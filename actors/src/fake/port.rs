@@ -9,9 +9,11 @@ use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::mpsc;
 
 use super::cluster::{FakeCluster, Pdb};
+use crate::budget::{BudgetChange, LabelSelector};
+use crate::diagnosis::BudgetPod;
 use crate::model::{
-    Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
-    PodInfo, PodRef,
+    EXCLUDE_LABEL, Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
+    NodeState, NodeSummaryEvent, PodInfo, PodRef, RecordWrite,
 };
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
 
@@ -26,7 +28,9 @@ fn snapshots<T: Send + 'static>(
 #[async_trait]
 impl Cluster for FakeCluster {
     async fn get_maintenance(&self, name: &str) -> Result<Option<Maintenance>, ClusterError> {
-        let mut inner = self.record(format!("get_maintenance {name}"));
+        let mut inner = self
+            .enter("get_maintenance", format!("get_maintenance {name}"))
+            .await;
         if let Some(err) = inner.take_error("get_maintenance") {
             return Err(err);
         }
@@ -34,7 +38,9 @@ impl Cluster for FakeCluster {
     }
 
     async fn add_finalizer(&self, name: &str, _seen: &[String]) -> Result<(), ClusterError> {
-        let mut inner = self.record(format!("add_finalizer {name}"));
+        let mut inner = self
+            .enter("add_finalizer", format!("add_finalizer {name}"))
+            .await;
         if let Some(err) = inner.take_error("add_finalizer") {
             return Err(err);
         }
@@ -49,12 +55,14 @@ impl Cluster for FakeCluster {
         Ok(())
     }
 
-    async fn remove_finalizer(&self, name: &str) -> Result<(), ClusterError> {
-        let mut inner = self.record(format!("remove_finalizer {name}"));
+    async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError> {
+        let mut inner = self
+            .enter("remove_finalizer", format!("remove_finalizer {name}"))
+            .await;
         if let Some(err) = inner.take_error("remove_finalizer") {
             return Err(err);
         }
-        let Some(nm) = inner.maintenances.get_mut(name) else {
+        let Some(nm) = inner.maintenances.get_mut(name).filter(|nm| nm.uid == uid) else {
             return Ok(());
         };
         if nm.has_finalizer() {
@@ -69,7 +77,9 @@ impl Cluster for FakeCluster {
         name: &str,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
-        let mut inner = self.record(format!("write_status {name}"));
+        let mut inner = self
+            .enter("write_status", format!("write_status {name}"))
+            .await;
         if let Some(err) = inner.take_error("write_status") {
             return Err(err);
         }
@@ -83,7 +93,9 @@ impl Cluster for FakeCluster {
     }
 
     async fn emit_event(&self, event: &Event) -> Result<(), ClusterError> {
-        let mut inner = self.record(format!("emit_event {}", event.reason));
+        let mut inner = self
+            .enter("emit_event", format!("emit_event {}", event.reason))
+            .await;
         if let Some(err) = inner.take_error("emit_event") {
             return Err(err);
         }
@@ -92,7 +104,7 @@ impl Cluster for FakeCluster {
     }
 
     async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError> {
-        let mut inner = self.record(format!("get_node {name}"));
+        let mut inner = self.enter("get_node", format!("get_node {name}")).await;
         if let Some(err) = inner.take_error("get_node") {
             return Err(err);
         }
@@ -100,7 +112,9 @@ impl Cluster for FakeCluster {
     }
 
     async fn patch_node(&self, patch: &NodePatch) -> Result<NodeState, ClusterError> {
-        let mut inner = self.record(format!("patch_node {}", patch.node));
+        let mut inner = self
+            .enter("patch_node", format!("patch_node {}", patch.node))
+            .await;
         if let Some(err) = inner.take_error("patch_node") {
             return Err(err);
         }
@@ -129,6 +143,20 @@ impl Cluster for FakeCluster {
                 }
             }
         }
+        match &patch.record {
+            RecordWrite::Keep => {}
+            RecordWrite::Set { record, annotated } => {
+                if !annotated && node.annotated {
+                    return Err(ClusterError::Conflict(format!(
+                        "test of /metadata/annotations failed on node {}",
+                        patch.node
+                    )));
+                }
+                node.record = Some(record.clone());
+                node.annotated = true;
+            }
+            RecordWrite::Remove => node.record = None,
+        }
         node.resource_version = version;
         let node = node.clone();
         inner.notify_node(&patch.node);
@@ -137,13 +165,25 @@ impl Cluster for FakeCluster {
 
     fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
         let mut inner = self.record(format!("watch_node {name}"));
+        inner.maybe_panic("watch_node");
         let (tx, rx) = mpsc::unbounded_channel();
         inner.node_watchers.push((name.to_string(), tx));
         snapshots(inner.nodes.get(name).cloned(), rx)
     }
 
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent> {
+        let mut inner = self.record("watch_node_summaries".to_string());
+        let (tx, rx) = mpsc::unbounded_channel();
+        inner.summary_watchers.push(tx);
+        let names: Vec<String> = inner.nodes.keys().cloned().collect();
+        let listed = names.iter().filter_map(|n| inner.summary(n)).collect();
+        snapshots(NodeSummaryEvent::Listed(listed), rx)
+    }
+
     async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
-        let mut inner = self.record(format!("ensure_namespace {namespace}"));
+        let mut inner = self
+            .enter("ensure_namespace", format!("ensure_namespace {namespace}"))
+            .await;
         if let Some(err) = inner.take_error("ensure_namespace") {
             return Err(err);
         }
@@ -152,7 +192,9 @@ impl Cluster for FakeCluster {
     }
 
     async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, ClusterError> {
-        let mut inner = self.record(format!("get_lease {namespace}/{name}"));
+        let mut inner = self
+            .enter("get_lease", format!("get_lease {namespace}/{name}"))
+            .await;
         if let Some(err) = inner.take_error("get_lease") {
             return Err(err);
         }
@@ -162,8 +204,28 @@ impl Cluster for FakeCluster {
             .cloned())
     }
 
+    async fn list_leases(&self, namespace: &str) -> Result<Vec<Lease>, ClusterError> {
+        let mut inner = self
+            .enter("list_leases", format!("list_leases {namespace}"))
+            .await;
+        if let Some(err) = inner.take_error("list_leases") {
+            return Err(err);
+        }
+        Ok(inner
+            .leases
+            .iter()
+            .filter(|((ns, _), _)| ns == namespace)
+            .map(|(_, lease)| lease.clone())
+            .collect())
+    }
+
     async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError> {
-        let mut inner = self.record(format!("create_lease {}/{}", lease.namespace, lease.name));
+        let mut inner = self
+            .enter(
+                "create_lease",
+                format!("create_lease {}/{}", lease.namespace, lease.name),
+            )
+            .await;
         if let Some(err) = inner.take_error("create_lease") {
             return Err(err);
         }
@@ -187,7 +249,12 @@ impl Cluster for FakeCluster {
     }
 
     async fn update_lease(&self, lease: &Lease) -> Result<Lease, ClusterError> {
-        let mut inner = self.record(format!("update_lease {}/{}", lease.namespace, lease.name));
+        let mut inner = self
+            .enter(
+                "update_lease",
+                format!("update_lease {}/{}", lease.namespace, lease.name),
+            )
+            .await;
         if let Some(err) = inner.take_error("update_lease") {
             return Err(err);
         }
@@ -208,7 +275,12 @@ impl Cluster for FakeCluster {
     }
 
     async fn delete_lease(&self, lease: &Lease) -> Result<(), ClusterError> {
-        let mut inner = self.record(format!("delete_lease {}/{}", lease.namespace, lease.name));
+        let mut inner = self
+            .enter(
+                "delete_lease",
+                format!("delete_lease {}/{}", lease.namespace, lease.name),
+            )
+            .await;
         if let Some(err) = inner.take_error("delete_lease") {
             return Err(err);
         }
@@ -225,7 +297,7 @@ impl Cluster for FakeCluster {
     }
 
     async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError> {
-        let mut inner = self.record(format!("list_pods {node}"));
+        let mut inner = self.enter("list_pods", format!("list_pods {node}")).await;
         if let Some(err) = inner.take_error("list_pods") {
             return Err(err);
         }
@@ -234,13 +306,19 @@ impl Cluster for FakeCluster {
 
     fn watch_pods(&self, node: &str) -> BoxStream<'static, Vec<PodInfo>> {
         let mut inner = self.record(format!("watch_pods {node}"));
+        inner.maybe_panic("watch_pods");
         let (tx, rx) = mpsc::unbounded_channel();
         inner.pod_watchers.push((node.to_string(), tx));
         snapshots(inner.pods.get(node).cloned().unwrap_or_default(), rx)
     }
 
     async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
-        let mut inner = self.record(format!("daemonset_exists {namespace}/{name}"));
+        let mut inner = self
+            .enter(
+                "daemonset_exists",
+                format!("daemonset_exists {namespace}/{name}"),
+            )
+            .await;
         if let Some(err) = inner.take_error("daemonset_exists") {
             return Err(err);
         }
@@ -255,7 +333,9 @@ impl Cluster for FakeCluster {
         name: &str,
         _grace_period_seconds: Option<i64>,
     ) -> Result<(), ClusterError> {
-        let mut inner = self.record(format!("delete_pod {namespace}/{name}"));
+        let mut inner = self
+            .enter("delete_pod", format!("delete_pod {namespace}/{name}"))
+            .await;
         if let Some(err) = inner.take_error("delete_pod") {
             return Err(err);
         }
@@ -272,7 +352,9 @@ impl Cluster for FakeCluster {
         name: &str,
         _grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError> {
-        let mut inner = self.record(format!("evict_pod {namespace}/{name}"));
+        let mut inner = self
+            .enter("evict_pod", format!("evict_pod {namespace}/{name}"))
+            .await;
         if let Some(err) = inner.take_error("evict_pod") {
             return Err(err);
         }
@@ -286,6 +368,45 @@ impl Cluster for FakeCluster {
         let Some((node, index)) = inner.find_pod(namespace, name) else {
             return Ok(EvictionOutcome::NotFound);
         };
+        let labels = inner
+            .pods
+            .get(&node)
+            .and_then(|pods| pods.get(index))
+            .map(|p| p.labels.clone())
+            .unwrap_or_default();
+        let selecting: Vec<String> = inner
+            .budgets
+            .values()
+            .filter(|b| b.selects(namespace, &labels))
+            .map(|b| b.key())
+            .collect();
+        if selecting.len() > 1 {
+            return Ok(EvictionOutcome::TooManyPdbs {
+                message: "This pod has more than one PodDisruptionBudget, which the eviction \
+                          subresource does not support."
+                    .to_string(),
+            });
+        }
+        if let Some(key) = selecting.first()
+            && let Some(mut budget) = inner.budgets.get(key).cloned()
+        {
+            let fresh = budget.fresh_status().is_some();
+            let message = budget.refusal_message();
+            match budget.status.as_mut() {
+                Some(status) if fresh && status.disruptions_allowed > 0 => {
+                    status.disruptions_allowed -= 1;
+                    status.disrupted_pods.insert(name.to_string());
+                    inner.store_budget(budget);
+                }
+                _ => {
+                    return Ok(EvictionOutcome::BlockedByPdb {
+                        pdb: Some(budget.name.clone()),
+                        message,
+                        retry_after: None,
+                    });
+                }
+            }
+        }
         let mut pdbs: Vec<&mut Pdb> = inner
             .pdbs
             .iter_mut()
@@ -324,5 +445,71 @@ impl Cluster for FakeCluster {
             inner.remove_pod(namespace, name);
         }
         Ok(EvictionOutcome::Evicted)
+    }
+
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
+        let mut inner = self.record("watch_budgets".to_string());
+        let (tx, rx) = mpsc::unbounded_channel();
+        inner.budget_watchers.push(tx);
+        let listed = BudgetChange::Listed(inner.budgets.values().cloned().collect());
+        snapshots(listed, rx)
+    }
+
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError> {
+        let mut inner = self.record(format!("list_selected_pods {namespace}"));
+        if let Some(err) = inner.take_error("list_selected_pods") {
+            return Err(err);
+        }
+        let mut pods: Vec<BudgetPod> = inner
+            .pods
+            .iter()
+            .flat_map(|(node, pods)| pods.iter().map(move |p| (node, p)))
+            .filter(|(_, p)| p.namespace == namespace && selector.matches(&p.labels))
+            .map(|(node, p)| BudgetPod {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                controller: p.controller.clone(),
+                phase: p.phase,
+                ready: p.ready,
+                terminating: p.terminating,
+                node_name: Some(node.clone()),
+                unschedulable: None,
+                node_selector: std::collections::BTreeMap::new(),
+                tolerations: Vec::new(),
+            })
+            .collect();
+        pods.extend(
+            inner
+                .unplaced
+                .iter()
+                .filter(|p| p.namespace == namespace)
+                .cloned(),
+        );
+        Ok(pods)
+    }
+
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
+        let mut inner = self.record("list_maintained_nodes".to_string());
+        if let Some(err) = inner.take_error("list_maintained_nodes") {
+            return Err(err);
+        }
+        Ok(inner
+            .nodes
+            .values()
+            .filter(|n| n.labels.contains_key(EXCLUDE_LABEL))
+            .cloned()
+            .collect())
+    }
+
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
+        let mut inner = self.record("list_maintenances".to_string());
+        if let Some(err) = inner.take_error("list_maintenances") {
+            return Err(err);
+        }
+        Ok(inner.maintenances.values().cloned().collect())
     }
 }

@@ -31,18 +31,27 @@ pub(super) struct Facts {
     pub(super) repair_due: bool,
     /// The pod watch runs but has not delivered its first list yet.
     pub(super) awaiting_pods: bool,
+    /// The API has the Failed status saying the undo is due (a give-up's undo starts only
+    /// then, so a restart in between still undoes).
+    pub(super) failure_written: bool,
+    /// nmo's node lease is about to expire or has: no evictions (nor pod deletions) until it
+    /// is renewed.
+    pub(super) lease_expiring: bool,
 }
 
 /// The operation to run next, if any.
 pub(super) fn next_op(stage: &Stage, facts: Facts) -> Option<NextOp> {
     match stage {
-        Stage::Failed { undo_due: true, .. } => Some(NextOp::Undo { finalizer: false }),
+        Stage::Failed { undo_due: true, .. } if facts.failure_written => {
+            Some(NextOp::Undo { finalizer: false })
+        }
         Stage::Failed { .. } => None,
         Stage::Undoing => Some(NextOp::Undo { finalizer: true }),
         Stage::Starting | Stage::WaitingForLease { .. } => Some(NextOp::Reconcile),
         Stage::Draining(_) | Stage::Succeeded if facts.repair_due => Some(NextOp::Reconcile),
         // The pod watch's first list is on its way: no need to LIST as well.
         Stage::Draining(_) if facts.awaiting_pods => None,
+        Stage::Draining(_) if facts.lease_expiring => None,
         Stage::Draining(_) => Some(NextOp::DrainPass),
         Stage::Succeeded => None,
     }
@@ -175,9 +184,31 @@ mod tests {
         assert_eq!(next_op(&draining(), repair), Some(NextOp::Reconcile));
         assert_eq!(next_op(&Stage::Succeeded, idle), None);
         assert_eq!(next_op(&Stage::Succeeded, repair), Some(NextOp::Reconcile));
+        let written = Facts {
+            failure_written: true,
+            ..Facts::default()
+        };
+        assert_eq!(
+            next_op(&failed(true), written),
+            Some(NextOp::Undo { finalizer: false })
+        );
         assert_eq!(
             next_op(&failed(true), idle),
-            Some(NextOp::Undo { finalizer: false })
+            None,
+            "a give-up undoes only once the API says Failed with the undo due"
+        );
+        let expiring = Facts {
+            lease_expiring: true,
+            ..Facts::default()
+        };
+        assert_eq!(
+            next_op(&draining(), expiring),
+            None,
+            "no evictions without the lease"
+        );
+        assert_eq!(
+            next_op(&Stage::Undoing, expiring),
+            Some(NextOp::Undo { finalizer: true })
         );
         assert_eq!(
             next_op(&failed(false), repair),

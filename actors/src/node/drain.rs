@@ -7,13 +7,16 @@ use std::collections::{BTreeMap, HashSet};
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use super::blocked::{self, Blockage, Change};
 use super::errors::DrainError;
 use super::ops::DrainPass;
 use super::pending::{PendingPod, PendingReason, PodReason};
 use super::status;
+use crate::diagnosis::Blocker;
 use crate::eviction::EvictionReport;
 use crate::model::{MaintenanceStatus, PodInfo, PodRef};
 use crate::plan::PodAction;
+use crate::task::TaskSlot;
 
 /// How a drain ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +44,12 @@ pub(super) struct Drain {
     /// The drain's span: parent of every eviction attempt and pod deletion.
     span: tracing::Span,
     began: Instant,
+    /// Whether (and since when, by what) the drain is blocked.
+    blockage: Blockage,
+    /// When `spec.drainTimeout` passes, if set.
+    pub(super) deadline: Option<DateTime<Utc>>,
+    /// The timer that fires at the deadline (aborted with the drain).
+    pub(super) deadline_timer: TaskSlot,
 }
 
 impl Drain {
@@ -51,6 +60,8 @@ impl Drain {
             "drain",
             nmo.pods_to_evict = to_evict,
             nmo.outcome = tracing::field::Empty,
+            nmo.blocked_reason = tracing::field::Empty,
+            nmo.blocked_message = tracing::field::Empty,
         );
         Drain {
             pods: None,
@@ -61,7 +72,43 @@ impl Drain {
             errors: Vec::new(),
             span,
             began: Instant::now(),
+            blockage: Blockage::default(),
+            deadline: None,
+            deadline_timer: TaskSlot::default(),
         }
+    }
+
+    /// What blocks the drain as a whole (the most severe of its pods' blockers), with its pod.
+    pub(super) fn blocker(&self) -> Option<(&PodRef, &Blocker)> {
+        blocked::worst(&self.pending, &self.reasons)
+    }
+
+    /// Takes in what blocks the drain now; a change is recorded on the drain's span (as its
+    /// attributes, and as an event so the trace keeps the history).
+    pub(super) fn note_blockage(&mut self, now: DateTime<Utc>) -> Change {
+        let current = self.blocker().map(|(pod, b)| (pod.clone(), b.clone()));
+        let change = self.blockage.update(current.as_ref().map(|(_, b)| b), now);
+        if change.changed {
+            match &current {
+                Some((pod, blocker)) => {
+                    let message = format!("pod {}/{}: {blocker}", pod.namespace, pod.name);
+                    self.span.record("nmo.blocked_reason", blocker.reason());
+                    self.span.record("nmo.blocked_message", message.as_str());
+                    self.span.in_scope(|| {
+                        tracing::info!(reason = blocker.reason(), detail = %message, "drain blocked");
+                    });
+                }
+                None => self
+                    .span
+                    .in_scope(|| tracing::info!("drain no longer blocked")),
+            }
+        }
+        change
+    }
+
+    /// How many pods are still pending.
+    pub(super) fn pending_count(&self) -> usize {
+        self.pending.len()
     }
 
     /// The drain's span.
@@ -84,12 +131,7 @@ impl Drain {
             .pods
             .iter()
             .filter(|(_, action)| action.is_pending())
-            .map(|(pod, action)| PendingPod {
-                pod: pod.pod_ref(),
-                uid: pod.uid.clone(),
-                action: *action,
-                grace: pod.grace_period_seconds,
-            })
+            .map(|(pod, action)| PendingPod::of(pod, *action))
             .collect();
         let present: HashSet<&PodRef> = self.pending.iter().map(|p| &p.pod).collect();
         let uids: HashSet<&String> = pass.pods.iter().map(|(p, _)| &p.uid).collect();
@@ -105,6 +147,12 @@ impl Drain {
             })
             .cloned()
             .collect()
+    }
+
+    /// The eviction actor dropped every request of this drain (evictions paused): they are
+    /// asked for again once evictions resume.
+    pub(super) fn forget_asked(&mut self) {
+        self.asked.clear();
     }
 
     /// The eviction actor took the request for `pod`.
@@ -214,6 +262,7 @@ mod tests {
             EvictionReply::Blocked {
                 pdb: Some("web".into()),
                 message: "needs 2".into(),
+                blocker: None,
             },
         ));
         let again = drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)]));
@@ -236,6 +285,7 @@ mod tests {
             EvictionReply::Blocked {
                 pdb: Some("web".into()),
                 message: "needs 2".into(),
+                blocker: None,
             },
         ));
         let mut status = MaintenanceStatus {

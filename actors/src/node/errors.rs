@@ -43,6 +43,11 @@ impl LeaseError {
 #[error("failed to extend lease owned by us: {0}")]
 pub struct LeaseLost(#[source] pub LeaseError);
 
+impl LeaseLost {
+    /// How its text (the status's `lastError`) begins.
+    pub const PREFIX: &str = "failed to extend lease owned by us";
+}
+
 /// A start-up or repair sequence (finalizer, counts, node, lease, cordon) stopped short.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ReconcileError {

@@ -1,12 +1,23 @@
 //! The lease keeper: renews the node lease on a timer while the node is in maintenance, one
-//! renewal at a time, and counts failures like NMO (only once the lease was held).
+//! renewal at a time; retries a failed renewal within seconds (with backoff) instead of at the
+//! next interval; knows, on the local monotonic clock, until when the lease is surely ours, so
+//! that evictions pause before it can lapse; and counts failures like NMO (only once the lease
+//! was held), once per renewal interval.
+//!
+//! Why once per interval: NMO counts every failed attempt, but it attempts only when it happens
+//! to reconcile. nmo retries a failed renewal within seconds, so counting attempts would make a
+//! maintenance give up (and undo its drain) within a minute of an API server restart, while its
+//! lease is still valid for most of an hour. Counted per interval, giving up (above 3) happens
+//! once the lease has really lapsed, as before, and in between nmo keeps trying.
 
 use std::time::Duration;
 
 use ractor::ActorRef;
+use tokio::time::Instant;
 
 use super::messages::NodeMsg;
 use crate::plan::{self, LeaseFailure};
+use crate::retry::Backoff;
 use crate::task::TaskSlot;
 
 /// What the node actor knows about its lease.
@@ -19,14 +30,37 @@ pub(super) struct LeaseKeeper {
     /// re-creates it owned by the node.
     node_uid: String,
     renewing: bool,
+    /// When the renewal out now was sent.
+    renewal_sent: Option<Instant>,
     timer: TaskSlot,
+    /// Until when the lease is surely ours: when the last successful take or renewal was sent,
+    /// plus the lease's duration (the lease's renewTime is at least that late).
+    held_until: Option<Instant>,
+    /// Fires when the lease is about to expire.
+    expiry_timer: TaskSlot,
+    /// Evictions are paused: the lease is about to expire or has.
+    paused: bool,
+    /// A failure was already counted in this renewal interval.
+    counted_this_interval: bool,
+    /// Failed renewals in a row, and the retry after the last one.
+    retries: Backoff,
+    retry_timer: TaskSlot,
 }
 
 impl LeaseKeeper {
-    /// The lease is ours; `node_uid` is the node's.
-    pub(super) fn acquired(&mut self, node_uid: &str) {
+    /// The lease is ours, taken by a request sent at `sent`; `node_uid` is the node's.
+    pub(super) fn acquired(&mut self, node_uid: &str, sent: Instant, duration: Duration) {
         self.held_once = true;
         self.node_uid = node_uid.to_string();
+        self.held(sent, duration);
+    }
+
+    fn held(&mut self, sent: Instant, duration: Duration) {
+        let until = sent + duration;
+        self.held_until = Some(self.held_until.map_or(until, |known| known.max(until)));
+        self.counted_this_interval = false;
+        self.retries.succeeded();
+        self.retry_timer.clear();
     }
 
     /// True once the lease was held.
@@ -47,24 +81,94 @@ impl LeaseKeeper {
         }
     }
 
-    /// Stops the renewal timer.
+    /// Stops renewing: the timers, the retry and the expiry watch.
     pub(super) fn stop_renewing(&mut self) {
         self.timer.clear();
+        self.retry_timer.clear();
+        self.expiry_timer.clear();
+        self.paused = false;
     }
 
-    /// A renewal is due: true when it may start (none is out).
-    pub(super) fn begin_renewal(&mut self) -> bool {
-        !std::mem::replace(&mut self.renewing, true)
+    /// A renewal is due (the interval's tick: a new interval, or a retry): true when it may
+    /// start (none is out).
+    pub(super) fn begin_renewal(&mut self, new_interval: bool) -> bool {
+        if new_interval {
+            self.counted_this_interval = false;
+        }
+        if std::mem::replace(&mut self.renewing, true) {
+            return false;
+        }
+        self.retry_timer.clear();
+        self.renewal_sent = Some(Instant::now());
+        true
     }
 
-    /// The renewal ended.
-    pub(super) fn renewal_ended(&mut self) {
+    /// The renewal ended, successfully or not.
+    pub(super) fn renewal_ended(&mut self, renewed: bool, duration: Duration) {
         self.renewing = false;
+        let sent = self.renewal_sent.take();
+        if renewed && let Some(sent) = sent {
+            self.held(sent, duration);
+        }
     }
 
-    /// Counts one failure to take or keep the lease onto `count` (`errorOnLeaseCount`).
-    pub(super) fn count_failure(&self, count: i32) -> LeaseFailure {
-        plan::lease_failure(count, self.held_once)
+    /// A renewal failed: asks for a retry after a backoff (from `base`, at most `max`).
+    pub(super) fn retry_later(
+        &mut self,
+        myself: &ActorRef<NodeMsg>,
+        base: Duration,
+        max: Duration,
+    ) {
+        let delay = self.retries.failed(base, max);
+        self.retry_timer
+            .set(myself.send_after(delay, || NodeMsg::RetryRenewal));
+    }
+
+    /// Counts one failure to take or keep the lease onto `count` (`errorOnLeaseCount`), at
+    /// most once per renewal interval.
+    pub(super) fn count_failure(&mut self, count: i32) -> LeaseFailure {
+        if self.counted_this_interval {
+            return LeaseFailure {
+                count,
+                give_up: false,
+            };
+        }
+        let counted = plan::lease_failure(count, self.held_once);
+        self.counted_this_interval = self.held_once;
+        counted
+    }
+
+    /// Arms the expiry watch: [`NodeMsg::LeaseExpiring`] comes `margin` before the lease can
+    /// lapse.
+    pub(super) fn watch_expiry(&mut self, myself: &ActorRef<NodeMsg>, margin: Duration) {
+        let Some(until) = self.held_until else {
+            return;
+        };
+        let at = until.checked_sub(margin).unwrap_or(until);
+        let after = at.saturating_duration_since(Instant::now());
+        self.expiry_timer
+            .set(myself.send_after(after, || NodeMsg::LeaseExpiring));
+    }
+
+    /// Whether the lease is within `margin` of lapsing (or lapsed) now.
+    pub(super) fn expiring(&self, margin: Duration) -> bool {
+        self.held_until
+            .is_some_and(|until| Instant::now() + margin >= until)
+    }
+
+    /// Evictions pause (true when they were not paused yet).
+    pub(super) fn pause(&mut self) -> bool {
+        !std::mem::replace(&mut self.paused, true)
+    }
+
+    /// Evictions go on (true when they were paused).
+    pub(super) fn resume(&mut self) -> bool {
+        std::mem::replace(&mut self.paused, false)
+    }
+
+    /// Whether evictions are paused.
+    pub(super) fn paused(&self) -> bool {
+        self.paused
     }
 }
 
@@ -72,22 +176,59 @@ impl LeaseKeeper {
 mod tests {
     use super::*;
 
+    const HOUR: Duration = Duration::from_secs(3600);
+
     #[test]
     fn failures_count_only_once_the_lease_was_held() {
         let mut keeper = LeaseKeeper::default();
         assert_eq!(keeper.count_failure(0).count, 0);
-        keeper.acquired("uid-n1");
+        keeper.acquired("uid-n1", Instant::now(), HOUR);
         assert_eq!(keeper.node_uid(), "uid-n1");
         assert_eq!(keeper.count_failure(0).count, 1);
+        keeper.begin_renewal(true);
         assert!(keeper.count_failure(3).give_up);
+    }
+
+    #[test]
+    fn failures_count_once_per_renewal_interval() {
+        let mut keeper = LeaseKeeper::default();
+        keeper.acquired("uid-n1", Instant::now(), HOUR);
+        assert!(keeper.begin_renewal(true));
+        keeper.renewal_ended(false, HOUR);
+        assert_eq!(keeper.count_failure(0).count, 1);
+        // Retries within the interval do not count again.
+        assert!(keeper.begin_renewal(false));
+        keeper.renewal_ended(false, HOUR);
+        assert_eq!(keeper.count_failure(1).count, 1);
+        // The next interval counts again.
+        assert!(keeper.begin_renewal(true));
+        keeper.renewal_ended(false, HOUR);
+        assert_eq!(keeper.count_failure(1).count, 2);
     }
 
     #[test]
     fn one_renewal_at_a_time() {
         let mut keeper = LeaseKeeper::default();
-        assert!(keeper.begin_renewal());
-        assert!(!keeper.begin_renewal());
-        keeper.renewal_ended();
-        assert!(keeper.begin_renewal());
+        assert!(keeper.begin_renewal(true));
+        assert!(!keeper.begin_renewal(true));
+        keeper.renewal_ended(true, HOUR);
+        assert!(keeper.begin_renewal(false));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_lease_is_held_until_its_duration_after_the_last_renewal_was_sent() {
+        let mut keeper = LeaseKeeper::default();
+        let margin = Duration::from_secs(300);
+        assert!(!keeper.expiring(margin), "never held: nothing to expire");
+        keeper.acquired("uid-n1", Instant::now(), HOUR);
+        tokio::time::advance(Duration::from_secs(3600 - 300 - 1)).await;
+        assert!(!keeper.expiring(margin));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(keeper.expiring(margin));
+        assert!(keeper.begin_renewal(true));
+        keeper.renewal_ended(true, HOUR);
+        assert!(!keeper.expiring(margin), "renewed");
+        assert!(keeper.pause() && !keeper.pause() && keeper.paused());
+        assert!(keeper.resume() && !keeper.paused());
     }
 }

@@ -33,6 +33,12 @@ pub enum NodeMsg {
     FlushStatus,
     /// Lease renewal timer.
     RenewLease,
+    /// A failed lease renewal is tried again.
+    RetryRenewal,
+    /// nmo's node lease is about to expire: evictions pause until it is renewed.
+    LeaseExpiring,
+    /// A failing step's backoff (or a paced start-up's wait) is over: try again.
+    RetryDue,
     /// The Node changed (None = it does not exist).
     NodeChanged(Option<NodeState>),
     /// The node's pods changed (complete list).
@@ -49,6 +55,8 @@ pub enum NodeMsg {
     LeaseRenewed(Result<Lease, LeaseError>),
     /// An eviction outcome from the eviction actor.
     Eviction(EvictionReport),
+    /// Internal: `spec.drainTimeout` may have passed.
+    DrainDeadline,
 }
 
 impl From<EvictionReport> for NodeMsg {

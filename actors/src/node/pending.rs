@@ -3,8 +3,11 @@
 
 use std::fmt;
 
+use std::collections::BTreeMap;
+
+use crate::diagnosis::Blocker;
 use crate::eviction::EvictionReply;
-use crate::model::{PendingPodReason, PodRef, conditions};
+use crate::model::{PendingPodReason, PodPhase, PodRef, conditions};
 use crate::plan::PodAction;
 
 /// A pod the drain still waits for.
@@ -14,6 +17,30 @@ pub(super) struct PendingPod {
     pub(super) uid: String,
     pub(super) action: PodAction,
     pub(super) grace: Option<i64>,
+    /// Its labels (which budgets select it).
+    pub(super) labels: BTreeMap<String, String>,
+    /// Counted as healthy by a budget (Running and Ready).
+    pub(super) healthy: bool,
+    /// Pending: the Eviction API deletes it without asking its budget.
+    pub(super) unstarted: bool,
+    /// Its controller (the diagnosis looks for its replacement).
+    pub(super) controller: Option<crate::model::OwnerRef>,
+}
+
+impl PendingPod {
+    /// What the eviction actor needs of a pod besides its name.
+    pub(super) fn of(pod: &crate::model::PodInfo, action: PodAction) -> Self {
+        PendingPod {
+            pod: pod.pod_ref(),
+            uid: pod.uid.clone(),
+            action,
+            grace: pod.grace_period_seconds,
+            labels: pod.labels.clone(),
+            healthy: pod.ready && pod.phase == PodPhase::Running,
+            unstarted: pod.phase == PodPhase::Pending,
+            controller: pod.controller.clone(),
+        }
+    }
 }
 
 /// Why a pending pod is still on the node (`pendingPodsReasons[].reason`).
@@ -93,6 +120,8 @@ pub(super) struct PodReason {
     pub(super) pdb: Option<String>,
     /// The detail (for a budget: the API's message with its numbers).
     pub(super) message: String,
+    /// Why the budget blocks it, as diagnosed.
+    pub(super) blocker: Option<Blocker>,
 }
 
 impl PodReason {
@@ -104,8 +133,38 @@ impl PodReason {
                 None,
                 "eviction accepted, pod terminating".to_string(),
             ),
-            EvictionReply::Blocked { pdb, message } => (PendingReason::BlockedByPdb, pdb, message),
-            EvictionReply::TooManyPdbs { message } => (PendingReason::TooManyPdbs, None, message),
+            EvictionReply::Blocked {
+                pdb,
+                message,
+                blocker,
+            } => {
+                let reason = match &blocker {
+                    Some(Blocker::MultipleBudgets { .. }) => PendingReason::TooManyPdbs,
+                    _ => PendingReason::BlockedByPdb,
+                };
+                let blocker = blocker.or_else(|| {
+                    Some(Blocker::BudgetExhausted {
+                        budget: pdb.clone(),
+                        message: message.clone(),
+                    })
+                });
+                return PodReason {
+                    reason,
+                    pdb,
+                    message,
+                    blocker,
+                };
+            }
+            EvictionReply::TooManyPdbs { message } => {
+                return PodReason {
+                    reason: PendingReason::TooManyPdbs,
+                    pdb: None,
+                    message,
+                    blocker: Some(Blocker::MultipleBudgets {
+                        budgets: Vec::new(),
+                    }),
+                };
+            }
             EvictionReply::NamespaceTerminating => (
                 PendingReason::NamespaceTerminating,
                 None,
@@ -122,6 +181,7 @@ impl PodReason {
             reason,
             pdb,
             message,
+            blocker: None,
         }
     }
 
@@ -131,6 +191,7 @@ impl PodReason {
             reason: PendingReason::of_action(action),
             pdb: None,
             message: String::new(),
+            blocker: None,
         }
     }
 
@@ -141,7 +202,12 @@ impl PodReason {
             name: pod.name.clone(),
             reason: self.reason.as_str().to_string(),
             pdb: self.pdb.clone(),
-            message: self.message.clone(),
+            // The diagnosis says more than the API's refusal (which it includes the numbers of).
+            message: self
+                .blocker
+                .as_ref()
+                .map_or_else(|| self.message.clone(), ToString::to_string),
+            diagnosis: self.blocker.as_ref().map(|b| b.reason().to_string()),
         }
     }
 }
@@ -156,6 +222,7 @@ mod tests {
         let blocked = PodReason::of_reply(EvictionReply::Blocked {
             pdb: Some("web".into()),
             message: "needs 2".into(),
+            blocker: None,
         });
         assert_eq!(blocked.reason, PendingReason::BlockedByPdb);
         assert_eq!(blocked.reason.as_str(), "BlockedByPodDisruptionBudget");

@@ -46,6 +46,8 @@ pub(super) enum Failure {
     },
     /// The lease could not be kept (`errorOnLeaseCount` above the limit).
     LeaseLost,
+    /// `spec.drainTimeout` passed before the drain finished.
+    DrainTimeout,
     /// Found Failed in the API: decided by an earlier run.
     Recorded,
 }
@@ -112,6 +114,7 @@ impl fmt::Display for Stage {
                 let why = match why {
                     Failure::NodeMissing { .. } => "node missing",
                     Failure::LeaseLost => "lease lost",
+                    Failure::DrainTimeout => "drain timeout",
                     Failure::Recorded => "recorded",
                 };
                 let undo = if *undo_due { ", undo due" } else { "" };

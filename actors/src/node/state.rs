@@ -18,9 +18,11 @@ use super::trace::TraceState;
 use super::watches::Watches;
 use crate::eviction::{EvictionMsg, EvictionReport};
 use crate::model::{EventType, Maintenance, Phase};
-use crate::observe::PhaseReport;
+use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
-use crate::task::{TaskSlot, spawn_cast_back};
+use crate::plan;
+use crate::retry::Backoff;
+use crate::task::{TaskSet, TaskSlot};
 
 /// State of [`super::NodeActor`].
 pub struct NodeActorState {
@@ -34,6 +36,16 @@ pub struct NodeActorState {
     pub(super) stage: Stage,
     pub(super) status: StatusWriter,
     pub(super) ops: OpRunner,
+    /// Every task running cluster work for this actor: aborted and awaited when it stops.
+    pub(super) tasks: TaskSet,
+    /// Failing steps in a row: each retry waits longer (with jitter), never a tight loop.
+    pub(super) backoff: Backoff,
+    /// Retry ticks start nothing before this (a failed step's backoff, or a paced start-up).
+    pub(super) hold_until: Option<Instant>,
+    /// Ends the hold: [`NodeMsg::RetryDue`].
+    pub(super) retry_timer: TaskSlot,
+    /// When the running reconcile was started (its lease, if taken, is ours from then on).
+    pub(super) reconcile_sent: Option<Instant>,
     /// The first reconcile re-reads the NodeMaintenance (crash safety); true once it did, or
     /// when the copy at hand came straight from the watch.
     pub(super) refreshed: bool,
@@ -53,6 +65,8 @@ pub struct NodeActorState {
     pub(super) trace: TraceState,
     /// The phase last reported to the observer (withdrawn when the state is dropped).
     pub(super) observed_phase: PhaseReport,
+    /// Whether the drain is blocked, as last reported to the observer (withdrawn likewise).
+    pub(super) blocked_report: BlockedReport,
 }
 
 impl NodeActorState {
@@ -70,6 +84,11 @@ impl NodeActorState {
             repair_due: self.repair_due,
             awaiting_pods: self.stage.drain().is_some_and(|d| d.pods.is_none())
                 && self.watches.watching_pods(),
+            failure_written: self
+                .status
+                .written()
+                .is_some_and(super::status::undo_pending),
+            lease_expiring: self.lease.paused(),
         };
         match next_op(&self.stage, facts) {
             None => {}
@@ -84,10 +103,13 @@ impl NodeActorState {
                 }
                 let span = tracing::info_span!(parent: &self.work_span(), "undo");
                 let ctx = self.ctx.clone();
-                self.ops
-                    .run(myself, span, ops::undo(ctx, finalizer), move |result| {
-                        NodeMsg::Op(OpResult::Undone { finalizer, result })
-                    });
+                self.ops.run(
+                    &mut self.tasks,
+                    myself,
+                    span,
+                    ops::undo(ctx, finalizer),
+                    move |result| NodeMsg::Op(OpResult::Undone { finalizer, result }),
+                );
             }
         }
     }
@@ -96,15 +118,20 @@ impl NodeActorState {
         let input = ReconcileInput {
             refresh: !self.refreshed,
             finalizers: self.nm.finalizers.clone(),
-            first_time: self.status.wanted.phase.is_none(),
+            // A maintenance that waited in the queue is Running but has no counts yet.
+            first_time: crate::fleet::awaiting_start(&self.status.wanted),
             known_daemonsets: self.daemonsets.clone(),
         };
         let span = tracing::info_span!(parent: &self.work_span(), "reconcile");
         let ctx = self.ctx.clone();
-        self.ops
-            .run(myself, span, ops::reconcile(ctx, input), |done| {
-                NodeMsg::Op(OpResult::Reconciled(Box::new(done)))
-            });
+        self.reconcile_sent = Some(Instant::now());
+        self.ops.run(
+            &mut self.tasks,
+            myself,
+            span,
+            ops::reconcile(ctx, input),
+            |done| NodeMsg::Op(OpResult::Reconciled(Box::new(done))),
+        );
     }
 
     fn run_drain_pass(&mut self, myself: &ActorRef<NodeMsg>) {
@@ -117,7 +144,7 @@ impl NodeActorState {
         // recorded inside the drain's span.
         let span = drain.span().clone();
         let work = ops::drain_pass(self.ctx.clone(), snapshot, self.daemonsets.clone(), handled);
-        self.ops.run(myself, span, work, |pass| {
+        self.ops.run(&mut self.tasks, myself, span, work, |pass| {
             NodeMsg::Op(OpResult::Drained(pass))
         });
     }
@@ -149,9 +176,12 @@ impl NodeActorState {
                     nmo.phase = status.phase.map(Phase::as_str).unwrap_or_default(),
                     nmo.drain_progress = status.drain_progress,
                 );
+                if let Some(phase @ (Phase::Succeeded | Phase::Failed)) = status.phase {
+                    self.trace_phase(phase);
+                }
                 let cluster = self.ctx.cluster.clone();
                 let name = self.ctx.nm_name.clone();
-                spawn_cast_back(
+                self.tasks.spawn_cast_back(
                     myself,
                     span,
                     async move { cluster.write_status(&name, &status).await.map(|()| status) },
@@ -162,10 +192,12 @@ impl NodeActorState {
     }
 
     /// Emits an event on the NodeMaintenance (best effort, in the background).
-    pub(super) fn event(&self, type_: EventType, reason: &str, message: String) {
+    pub(super) fn event(&mut self, type_: EventType, reason: &str, message: String) {
         let cluster = self.ctx.cluster.clone();
         let event = ops::nm_event(&self.ctx, type_, reason, message);
-        tokio::spawn(async move { ops::emit(&cluster, event).await }.instrument(self.work_span()));
+        let span = self.work_span();
+        self.tasks
+            .spawn(async move { ops::emit(&cluster, event).await }.instrument(span));
     }
 
     /// Moves to `next`. Leaving `Draining` ends the drain: its span says how, the pod watch
@@ -179,6 +211,9 @@ impl NodeActorState {
         }
         if let Stage::Draining(drain) = previous {
             self.watches.stop_pods();
+            self.blocked_report.set(None);
+            self.status.wanted.drain_deadline = None;
+            self.status.wanted.drain_time_remaining = None;
             let how = match self.stage {
                 Stage::Succeeded => DrainEnd::Drained,
                 _ => DrainEnd::Stopped,
@@ -198,13 +233,46 @@ impl NodeActorState {
         }
         if let Some(phase) = self.status.wanted.phase {
             self.span.record("nmo.phase", phase.as_str());
-            self.trace_phase(phase);
+            // A terminal phase ends the maintenance's trace once the status saying so is on
+            // its way (see `flush_status`), so that write is part of the trace; a phase the
+            // API already has (a restart) ends it now.
+            let written = self.status.written().and_then(|w| w.phase) == Some(phase);
+            if phase == Phase::Running || written {
+                self.trace_phase(phase);
+            }
         }
     }
 
     /// No longer driving this maintenance: the phase gauge forgets it.
     pub(super) fn forget_phase(&mut self) {
         self.observed_phase.set(None);
+    }
+
+    /// A step failed: the next retry waits out a backoff that grows with each failure in a
+    /// row (with jitter), so that a failing API is not hammered by every maintenance at once.
+    pub(super) fn step_failed(&mut self, myself: &ActorRef<NodeMsg>) {
+        let delay = self.backoff.failed(
+            self.ctx.config.retry_backoff_base,
+            self.ctx.config.retry_backoff_max,
+        );
+        self.hold_until = Some(Instant::now() + delay);
+        self.retry_timer
+            .set(myself.send_after(delay, || NodeMsg::RetryDue));
+    }
+
+    /// A step went through: the next failure starts from the shortest backoff again.
+    pub(super) fn step_succeeded(&mut self) {
+        self.backoff.succeeded();
+    }
+
+    /// Whether retry ticks must wait (a backoff or a paced start-up is running).
+    pub(super) fn held(&self) -> bool {
+        self.hold_until.is_some_and(|until| Instant::now() < until)
+    }
+
+    /// The lease's margin before expiry at which evictions pause.
+    pub(super) fn pause_margin(&self) -> std::time::Duration {
+        plan::eviction_pause_margin(self.ctx.config.lease_duration)
     }
 
     /// Deleted: from now on only the undo runs, in a trace of its own.
@@ -219,6 +287,9 @@ impl NodeActorState {
         self.note_phase();
         self.forget_phase();
         self.ctx.deleting.store(true, Ordering::SeqCst);
+        // A deletion does not wait for a paced start-up or a backoff.
+        self.hold_until = None;
+        self.retry_timer.clear();
         self.set_stage(Stage::Undoing);
         // Ending maintenance is its own trace, linked to the maintenance's: the maintenance's
         // root span ends here if it had not yet (once its last children do).

@@ -4,8 +4,10 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
-use super::errors::DrainError;
+use super::blocked;
+use super::errors::{DrainError, LeaseLost};
 use super::pending::{PendingPod, PendingReason, PodReason};
+use crate::diagnosis::Blocker;
 use crate::model::{MaintenanceStatus, Phase, PodRef, conditions};
 use crate::plan;
 
@@ -28,6 +30,7 @@ pub(super) fn begin(status: &mut MaintenanceStatus, initial: &InitialCounts, now
     status.pending_pods = initial.pending.iter().map(|p| p.name.clone()).collect();
     status.pending_pods_refs = initial.pending.clone();
     status.drain_progress = plan::progress(initial.eviction, initial.pending.len(), 0, true);
+    crate::fleet::mark_started(status, now);
     plan::set_condition(
         &mut status.conditions,
         conditions::LEASE_ACQUIRED,
@@ -98,6 +101,47 @@ pub(super) fn fail(status: &mut MaintenanceStatus, error: String, now: DateTime<
     status.last_error = Some(error);
 }
 
+/// Gave up and the node changes are to be undone: said in the status (with the Failed phase)
+/// before the undo starts, so that a restart in between still undoes.
+pub(super) fn undo_due(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
+    plan::set_condition(
+        &mut status.conditions,
+        conditions::NODE_RESTORED,
+        false,
+        conditions::UNDO_DUE,
+        "the node changes of this maintenance are being undone",
+        now,
+    );
+}
+
+/// The node changes of a maintenance that gave up are undone.
+pub(super) fn restored(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
+    plan::set_condition(
+        &mut status.conditions,
+        conditions::NODE_RESTORED,
+        true,
+        conditions::RESTORED,
+        "the node changes of this maintenance are undone",
+        now,
+    );
+}
+
+/// Whether a Failed status still owes its node an undo: it says so (see [`undo_due`]), or it
+/// is a give-up recorded by an nmo that kept the pending undo in memory only (its `lastError`
+/// is [`LeaseLost`]'s and no condition says the node was restored).
+pub(super) fn undo_pending(status: &MaintenanceStatus) -> bool {
+    if status.phase != Some(Phase::Failed) {
+        return false;
+    }
+    match plan::condition(status, conditions::NODE_RESTORED) {
+        Some(condition) => condition.status == "False",
+        None => status
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.starts_with(LeaseLost::PREFIX)),
+    }
+}
+
 /// Updates the drain fields from the pending pods and what is known about each; returns true
 /// when the node is drained (the status then says Succeeded).
 pub(super) fn drain(
@@ -123,6 +167,7 @@ pub(super) fn drain(
             "no evictable pod left on the node",
             now,
         );
+        not_blocked(status);
         return true;
     }
     status.phase = Some(Phase::Running);
@@ -168,9 +213,12 @@ pub(super) fn drain(
             format!("{} pods still on the node", pending.len()),
         ),
     };
+    let worst = blocked::worst(pending, reasons);
     status.last_error = if !errors.is_empty() {
         let errors: Vec<String> = errors.iter().map(ToString::to_string).collect();
         Some(errors.join("; "))
+    } else if let Some((pod, blocker)) = worst {
+        Some(blocked_error(pod, blocker))
     } else if blocked.is_some() {
         Some(message.clone())
     } else {
@@ -189,7 +237,58 @@ pub(super) fn drain(
         &message,
         now,
     );
+    match worst {
+        Some((pod, blocker)) => plan::set_condition(
+            &mut status.conditions,
+            conditions::DRAIN_BLOCKED,
+            true,
+            blocker.reason(),
+            &format!("pod {}/{}: {blocker}", pod.namespace, pod.name),
+            now,
+        ),
+        None => not_blocked(status),
+    }
     false
+}
+
+/// `lastError` for a pod its budget blocks: the API's refusal, naming the budget, while nothing
+/// more is known; the diagnosis once there is one.
+fn blocked_error(pod: &PodRef, blocker: &Blocker) -> String {
+    match blocker {
+        Blocker::BudgetExhausted {
+            budget: Some(budget),
+            message,
+        } => format!(
+            "pod {}/{} is blocked by PodDisruptionBudget {budget}: {message}",
+            pod.namespace, pod.name
+        ),
+        other => format!("cannot evict pod {}/{}: {other}", pod.namespace, pod.name),
+    }
+}
+
+/// No pod waits on a budget: no `DrainBlocked` condition (so that `kubectl get nm -o wide`,
+/// whose column reads the condition's reason, shows nothing for a drain that is not stuck).
+fn not_blocked(status: &mut MaintenanceStatus) {
+    status
+        .conditions
+        .retain(|c| c.type_ != conditions::DRAIN_BLOCKED);
+}
+
+/// Failed because `spec.drainTimeout` passed: `Drained` says so with its own reason, and
+/// `DrainBlocked` keeps what blocked the drain.
+pub(super) fn drain_timed_out(status: &mut MaintenanceStatus, error: String, now: DateTime<Utc>) {
+    status.phase = Some(Phase::Failed);
+    status.drain_deadline = None;
+    status.drain_time_remaining = None;
+    plan::set_condition(
+        &mut status.conditions,
+        conditions::DRAINED,
+        false,
+        conditions::DRAIN_TIMEOUT,
+        &error,
+        now,
+    );
+    status.last_error = Some(error);
 }
 
 #[cfg(test)]
@@ -214,6 +313,10 @@ mod tests {
             uid: format!("uid-{name}"),
             action,
             grace: None,
+            labels: BTreeMap::new(),
+            healthy: true,
+            unstarted: false,
+            controller: None,
         }
     }
 
@@ -247,6 +350,7 @@ mod tests {
             PodReason::of_reply(EvictionReply::Blocked {
                 pdb: Some("web".into()),
                 message: "needs 2".into(),
+                blocker: None,
             }),
         )]);
         assert!(!drain(&mut status, &pods, &reasons, &[], now()));
@@ -263,6 +367,41 @@ mod tests {
         assert_eq!(reasons, ["BlockedByPodDisruptionBudget", "Terminating"]);
         let drained = plan::condition(&status, conditions::DRAINED).unwrap();
         assert_eq!(drained.reason, conditions::BLOCKED_BY_PDB);
+    }
+
+    #[test]
+    fn drain_blocked_is_there_while_a_budget_blocks_and_gone_after() {
+        let mut status = running(1);
+        let pods = [pending("db-0", PodAction::Evict)];
+        let reasons = BTreeMap::from([(
+            pods[0].pod.clone(),
+            PodReason::of_reply(EvictionReply::Blocked {
+                pdb: Some("db".into()),
+                message: "needs 1".into(),
+                blocker: Some(crate::diagnosis::Blocker::StructuralBudget {
+                    budget: "db".into(),
+                    why: crate::budget::Structural::MaxUnavailableZero { value: "0".into() },
+                }),
+            }),
+        )]);
+        drain(&mut status, &pods, &reasons, &[], now());
+        let blocked = plan::condition(&status, conditions::DRAIN_BLOCKED).unwrap();
+        assert_eq!(
+            (blocked.status.as_str(), blocked.reason.as_str()),
+            ("True", "StructuralBudget")
+        );
+        assert_eq!(
+            status.last_error.as_deref(),
+            Some(
+                "cannot evict pod app/db-0: PodDisruptionBudget db can never allow a disruption: maxUnavailable is 0: it never allows a disruption"
+            )
+        );
+        assert_eq!(
+            status.pending_pods_reasons[0].diagnosis.as_deref(),
+            Some("StructuralBudget")
+        );
+        drain(&mut status, &pods, &BTreeMap::new(), &[], now());
+        assert!(plan::condition(&status, conditions::DRAIN_BLOCKED).is_none());
     }
 
     #[test]

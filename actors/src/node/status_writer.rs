@@ -6,8 +6,10 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use crate::config::Config;
 use crate::model::MaintenanceStatus;
 use crate::plan;
+use crate::retry::Backoff;
 
 /// What to do about the status now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,6 +34,9 @@ pub(super) struct StatusWriter {
     hold_until: Option<Instant>,
     /// A deferred write is scheduled.
     scheduled: bool,
+    /// Failed writes in a row; after one, nothing is written before `retry_at`.
+    failures: Backoff,
+    retry_at: Option<Instant>,
 }
 
 impl StatusWriter {
@@ -43,6 +48,8 @@ impl StatusWriter {
             in_flight: false,
             hold_until: None,
             scheduled: false,
+            failures: Backoff::default(),
+            retry_at: None,
         }
     }
 
@@ -66,6 +73,14 @@ impl StatusWriter {
     pub(super) fn decide(&self, now: Instant) -> Flush {
         if self.in_flight {
             return Flush::Nothing;
+        }
+        if let Some(at) = self.retry_at.filter(|at| *at > now) {
+            // After a failed write, even a phase change waits for the backoff.
+            return if self.scheduled {
+                Flush::Nothing
+            } else {
+                Flush::Later(at - now)
+            };
         }
         let differs = self
             .written
@@ -112,7 +127,18 @@ impl StatusWriter {
         self.in_flight = false;
         if written.is_some() {
             self.written = written;
+            self.failures.succeeded();
+            self.retry_at = None;
         }
+    }
+
+    /// The write failed: the next one waits out a backoff growing with each failure in a row.
+    pub(super) fn failed(&mut self, now: Instant, config: &Config) {
+        self.in_flight = false;
+        let delay = self
+            .failures
+            .failed(config.retry_backoff_base, config.retry_backoff_max);
+        self.retry_at = Some(now + delay);
     }
 }
 

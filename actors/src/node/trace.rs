@@ -72,6 +72,9 @@ impl NodeActorState {
     pub(super) fn trace_phase(&mut self, phase: Phase) {
         match phase {
             Phase::Succeeded | Phase::Failed if !self.trace.ended => {
+                // The root says how the maintenance ended, whichever of the status write and
+                // the phase bookkeeping came first.
+                self.span.record("nmo.phase", phase.as_str());
                 // Log lines keep the maintenance's node and trace id, in a span no trace gets.
                 let logs = tracing::span!(
                     target: LOGS_ONLY_TARGET,

@@ -1,6 +1,8 @@
 //! What each message does to a node actor: decide (see [`super::decide`]), then act through the
 //! primitives of [`super::state`].
 
+use std::time::Duration;
+
 use ractor::ActorRef;
 
 use super::decide::{self, AfterReconcile, OnUpdate};
@@ -19,7 +21,10 @@ use crate::observe::LeaseOp;
 use crate::plan;
 use crate::ports::ClusterError;
 use crate::stop::StopReason;
-use crate::task::spawn_cast_back;
+
+/// What `lastError` adds while evictions pause for the node lease.
+const EVICTIONS_PAUSED: &str =
+    "the node lease is about to expire: evictions paused until it is renewed";
 
 impl NodeActorState {
     /// The NodeMaintenance changed.
@@ -39,6 +44,11 @@ impl NodeActorState {
             OnUpdate::Continue => {
                 self.nm.reason = nm.reason;
                 self.nm.finalizers = nm.finalizers;
+                if self.nm.drain_policy != nm.drain_policy {
+                    self.nm.drain_policy = nm.drain_policy;
+                    self.arm_deadline(myself);
+                    self.flush_status(myself);
+                }
             }
         }
     }
@@ -50,17 +60,28 @@ impl NodeActorState {
         self.start_undo(myself);
     }
 
-    /// The retry timer.
+    /// The retry timer: re-checks unfinished work, unless a failed step's backoff runs.
     pub(super) fn on_tick(&mut self, myself: &ActorRef<NodeMsg>) {
+        if self.check_deadline(myself) {
+            return;
+        }
         self.flush_status(myself);
-        if decide::retries_on_tick(&self.stage) {
+        if decide::retries_on_tick(&self.stage) && !self.held() {
             self.kick(myself);
         }
     }
 
-    /// The lease renewal timer.
-    pub(super) fn renew_lease(&mut self, myself: &ActorRef<NodeMsg>) {
-        if !self.stage.guards_node() || !self.lease.begin_renewal() {
+    /// A backoff (or a paced start-up) is over.
+    pub(super) fn on_retry_due(&mut self, myself: &ActorRef<NodeMsg>) {
+        self.retry_timer.finished();
+        self.hold_until = None;
+        self.flush_status(myself);
+        self.kick(myself);
+    }
+
+    /// The lease renewal timer (`new_interval`), or the retry of a failed renewal.
+    pub(super) fn renew_lease(&mut self, myself: &ActorRef<NodeMsg>, new_interval: bool) {
+        if !self.stage.guards_node() || !self.lease.begin_renewal(new_interval) {
             return;
         }
         let ctx = self.ctx.clone();
@@ -68,7 +89,9 @@ impl NodeActorState {
         let node_uid = self.lease.node_uid().to_string();
         // A renewal: the lease is ours, so it is never created without reading it first.
         let work = async move { ops::acquire_lease(&ctx, &node_uid, LeaseOp::Renew, false).await };
-        spawn_cast_back(myself, self.work_span(), work, NodeMsg::LeaseRenewed);
+        let span = self.work_span();
+        self.tasks
+            .spawn_cast_back(myself, span, work, NodeMsg::LeaseRenewed);
     }
 
     /// A renewal ended.
@@ -77,19 +100,59 @@ impl NodeActorState {
         myself: &ActorRef<NodeMsg>,
         result: Result<Lease, LeaseError>,
     ) {
-        self.lease.renewal_ended();
+        let duration = self.ctx.config.lease_duration;
+        self.lease.renewal_ended(result.is_ok(), duration);
         if !self.stage.guards_node() {
             return;
         }
         match result {
             Ok(_) => {
+                self.lease.watch_expiry(myself, self.pause_margin());
                 if self.status.wanted.error_on_lease_count != 0 {
                     self.status.wanted.error_on_lease_count = 0;
                     self.flush_status(myself);
                 }
+                if self.lease.resume() {
+                    self.span
+                        .in_scope(|| tracing::info!("node lease renewed, evictions resume"));
+                    self.status.wanted.last_error = None;
+                    self.flush_status(myself);
+                    self.kick(myself);
+                }
             }
-            Err(err) => self.lease_failed(myself, err),
+            Err(err) => {
+                self.lease_failed(myself, err);
+                if self.stage.guards_node() {
+                    // Tried again within seconds, not at the next interval.
+                    let config = &self.ctx.config;
+                    let max = config.lease_renew_interval.min(Duration::from_secs(60));
+                    self.lease.retry_later(myself, config.lease_retry_base, max);
+                }
+            }
         }
+    }
+
+    /// nmo's node lease is about to expire (its renewals failed): no more evictions for this
+    /// node until it is renewed, so that no pod is evicted while another operator may take
+    /// the node over.
+    pub(super) fn on_lease_expiring(&mut self, myself: &ActorRef<NodeMsg>) {
+        let margin = self.pause_margin();
+        if !self.stage.guards_node() || !self.lease.expiring(margin) || !self.lease.pause() {
+            return;
+        }
+        self.span.in_scope(|| {
+            tracing::warn!("node lease about to expire, evictions paused until it is renewed")
+        });
+        let _ = self.evictor.cast(EvictionMsg::Cancel {
+            maintenance: self.ctx.nm_name.clone(),
+        });
+        if let Some(drain) = self.stage.drain_mut() {
+            drain.forget_asked();
+        }
+        self.status.wanted.last_error = Some(format!(
+            "the node lease could not be renewed; {EVICTIONS_PAUSED}"
+        ));
+        self.flush_status(myself);
     }
 
     /// Counts one failure to take or keep the lease; gives up above the limit.
@@ -101,7 +164,11 @@ impl NodeActorState {
         if counted.give_up {
             self.give_up(myself, LeaseLost(error));
         } else {
-            self.status.wanted.last_error = Some(error.to_string());
+            self.status.wanted.last_error = Some(if self.lease.paused() {
+                format!("{error}; {EVICTIONS_PAUSED}")
+            } else {
+                error.to_string()
+            });
             self.flush_status(myself);
         }
     }
@@ -117,19 +184,25 @@ impl NodeActorState {
         self.watches.stop_node();
         let error = error.to_string();
         status::fail(&mut self.status.wanted, error.clone(), now);
+        // The undo starts once the API has this (see `decide::Facts::failure_written`): a
+        // restart in between finds the undo due in the status and still does it.
+        status::undo_due(&mut self.status.wanted, now);
         self.event(EventType::Warning, reasons::FAILED, error);
         self.flush_status(myself);
-        self.kick(myself);
     }
 
     /// A maintenance found Failed in the API stays Failed (one failed for a missing node is
-    /// started again when its spec changes).
+    /// started again when its spec changes); if it gave up and its undo is still due, the undo
+    /// runs.
     pub(super) fn enter_recorded_failure(&mut self) {
         let why = Failure::recorded(self.status.wanted.last_error.as_deref(), &self.nm);
-        self.set_stage(Stage::Failed {
-            why,
-            undo_due: false,
-        });
+        let undo_due = status::undo_pending(&self.status.wanted);
+        if undo_due {
+            // A give-up recorded by an older nmo says nothing yet: say it before undoing.
+            let now = self.now();
+            status::undo_due(&mut self.status.wanted, now);
+        }
+        self.set_stage(Stage::Failed { why, undo_due });
     }
 
     /// A reconcile ended.
@@ -160,8 +233,12 @@ impl NodeActorState {
             // The result raced the deletion or a give-up: those win.
             return;
         }
+        let sent = self.reconcile_sent.take();
         match decide::after_reconcile(done.outcome, self.lease.held_once()) {
-            AfterReconcile::Ready { node, lease } => self.ready(myself, &node, &lease),
+            AfterReconcile::Ready { node, lease } => {
+                self.step_succeeded();
+                self.ready(myself, &node, &lease, sent);
+            }
             AfterReconcile::NodeMissing(error) => {
                 let error = error.to_string();
                 let already = self.status.written().is_some_and(|w| {
@@ -183,13 +260,16 @@ impl NodeActorState {
                 self.set_stage(Stage::WaitingForLease { holder, until });
             }
             AfterReconcile::LeaseFailed(error) => {
+                self.step_failed(myself);
                 self.lease_failed(myself, error);
                 return;
             }
             AfterReconcile::NoLeaseYet(error) => {
+                self.step_failed(myself);
                 self.status.wanted.last_error = Some(error.to_string());
             }
             AfterReconcile::StepFailed(error) => {
+                self.step_failed(myself);
                 self.span
                     .in_scope(|| tracing::warn!(%error, "maintenance step failed, retrying"));
                 self.status.wanted.last_error = Some(error.to_string());
@@ -204,12 +284,25 @@ impl NodeActorState {
     }
 
     /// Lease held and node in maintenance: guard it, and drain unless drained before.
-    fn ready(&mut self, myself: &ActorRef<NodeMsg>, node: &NodeState, lease: &Lease) {
+    fn ready(
+        &mut self,
+        myself: &ActorRef<NodeMsg>,
+        node: &NodeState,
+        lease: &Lease,
+        sent: Option<tokio::time::Instant>,
+    ) {
         self.span.in_scope(
             || tracing::debug!(node = %node.name, lease = %lease.name, "node in maintenance"),
         );
         let now = self.now();
-        self.lease.acquired(&node.uid);
+        let sent = sent.unwrap_or_else(tokio::time::Instant::now);
+        self.lease
+            .acquired(&node.uid, sent, self.ctx.config.lease_duration);
+        self.lease.watch_expiry(myself, self.pause_margin());
+        if self.lease.resume() {
+            self.span
+                .in_scope(|| tracing::info!("node lease taken again, evictions resume"));
+        }
         status::lease_acquired(&mut self.status.wanted, now);
         self.watches
             .watch_node(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
@@ -223,6 +316,8 @@ impl NodeActorState {
         if !matches!(self.stage, Stage::Draining(_)) {
             let drain = Drain::begin(&self.span, self.status.wanted.eviction_pods);
             self.set_stage(Stage::Draining(Box::new(drain)));
+            self.status.wanted.drain_start_time.get_or_insert(now);
+            self.arm_deadline(myself);
         }
         self.watches
             .watch_pods(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
@@ -235,7 +330,14 @@ impl NodeActorState {
             return;
         };
         self.daemonsets.extend(std::mem::take(&mut pass.daemonsets));
+        let failed = !pass.errors.is_empty();
         let to_ask = drain.apply(pass);
+        // Evictions wait while the lease is about to lapse.
+        let to_ask = if self.lease.paused() {
+            Vec::new()
+        } else {
+            to_ask
+        };
         let span = drain.span().clone();
         for pending in to_ask {
             let request = EvictionRequest {
@@ -244,12 +346,21 @@ impl NodeActorState {
                 maintenance: self.ctx.nm_name.clone(),
                 reply_to: self.reports.clone(),
                 span: span.clone(),
+                labels: pending.labels.clone(),
+                healthy: pending.healthy,
+                unstarted: pending.unstarted,
+                controller: pending.controller.clone(),
             };
             if self.evictor.cast(EvictionMsg::Evict(request)).is_ok()
                 && let Some(drain) = self.stage.drain_mut()
             {
                 drain.asked(pending.pod);
             }
+        }
+        if failed {
+            self.step_failed(myself);
+        } else {
+            self.step_succeeded();
         }
         self.update_drain_status(myself);
     }
@@ -272,6 +383,7 @@ impl NodeActorState {
             .stage
             .drain()
             .is_some_and(|drain| drain.write_status(&mut self.status.wanted, now));
+        self.note_blockage(now);
         if drained {
             let first = self.status.written().and_then(|w| w.phase) != Some(Phase::Succeeded);
             self.set_stage(Stage::Succeeded);
@@ -298,14 +410,22 @@ impl NodeActorState {
                 myself.stop(StopReason::Undone.text());
                 true
             }
-            Ok(()) => false,
+            Ok(()) => {
+                // A give-up's undo: the status says the node is restored.
+                self.step_succeeded();
+                let now = self.now();
+                status::restored(&mut self.status.wanted, now);
+                self.flush_status(myself);
+                false
+            }
             Err(error) => {
                 self.span
                     .in_scope(|| tracing::warn!(%error, "undo failed, retrying"));
                 if !finalizer && let Stage::Failed { undo_due, .. } = &mut self.stage {
-                    // Retried on the next tick, like the deletion's undo.
+                    // Retried after the backoff, like the deletion's undo.
                     *undo_due = true;
                 }
+                self.step_failed(myself);
                 false
             }
         }
@@ -321,12 +441,18 @@ impl NodeActorState {
             Ok(written) => {
                 self.status.ended(Some(written));
                 self.flush_status(myself);
+                // A give-up's undo waits for its Failed status to be written.
+                if matches!(self.stage, Stage::Failed { undo_due: true, .. }) {
+                    self.kick(myself);
+                }
             }
             Err(ClusterError::NotFound(_)) => self.status.ended(None),
             Err(err) => {
-                self.status.ended(None);
+                self.status
+                    .failed(tokio::time::Instant::now(), &self.ctx.config);
                 self.span
                     .in_scope(|| tracing::warn!(error = %err, "cannot write status, retrying"));
+                self.flush_status(myself);
             }
         }
     }
@@ -335,7 +461,7 @@ impl NodeActorState {
     pub(super) fn on_node_changed(&mut self, myself: &ActorRef<NodeMsg>, node: Option<NodeState>) {
         if let Some(node) = node
             && self.stage.guards_node()
-            && plan::maintenance_patch(&node, self.now()).is_some()
+            && plan::maintenance_patch(&node, &self.ctx.nm_uid, self.now()).is_some()
         {
             self.span
                 .in_scope(|| tracing::info!("node changed under maintenance, repairing"));

@@ -102,6 +102,13 @@ pub struct LeaseFailure {
     pub give_up: bool,
 }
 
+/// How long before nmo's node lease can lapse its evictions pause (a twelfth of the lease:
+/// 5 minutes of an hour), so that no pod is evicted while another operator may already take
+/// the node over (its clock may run ahead of ours).
+pub fn eviction_pause_margin(lease_duration: Duration) -> Duration {
+    lease_duration / 12
+}
+
 /// Maximum `errorOnLeaseCount` tolerated; one more stops the maintenance.
 pub const MAX_LEASE_ERRORS: i32 = 3;
 

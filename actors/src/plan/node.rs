@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 
 use crate::model::{
-    DRAIN_TAINT_KEY, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, NodePatch, NodeState, Taint,
-    UNSCHEDULABLE_TAINT_KEY,
+    DRAIN_TAINT_KEY, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, NodePatch, NodeRecord, NodeState,
+    RecordWrite, Taint, UNSCHEDULABLE_TAINT_KEY,
 };
 
 fn ours(taint: &Taint) -> bool {
@@ -44,19 +44,83 @@ pub fn without_maintenance_taints(current: &[Taint]) -> Vec<Taint> {
 /// True when the node is labelled, tainted and cordoned for maintenance.
 pub fn node_in_maintenance(node: &NodeState) -> bool {
     node.unschedulable
-        && node.labels.get(EXCLUDE_LABEL).map(String::as_str) == Some(EXCLUDE_LABEL_VALUE)
+        && has_label(node)
         && maintenance_taints(None)
             .iter()
             .all(|mine| node.taints.iter().any(|t| t.same_as(mine)))
 }
 
-/// The patch that puts a node into maintenance, or None when it already is.
-pub fn maintenance_patch(node: &NodeState, now: DateTime<Utc>) -> Option<NodePatch> {
-    if node_in_maintenance(node) {
+fn has_label(node: &NodeState) -> bool {
+    node.labels.get(EXCLUDE_LABEL).map(String::as_str) == Some(EXCLUDE_LABEL_VALUE)
+}
+
+fn has_taint(node: &NodeState, key: &str) -> bool {
+    node.taints
+        .iter()
+        .any(|t| t.same_as(&Taint::no_schedule(key)))
+}
+
+/// What the node has now of nmo's changes, as the record of its state before maintenance
+/// that `maintenance` writes when it first changes the node.
+///
+/// A node that already carries `medik8s.io/drain` but no record was changed by a node
+/// maintenance operator that kept no record (the Go operator, or nmo before records): every
+/// mark is then taken as that operator's, as the Go operator's undo would. Nothing else sets
+/// that taint, so a node cordoned by someone else (a remediation operator, a person) is
+/// recorded as cordoned, and stays so after the maintenance.
+pub fn record_of(node: &NodeState, maintenance: &str) -> NodeRecord {
+    if has_taint(node, DRAIN_TAINT_KEY) {
+        return NodeRecord {
+            maintenance: maintenance.to_string(),
+            cordoned: false,
+            drain_taint: false,
+            unschedulable_taint: false,
+            label: false,
+        };
+    }
+    NodeRecord {
+        maintenance: maintenance.to_string(),
+        cordoned: node.unschedulable,
+        drain_taint: false,
+        unschedulable_taint: has_taint(node, UNSCHEDULABLE_TAINT_KEY),
+        label: has_label(node),
+    }
+}
+
+/// The record write that puts the node under `maintenance`: a new record when there is none,
+/// the existing one taken over when another (gone) maintenance left it (its prior state is
+/// still the node's state before nmo), nothing when it is already ours.
+fn claim_record(node: &NodeState, maintenance: &str) -> RecordWrite {
+    match &node.record {
+        Some(record) if record.maintenance == maintenance => RecordWrite::Keep,
+        Some(record) => RecordWrite::Set {
+            record: NodeRecord {
+                maintenance: maintenance.to_string(),
+                ..record.clone()
+            },
+            annotated: node.annotated,
+        },
+        None => RecordWrite::Set {
+            record: record_of(node, maintenance),
+            annotated: node.annotated,
+        },
+    }
+}
+
+/// The patch that puts a node into maintenance for the NodeMaintenance with uid
+/// `maintenance` (and records what was there before, in the same patch), or None when it is
+/// in maintenance and recorded as ours already.
+pub fn maintenance_patch(
+    node: &NodeState,
+    maintenance: &str,
+    now: DateTime<Utc>,
+) -> Option<NodePatch> {
+    let record = claim_record(node, maintenance);
+    if node_in_maintenance(node) && record == RecordWrite::Keep {
         return None;
     }
     let mut labels = BTreeMap::new();
-    if node.labels.get(EXCLUDE_LABEL).map(String::as_str) != Some(EXCLUDE_LABEL_VALUE) {
+    if !has_label(node) {
         labels.insert(
             EXCLUDE_LABEL.to_string(),
             Some(EXCLUDE_LABEL_VALUE.to_string()),
@@ -68,27 +132,105 @@ pub fn maintenance_patch(node: &NodeState, now: DateTime<Utc>) -> Option<NodePat
         desired_taints: with_maintenance_taints(&node.taints, now),
         unschedulable: (!node.unschedulable).then_some(true),
         labels,
+        record,
     })
 }
 
-/// The patch that takes a node out of maintenance, or None when nothing of nmo's is left.
-pub fn undo_patch(node: &NodeState) -> Option<NodePatch> {
-    let has_label = node.labels.contains_key(EXCLUDE_LABEL);
-    let has_taint = node.taints.iter().any(ours);
-    if !has_label && !has_taint && !node.unschedulable {
-        return None;
-    }
+/// Whose changes an undo takes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Undoer<'a> {
+    /// The NodeMaintenance with this uid: only its own record (another maintenance's changes,
+    /// or a node it never changed, are left alone).
+    Maintenance(&'a str),
+    /// The orphan sweep: whatever record the node carries (its NodeMaintenance is gone).
+    Sweep,
+}
+
+/// What nmo restores of the node's state before maintenance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Prior {
+    cordoned: bool,
+    drain_taint: bool,
+    unschedulable_taint: bool,
+    label: bool,
+}
+
+/// The patch that takes back nmo's changes to a node, following its record, or None when
+/// there is nothing of `undoer`'s to take back.
+///
+/// - A record of the undoer's: what nmo added goes (label, either taint, the cordon), what was
+///   there before stays; the record goes too.
+/// - No record but nmo's drain taint: changes of an operator that kept no record (the Go
+///   operator, nmo before records): everything of a maintenance goes, as the Go operator's undo
+///   does.
+/// - Otherwise nmo never changed the node (e.g. it only waited behind another lease holder):
+///   nothing.
+///
+/// With `foreign_holder` (another operator validly holds the node's lease, e.g. a remediation
+/// in progress) only what is nmo's alone goes (the drain taint, the label, the record): the
+/// cordon and its taint now serve the holder, which took the node as it was and uncordons it
+/// when it is done.
+pub fn undo_patch(node: &NodeState, undoer: Undoer<'_>, foreign_holder: bool) -> Option<NodePatch> {
+    let prior = match (&node.record, undoer) {
+        (Some(record), Undoer::Maintenance(uid)) if record.maintenance != uid => return None,
+        (Some(record), _) => Prior {
+            cordoned: record.cordoned,
+            drain_taint: record.drain_taint,
+            unschedulable_taint: record.unschedulable_taint,
+            label: record.label,
+        },
+        (None, _) if has_taint(node, DRAIN_TAINT_KEY) => Prior {
+            cordoned: false,
+            drain_taint: false,
+            unschedulable_taint: false,
+            label: false,
+        },
+        (None, _) => return None,
+    };
+    let keep_cordon = prior.cordoned || foreign_holder;
+    let keep_unschedulable_taint = prior.unschedulable_taint || foreign_holder;
+    let desired_taints: Vec<Taint> = node
+        .taints
+        .iter()
+        .filter(|t| {
+            let added_drain = !prior.drain_taint && t.same_as(&Taint::no_schedule(DRAIN_TAINT_KEY));
+            let added_unschedulable = !keep_unschedulable_taint
+                && t.same_as(&Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
+            let added_by_nmo = added_drain || added_unschedulable;
+            !added_by_nmo
+        })
+        .cloned()
+        .collect();
     let mut labels = BTreeMap::new();
-    if has_label {
+    if !prior.label && node.labels.contains_key(EXCLUDE_LABEL) {
         labels.insert(EXCLUDE_LABEL.to_string(), None);
+    }
+    let unschedulable = (node.unschedulable && !keep_cordon).then_some(false);
+    let record = if node.record.is_some() {
+        RecordWrite::Remove
+    } else {
+        RecordWrite::Keep
+    };
+    let unchanged = desired_taints.len() == node.taints.len()
+        && labels.is_empty()
+        && unschedulable.is_none()
+        && record == RecordWrite::Keep;
+    if unchanged {
+        return None;
     }
     Some(NodePatch {
         node: node.name.clone(),
         expected_taints: node.taints.clone(),
-        desired_taints: without_maintenance_taints(&node.taints),
-        unschedulable: node.unschedulable.then_some(false),
+        desired_taints,
+        unschedulable,
         labels,
+        record,
     })
+}
+
+/// True when the node carries changes of nmo's that an undo by `undoer` would take back.
+pub fn marked_by(node: &NodeState, undoer: Undoer<'_>) -> bool {
+    undo_patch(node, undoer, false).is_some()
 }
 
 #[cfg(test)]
@@ -108,10 +250,12 @@ mod tests {
             .at_version("1")
     }
 
+    const UID: &str = "uid-nm1";
+
     #[test]
     fn maintenance_patch_adds_ours_keeps_foreign_and_tests_current() {
         let n = node();
-        let patch = maintenance_patch(&n, t(0)).unwrap();
+        let patch = maintenance_patch(&n, UID, t(0)).unwrap();
         assert_eq!(patch.expected_taints, n.taints);
         assert_eq!(patch.desired_taints.len(), 3);
         assert_eq!(patch.desired_taints[0].key, "foreign");
@@ -140,10 +284,11 @@ mod tests {
         n.unschedulable = true;
         n.taints = with_maintenance_taints(&n.taints, t(0));
         n.labels.insert(EXCLUDE_LABEL.into(), "true".into());
+        n.record = Some(record_of(&node(), UID));
         assert!(node_in_maintenance(&n));
-        assert_eq!(maintenance_patch(&n, t(1)), None);
+        assert_eq!(maintenance_patch(&n, UID, t(1)), None);
         n.unschedulable = false;
-        let patch = maintenance_patch(&n, t(1)).unwrap();
+        let patch = maintenance_patch(&n, UID, t(1)).unwrap();
         assert_eq!(patch.unschedulable, Some(true));
         assert!(patch.labels.is_empty());
         assert_eq!(patch.desired_taints, n.taints, "no taint duplicated");
@@ -155,10 +300,156 @@ mod tests {
         n.unschedulable = true;
         n.taints = with_maintenance_taints(&n.taints, t(0));
         n.labels.insert(EXCLUDE_LABEL.into(), "true".into());
-        let patch = undo_patch(&n).unwrap();
+        let patch = undo_patch(&n, Undoer::Maintenance(UID), false).unwrap();
         assert_eq!(patch.desired_taints, node().taints);
         assert_eq!(patch.unschedulable, Some(false));
         assert_eq!(patch.labels.get(EXCLUDE_LABEL), Some(&None));
-        assert_eq!(undo_patch(&node()), None);
+        assert_eq!(undo_patch(&node(), Undoer::Maintenance(UID), false), None);
+    }
+
+    /// What nmo does to `before` when the maintenance `UID` starts.
+    fn marked(before: &NodeState) -> NodeState {
+        let patch = maintenance_patch(before, UID, t(0)).unwrap();
+        let mut after = before.clone();
+        after.taints = patch.desired_taints.clone();
+        after.unschedulable = patch.unschedulable.unwrap_or(after.unschedulable);
+        for (key, value) in patch.labels {
+            match value {
+                Some(value) => after.labels.insert(key, value),
+                None => after.labels.remove(&key),
+            };
+        }
+        if let RecordWrite::Set { record, .. } = patch.record {
+            after.record = Some(record);
+        }
+        after
+    }
+
+    fn undone(node: &NodeState, undoer: Undoer<'_>, foreign_holder: bool) -> NodeState {
+        let Some(patch) = undo_patch(node, undoer, foreign_holder) else {
+            return node.clone();
+        };
+        let mut after = node.clone();
+        after.taints = patch.desired_taints.clone();
+        after.unschedulable = patch.unschedulable.unwrap_or(after.unschedulable);
+        for (key, value) in patch.labels {
+            match value {
+                Some(value) => after.labels.insert(key, value),
+                None => after.labels.remove(&key),
+            };
+        }
+        if patch.record == RecordWrite::Remove {
+            after.record = None;
+        }
+        after
+    }
+
+    #[test]
+    fn the_first_change_records_what_was_there_and_undo_restores_exactly_that() {
+        let fresh = node();
+        let during = marked(&fresh);
+        assert!(node_in_maintenance(&during));
+        assert_eq!(
+            during.record,
+            Some(NodeRecord {
+                maintenance: UID.into(),
+                cordoned: false,
+                drain_taint: false,
+                unschedulable_taint: false,
+                label: false,
+            })
+        );
+        assert_eq!(undone(&during, Undoer::Maintenance(UID), false), fresh);
+    }
+
+    #[test]
+    fn a_node_cordoned_by_someone_else_stays_cordoned_with_its_taint() {
+        let mut cordoned = node();
+        cordoned.unschedulable = true;
+        cordoned
+            .taints
+            .push(Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
+        let during = marked(&cordoned);
+        let record = during.record.clone().unwrap();
+        assert!(record.cordoned && record.unschedulable_taint && !record.drain_taint);
+        let patch = maintenance_patch(&cordoned, UID, t(0)).unwrap();
+        assert_eq!(patch.unschedulable, None, "already cordoned: left as it is");
+        assert_eq!(undone(&during, Undoer::Maintenance(UID), false), cordoned);
+    }
+
+    #[test]
+    fn a_label_set_by_a_person_stays() {
+        let mut labelled = node();
+        labelled
+            .labels
+            .insert(EXCLUDE_LABEL.into(), EXCLUDE_LABEL_VALUE.into());
+        let during = marked(&labelled);
+        assert!(during.record.as_ref().unwrap().label);
+        assert_eq!(undone(&during, Undoer::Maintenance(UID), false), labelled);
+    }
+
+    #[test]
+    fn a_node_never_changed_is_never_touched() {
+        let mut cordoned = node();
+        cordoned.unschedulable = true;
+        cordoned
+            .taints
+            .push(Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
+        assert_eq!(undo_patch(&cordoned, Undoer::Maintenance(UID), false), None);
+        assert_eq!(undo_patch(&cordoned, Undoer::Sweep, false), None);
+        assert!(!marked_by(&cordoned, Undoer::Sweep));
+    }
+
+    #[test]
+    fn another_maintenances_record_is_left_to_it_but_the_sweep_takes_it_back() {
+        let during = marked(&node());
+        assert_eq!(
+            undo_patch(&during, Undoer::Maintenance("other"), false),
+            None
+        );
+        assert_eq!(undone(&during, Undoer::Sweep, false), node());
+        // A new maintenance of the node takes the record over, keeping the prior state.
+        let patch = maintenance_patch(&during, "other", t(1)).unwrap();
+        let RecordWrite::Set { record, .. } = patch.record else {
+            panic!("the record is taken over");
+        };
+        assert_eq!(record.maintenance, "other");
+        assert!(!record.cordoned);
+    }
+
+    #[test]
+    fn an_unrecorded_node_with_our_drain_taint_is_undone_like_the_go_operator_did() {
+        let mut n = node();
+        n.unschedulable = true;
+        n.taints = with_maintenance_taints(&n.taints, t(0));
+        n.labels.insert(EXCLUDE_LABEL.into(), "true".into());
+        assert!(
+            !record_of(&n, UID).cordoned,
+            "every mark was the operator's"
+        );
+        assert_eq!(undone(&n, Undoer::Sweep, false), node());
+    }
+
+    #[test]
+    fn with_another_lease_holder_only_what_is_nmos_alone_goes() {
+        let during = marked(&node());
+        let after = undone(&during, Undoer::Maintenance(UID), true);
+        assert!(after.unschedulable, "the cordon serves the holder now");
+        let keys: Vec<&str> = after.taints.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(keys, ["foreign", UNSCHEDULABLE_TAINT_KEY]);
+        assert!(!after.labels.contains_key(EXCLUDE_LABEL));
+        assert_eq!(after.record, None);
+    }
+
+    #[test]
+    fn the_record_reads_back_from_its_annotation() {
+        let record = record_of(&node(), UID);
+        let text = record.to_annotation();
+        assert_eq!(
+            text,
+            r#"{"maintenance":"uid-nm1","cordoned":false,"drainTaint":false,"unschedulableTaint":false,"label":false}"#
+        );
+        assert_eq!(NodeRecord::from_annotation(&text), Some(record));
+        assert_eq!(NodeRecord::from_annotation("garbage"), None);
     }
 }

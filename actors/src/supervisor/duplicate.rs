@@ -98,7 +98,7 @@ pub(super) async fn carry_out(
     match action {
         DuplicateAction::Nothing => Ok(()),
         DuplicateAction::ReleaseFinalizer => cluster
-            .remove_finalizer(&nm.name)
+            .remove_finalizer(&nm.name, &nm.uid)
             .await
             .map_err(DuplicateError::RemoveFinalizer),
         DuplicateAction::MarkFailed {

@@ -3,7 +3,26 @@
 use ractor::RpcReplyPort;
 
 use super::duplicate::DuplicateError;
-use crate::model::Maintenance;
+use crate::model::{Maintenance, NodeSummaryEvent};
+use crate::ports::ClusterError;
+
+/// How many entries the supervisor keeps, per kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Remembered {
+    /// NodeMaintenances known to exist.
+    pub known: usize,
+    /// Node actors.
+    pub children: usize,
+    /// Nodes with a driver.
+    pub drivers: usize,
+    /// Duplicates.
+    pub duplicates: usize,
+    /// Undone NodeMaintenances whose deletion is still to arrive.
+    pub finished: usize,
+    /// Crash counts kept for respawn backoff.
+    pub crashes: usize,
+}
+use crate::sweep::{SweepError, SweepReport};
 
 /// Messages to the supervisor. The controller sends `Upsert` for every NodeMaintenance it sees
 /// (create, change, relist) and `Deleted` when one is gone from the API.
@@ -15,15 +34,43 @@ pub enum SupervisorMsg {
     Deleted {
         /// `metadata.name`.
         name: String,
+        /// `metadata.uid`: a NodeMaintenance created again under the same name is another one.
+        uid: String,
     },
+    /// Every NodeMaintenance that existed when the watch (re)listed has been sent: the
+    /// cluster maintenance budget knows who holds a slot and may let others start, and the
+    /// orphan sweep looks for nodes changed for NodeMaintenances that no longer exist.
+    Listed,
+    /// Look for nodes nmo changed for NodeMaintenances that no longer exist, and undo them
+    /// (after every listing, see `Listed`, and again after a sweep that failed).
+    Sweep,
+    /// How much the supervisor remembers (introspection, tests: nothing may grow without
+    /// bound over a long run).
+    Remembered(RpcReplyPort<Remembered>),
     /// Names of the NodeMaintenances that have a live node actor (introspection, tests).
     Active(RpcReplyPort<Vec<String>>),
-    /// Internal: respawn the node actor of this NodeMaintenance after a crash.
+    /// Names of the NodeMaintenances waiting for the budget, in queue order (introspection,
+    /// tests).
+    Queue(RpcReplyPort<Vec<String>>),
+    /// Internal: a change in the cluster's nodes (only while a budget counts them).
+    Nodes(NodeSummaryEvent),
+    /// Internal: the status write (and first event) of a waiting NodeMaintenance ended.
+    QueueWritten {
+        /// The NodeMaintenance's uid.
+        uid: String,
+        /// Ok, or what failed (tried again on the next budget tick).
+        result: Result<(), ClusterError>,
+    },
+    /// Internal: the budget's timer (queue places written, failed writes retried).
+    FleetTick,
+    /// Internal: respawn the node actor of this NodeMaintenance (uid) after a crash.
     Respawn(String),
+    /// Internal: an orphan sweep finished.
+    Swept(Result<SweepReport, SweepError>),
     /// Internal: the cluster calls for a duplicate NodeMaintenance finished.
     DuplicateHandled {
-        /// The duplicate's name.
-        name: String,
+        /// The duplicate's uid.
+        uid: String,
         /// Ok, or what failed.
         result: Result<(), DuplicateError>,
     },

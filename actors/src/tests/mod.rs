@@ -2,8 +2,11 @@
 //! renewal run in milliseconds), one file per topic. The harness, the fixtures and the waits
 //! are [`crate::fake`]'s, shared with the operator's integration tests.
 
+mod budgets;
 mod drain;
 mod eviction;
+mod faults;
+mod fleet;
 mod lease;
 mod lifecycle;
 mod races;

@@ -58,6 +58,45 @@ async fn the_crd_installs_is_established_and_validates() {
 }
 
 #[tokio::test]
+async fn the_real_server_refuses_a_drain_timeout_that_is_not_a_go_duration() {
+    let crd = deploy_dir().join("crd.yaml");
+    cluster().install_crds(&[crd]).await.unwrap();
+    let api = nodemaintenances(cluster().admin_client().unwrap());
+    for bad in ["soon", "30", "1d", "-5m", "5 m"] {
+        let spec = serde_json::json!({"nodeName": "node-x", "drainTimeout": bad});
+        let refused = api
+            .create(
+                &PostParams::default(),
+                &maintenance(&unique_name("nm"), spec),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(status_code(&refused), Some(422), "{bad}: {refused}");
+        assert!(refused.to_string().contains("drainTimeout"), "{refused}");
+    }
+    let spec = serde_json::json!({"nodeName": "node-x", "onDrainTimeout": "Later"});
+    let refused = api
+        .create(
+            &PostParams::default(),
+            &maintenance(&unique_name("nm"), spec),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(status_code(&refused), Some(422), "{refused}");
+    for good in ["30m", "1h30m", "1.5h", "90s"] {
+        let spec = serde_json::json!({
+            "nodeName": "node-x", "drainTimeout": good, "onDrainTimeout": "Undo"
+        });
+        api.create(
+            &PostParams::default(),
+            &maintenance(&unique_name("nm"), spec),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{good} refused: {e}"));
+    }
+}
+
+#[tokio::test]
 async fn a_file_without_crds_is_an_error() {
     let rbac = deploy_dir().join("rbac.yaml");
     let error = cluster().install_crds(&[rbac]).await.unwrap_err();

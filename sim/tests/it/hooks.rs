@@ -178,3 +178,78 @@ async fn faults_are_injected_per_verb_and_resource() {
     sim.faults().clear();
     sim.shutdown().await;
 }
+
+#[tokio::test]
+async fn faults_match_one_user_and_latency_can_hit_a_fraction_of_requests() {
+    let cfg = SimConfig::default()
+        .scenario(Scenario::plain(1, 0))
+        .token("token-a", "replica-a")
+        .token("token-b", "replica-b");
+    let sim = Simulator::start(cfg).await.unwrap();
+    let client = |token: &str| {
+        sim.kube_client_with(&ClientOptions {
+            token: Some(token.into()),
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let (a, b): (Api<Node>, Api<Node>) = (Api::all(client("token-a")), Api::all(client("token-b")));
+    sim.faults().add(
+        FaultRule::on(Some("get"), Some("nodes"))
+            .user("replica-a")
+            .errors(1.0, 500),
+    );
+    assert_eq!(status_of(a.get("node-0").await.unwrap_err()).code, 500);
+    b.get("node-0").await.expect("another user is not affected");
+    sim.faults().clear();
+    // Half the requests are late: some of 40 are, some are not.
+    sim.faults().add(
+        FaultRule::on(Some("get"), Some("nodes"))
+            .latency_sometimes(Duration::from_millis(100), 0.5),
+    );
+    let mut late = 0;
+    for _ in 0..40 {
+        let t = Instant::now();
+        b.get("node-0").await.unwrap();
+        if t.elapsed() >= Duration::from_millis(100) {
+            late += 1;
+        }
+    }
+    assert!((1..40).contains(&late), "{late} of 40 late");
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_audit_hook_sees_each_request_before_it_takes_effect() {
+    use std::sync::{Arc, Mutex};
+    let sim = Simulator::start(SimConfig::default().scenario(Scenario::plain(1, 0)))
+        .await
+        .unwrap();
+    /// (verb, name, the node's `spec.unschedulable` just before the request).
+    type Seen = Vec<(String, String, Option<bool>)>;
+    let seen: Arc<Mutex<Seen>> = Arc::default();
+    let log = seen.clone();
+    sim.set_audit_hook(Some(Arc::new(move |served: &nmo_sim::Served<'_>| {
+        // What the node is just before the request changes it.
+        let cordoned = served
+            .get_json("", "nodes", "", "node-0")
+            .and_then(|n| n.pointer("/spec/unschedulable").and_then(|u| u.as_bool()));
+        log.lock()
+            .unwrap()
+            .push((served.key.verb.clone(), served.name.to_string(), cordoned));
+    })));
+    let nodes: Api<Node> = Api::all(sim.kube_client().unwrap());
+    nodes
+        .patch(
+            "node-0",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .unwrap();
+    sim.set_audit_hook(None);
+    nodes.get("node-0").await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen, [("patch".to_string(), "node-0".to_string(), None)]);
+    sim.shutdown().await;
+}

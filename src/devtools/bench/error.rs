@@ -9,6 +9,15 @@ pub enum BenchError {
     /// The simulator failed.
     #[error("simulated cluster: {0}")]
     Sim(#[from] nmo_sim::SimError),
+    /// A scenario's own objects could not be added to the cluster.
+    #[error("cannot set the scenario up ({what}): {source}")]
+    Setup {
+        /// What was being added.
+        what: String,
+        /// The API's answer.
+        #[source]
+        source: kube::Error,
+    },
     /// The operator binary could not be started.
     #[error("cannot start {binary}: {source}")]
     Spawn {
@@ -27,6 +36,18 @@ pub enum BenchError {
     /// A file could not be written.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The fault soak ran, and a check failed (the report above says which).
+    #[error("the fault soak failed a check: {0}")]
+    SoakFailed(String),
+    /// The driver could not read what it measures.
+    #[error("cannot {what}: {source}")]
+    Kube {
+        /// What it read.
+        what: String,
+        /// Why it failed.
+        #[source]
+        source: kube::Error,
+    },
     /// The results could not be written as JSON.
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -3,12 +3,17 @@
 //! benchmark's process (which counts the operator's requests under its own user) or, with
 //! `--backend real`, a real control plane (`real`: its audit log counts them).
 
+pub mod budget_clock;
 pub mod cli;
 pub mod error;
+pub mod fleet;
+pub mod interactions;
+pub mod policy;
 pub mod process;
-pub mod real;
 pub mod procstat;
+pub mod real;
 pub mod report;
 pub mod result;
 pub mod run;
 pub mod scenario;
+pub mod soak;

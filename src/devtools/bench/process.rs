@@ -1,5 +1,5 @@
 //! `nmo run` as a child process, so that its memory and CPU are its own and not mixed with the
-//! simulator's or the driver's.
+//! simulator's or the driver's; and reading one of its counters from its metrics endpoint.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -16,34 +16,66 @@ pub struct OperatorProcess {
 impl OperatorProcess {
     /// Starts `binary run` against the cluster of `kubeconfig`, without metrics, probe or
     /// webhook servers; its log (warnings and errors) goes to `log`.
+    /// With `metrics`, its metrics are served there (to read its own counters at the end).
     pub fn spawn(
         binary: &Path,
         kubeconfig: &Path,
         eviction_rate: Option<f64>,
+        metrics: Option<std::net::SocketAddr>,
         log: &Path,
     ) -> Result<OperatorProcess, BenchError> {
-        let log_file = std::fs::File::create(log)?;
+        let extra: Vec<String> = eviction_rate
+            .map(|rate| vec!["--eviction-rate".to_string(), rate.to_string()])
+            .unwrap_or_default();
+        Self::launch(binary, kubeconfig, &extra, &[], metrics, log)
+    }
+
+    /// As [`OperatorProcess::spawn`], with `extra` flags for `nmo run` and environment
+    /// variables `envs` (the log is appended to when it exists, so that a restarted replica
+    /// keeps its predecessor's lines).
+    pub fn spawn_with(
+        binary: &Path,
+        kubeconfig: &Path,
+        extra: &[String],
+        envs: &[(&str, &str)],
+        log: &Path,
+    ) -> Result<OperatorProcess, BenchError> {
+        Self::launch(binary, kubeconfig, extra, envs, None, log)
+    }
+
+    fn launch(
+        binary: &Path,
+        kubeconfig: &Path,
+        extra: &[String],
+        envs: &[(&str, &str)],
+        metrics: Option<std::net::SocketAddr>,
+        log: &Path,
+    ) -> Result<OperatorProcess, BenchError> {
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
+        let metrics = metrics.map_or_else(|| "0".to_string(), |addr| addr.to_string());
         let mut command = Command::new(binary);
         command
             .args([
                 "run",
                 "--metrics-bind-address",
-                "0",
+                metrics.as_str(),
                 "--health-probe-bind-address",
                 "0",
                 "--webhook-port",
                 "0",
             ])
+            .args(extra)
             .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", "warn")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .envs(envs.iter().copied())
             .stdin(Stdio::null())
             .stdout(log_file.try_clone()?)
             .stderr(log_file);
-        if let Some(rate) = eviction_rate {
-            command.args(["--eviction-rate", &rate.to_string()]);
-        }
         let child = command.spawn().map_err(|source| BenchError::Spawn {
             binary: binary.display().to_string(),
             source,
@@ -74,10 +106,45 @@ impl OperatorProcess {
         self.kill();
     }
 
+    /// Kills it at once (SIGKILL, as `kill -9` would), by its own pid, and reaps it.
+    pub fn kill_now(mut self) {
+        self.kill();
+    }
+
     fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A free local port for the operator's metrics (bound and released: another process could
+/// take it meanwhile, which only loses the counter).
+pub fn free_local_addr() -> Option<std::net::SocketAddr> {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .ok()
+}
+
+/// The value of counter `name` served at `addr` (`/metrics`, OpenMetrics text), if any.
+pub async fn scrape_counter(addr: std::net::SocketAddr, name: &str) -> Option<u64> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let read = async {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.ok()?;
+        stream
+            .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await
+            .ok()?;
+        let mut body = String::new();
+        stream.read_to_string(&mut body).await.ok()?;
+        body.lines()
+            .find(|line| line.starts_with(name) && line[name.len()..].starts_with(' '))
+            .and_then(|line| line.split_whitespace().nth(1))
+            .and_then(|value| value.parse::<u64>().ok())
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(5), read)
+        .await
+        .ok()
+        .flatten()
 }
 
 impl Drop for OperatorProcess {

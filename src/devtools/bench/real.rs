@@ -47,6 +47,12 @@ pub async fn run(
     nmo: &Path,
     dir: &Path,
 ) -> Result<ScenarioResult, BenchError> {
+    if scenario.traps.is_some() {
+        return Err(BenchError::Real(format!(
+            "scenario {} sets its traps up through the simulator: it runs there only",
+            scenario.name
+        )));
+    }
     let user = operator_identity().name().to_string();
     let audit_dir = dir.join(format!("{}-audit", scenario.name));
     std::fs::create_dir_all(&audit_dir)?;
@@ -85,7 +91,8 @@ async fn measure(
 
     let kubeconfig = control_plane.kubeconfig_path(&operator_identity())?;
     let log = dir.join(format!("{}.nmo.log", scenario.name));
-    let mut operator = OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, &log)?;
+    let mut operator =
+        OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, None, &log)?;
     wait_watching(audit, &mut operator).await?;
 
     let (tracker, watch_task) = Tracker::start(admin.clone());

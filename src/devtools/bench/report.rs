@@ -46,6 +46,81 @@ pub fn figures_table(results: &[ScenarioResult]) -> String {
     table.render()
 }
 
+/// The drain policy figures of the budgeted scenarios, and what each maintenance showed.
+pub fn policy_tables(results: &[ScenarioResult]) -> String {
+    let mut figures = Table::new(&[
+        "scenario",
+        "refused/evicted pod",
+        "allows -> evicted p50 / p99",
+        "evictions done",
+        "floor (start-up x pods/budget)",
+        "Succeeded p99",
+        "floor + grace",
+        "diagnosis reads",
+    ]);
+    let mut shown = Table::new(&[
+        "scenario",
+        "maintenance",
+        "phase",
+        "DrainBlocked shown (s after creation)",
+        "expected",
+        "correct after",
+    ]);
+    for r in results {
+        let Some(p) = &r.policy else { continue };
+        figures.row(vec![
+            r.scenario.clone(),
+            format!("{:.2} ({})", p.refused_per_evicted_pod, p.refused),
+            format!(
+                "{:.0} / {:.0} ms ({} timed)",
+                p.allow_to_evict_p50_ms, p.allow_to_evict_p99_ms, p.timed_evictions
+            ),
+            p.evictions_done_s
+                .map_or_else(|| "-".into(), |s| format!("{s:.1} s")),
+            format!(
+                "{:.1} s ({:.0} s x {})",
+                p.floor_s, p.startup_s, p.pods_per_budget
+            ),
+            format!("{:.1} s", r.p99_s),
+            format!("{:.1} s", p.floor_s + p.grace_s),
+            p.diagnosis_reads
+                .map_or_else(|| "-".into(), |n| n.to_string()),
+        ]);
+        for d in &p.diagnoses {
+            let showed: Vec<String> = d
+                .showed
+                .iter()
+                .map(|(reason, at)| format!("{reason} ({at:.1})"))
+                .collect();
+            shown.row(vec![
+                r.scenario.clone(),
+                d.maintenance.clone(),
+                d.phase.clone(),
+                if showed.is_empty() {
+                    "-".into()
+                } else {
+                    showed.join(", ")
+                },
+                d.expected.clone().unwrap_or_else(|| "-".into()),
+                d.correct_after_s
+                    .map_or_else(|| "-".into(), |s| format!("{s:.1} s")),
+            ]);
+        }
+    }
+    let mut out = figures.render();
+    out.push('\n');
+    out.push_str(&shown.render());
+    for r in results {
+        let Some(p) = &r.policy else { continue };
+        for d in p.diagnoses.iter().filter(|d| d.expected.is_some()) {
+            if let Some(message) = &d.message {
+                let _ = writeln!(out, "{} {}: {message}", r.scenario, d.maintenance);
+            }
+        }
+    }
+    out
+}
+
 /// nmo's requests by verb, one line per scenario.
 pub fn verbs_lines(results: &[ScenarioResult]) -> String {
     let mut out = String::new();

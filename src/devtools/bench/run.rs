@@ -4,8 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use serde_json::Value;
+
+use super::budget_clock::BudgetClock;
 use super::error::BenchError;
-use super::process::OperatorProcess;
+use super::interactions::{self, ExpectedBlock};
+use super::policy::{self, PolicyFigures, PolicyInputs};
+use super::process::{self, OperatorProcess};
 use super::result::ScenarioResult;
 use super::scenario::BenchScenario;
 use crate::devtools::demo::requests::RequestTotals;
@@ -50,7 +55,10 @@ async fn measure(
     let kubeconfig: PathBuf = dir.join(format!("{}.kubeconfig", scenario.name));
     sim.write_kubeconfig_with_token(&kubeconfig, OPERATOR_TOKEN)?;
     let log = dir.join(format!("{}.nmo.log", scenario.name));
-    let mut operator = OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, &log)?;
+    // A budgeted scenario reads nmo's own count of diagnosis reads from its metrics.
+    let metrics = scenario.budgeted().then(process::free_local_addr).flatten();
+    let mut operator =
+        OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, metrics, &log)?;
     let ours = Query::all().user(OPERATOR_USER);
     wait_watching(sim, &mut operator).await?;
 
@@ -59,14 +67,28 @@ async fn measure(
         token: Some(DRIVER_TOKEN.into()),
         retry: true,
     })?;
+    if let Some(traps) = scenario.traps {
+        let layout = scenario.scenario();
+        interactions::set_up(&client, sim, traps, |i| layout.node_name(i)).await?;
+    }
     let (tracker, watch_task) = Tracker::start(client.clone());
     let before = operator.usage()?;
     let nodes = scenario.maintained_nodes();
+    let expected = scenario.expected_blocks();
+    let pods_per_budget = pods_per_drainable_budget(sim, &nodes);
     let started = Instant::now();
+    let clock = scenario
+        .budgeted()
+        .then(|| BudgetClock::start(sim, started));
     let names = maintenance::create_all(&client, &tracker, &nodes, "benchmark").await?;
+    let must_succeed: Vec<String> = names
+        .iter()
+        .filter(|n| !expected.iter().any(|e| &e.maintenance == *n))
+        .cloned()
+        .collect();
     let finished = tracker
         .wait_until(scenario.timeout, |state| {
-            tracker::all_succeeded(state, &names)
+            tracker::all_succeeded(state, &must_succeed) && all_shown(state, &expected)
         })
         .await;
     let wall = started.elapsed();
@@ -75,20 +97,28 @@ async fn measure(
     let requests = RequestTotals::of(sim, &ours);
     let state = tracker.snapshot();
     watch_task.abort();
+    let times = clock.map(BudgetClock::finish);
+    let diagnosis_reads = match metrics {
+        Some(addr) => process::scrape_counter(addr, "nmo_drain_diagnosis_reads_total").await,
+        None => None,
+    };
     if operator.exited() {
         return Err(BenchError::OperatorExited(
             operator.log().display().to_string(),
         ));
     }
     operator.stop();
-    if !finished {
+    // A trapped maintenance that never shows its diagnosis is a missed target, not a failed
+    // run; a maintenance that never drains is.
+    let drained_all = tracker::all_succeeded(&state, &must_succeed);
+    if !finished && !drained_all {
         return Err(DemoError::Timeout {
             what: format!("every maintenance of scenario {} to succeed", scenario.name),
             after: scenario.timeout,
         }
         .into());
     }
-    let drained: Vec<Duration> = names
+    let drained: Vec<Duration> = must_succeed
         .iter()
         .filter_map(|n| state.get(n).and_then(|t| t.time_to_drained()))
         .collect();
@@ -103,6 +133,21 @@ async fn measure(
     let removed = requests.eviction_responses.get(&201).copied().unwrap_or(0)
         + requests.by_request.get("delete pods").copied().unwrap_or(0);
     let evicted_pods = counted.max(removed);
+    let policy = times.map(|times| {
+        PolicyFigures::new(PolicyInputs {
+            started,
+            refused: requests.too_many_requests,
+            evicted_pods,
+            times,
+            pods_per_budget,
+            startup: scenario.startup(),
+            grace: scenario.grace(),
+            state: &state,
+            names: &names,
+            expected: &expected,
+            diagnosis_reads,
+        })
+    });
     Ok(ScenarioResult::new(
         scenario,
         wall,
@@ -111,11 +156,65 @@ async fn measure(
         requests,
         after,
         after.cpu.saturating_sub(before.cpu),
-    ))
+    )
+    .with_policy(policy))
+}
+
+/// Whether every trapped maintenance shows what it must.
+fn all_shown(
+    state: &std::collections::BTreeMap<String, tracker::Tracked>,
+    expected: &[ExpectedBlock],
+) -> bool {
+    expected.iter().all(|e| {
+        state
+            .get(&e.maintenance)
+            .is_some_and(|t| policy::shows(t, e))
+    })
+}
+
+/// The most pods that one budget which can drain at all (`maxUnavailable` above 0, outside the
+/// scenario's traps) has on the maintained `nodes`: its pods leave one replacement start-up
+/// apart, so this sets the drain's floor.
+fn pods_per_drainable_budget(sim: &SimHandle, nodes: &[String]) -> usize {
+    let traps = [interactions::STRUCTURAL_NS, interactions::PAIR_NS];
+    let pods = sim.list_json("", "pods", "");
+    sim.list_json("policy", "poddisruptionbudgets", "")
+        .iter()
+        .filter(|pdb| {
+            let ns = pdb.pointer("/metadata/namespace").and_then(Value::as_str);
+            !ns.is_some_and(|ns| traps.contains(&ns))
+                && pdb.pointer("/spec/maxUnavailable") != Some(&serde_json::json!(0))
+        })
+        .map(|pdb| {
+            let ns = pdb.pointer("/metadata/namespace").cloned();
+            let labels = pdb
+                .pointer("/spec/selector/matchLabels")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            pods.iter()
+                .filter(|pod| pod.pointer("/metadata/namespace").cloned() == ns)
+                .filter(|pod| {
+                    pod.pointer("/spec/nodeName")
+                        .and_then(Value::as_str)
+                        .is_some_and(|n| nodes.iter().any(|m| m == n))
+                })
+                .filter(|pod| {
+                    labels
+                        .iter()
+                        .all(|(k, v)| pod.pointer(&format!("/metadata/labels/{k}")) == Some(v))
+                })
+                .count()
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// Waits until `nmo run` watches NodeMaintenances: its start-up is over.
-async fn wait_watching(sim: &SimHandle, operator: &mut OperatorProcess) -> Result<(), BenchError> {
+pub async fn wait_watching(
+    sim: &SimHandle,
+    operator: &mut OperatorProcess,
+) -> Result<(), BenchError> {
     let watching = Query::all()
         .verb("watch")
         .resource("nodemaintenances")

@@ -8,6 +8,8 @@ use serde_json::json;
 
 use nmo_sim::{Scenario, Timing};
 
+use super::interactions::{ExpectedBlock, Traps};
+
 /// One benchmark scenario.
 #[derive(Debug, Clone, Serialize)]
 pub struct BenchScenario {
@@ -33,6 +35,9 @@ pub struct BenchScenario {
     /// Give up after this long.
     #[serde(skip)]
     pub timeout: Duration,
+    /// Budget traps added to the cluster (scenario d), with what nmo must say about them.
+    #[serde(skip)]
+    pub traps: Option<Traps>,
 }
 
 impl BenchScenario {
@@ -78,6 +83,30 @@ impl BenchScenario {
         let s = self.scenario();
         (0..self.maintenance).map(|i| s.node_name(i)).collect()
     }
+
+    /// The maintenances that must end blocked, and what each must show.
+    pub fn expected_blocks(&self) -> Vec<ExpectedBlock> {
+        let s = self.scenario();
+        self.traps
+            .map(|t| t.expected(|i| s.node_name(i)))
+            .unwrap_or_default()
+    }
+
+    /// Whether budgets drive this scenario (its drain policy figures are printed).
+    pub fn budgeted(&self) -> bool {
+        self.pdb_max_unavailable.is_some() || self.traps.is_some()
+    }
+
+    /// A replacement pod's start-up time in this scenario.
+    pub fn startup(&self) -> Duration {
+        let timing = self.timing();
+        timing.pod_startup.mul_f64(timing.time_scale)
+    }
+
+    /// The grace period an evicted pod of this scenario terminates in (30 s, scaled).
+    pub fn grace(&self) -> Duration {
+        Duration::from_secs(30).mul_f64(self.time_scale)
+    }
 }
 
 /// a: 50 nodes x 10 pods, all in maintenance at once, instant kubelet. Every node is drained,
@@ -94,6 +123,7 @@ pub fn all_at_once() -> BenchScenario {
         time_scale: 0.0,
         eviction_rate: None,
         timeout: Duration::from_secs(120),
+        traps: None,
     }
 }
 
@@ -123,6 +153,7 @@ pub fn scaling(nodes: usize) -> BenchScenario {
         time_scale: 0.0,
         eviction_rate: Some(1000.0),
         timeout: Duration::from_secs(900),
+        traps: None,
     }
 }
 
@@ -143,6 +174,33 @@ pub fn pdb_constrained() -> BenchScenario {
         time_scale: 1.0,
         eviction_rate: None,
         timeout: Duration::from_secs(600),
+        traps: None,
+    }
+}
+
+/// d: budgets, replacements and several draining nodes interacting. 7 of 12 nodes at once; 4
+/// ReplicaSets with `maxUnavailable: 1` spread over every node (their budgets span the
+/// maintained nodes, whose drains share each budget's allowance); on node-4 the pod of a
+/// `maxUnavailable: 0` budget (structural: that maintenance must say so); on node-5 and node-6
+/// the 4 pods of a ReplicaSet that may run only on those two (its replacement fits only nodes
+/// the other maintenance cordons: a cross-node deadlock, each must name the other). Real-time
+/// kubelet.
+pub fn interacting() -> BenchScenario {
+    BenchScenario {
+        name: "d".into(),
+        title: "12 nodes x 10 pods, 7 at once: budgets spanning nodes, a structural budget, a cross-node deadlock, real-time kubelet".into(),
+        nodes: 12,
+        pods_per_node: 10,
+        maintenance: 7,
+        replicasets: Some(4),
+        pdb_max_unavailable: Some(1),
+        time_scale: 1.0,
+        eviction_rate: None,
+        timeout: Duration::from_secs(300),
+        traps: Some(Traps {
+            structural: 4,
+            pair: (5, 6),
+        }),
     }
 }
 
@@ -155,10 +213,11 @@ pub fn all() -> Vec<BenchScenario> {
         scaling(500),
         scaling(2000),
         pdb_constrained(),
+        interacting(),
     ]
 }
 
-/// The scenarios named (`a`, `b`, `b100`, `b500`, `b2000`, `c`; `b` is all three sizes).
+/// The scenarios named (`a`, `b`, `b100`, `b500`, `b2000`, `c`, `d`; `b` is all three sizes).
 pub fn by_names(names: &[String]) -> Vec<BenchScenario> {
     if names.is_empty() {
         return all();
@@ -184,7 +243,7 @@ mod tests {
             .map(|s| s.name)
             .collect();
         assert_eq!(names, ["b100", "b500", "b2000"]);
-        assert_eq!(by_names(&[]).len(), 6);
+        assert_eq!(by_names(&[]).len(), 7);
         assert_eq!(by_names(&["c".into(), "a".into()]).len(), 2);
     }
 
@@ -195,6 +254,26 @@ mod tests {
         let c = pdb_constrained().with_nodes(8);
         assert_eq!((c.nodes, c.maintenance), (8, 2));
         assert_eq!(scaling(100).with_nodes(2).maintenance, 1);
+    }
+
+    #[test]
+    fn d_expects_a_structural_budget_and_a_deadlock_naming_each_other() {
+        let d = interacting();
+        let expected = d.expected_blocks();
+        let reasons: Vec<(&str, &str, &str)> = expected
+            .iter()
+            .map(|e| (e.node.as_str(), e.reason, e.mentions.as_str()))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("node-4", "StructuralBudget", "maxUnavailable is 0"),
+                ("node-5", "CrossNodeDeadlock", "nm-node-6"),
+                ("node-6", "CrossNodeDeadlock", "nm-node-5"),
+            ]
+        );
+        assert!(d.maintained_nodes().contains(&"node-6".to_string()));
+        assert!(d.budgeted() && !all_at_once().budgeted());
     }
 
     #[test]

@@ -39,6 +39,8 @@ pub async fn create_all(
                     NodeMaintenanceSpec {
                         node_name: node.clone(),
                         reason: Some(reason.to_string()),
+                        drain_timeout: None,
+                        on_drain_timeout: None,
                     },
                 );
                 tracker.created(name, node, Instant::now());

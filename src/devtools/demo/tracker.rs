@@ -27,6 +27,8 @@ pub struct Tracked {
     pub status: NodeMaintenanceStatus,
     /// The object is gone from the API (deleted and its finalizer removed).
     pub gone: bool,
+    /// Each reason its `DrainBlocked` condition showed (True), with when the watch first saw it.
+    pub blocked_first_seen: BTreeMap<String, Instant>,
 }
 
 impl Tracked {
@@ -64,6 +66,16 @@ impl Tracked {
             self.succeeded_at?
                 .saturating_duration_since(self.created_at?),
         )
+    }
+
+    /// The `DrainBlocked` condition when True: its reason and message.
+    pub fn drain_blocked(&self) -> Option<(String, String)> {
+        self.status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "DrainBlocked" && c.status == "True")
+            .map(|c| (c.reason.clone(), c.message.clone()))
     }
 
     /// Why the drain is not finished, in one line: the first pending pod's reason (naming the
@@ -135,6 +147,12 @@ impl Tracker {
             entry.status = nm.status.clone().unwrap_or_default();
             if entry.succeeded() && entry.succeeded_at.is_none() {
                 entry.succeeded_at = Some(Instant::now());
+            }
+            if let Some((reason, _)) = entry.drain_blocked() {
+                entry
+                    .blocked_first_seen
+                    .entry(reason)
+                    .or_insert_with(Instant::now);
             }
         }
         self.notify();
@@ -221,6 +239,7 @@ mod tests {
                         reason: "BlockedByPodDisruptionBudget".into(),
                         pdb: Some("app-0-pdb".into()),
                         message: String::new(),
+                        diagnosis: None,
                     },
                 ]),
                 last_error: Some("older error".into()),

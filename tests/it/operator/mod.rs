@@ -1,8 +1,12 @@
 //! nmo end to end: the operator in-process against the simulated API server, through the real
 //! kube client, checking nodes, pods, leases, statuses and events.
 
+mod deadline;
+mod diagnosis;
 mod drain;
+mod faults;
 mod finalizer;
+mod fleet;
 mod leader;
 mod lease;
 mod pdb;

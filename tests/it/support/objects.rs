@@ -47,11 +47,7 @@ impl TestEnv {
         K: Resource<DynamicType = ()>,
     {
         let namespace = self.names.namespace_opt(namespace);
-        let name = match K::kind(&()).as_ref() {
-            "Namespace" => self.names.namespace(name),
-            kind if Names::owns_kind(kind) => self.names.name(name),
-            _ => name.to_string(),
-        };
+        let name = self.cluster_name::<K>(name);
         let name = name.as_str();
         let request = Request::new(K::url_path(&(), namespace.as_deref()))
             .get(name, &GetParams::default())
@@ -158,6 +154,15 @@ impl TestEnv {
             .collect()
     }
 
+    /// The cluster's name of an object of kind `K` the test named `name`.
+    fn cluster_name<K: Resource<DynamicType = ()>>(&self, name: &str) -> String {
+        match K::kind(&()).as_ref() {
+            "Namespace" => self.names.namespace(name),
+            kind if Names::owns_kind(kind) => self.names.name(name),
+            _ => name.to_string(),
+        }
+    }
+
     /// The name of `node`'s lease in the lease namespace.
     fn node_lease(&self, node: &str) -> String {
         format!("node-{}", self.name(node))
@@ -179,6 +184,38 @@ impl TestEnv {
             .create(&PostParams::default(), &object)
             .await
             .expect("the NodeMaintenance is created");
+    }
+
+    /// Creates a NodeMaintenance from its JSON as `kubectl create` would, returning the API
+    /// server's refusal instead of failing (to test validation).
+    pub async fn try_create_maintenance(&self, object: Value) -> Result<(), kube::Error> {
+        // Untyped, so that fields nmo's type would refuse reach the API server as written.
+        let object: DynamicObject =
+            serde_json::from_value(self.names.object(object)).expect("an object with metadata");
+        let resource = ApiResource::erase::<NodeMaintenance>(&());
+        Api::<DynamicObject>::all_with(self.admin.clone(), &resource)
+            .create(&PostParams::default(), &object)
+            .await
+            .map(drop)
+    }
+
+    /// The condition of type `type_` of a NodeMaintenance's status (null when absent).
+    pub async fn condition(&self, name: &str, type_: &str) -> Value {
+        self.status(name).await["conditions"]
+            .as_array()
+            .and_then(|conditions| conditions.iter().find(|c| c["type"] == type_).cloned())
+            .unwrap_or_default()
+    }
+
+    /// The messages of the events with `reason` about the object named `name`.
+    pub async fn event_messages(&self, name: &str, reason: &str) -> Vec<String> {
+        let name = self.name(name);
+        self.events()
+            .await
+            .into_iter()
+            .filter(|event| event["involvedObject"]["name"] == name && event["reason"] == reason)
+            .filter_map(|event| event["message"].as_str().map(str::to_string))
+            .collect()
     }
 
     /// Deletes a NodeMaintenance (its finalizer keeps it until nmo has undone it).
@@ -291,6 +328,35 @@ impl TestEnv {
             .delete(&self.node_lease(node), &Default::default())
             .await
             .expect("the lease is deleted");
+    }
+
+    /// Applies a JSON merge patch to an object of kind `K`, as an admin would (e.g. removing a
+    /// NodeMaintenance's finalizer by hand). Names as the test wrote them (see `get_json`).
+    pub async fn patch_json<K>(&self, namespace: Option<&str>, name: &str, patch: Value)
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let namespace = self.names.namespace_opt(namespace);
+        let name = self.cluster_name::<K>(name);
+        let name = name.as_str();
+        let request = Request::new(K::url_path(&(), namespace.as_deref()))
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .expect("a PATCH request");
+        if let Err(error) = self.admin.request::<Value>(request).await {
+            panic!("patching {} {name}: {error}", K::kind(&()));
+        }
+    }
+
+    /// Applies a JSON merge patch to a pod's status, as its kubelet would.
+    pub async fn patch_pod_status(&self, namespace: &str, name: &str, status: Value) {
+        Api::<Pod>::namespaced(self.admin.clone(), &self.ns(namespace))
+            .patch_status(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"status": status})),
+            )
+            .await
+            .expect("the pod's status is patched");
     }
 
     /// Applies a JSON merge patch to a node, as another controller or an admin would.

@@ -127,9 +127,10 @@ async fn try_lease(ctx: &OpCtx, node_uid: &str, probably_absent: bool) -> Result
 
 /// Deletes our lease (someone else's is left alone); says how it went in the span and the
 /// metric.
-pub(crate) async fn release_lease(ctx: &OpCtx) -> Result<(), ReleaseError> {
+/// `read` is the lease as just read (None: absent), which saves reading it again.
+pub(crate) async fn release_lease(ctx: &OpCtx, read: Option<Lease>) -> Result<(), ReleaseError> {
     let span = tracing::info_span!("release_lease", nmo.result = tracing::field::Empty);
-    let released = try_release(ctx).instrument(span.clone()).await;
+    let released = try_release(ctx, read).instrument(span.clone()).await;
     let result = match &released {
         Ok(result) => *result,
         Err(err) => err.result(),
@@ -142,15 +143,19 @@ pub(crate) async fn release_lease(ctx: &OpCtx) -> Result<(), ReleaseError> {
 }
 
 /// Deletes our lease; Ok says whether it was ours to delete.
-async fn try_release(ctx: &OpCtx) -> Result<LeaseResult, ReleaseError> {
+async fn try_release(ctx: &OpCtx, read: Option<Lease>) -> Result<LeaseResult, ReleaseError> {
     let namespace = &ctx.config.lease_namespace;
     let name = plan::lease_name(&ctx.node_name);
+    let mut read = Some(read);
     for _ in 0..CONFLICT_RETRIES {
-        let lease = ctx
-            .cluster
-            .get_lease(namespace, &name)
-            .await
-            .map_err(ReleaseError::Read)?;
+        let lease = match read.take() {
+            Some(lease) => lease,
+            None => ctx
+                .cluster
+                .get_lease(namespace, &name)
+                .await
+                .map_err(ReleaseError::Read)?,
+        };
         let Some(lease) = lease else {
             return Ok(LeaseResult::Ok);
         };

@@ -18,7 +18,7 @@ pub use drain_pass::{DaemonSets, DrainPass};
 pub(crate) use lease::acquire_lease;
 pub(crate) use reconcile::{ReconcileInput, reconcile};
 pub use reconcile::{ReconcileOutcome, Reconciled};
-pub(crate) use undo::undo;
+pub(crate) use undo::{restore, undo};
 
 use super::errors::UndoError;
 

@@ -95,7 +95,7 @@ async fn steps(
         let phase = nm.status.as_ref().and_then(|s| s.phase);
         let stop = nm.deleting || phase == Some(Phase::Failed);
         input.finalizers = nm.finalizers.clone();
-        input.first_time = phase.is_none();
+        input.first_time = nm.status.as_ref().is_none_or(crate::fleet::awaiting_start);
         done.fresh = Some(nm);
         if stop {
             return Ok(ReconcileOutcome::Skipped);
@@ -178,7 +178,7 @@ async fn label_taint_cordon(ctx: &OpCtx, node: NodeState) -> Result<NodeState, R
         nmo.patched = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
-    let patched = patch_until_settled(ctx, node, |n| plan::maintenance_patch(n, now))
+    let patched = patch_until_settled(ctx, node, |n| plan::maintenance_patch(n, &ctx.nm_uid, now))
         .instrument(span.clone())
         .await;
     match patched {

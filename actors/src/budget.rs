@@ -1,0 +1,12 @@
+//! PodDisruptionBudgets as the actors see them: the domain types the `Cluster` port's budget
+//! watch delivers (`types`), label selector matching (`selector`) and what a budget's spec and
+//! status say on their own (`verdict`: how many disruptions it allows now, whether it can ever
+//! allow one). Pure; the eviction actor gates on these and the diagnosis explains them.
+
+mod selector;
+mod types;
+mod verdict;
+
+pub use selector::{LabelSelector, SelectorOperator, SelectorRequirement};
+pub use types::{Budget, BudgetChange, BudgetStatus, IntOrPercent};
+pub use verdict::{Structural, structural};

@@ -1,0 +1,218 @@
+//! A deadline on every cluster call: the [`Cluster`] every actor talks to is this wrapper, so no
+//! hung connection (a half-open TCP connection, an API server that stopped answering) can keep
+//! a node actor's operation, an eviction slot or an undo waiting forever. A call that does not
+//! answer in time fails as `Transient` and is retried like any other transient failure.
+//!
+//! Watches are not wrapped: they are meant to run for hours; their adapter detects a silent
+//! stream itself (kube-runtime's watcher has an idle timeout).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+
+use crate::budget::{BudgetChange, LabelSelector};
+use crate::diagnosis::BudgetPod;
+use crate::model::{
+    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
+    NodeSummaryEvent, PodInfo,
+};
+use crate::ports::{Cluster, ClusterError, EvictionOutcome};
+
+/// [`Cluster`] with every call cut off after `limit`.
+pub struct Bounded {
+    inner: Arc<dyn Cluster>,
+    limit: Duration,
+}
+
+impl Bounded {
+    /// Wraps `inner`; each call may take at most `limit`.
+    pub fn new(inner: Arc<dyn Cluster>, limit: Duration) -> Self {
+        Bounded { inner, limit }
+    }
+
+    async fn within<T>(
+        &self,
+        what: &str,
+        call: impl Future<Output = Result<T, ClusterError>>,
+    ) -> Result<T, ClusterError> {
+        match tokio::time::timeout(self.limit, call).await {
+            Ok(result) => result,
+            Err(_) => Err(ClusterError::Transient(format!(
+                "{what}: no answer within {:?}",
+                self.limit
+            ))),
+        }
+    }
+}
+
+#[async_trait]
+impl Cluster for Bounded {
+    async fn get_maintenance(&self, name: &str) -> Result<Option<Maintenance>, ClusterError> {
+        self.within("get NodeMaintenance", self.inner.get_maintenance(name))
+            .await
+    }
+
+    async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError> {
+        self.within("add finalizer", self.inner.add_finalizer(name, seen))
+            .await
+    }
+
+    async fn remove_finalizer(&self, name: &str, uid: &str) -> Result<(), ClusterError> {
+        self.within("remove finalizer", self.inner.remove_finalizer(name, uid))
+            .await
+    }
+
+    async fn write_status(
+        &self,
+        name: &str,
+        status: &MaintenanceStatus,
+    ) -> Result<(), ClusterError> {
+        self.within("write status", self.inner.write_status(name, status))
+            .await
+    }
+
+    async fn emit_event(&self, event: &Event) -> Result<(), ClusterError> {
+        self.within("emit event", self.inner.emit_event(event))
+            .await
+    }
+
+    async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError> {
+        self.within("get node", self.inner.get_node(name)).await
+    }
+
+    async fn patch_node(&self, patch: &NodePatch) -> Result<NodeState, ClusterError> {
+        self.within("patch node", self.inner.patch_node(patch))
+            .await
+    }
+
+    fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
+        self.inner.watch_node(name)
+    }
+
+    fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent> {
+        self.inner.watch_node_summaries()
+    }
+
+    async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
+        self.within("ensure namespace", self.inner.ensure_namespace(namespace))
+            .await
+    }
+
+    async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, ClusterError> {
+        self.within("get lease", self.inner.get_lease(namespace, name))
+            .await
+    }
+
+    async fn list_leases(&self, namespace: &str) -> Result<Vec<Lease>, ClusterError> {
+        self.within("list leases", self.inner.list_leases(namespace))
+            .await
+    }
+
+    async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError> {
+        self.within("create lease", self.inner.create_lease(lease, owner))
+            .await
+    }
+
+    async fn update_lease(&self, lease: &Lease) -> Result<Lease, ClusterError> {
+        self.within("update lease", self.inner.update_lease(lease))
+            .await
+    }
+
+    async fn delete_lease(&self, lease: &Lease) -> Result<(), ClusterError> {
+        self.within("delete lease", self.inner.delete_lease(lease))
+            .await
+    }
+
+    async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError> {
+        self.within("list pods", self.inner.list_pods(node)).await
+    }
+
+    fn watch_pods(&self, node: &str) -> BoxStream<'static, Vec<PodInfo>> {
+        self.inner.watch_pods(node)
+    }
+
+    async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
+        self.within(
+            "look up DaemonSet",
+            self.inner.daemonset_exists(namespace, name),
+        )
+        .await
+    }
+
+    async fn delete_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<(), ClusterError> {
+        self.within(
+            "delete pod",
+            self.inner.delete_pod(namespace, name, grace_period_seconds),
+        )
+        .await
+    }
+
+    async fn evict_pod(
+        &self,
+        namespace: &str,
+        name: &str,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<EvictionOutcome, ClusterError> {
+        self.within(
+            "evict pod",
+            self.inner.evict_pod(namespace, name, grace_period_seconds),
+        )
+        .await
+    }
+
+    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
+        self.inner.watch_budgets()
+    }
+
+    async fn list_selected_pods(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<Vec<BudgetPod>, ClusterError> {
+        self.within(
+            "list a budget's pods",
+            self.inner.list_selected_pods(namespace, selector),
+        )
+        .await
+    }
+
+    async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
+        self.within("list maintained nodes", self.inner.list_maintained_nodes())
+            .await
+    }
+
+    async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
+        self.within("list NodeMaintenances", self.inner.list_maintenances())
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fake::FakeCluster;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_that_never_answers_fails_after_the_limit() {
+        let fake = FakeCluster::with_node("n1", 0);
+        fake.hang_next("get_node", 1);
+        let bounded = Bounded::new(Arc::new(fake.clone()), Duration::from_secs(10));
+        let started = tokio::time::Instant::now();
+        let result = bounded.get_node("n1").await;
+        assert!(
+            matches!(&result, Err(ClusterError::Transient(m)) if m.contains("no answer within 10s")),
+            "{result:?}"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(10));
+        let again = bounded.get_node("n1").await;
+        assert!(matches!(again, Ok(Some(_))), "the next call is answered");
+    }
+}

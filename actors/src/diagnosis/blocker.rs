@@ -1,0 +1,295 @@
+//! The classes of blocked drains, their reasons (condition reasons, metric labels) and messages.
+
+use std::fmt;
+
+use crate::budget::Structural;
+use crate::model::PodRef;
+
+/// A maintenance cordoning a node that a replacement would fit.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Cordoned {
+    /// The NodeMaintenance.
+    pub maintenance: String,
+    /// Its node.
+    pub node: String,
+}
+
+/// Why a pod's eviction cannot happen now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocker {
+    /// The budget waits for one of its pods (usually the replacement of an evicted one) to
+    /// become ready: transient.
+    WaitingForReplacement {
+        /// The budget.
+        budget: String,
+        /// The pod it waits for, when one was found.
+        replacement: Option<PodRef>,
+        /// `status.currentHealthy`.
+        healthy: i32,
+        /// `status.desiredHealthy`.
+        desired: i32,
+    },
+    /// The pod the budget waits for cannot be scheduled.
+    ReplacementUnschedulable {
+        /// The budget.
+        budget: String,
+        /// The pod.
+        replacement: PodRef,
+        /// The scheduler's words, or what else keeps it off every node.
+        why: String,
+    },
+    /// The pod the budget waits for would fit only nodes cordoned by other maintenances, which
+    /// may well wait for this one: none can finish until a person steps in.
+    CrossNodeDeadlock {
+        /// The budget.
+        budget: String,
+        /// The pod.
+        replacement: PodRef,
+        /// The maintenances whose nodes it would fit.
+        maintenances: Vec<Cordoned>,
+    },
+    /// The budget can never allow a disruption as it stands.
+    StructuralBudget {
+        /// The budget.
+        budget: String,
+        /// Why.
+        why: Structural,
+    },
+    /// More than one budget selects the pod: the Eviction API refuses it.
+    MultipleBudgets {
+        /// The budgets, when known.
+        budgets: Vec<String>,
+    },
+    /// The budget allows no disruption now and nothing more is known yet (its status is stale
+    /// or not watched).
+    BudgetExhausted {
+        /// The budget, when known.
+        budget: Option<String>,
+        /// The API's or the budget's numbers.
+        message: String,
+    },
+}
+
+impl Blocker {
+    /// The class, as the `DrainBlocked` condition's reason and the metric's label.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Blocker::WaitingForReplacement { .. } => "WaitingForReplacement",
+            Blocker::ReplacementUnschedulable { .. } => "ReplacementUnschedulable",
+            Blocker::CrossNodeDeadlock { .. } => "CrossNodeDeadlock",
+            Blocker::StructuralBudget { .. } => "StructuralBudget",
+            Blocker::MultipleBudgets { .. } => "MultipleBudgets",
+            Blocker::BudgetExhausted { .. } => "BudgetExhausted",
+        }
+    }
+
+    /// Every class reason, for metrics that list them all.
+    pub const REASONS: [&'static str; 6] = [
+        "WaitingForReplacement",
+        "ReplacementUnschedulable",
+        "CrossNodeDeadlock",
+        "StructuralBudget",
+        "MultipleBudgets",
+        "BudgetExhausted",
+    ];
+
+    /// How much a person is needed: the maintenance as a whole shows its pods' most severe
+    /// blocker (a deadlock or a structural budget never resolves by waiting).
+    pub fn severity(&self) -> u8 {
+        match self {
+            Blocker::CrossNodeDeadlock { .. } => 5,
+            Blocker::StructuralBudget { .. } => 4,
+            Blocker::MultipleBudgets { .. } => 3,
+            Blocker::ReplacementUnschedulable { .. } => 2,
+            Blocker::WaitingForReplacement { .. } => 1,
+            Blocker::BudgetExhausted { .. } => 0,
+        }
+    }
+
+    /// Whether waiting alone may end it.
+    pub fn needs_a_person(&self) -> bool {
+        self.severity() >= 2
+    }
+
+    /// The budget concerned, when one is.
+    pub fn budget(&self) -> Option<&str> {
+        match self {
+            Blocker::WaitingForReplacement { budget, .. }
+            | Blocker::ReplacementUnschedulable { budget, .. }
+            | Blocker::CrossNodeDeadlock { budget, .. }
+            | Blocker::StructuralBudget { budget, .. } => Some(budget),
+            Blocker::BudgetExhausted { budget, .. } => budget.as_deref(),
+            Blocker::MultipleBudgets { .. } => None,
+        }
+    }
+
+    /// The blocker as maintenance `own` sees it: a deadlock lists only the OTHER maintenances;
+    /// a replacement that fits only `own`'s node is unschedulable because of this very
+    /// maintenance, which no other maintenance can change.
+    pub fn seen_by(self, own: &str) -> Blocker {
+        match self {
+            Blocker::CrossNodeDeadlock {
+                budget,
+                replacement,
+                maintenances,
+            } => {
+                let (mine, others): (Vec<Cordoned>, Vec<Cordoned>) =
+                    maintenances.into_iter().partition(|c| c.maintenance == own);
+                if others.is_empty() {
+                    let node = mine.first().map(|c| c.node.clone()).unwrap_or_default();
+                    Blocker::ReplacementUnschedulable {
+                        budget,
+                        replacement,
+                        why: format!("it fits only node {node}, which this maintenance cordons"),
+                    }
+                } else {
+                    Blocker::CrossNodeDeadlock {
+                        budget,
+                        replacement,
+                        maintenances: others,
+                    }
+                }
+            }
+            other => other,
+        }
+    }
+}
+
+fn pod_name(pod: &PodRef) -> String {
+    format!("{}/{}", pod.namespace, pod.name)
+}
+
+impl fmt::Display for Blocker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Blocker::WaitingForReplacement {
+                budget,
+                replacement,
+                healthy,
+                desired,
+            } => {
+                write!(
+                    f,
+                    "PodDisruptionBudget {budget} allows no disruption ({healthy} healthy, {desired} needed): "
+                )?;
+                match replacement {
+                    Some(pod) => write!(f, "waiting for pod {} to become ready", pod_name(pod)),
+                    None => f.write_str("waiting for a replacement pod to be created and become ready"),
+                }
+            }
+            Blocker::ReplacementUnschedulable {
+                budget,
+                replacement,
+                why,
+            } => write!(
+                f,
+                "PodDisruptionBudget {budget} waits for pod {}, which cannot be scheduled: {why}",
+                pod_name(replacement)
+            ),
+            Blocker::CrossNodeDeadlock {
+                budget,
+                replacement,
+                maintenances,
+            } => {
+                let names: Vec<String> = maintenances
+                    .iter()
+                    .map(|c| format!("{} (node {})", c.maintenance, c.node))
+                    .collect();
+                write!(
+                    f,
+                    "cross-node deadlock: PodDisruptionBudget {budget} waits for pod {}, which fits only nodes cordoned by other maintenances: {}; end one of them or relax the budget",
+                    pod_name(replacement),
+                    names.join(", ")
+                )
+            }
+            Blocker::StructuralBudget { budget, why } => {
+                write!(f, "PodDisruptionBudget {budget} can never allow a disruption: {why}")
+            }
+            Blocker::MultipleBudgets { budgets } if budgets.is_empty() => f.write_str(
+                "the pod has more than one PodDisruptionBudget, which the Eviction API does not support",
+            ),
+            Blocker::MultipleBudgets { budgets } => write!(
+                f,
+                "the pod has more than one PodDisruptionBudget ({}), which the Eviction API does not support",
+                budgets.join(", ")
+            ),
+            Blocker::BudgetExhausted { budget, message } => match budget {
+                Some(budget) => write!(
+                    f,
+                    "PodDisruptionBudget {budget} allows no disruption now: {message}"
+                ),
+                None => write!(f, "a PodDisruptionBudget allows no disruption now: {message}"),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str) -> PodRef {
+        PodRef {
+            namespace: "app".into(),
+            name: name.into(),
+        }
+    }
+
+    fn cordoned(nm: &str, node: &str) -> Cordoned {
+        Cordoned {
+            maintenance: nm.into(),
+            node: node.into(),
+        }
+    }
+
+    fn deadlock(maintenances: Vec<Cordoned>) -> Blocker {
+        Blocker::CrossNodeDeadlock {
+            budget: "web".into(),
+            replacement: pod("web-x"),
+            maintenances,
+        }
+    }
+
+    #[test]
+    fn a_deadlock_names_the_other_maintenances_only() {
+        let seen = deadlock(vec![cordoned("nm-0", "n0"), cordoned("nm-1", "n1")]).seen_by("nm-0");
+        assert_eq!(seen, deadlock(vec![cordoned("nm-1", "n1")]));
+        assert_eq!(
+            seen.to_string(),
+            "cross-node deadlock: PodDisruptionBudget web waits for pod app/web-x, which fits only nodes cordoned by other maintenances: nm-1 (node n1); end one of them or relax the budget"
+        );
+    }
+
+    #[test]
+    fn a_replacement_that_fits_only_the_own_node_is_unschedulable() {
+        let seen = deadlock(vec![cordoned("nm-0", "n0")]).seen_by("nm-0");
+        assert_eq!(seen.reason(), "ReplacementUnschedulable");
+        assert!(seen.to_string().contains("fits only node n0"), "{seen}");
+    }
+
+    #[test]
+    fn severity_puts_what_needs_a_person_first() {
+        let waiting = Blocker::WaitingForReplacement {
+            budget: "web".into(),
+            replacement: Some(pod("web-x")),
+            healthy: 2,
+            desired: 2,
+        };
+        assert!(!waiting.needs_a_person());
+        assert!(deadlock(vec![]).severity() > waiting.severity());
+        assert_eq!(
+            waiting.to_string(),
+            "PodDisruptionBudget web allows no disruption (2 healthy, 2 needed): waiting for pod app/web-x to become ready"
+        );
+        let several = Blocker::MultipleBudgets {
+            budgets: vec!["a".into(), "b".into()],
+        };
+        assert!(
+            several
+                .to_string()
+                .contains("more than one PodDisruptionBudget (a, b)")
+        );
+        assert_eq!(several.budget(), None);
+        assert_eq!(Blocker::REASONS.len(), 6);
+    }
+}

@@ -1,0 +1,318 @@
+//! The eviction actor's budget-driven side: taking in the budget watch, deciding each request
+//! on its budget's status, releasing waiting pods when a status changes, and explaining why a
+//! budget blocks (see [`super::budgets`] and [`super::diagnoses`] for the decisions).
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use super::EvictionState;
+use super::budgets::{Admission, PodFacts};
+use super::held::Where;
+use super::messages::{EvictionMsg, EvictionReply};
+use crate::budget::{Budget, BudgetChange, structural};
+use crate::diagnosis::{Blocker, Investigation, investigate};
+use crate::model::PodRef;
+
+/// How long before a budget watch that ended is subscribed again.
+const WATCH_RETRY: Duration = Duration::from_secs(1);
+
+/// What the budget's own spec and status say, before any read.
+fn first_look(budget: &Budget) -> Blocker {
+    if let Some(why) = structural(budget) {
+        return Blocker::StructuralBudget {
+            budget: budget.name.clone(),
+            why,
+        };
+    }
+    match budget.fresh_status() {
+        Some(status) => Blocker::WaitingForReplacement {
+            budget: budget.name.clone(),
+            replacement: None,
+            healthy: status.current_healthy,
+            desired: status.desired_healthy,
+        },
+        None => Blocker::BudgetExhausted {
+            budget: Some(budget.name.clone()),
+            message: budget.refusal_message(),
+        },
+    }
+}
+
+impl EvictionState {
+    /// Subscribes to the shared budget watch; its changes come back as messages.
+    pub(super) fn watch_budgets(&mut self, myself: &ActorRef<EvictionMsg>) {
+        let mut changes = self.cluster.watch_budgets();
+        let me = myself.clone();
+        let task = tokio::spawn(async move {
+            while let Some(change) = changes.next().await {
+                if me.cast(EvictionMsg::Budgets(change)).is_err() {
+                    return;
+                }
+            }
+            // Ended: subscribe again a little later (the adapter retries errors itself).
+            drop(me.send_after(WATCH_RETRY, || EvictionMsg::WatchBudgets));
+        });
+        self.budget_watch.set(task);
+    }
+
+    /// Decides a held request on its budget's status: true when it is to be sent (the caller
+    /// queues it); otherwise it now waits, and its asker was told why.
+    pub(super) fn decide(&mut self, myself: &ActorRef<EvictionMsg>, pod: &PodRef) -> bool {
+        let Some(held) = self.held.get(pod) else {
+            return false;
+        };
+        let facts = PodFacts {
+            labels: &held.req.labels,
+            healthy: held.req.healthy,
+            unstarted: held.req.unstarted,
+        };
+        match self.budgets.admit(pod, facts) {
+            Admission::Free | Admission::Reserved(_) | Admission::Fallback => {
+                if let Some(held) = self.held.get_mut(pod) {
+                    held.at = Where::Ready;
+                }
+                true
+            }
+            Admission::Wait(key) => {
+                self.stats.budget_waits += 1;
+                self.budgets.wait(&key, pod.clone());
+                let reply = self.budgets.budget(&key).map(|b| EvictionReply::Blocked {
+                    pdb: Some(b.name.clone()),
+                    message: b.refusal_message(),
+                    blocker: None,
+                });
+                let blocker = self.blocker_for(&key);
+                if let Some(held) = self.held.get_mut(pod) {
+                    held.at = Where::Waiting;
+                    if let Some(EvictionReply::Blocked { pdb, message, .. }) = reply {
+                        held.tell_blocked(EvictionReply::Blocked {
+                            pdb,
+                            message,
+                            blocker,
+                        });
+                    }
+                }
+                self.note_blocked(myself, &key);
+                false
+            }
+            Admission::Several(budgets) => {
+                self.budgets.contest(pod.clone());
+                let blocker = Blocker::MultipleBudgets { budgets };
+                if let Some(held) = self.held.get_mut(pod) {
+                    held.at = Where::Waiting;
+                    held.tell_blocked(EvictionReply::Blocked {
+                        pdb: None,
+                        message: blocker.to_string(),
+                        blocker: Some(blocker),
+                    });
+                }
+                false
+            }
+        }
+    }
+
+    /// The budget watch reported a change: waiting pods of the namespaces concerned (and pods
+    /// parked behind the 429 backoff of a budget whose status changed) are decided again,
+    /// oldest first, and those now allowed go to the front of the queue.
+    pub(super) fn on_budgets(&mut self, myself: &ActorRef<EvictionMsg>, change: BudgetChange) {
+        let now = Instant::now();
+        let changed: Vec<String> = match &change {
+            BudgetChange::Listed(budgets) => budgets.iter().map(Budget::key).collect(),
+            BudgetChange::Applied(budget) => vec![budget.key()],
+            BudgetChange::Deleted { namespace, name } => vec![format!("{namespace}/{name}")],
+        };
+        let mut again = self.budgets.apply(change);
+        for key in &changed {
+            again.extend(self.gates.release(key));
+            if let Some(timer) = self.gate_timers.get_mut(key) {
+                timer.clear();
+            }
+            if let Some(at) = self.diagnoses.changed(key, now) {
+                self.schedule_diagnosis(myself, key, at);
+            }
+        }
+        self.decide_again(myself, again);
+        self.forget_unblocked();
+        self.pump(myself);
+    }
+
+    /// Decides `pods` again, oldest first; the ones to send go to the front of the queue in
+    /// that order (a budget's allowance is not left waiting behind unrelated requests).
+    fn decide_again(&mut self, myself: &ActorRef<EvictionMsg>, mut pods: Vec<PodRef>) {
+        pods.retain(|pod| {
+            self.held
+                .get(pod)
+                .is_some_and(|h| matches!(h.at, Where::Waiting | Where::Parked))
+        });
+        pods.sort_by_key(|pod| self.held.get(pod).map_or(u64::MAX, |h| h.seq));
+        pods.dedup();
+        let mut go = Vec::new();
+        for pod in pods {
+            if self.decide(myself, &pod) {
+                go.push(pod);
+            }
+        }
+        for pod in go.into_iter().rev() {
+            self.ready.push_front(pod);
+        }
+    }
+
+    /// What is known of why budget `key` blocks: the last diagnosis, else what its spec and
+    /// status say on their own.
+    pub(super) fn blocker_for(&self, key: &str) -> Option<Blocker> {
+        if let Some(found) = self.diagnoses.last(key) {
+            return Some(found.clone());
+        }
+        self.budgets.budget(key).map(first_look)
+    }
+
+    /// Pods wait on budget `key` (its status, or its 429 backoff): plan a look at why.
+    pub(super) fn note_blocked(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
+        if self.budgets.budget(key).is_none() {
+            return; // Not watched (yet): nothing to read about it.
+        }
+        if let Some(at) = self.diagnoses.blocked(key, Instant::now()) {
+            self.schedule_diagnosis(myself, key, at);
+        }
+    }
+
+    /// Forgets the diagnoses of budgets nothing waits on any more.
+    pub(super) fn forget_unblocked(&mut self) {
+        let blocked: Vec<String> = self.diagnosis_timers.keys().cloned().collect();
+        for key in blocked {
+            if !self.is_blocked(&key) {
+                self.diagnoses.unblocked(&key);
+                self.diagnosis_timers.remove(&key);
+            }
+        }
+    }
+
+    fn is_blocked(&self, key: &str) -> bool {
+        self.budgets.waiting(key).next().is_some() || self.gates.has_parked(key)
+    }
+
+    fn schedule_diagnosis(&mut self, myself: &ActorRef<EvictionMsg>, key: &str, at: Instant) {
+        let after = at.saturating_duration_since(Instant::now());
+        let timer_key = key.to_string();
+        self.diagnosis_timers
+            .entry(key.to_string())
+            .or_default()
+            .set(myself.send_after(after, move || EvictionMsg::Diagnose(timer_key)));
+    }
+
+    /// Time to look at why budget `key` blocks: the reads run in a task of their own.
+    pub(super) fn diagnose(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
+        if let Some(timer) = self.diagnosis_timers.get_mut(key) {
+            timer.finished();
+        }
+        if !self.is_blocked(key) {
+            self.diagnoses.unblocked(key);
+            self.diagnosis_timers.remove(key);
+            return;
+        }
+        let Some(budget) = self.budgets.budget(key).cloned() else {
+            return;
+        };
+        if !self.diagnoses.start(key, Instant::now()) {
+            return;
+        }
+        // The replacement most likely belongs to the controller of the oldest blocked pod.
+        let owner = self
+            .budgets
+            .waiting(key)
+            .chain(self.gates.parked(key))
+            .find_map(|pod| self.held.get(pod))
+            .and_then(|h| h.req.controller.clone());
+        let cluster = self.cluster.clone();
+        let key = key.to_string();
+        let span = tracing::debug_span!("diagnose_budget", pdb = %budget.key());
+        // A task of the actor's: aborted and awaited with its eviction calls when it stops.
+        self.calls.spawn_cast_back(
+            myself,
+            span,
+            async move { investigate(cluster.as_ref(), &budget, owner.as_ref()).await },
+            move |investigation| EvictionMsg::Diagnosed { key, investigation },
+        );
+    }
+
+    /// A look at budget `key` ended: when it found something new, every request waiting on
+    /// the budget is told.
+    pub(super) fn diagnosed(
+        &mut self,
+        myself: &ActorRef<EvictionMsg>,
+        key: &str,
+        investigation: Investigation,
+    ) {
+        self.stats.diagnosis_reads += u64::from(investigation.reads);
+        self.config.observer.diagnosis_reads(investigation.reads);
+        let blocker = match investigation.blocker {
+            Ok(blocker) => Some(blocker),
+            Err(error) => {
+                tracing::debug!(pdb = %key, %error, "cannot read why the budget blocks; retrying");
+                None
+            }
+        };
+        let (changed, next) = self.diagnoses.found(key, blocker, Instant::now());
+        if let Some(at) = next
+            && self.is_blocked(key)
+        {
+            self.schedule_diagnosis(myself, key, at);
+        }
+        if changed {
+            self.tell_blocked_on(key);
+        }
+    }
+
+    /// Tells every request waiting on budget `key` what is known of why.
+    fn tell_blocked_on(&mut self, key: &str) {
+        let Some(budget) = self.budgets.budget(key) else {
+            return;
+        };
+        let (pdb, message) = (budget.name.clone(), budget.refusal_message());
+        let blocker = self.blocker_for(key);
+        let pods: Vec<PodRef> = self
+            .budgets
+            .waiting(key)
+            .chain(self.gates.parked(key))
+            .cloned()
+            .collect();
+        for pod in pods {
+            if let Some(held) = self.held.get_mut(&pod) {
+                held.tell_blocked(EvictionReply::Blocked {
+                    pdb: Some(pdb.clone()),
+                    message: message.clone(),
+                    blocker: blocker.clone(),
+                });
+            }
+        }
+    }
+
+    /// Plans the next expiry of accepted evictions that the status never showed.
+    pub(super) fn schedule_expiry(&mut self, myself: &ActorRef<EvictionMsg>) {
+        if self.expire_timer.is_set() {
+            return;
+        }
+        if let Some(at) = self.budgets.next_expiry() {
+            let after = at.saturating_duration_since(Instant::now());
+            self.expire_timer
+                .set(myself.send_after(after, || EvictionMsg::Expire));
+        }
+    }
+
+    /// Accepted evictions the status never showed stop counting: their budgets' waiting pods
+    /// are decided again.
+    pub(super) fn expire(&mut self, myself: &ActorRef<EvictionMsg>) {
+        self.expire_timer.finished();
+        let (grew, _) = self.budgets.expire(Instant::now());
+        let mut again = Vec::new();
+        for key in grew {
+            again.extend(self.budgets.take_waiting(&key));
+        }
+        self.decide_again(myself, again);
+        self.schedule_expiry(myself);
+        self.pump(myself);
+    }
+}

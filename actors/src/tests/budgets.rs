@@ -1,0 +1,397 @@
+//! Budget-driven eviction (the shared budget watch gates evictions on each budget's observed
+//! status), drain diagnosis, and the drain deadline, against the fake cluster.
+
+use std::collections::BTreeMap;
+
+use super::*;
+use crate::budget::{Budget, BudgetStatus, IntOrPercent, LabelSelector};
+use crate::diagnosis::BudgetPod;
+use crate::model::{Event, OnDrainTimeout, OwnerRef};
+
+/// Budget `web` over `app=web` in namespace `app`, `maxUnavailable: 1`, whose fresh status
+/// allows `allowed` disruptions (as the disruption controller computes it: 4 expected pods, 3
+/// wanted healthy, so `3 + allowed` are healthy).
+fn web_budget(allowed: i32) -> Budget {
+    Budget {
+        namespace: "app".into(),
+        name: "web".into(),
+        generation: 1,
+        selector: Some(LabelSelector::labels([("app", "web")])),
+        min_available: None,
+        max_unavailable: Some(IntOrPercent::Int(1)),
+        always_allow_unhealthy: false,
+        status: Some(BudgetStatus {
+            observed_generation: 1,
+            disruptions_allowed: allowed,
+            current_healthy: 3 + allowed,
+            desired_healthy: 3,
+            expected_pods: 4,
+            ..BudgetStatus::default()
+        }),
+    }
+}
+
+/// Nodes `nodes`, each with `per_node` pods `app/<node>-web-<i>` labelled `app=web`.
+fn web_cluster(nodes: &[&str], per_node: usize) -> FakeCluster {
+    let cluster = FakeCluster::new();
+    for node in nodes {
+        cluster.add_node(node);
+        for i in 0..per_node {
+            let pod = PodInfo::test("app", &format!("{node}-web-{i}")).labelled("app", "web");
+            cluster.add_pod_info(node, pod);
+        }
+    }
+    cluster
+}
+
+fn condition(cluster: &FakeCluster, nm: &str, type_: &str) -> Option<crate::model::Condition> {
+    plan::condition(&cluster.status(nm), type_).cloned()
+}
+
+#[tokio::test(start_paused = true)]
+async fn two_nodes_share_one_budgets_allowance_without_a_refusal() {
+    let cluster = web_cluster(&["n1", "n2"], 2);
+    cluster.put_budget(web_budget(1));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    cluster.create_maintenance("nm2", "n2", t0());
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_eq!(
+        cluster.count_calls("evict_pod"),
+        1,
+        "the budget allows one disruption: one eviction for both nodes"
+    );
+    for evicted in 2..=4 {
+        // The disruption controller saw a replacement become ready: one more disruption.
+        cluster.set_budget_allowed("app", "web", 1);
+        assert!(
+            eventually(Duration::from_millis(500), || cluster
+                .count_calls("evict_pod")
+                == evicted)
+            .await,
+            "one more eviction at once, got {}",
+            cluster.count_calls("evict_pod")
+        );
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(cluster.count_calls("evict_pod"), evicted, "and only one");
+    }
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    assert!(
+        h.wait_phase("nm2", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    let stats = h.eviction_stats().await;
+    assert_eq!(stats.blocked, 0, "no eviction was refused: {stats:?}");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_allowing_none_gets_no_call_and_its_pods_go_when_its_status_changes() {
+    let cluster = web_cluster(&["n1"], 3);
+    cluster.put_budget(web_budget(0));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    assert_eq!(
+        cluster.count_calls("evict_pod"),
+        0,
+        "no call while it allows none"
+    );
+    let status = cluster.status("nm1");
+    assert_eq!(status.phase, Some(Phase::Running));
+    assert!(
+        status
+            .pending_pods_reasons
+            .iter()
+            .all(|r| r.reason == "BlockedByPodDisruptionBudget" && r.pdb.as_deref() == Some("web")),
+        "{status:?}"
+    );
+    cluster.set_budget_allowed("app", "web", 2);
+    assert!(
+        eventually(Duration::from_millis(100), || cluster
+            .count_calls("evict_pod")
+            == 2)
+        .await,
+        "released the moment the status changed"
+    );
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        cluster.count_calls("evict_pod"),
+        2,
+        "exactly as many as it allows"
+    );
+    cluster.set_budget_allowed("app", "web", 1);
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(5))
+            .await
+    );
+    assert_eq!(h.eviction_stats().await.blocked, 0);
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_status_falls_back_to_the_429_backoff() {
+    let cluster = web_cluster(&["n1"], 2);
+    let mut stale = web_budget(2);
+    stale.generation = 2; // the controller has not seen the new spec yet
+    cluster.put_budget(stale);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let refused = h.eviction_stats().await.blocked;
+    assert!(
+        refused > 0,
+        "the stale status was not trusted: calls were made"
+    );
+    assert!(refused < 12, "and refusals backed off: {refused} in 20 s");
+    assert_eq!(phase(&cluster, "nm1"), Some(Phase::Running));
+    cluster.set_budget_allowed("app", "web", 2);
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(5))
+            .await
+    );
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn pods_no_budget_selects_go_at_once() {
+    let cluster = web_cluster(&["n1"], 1);
+    cluster.add_pod("n1", "app", "lonely");
+    cluster.put_budget(web_budget(0));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(5), || cluster
+            .count_calls("evict_pod app/lonely")
+            == 1)
+        .await
+    );
+    assert_eq!(cluster.count_calls("evict_pod app/n1-web-0"), 0);
+    h.stop().await;
+}
+
+/// A replacement of `web` that can run only on node `only` and is not scheduled.
+fn stuck_replacement(only: &str) -> BudgetPod {
+    BudgetPod {
+        namespace: "app".into(),
+        name: "web-new".into(),
+        controller: Some(OwnerRef {
+            kind: "ReplicaSet".into(),
+            name: "n1-web-0-rs".into(),
+        }),
+        phase: PodPhase::Pending,
+        ready: false,
+        terminating: false,
+        node_name: None,
+        unschedulable: Some("0/2 nodes are available: 2 node(s) were unschedulable.".into()),
+        node_selector: BTreeMap::from([("kubernetes.io/hostname".into(), only.into())]),
+        tolerations: Vec::new(),
+    }
+}
+
+fn hostname_node(name: &str) -> NodeState {
+    let mut node = NodeState::test(name);
+    node.labels
+        .insert("kubernetes.io/hostname".into(), name.into());
+    node
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replacement_fitting_only_a_node_another_maintenance_cordons_is_a_deadlock() {
+    let cluster = web_cluster(&["n1"], 1);
+    cluster.set_node(hostname_node("n1"));
+    cluster.set_node(hostname_node("n2"));
+    cluster.add_unplaced_pod(stuck_replacement("n2"));
+    cluster.put_budget(web_budget(0));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    cluster.create_maintenance("nm2", "n2", t0());
+    let deadlocked = || {
+        condition(&cluster, "nm1", conditions::DRAIN_BLOCKED)
+            .is_some_and(|c| c.status == "True" && c.reason == "CrossNodeDeadlock")
+    };
+    assert!(eventually(Duration::from_secs(10), deadlocked).await);
+    let status = cluster.status("nm1");
+    let error = status.last_error.clone().unwrap_or_default();
+    assert!(
+        error.contains("nm2 (node n2)") && error.contains("app/web-new"),
+        "{error}"
+    );
+    assert_eq!(
+        status.pending_pods_reasons[0].diagnosis.as_deref(),
+        Some("CrossNodeDeadlock")
+    );
+    let blocked_events: Vec<Event> = cluster
+        .events()
+        .into_iter()
+        .filter(|e| e.reason == reasons_drain_blocked())
+        .collect();
+    assert!(
+        blocked_events
+            .iter()
+            .any(|e| e.type_ == EventType::Warning && e.message.contains("CrossNodeDeadlock")),
+        "{blocked_events:?}"
+    );
+    let before = blocked_events.len();
+    tokio::time::sleep(Duration::from_secs(120)).await;
+    let after = cluster
+        .events()
+        .iter()
+        .filter(|e| e.reason == reasons_drain_blocked())
+        .count();
+    assert_eq!(after, before, "no event per retry");
+    // The reads are bounded: a handful per minute while nothing changes.
+    let reads = h.eviction_stats().await.diagnosis_reads;
+    assert!(reads <= 30, "{reads} reads in two minutes");
+    h.stop().await;
+}
+
+fn reasons_drain_blocked() -> &'static str {
+    crate::model::reasons::DRAIN_BLOCKED
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replacement_that_fits_no_maintained_node_is_unschedulable() {
+    let cluster = web_cluster(&["n1"], 1);
+    cluster.set_node(hostname_node("n1"));
+    cluster.add_unplaced_pod(stuck_replacement("gone"));
+    cluster.put_budget(web_budget(0));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(10), || condition(
+            &cluster,
+            "nm1",
+            conditions::DRAIN_BLOCKED
+        )
+        .is_some_and(|c| c.reason == "ReplacementUnschedulable"
+            && c.message.contains("0/2 nodes are available")))
+        .await,
+        "{:?}",
+        cluster.status("nm1")
+    );
+    h.stop().await;
+}
+
+/// Budget `db` with `maxUnavailable: 0` over `app=web`: it never allows a disruption.
+fn structural_budget() -> Budget {
+    Budget {
+        name: "db".into(),
+        max_unavailable: Some(IntOrPercent::Int(0)),
+        ..web_budget(0)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_that_never_allows_is_named_structural_at_once() {
+    let cluster = web_cluster(&["n1"], 1);
+    cluster.put_budget(structural_budget());
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(2), || condition(
+            &cluster,
+            "nm1",
+            conditions::DRAIN_BLOCKED
+        )
+        .is_some_and(|c| c.reason == "StructuralBudget"))
+        .await
+    );
+    let error = cluster.status("nm1").last_error.unwrap_or_default();
+    assert!(error.contains("maxUnavailable is 0"), "{error}");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_passed_deadline_holds_the_node_cordoned_and_deletes_no_pod() {
+    let cluster = web_cluster(&["n1"], 1);
+    cluster.put_budget(structural_budget());
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create(
+        Maintenance::test("nm1")
+            .on("n1")
+            .with_drain_timeout(Duration::from_secs(60), OnDrainTimeout::Hold),
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || cluster
+            .status("nm1")
+            .drain_time_remaining
+            .is_some())
+        .await
+    );
+    let status = cluster.status("nm1");
+    assert_eq!(status.drain_time_remaining.as_deref(), Some("1m"));
+    assert_eq!(
+        status.drain_deadline,
+        status
+            .drain_start_time
+            .map(|t| t + chrono::Duration::seconds(60))
+    );
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(70))
+            .await
+    );
+    let status = cluster.status("nm1");
+    let drained = condition(&cluster, "nm1", conditions::DRAINED).unwrap();
+    assert_eq!(drained.reason, conditions::DRAIN_TIMEOUT);
+    let error = status.last_error.unwrap_or_default();
+    assert!(
+        error.contains("drainTimeout 1m") && error.contains("Hold") && error.contains("db"),
+        "{error}"
+    );
+    assert!(
+        cluster
+            .event_reasons()
+            .contains(&"FailedMaintenance".to_string())
+    );
+    assert_in_maintenance(&cluster, "n1");
+    assert_eq!(cluster.pods("n1").len(), 1, "no pod deleted");
+    assert_eq!(cluster.count_calls("delete_pod"), 0);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert_in_maintenance(&cluster, "n1");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_passed_deadline_with_undo_gives_the_node_back() {
+    let cluster = web_cluster(&["n1"], 1);
+    cluster.put_budget(structural_budget());
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create(
+        Maintenance::test("nm1")
+            .on("n1")
+            .with_drain_timeout(Duration::from_secs(30), OnDrainTimeout::Undo),
+    );
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(40))
+            .await
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || !plan::node_in_maintenance(
+            &cluster.node("n1").unwrap()
+        ))
+        .await
+    );
+    assert_released(&cluster, "n1");
+    assert_eq!(cluster.pods("n1").len(), 1, "no pod deleted");
+    assert!(cluster.lease(NS, "node-n1").is_none(), "lease released");
+    h.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_a_timeout_nothing_changes() {
+    let cluster = web_cluster(&["n1"], 1);
+    cluster.put_budget(structural_budget());
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    let status = cluster.status("nm1");
+    assert_eq!(status.phase, Some(Phase::Running));
+    assert_eq!(status.drain_deadline, None);
+    assert_eq!(status.drain_time_remaining, None);
+    assert!(status.drain_start_time.is_some());
+    h.stop().await;
+}

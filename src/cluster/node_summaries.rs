@@ -1,0 +1,154 @@
+//! The node summary watch of the cluster maintenance budget: every node, reduced to name,
+//! `Ready` and `spec.unschedulable`, and never a whole Node in memory.
+//!
+//! A real Node is 10-15 KiB of JSON (images, nodeInfo, conditions, addresses): a cache of
+//! every Node would be 50-100 MB at 5,000 nodes. Here each Node is decoded into [`SlimNode`],
+//! which only has the fields the budget reads (serde skips the rest without allocating it),
+//! the list comes in small pages, and each object becomes a [`NodeSummary`] of a few bytes
+//! at once. Only a budget that counts nodes starts this watch.
+
+use futures::stream::{BoxStream, StreamExt};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::{WatchStreamExt, watcher as watch};
+use kube::{Api, Client, Resource, ResourceExt};
+use nmo_actors::model::{NodeSummary, NodeSummaryEvent};
+use serde::Deserialize;
+
+/// Nodes per LIST page: the page's JSON is held while it is decoded (100 x ~12 KiB).
+pub const PAGE_SIZE: u32 = 100;
+
+/// A Node with only what the budget reads.
+#[derive(Resource, Deserialize, Clone, Debug)]
+#[resource(inherit = Node)]
+pub struct SlimNode {
+    /// Name (the rest of the metadata is decoded by `ObjectMeta`, which kube requires).
+    pub metadata: ObjectMeta,
+    /// `spec.unschedulable`.
+    #[serde(default)]
+    pub spec: Option<SlimSpec>,
+    /// `status.conditions`.
+    #[serde(default)]
+    pub status: Option<SlimStatus>,
+}
+
+/// `spec` of a [`SlimNode`].
+#[derive(Deserialize, Clone, Debug, Default)]
+pub struct SlimSpec {
+    /// Cordoned.
+    #[serde(default)]
+    pub unschedulable: Option<bool>,
+}
+
+/// `status` of a [`SlimNode`].
+#[derive(Deserialize, Clone, Debug, Default)]
+pub struct SlimStatus {
+    /// The node's conditions (only type and status are read).
+    #[serde(default)]
+    pub conditions: Option<Vec<SlimCondition>>,
+}
+
+/// One node condition, type and status only.
+#[derive(Deserialize, Clone, Debug, Default)]
+pub struct SlimCondition {
+    /// E.g. `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+}
+
+/// The budget's view of one node.
+pub fn summary(node: &SlimNode) -> NodeSummary {
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|conditions| {
+            conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
+        });
+    NodeSummary {
+        name: node.name_any(),
+        ready,
+        unschedulable: node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
+    }
+}
+
+/// Every node as summaries: `Listed` after each (re)list, then the changes. Watch errors are
+/// retried with kube-runtime's default backoff, so the stream does not end.
+pub fn watch_summaries(client: Client) -> BoxStream<'static, NodeSummaryEvent> {
+    let api: Api<SlimNode> = Api::all(client);
+    let config = watcher::Config::default().page_size(PAGE_SIZE);
+    let mut listing: Vec<NodeSummary> = Vec::new();
+    watch(api, config)
+        .default_backoff()
+        .filter_map(move |event| {
+            let out = match event {
+                Ok(Event::Init) => {
+                    listing.clear();
+                    None
+                }
+                Ok(Event::InitApply(node)) => {
+                    listing.push(summary(&node));
+                    None
+                }
+                Ok(Event::InitDone) => Some(NodeSummaryEvent::Listed(std::mem::take(&mut listing))),
+                Ok(Event::Apply(node)) => Some(NodeSummaryEvent::Changed(summary(&node))),
+                Ok(Event::Delete(node)) => Some(NodeSummaryEvent::Deleted(node.name_any())),
+                Err(error) => {
+                    tracing::warn!(%error, "node summary watch failed; retrying with backoff");
+                    None
+                }
+            };
+            futures::future::ready(out)
+        })
+        .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_node_is_read_as_ready_and_cordoned_only() {
+        let node: SlimNode = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": "n1", "labels": {"a": "b"}},
+            "spec": {"unschedulable": true, "podCIDR": "10.0.0.0/24"},
+            "status": {
+                "conditions": [
+                    {"type": "MemoryPressure", "status": "False"},
+                    {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+                ],
+                "images": [{"names": ["x"], "sizeBytes": 1}]
+            }
+        }))
+        .unwrap();
+        assert_eq!(
+            summary(&node),
+            NodeSummary {
+                name: "n1".into(),
+                ready: true,
+                unschedulable: true
+            }
+        );
+        let bare: SlimNode =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "n2"}})).unwrap();
+        assert_eq!(
+            summary(&bare),
+            NodeSummary {
+                name: "n2".into(),
+                ready: false,
+                unschedulable: false
+            }
+        );
+    }
+}

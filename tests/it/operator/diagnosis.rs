@@ -1,0 +1,246 @@
+//! Why a drain is stuck, end to end on the simulator: each class of blocker shows as the
+//! `DrainBlocked` condition's reason, in `lastError`, in `pendingPodsReasons` and as one event
+//! per change (not per retry).
+
+use std::time::Duration;
+
+use nmo_sim::Scenario;
+use serde_json::{Value, json};
+
+use crate::support::{TestEnv, eventually};
+
+/// How long a diagnosis may take to show (budgets are looked at 3 s after they block).
+const DIAGNOSED: Duration = Duration::from_secs(20);
+
+/// Waits until `nm`'s `DrainBlocked` condition is True with `reason` and a message saying
+/// `text`; returns the condition.
+async fn wait_blocked(env: &TestEnv, nm: &str, reason: &str, text: &str) -> Value {
+    let what = format!("{nm} to show DrainBlocked {reason} saying {text:?}");
+    eventually(&what, DIAGNOSED, async || {
+        let c = env.condition(nm, "DrainBlocked").await;
+        c["status"] == "True"
+            && c["reason"] == reason
+            && c["message"].as_str().is_some_and(|m| m.contains(text))
+    })
+    .await;
+    env.condition(nm, "DrainBlocked").await
+}
+
+/// Asserts the status and the events say the same as the condition, once.
+async fn assert_reported(env: &TestEnv, nm: &str, reason: &str, mentions: &[&str]) {
+    let condition = env.condition(nm, "DrainBlocked").await;
+    let status = env.status(nm).await;
+    let last_error = status["lastError"].as_str().unwrap_or_default().to_string();
+    for text in mentions {
+        assert!(
+            condition["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(text),
+            "condition lacks {text:?}: {condition}"
+        );
+        assert!(
+            last_error.contains(text),
+            "lastError lacks {text:?}: {last_error}"
+        );
+    }
+    let reasons = status["pendingPodsReasons"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        reasons.iter().any(|r| r["diagnosis"] == reason),
+        "pendingPodsReasons: {reasons:?}"
+    );
+    let events = env.event_messages(nm, "DrainBlocked").await;
+    let about: Vec<&String> = events.iter().filter(|m| m.contains(reason)).collect();
+    assert_eq!(about.len(), 1, "one event for the class: {events:?}");
+}
+
+/// A Pending pod of `app` that the default scheduler never sees (another scheduler's): it
+/// stays not ready until the test says otherwise.
+fn pending_pod(namespace: &str, name: &str, app: &str, spec: Value) -> Value {
+    let mut pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
+        "spec": {"containers": [{"name": "main", "image": "registry.invalid/app:1"}]},
+    });
+    if let (Some(pod_spec), Some(extra)) = (pod["spec"].as_object_mut(), spec.as_object()) {
+        pod_spec.extend(extra.clone());
+    }
+    pod
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_ready() {
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 1).pdb(None))
+        .namespace("shop")
+        .pod("shop", "web-0", "node-0", "web")
+        .pod("shop", "web-1", "node-1", "web")
+        .object(pending_pod(
+            "shop",
+            "web-new",
+            "web",
+            json!({"schedulerName": "elsewhere"}),
+        ))
+        // 3 pods expected, 2 healthy, 2 needed: it waits for web-new.
+        .pdb("shop", "web", "web", 2)
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
+    wait_blocked(
+        &env,
+        "nm-0",
+        "WaitingForReplacement",
+        "waiting for pod shop/web-new to become ready",
+    )
+    .await;
+    assert_reported(
+        &env,
+        "nm-0",
+        "WaitingForReplacement",
+        &["shop/web-new", "web"],
+    )
+    .await;
+
+    // It becomes ready: the budget allows one disruption, and web-0 goes at once.
+    let now = chrono::Utc::now().to_rfc3339();
+    env.patch_pod_status(
+        "shop",
+        "web-new",
+        json!({"phase": "Running", "conditions": [
+            {"type": "Ready", "status": "True", "lastTransitionTime": now}]}),
+    )
+    .await;
+    env.wait_phase("nm-0", "Succeeded").await;
+    let condition = env.condition("nm-0", "DrainBlocked").await;
+    assert!(condition.is_null(), "not blocked any more: {condition}");
+    assert!(!env.pod_exists("shop", "web-0").await);
+    env.stop_operator().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_words() {
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 1).pdb(None))
+        .namespace("shop")
+        .pod("shop", "web-0", "node-0", "web")
+        .object(pending_pod(
+            "shop",
+            "web-x",
+            "web",
+            json!({"nodeSelector": {"disk": "ssd"}}),
+        ))
+        // 2 pods expected, 1 healthy, 1 needed.
+        .pdb("shop", "web", "web", 1)
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
+    wait_blocked(&env, "nm-0", "ReplacementUnschedulable", "shop/web-x").await;
+    assert_reported(
+        &env,
+        "nm-0",
+        "ReplacementUnschedulable",
+        &["shop/web-x", "cannot be scheduled", "nodes are available"],
+    )
+    .await;
+    assert!(env.pod_exists("shop", "web-0").await);
+    env.stop_operator().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross_node_deadlock() {
+    // One ReplicaSet of 4 behind `maxUnavailable: 1`, 2 pods on each of the 2 nodes.
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 2).replicasets(1))
+        .start()
+        .await;
+    // node-1 first: its pods' replacements go to node-0, and it is drained.
+    env.create_maintenance("nm-1", "node-1").await;
+    env.wait_phase("nm-1", "Succeeded").await;
+    // Then node-0: the first replacement has nowhere to go but the two cordoned nodes.
+    env.create_maintenance("nm-0", "node-0").await;
+    wait_blocked(&env, "nm-0", "CrossNodeDeadlock", "nm-1").await;
+    assert_reported(
+        &env,
+        "nm-0",
+        "CrossNodeDeadlock",
+        &["cross-node deadlock", "nm-1 (node node-1)"],
+    )
+    .await;
+    let events = env.event_messages("nm-0", "DrainBlocked").await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        env.event_messages("nm-0", "DrainBlocked").await.len(),
+        events.len(),
+        "no event per retry"
+    );
+
+    // Ending the other maintenance ends the deadlock.
+    env.delete_maintenance("nm-1").await;
+    env.wait_phase("nm-0", "Succeeded").await;
+    env.stop_operator().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_that_can_never_allow_is_structural() {
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 1).pdb(None))
+        .namespace("precious")
+        .pod("precious", "db-0", "node-0", "db")
+        .pdb("precious", "db-budget", "db", 1)
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
+    wait_blocked(&env, "nm-0", "StructuralBudget", "db-budget").await;
+    assert_reported(
+        &env,
+        "nm-0",
+        "StructuralBudget",
+        &[
+            "db-budget",
+            "can never allow a disruption",
+            "minAvailable 1",
+        ],
+    )
+    .await;
+    let events = env.events().await;
+    assert!(
+        events
+            .iter()
+            .any(|e| e["reason"] == "DrainBlocked" && e["type"] == "Warning"),
+        "a structural budget needs a person: a Warning"
+    );
+    env.stop_operator().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_under_two_budgets_names_both() {
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 1).pdb(None))
+        .namespace("precious")
+        .pod("precious", "db-0", "node-0", "db")
+        .pdb("precious", "db-budget", "db", 0)
+        .pdb("precious", "db-budget-too", "db", 0)
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
+    wait_blocked(&env, "nm-0", "MultipleBudgets", "db-budget-too").await;
+    assert_reported(
+        &env,
+        "nm-0",
+        "MultipleBudgets",
+        &[
+            "more than one PodDisruptionBudget",
+            "db-budget, db-budget-too",
+        ],
+    )
+    .await;
+    let reasons = env.status("nm-0").await["pendingPodsReasons"].clone();
+    assert_eq!(
+        reasons[0]["reason"], "TooManyPodDisruptionBudgets",
+        "{reasons}"
+    );
+    env.stop_operator().await.expect("clean stop");
+}
