@@ -16,7 +16,7 @@ pub enum BenchBackend {
     Sim,
     /// A real etcd, kube-apiserver, controller manager and scheduler from KUBEBUILDER_ASSETS
     /// (`export KUBEBUILDER_ASSETS=$(../shared/k8s/assets)`), one per scenario (the scenarios
-    /// a to d; the fleet scenarios and the soak run on the simulator only).
+    /// a to c; d, the fleet scenarios and the soak run on the simulator only).
     Real,
 }
 
@@ -118,7 +118,7 @@ pub async fn run_all(
     };
     if args.backend == BenchBackend::Real && (!soaks.is_empty() || !fleets.is_empty()) {
         return Err(BenchError::Real(
-            "the fleet scenarios and the soak run on the simulator only; name scenarios a to d \
+            "the fleet scenarios and the soak run on the simulator only; name scenarios a to c \
              with --backend real"
                 .into(),
         ));
