@@ -25,7 +25,11 @@ pub fn figures_table(results: &[ScenarioResult]) -> String {
     ]);
     for r in results {
         table.row(vec![
-            r.scenario.clone(),
+            if r.backend == "sim" {
+                r.scenario.clone()
+            } else {
+                format!("{} ({})", r.scenario, r.backend)
+            },
             format!("{} x {}", r.nodes, r.pods_per_node),
             r.maintenance.to_string(),
             format!("{:.2} s", r.wall_s),

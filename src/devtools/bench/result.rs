@@ -22,6 +22,8 @@ pub const REFUSALS_PER_POD: f64 = 3.0;
 pub struct ScenarioResult {
     /// Scenario name.
     pub scenario: String,
+    /// The API server: `sim` (the simulator) or `real` (kube-apiserver).
+    pub backend: String,
     /// Its description.
     pub title: String,
     /// Nodes in the cluster.
@@ -74,6 +76,7 @@ impl ScenarioResult {
         let maintained = scenario.maintenance.max(1) as f64;
         let mut result = ScenarioResult {
             scenario: scenario.name.clone(),
+            backend: "sim".into(),
             title: scenario.title.clone(),
             nodes: scenario.nodes,
             pods_per_node: scenario.pods_per_node,

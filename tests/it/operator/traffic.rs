@@ -8,6 +8,8 @@ use nmo_sim::{Query, Scenario};
 
 use crate::support::{OPERATOR_AGENT, TestEnv, eventually};
 
+/// Simulator only: counts nmo's requests (the simulator's accounting; the benchmark counts
+/// them on the real API server from its audit log).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
     let mut env = TestEnv::builder()
@@ -92,6 +94,7 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
     env.stop_operator().await.expect("clean stop");
 }
 
+/// Simulator only: injects the 429 (fault injection).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_eviction_reaches_nmo_at_once_not_after_client_retries() {
     let env = TestEnv::builder()
