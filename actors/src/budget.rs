@@ -3,10 +3,12 @@
 //! status say on their own (`verdict`: how many disruptions it allows now, whether it can ever
 //! allow one). Pure; the eviction actor gates on these and the diagnosis explains them.
 
+mod pod;
 mod selector;
 mod types;
 mod verdict;
 
+pub use pod::{BudgetPod, Toleration};
 pub use selector::{LabelSelector, SelectorOperator, SelectorRequirement};
 pub use types::{Budget, BudgetChange, BudgetStatus, IntOrPercent};
 pub use verdict::{Structural, structural};

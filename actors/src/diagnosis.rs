@@ -14,4 +14,4 @@ mod placement;
 
 pub use blocker::{Blocker, Cordoned};
 pub use investigate::{Investigation, investigate};
-pub use placement::{BudgetPod, Toleration, fits_if_uncordoned, waited_for};
+pub use placement::{fits_if_uncordoned, waited_for};

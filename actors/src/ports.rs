@@ -6,8 +6,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
+use crate::budget::BudgetPod;
 use crate::budget::{BudgetChange, LabelSelector};
-use crate::diagnosis::BudgetPod;
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
     NodeSummaryEvent, PodInfo,

@@ -441,7 +441,9 @@ impl ControlPlane {
     }
 
     /// Registers a Ready node named `name` with `labels` (8 CPUs, 32 GiB, 110 pods) and keeps
-    /// it Ready by renewing its Lease (see [`crate::nodes`]).
+    /// it Ready by renewing its Lease (see [`crate::nodes`]). It is schedulable when this
+    /// returns: the `node.kubernetes.io/not-ready` taint that admission puts on every new node
+    /// is removed at once.
     pub async fn register_node(&self, name: &str, labels: &[(&str, &str)]) -> Result<Node> {
         let template = labels
             .iter()

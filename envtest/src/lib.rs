@@ -56,6 +56,9 @@
 //! - Nodes without a kubelet ([`ControlPlane::register_node`], [`NodeTemplate`]): Ready, with
 //!   capacity, kept Ready by renewing their Leases while the controller manager's node lifecycle
 //!   controller watches (see [`nodes`]); [`ControlPlane::stop_heartbeat`] makes one go silent.
+//! - Requests counted from the API server's audit log ([`AuditLog`]: a policy for chosen users,
+//!   given through [`Options::extra_args`], and the requests it logged, by user, verb and
+//!   resource), where the simulator would count them itself.
 //! - Figures for benchmarks: [`ControlPlane::startup`] (start time per component) and
 //!   [`ControlPlane::components`] (pids, ports, RSS now and peak). `cargo bench -p nmo-envtest
 //!   --bench startup` prints them.
@@ -75,10 +78,10 @@
 //!   client per test runtime, nmo's client built from `client_config(&nmo)` in the operator's
 //!   own runtime, `kubeconfig_path` for kubectl, `register_node` per test node, unique names.
 //! - A kubelet stand-in: there is none here. Pods stay Pending (bound by the scheduler) and
-//!   Terminating (no one confirms they stopped) until a stand-in, written against a kube client
-//!   as the admin, marks pods of `live_nodes()` Running/Ready and finishes deletions after their
-//!   grace period. (The API server runs without the Node authorizer: a `system:node:<name>`
-//!   identity would have no rights.)
+//!   Terminating (no one confirms they stopped) until a stand-in marks them Running/Ready and
+//!   finishes deletions after their grace period: nmo-sim's `kubelet::remote`, with the
+//!   simulator's own kubelet rules, run with an admin client. (The API server runs without
+//!   the Node authorizer: a `system:node:<name>` identity would have no rights.)
 //! - A benchmark against it: `ControlPlane::start(Options::default())` owned by the benchmark,
 //!   nodes from [`NodeTemplate`], the operator in a child process with `kubeconfig_path(&nmo)`,
 //!   and `components()` for the control plane's own memory next to the operator's.
@@ -87,6 +90,7 @@
 //! `NMO_ENVTEST_KEEP_LOGS=DIR` ([`Options::keep_logs`]) to keep them after.
 
 mod assets;
+pub mod audit;
 mod calls;
 mod component;
 mod control_plane;
@@ -107,6 +111,7 @@ mod rundir;
 mod shared;
 
 pub use assets::{ASSETS_VAR, assets_dir, script_candidates};
+pub use audit::AuditLog;
 pub use component::Component;
 pub use control_plane::{ComponentInfo, ControlPlane, Startup};
 pub use error::{ASSETS_HINT, Error, Result};

@@ -214,8 +214,66 @@ pub async fn register(client: &kube::Client, template: &NodeTemplate) -> Result<
         )
         .await?
     };
+    let node = without_admission_taint(client, template, node).await?;
     create_lease(client, &node).await?;
     Ok(node)
+}
+
+/// The taint the NodeTaint admission plugin puts on every node it admits, until the node
+/// lifecycle controller sees the node Ready and removes it (within its 5 s monitor period).
+pub const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
+
+/// The node with the taints of its template only: a registered node is Ready from the start,
+/// so the admission plugin's `not-ready` taint goes at once rather than at the lifecycle
+/// controller's next pass, and the node is schedulable (and its taints are the test's own) as
+/// soon as `register` returns. A JSON patch whose `test` is the taints as read, so a taint
+/// someone added meanwhile is never lost (the patch then fails and is left to the controller).
+async fn without_admission_taint(
+    client: &kube::Client,
+    template: &NodeTemplate,
+    node: Node,
+) -> Result<Node> {
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|spec| spec.taints.clone())
+        .unwrap_or_default();
+    let admitted = taints.iter().any(|taint| taint.key == NOT_READY_TAINT);
+    let wanted = template
+        .taints
+        .iter()
+        .any(|taint| taint["key"] == NOT_READY_TAINT);
+    if !admitted || wanted {
+        return Ok(node);
+    }
+    let kept: Vec<_> = taints
+        .iter()
+        .filter(|taint| taint.key != NOT_READY_TAINT)
+        .collect();
+    let patch: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/spec/taints", "value": taints},
+        {"op": "replace", "path": "/spec/taints", "value": kept},
+    ]))
+    .map_err(|source| Error::Json {
+        context: format!("the taints of node {}", template.name),
+        source,
+    })?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    match within(
+        format!("removing the admission taint of node {}", template.name),
+        nodes.patch(
+            &template.name,
+            &PatchParams::default(),
+            &Patch::Json::<()>(patch),
+        ),
+    )
+    .await
+    {
+        Ok(node) => Ok(node),
+        // Changed meanwhile (422: the test failed): the lifecycle controller removes it.
+        Err(error) if calls::is_status(&error, 422) => Ok(node),
+        Err(error) => Err(error),
+    }
 }
 
 fn object_status(object: &Value) -> Value {

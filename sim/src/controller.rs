@@ -47,12 +47,3 @@ pub async fn next_batch(
     }
     Some(b)
 }
-
-/// Scales a duration by the simulator's time factor (0: instant).
-pub fn scaled(d: Duration, scale: f64) -> Duration {
-    if scale <= 0.0 {
-        Duration::ZERO
-    } else {
-        d.mul_f64(scale)
-    }
-}

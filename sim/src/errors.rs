@@ -17,6 +17,9 @@ pub struct ApiError {
     pub details: Option<Value>,
     /// Seconds for the `Retry-After` header (0: no header).
     pub retry_after: u64,
+    /// A continue token in the Status's list metadata (an expired list's way on). Boxed: the
+    /// error travels in `Result`s everywhere and stays small.
+    pub list_continue: Option<Box<str>>,
 }
 
 /// A `metav1.StatusCause`.
@@ -60,6 +63,7 @@ impl ApiError {
             message: message.into(),
             details: None,
             retry_after: 0,
+            list_continue: None,
         }
     }
 
@@ -67,6 +71,23 @@ impl ApiError {
     #[must_use]
     pub fn with_details(mut self, d: Value) -> Self {
         self.details = Some(d);
+        self
+    }
+
+    /// Carries a continue token in the Status's metadata.
+    #[must_use]
+    pub fn with_continue(mut self, token: String) -> Self {
+        self.list_continue = Some(token.into_boxed_str());
+        self
+    }
+
+    /// Names the object's kind (`Pod`) rather than its resource (`pods`) in the details, as
+    /// the real server does for a failed precondition.
+    #[must_use]
+    pub fn with_kind_in_details(mut self, kind: &str) -> Self {
+        if let Some(details) = self.details.as_mut() {
+            details["kind"] = json!(kind);
+        }
         self
     }
 
@@ -247,6 +268,9 @@ impl ApiError {
         }
         if let Some(d) = &self.details {
             s["details"] = d.clone();
+        }
+        if let Some(token) = &self.list_continue {
+            s["metadata"]["continue"] = json!(token.as_ref());
         }
         s["code"] = json!(self.code);
         s

@@ -87,6 +87,9 @@ pub fn evict(api: &Api, ns: &str, name: &str, body: &Value) -> Result<(), ApiErr
         ));
     }
     let Some(pdb) = matching.pop() else {
+        if !opts.dry_run {
+            mark_disruption_target(api, &pods, ns, name)?;
+        }
         api.delete(&pods, ns, name, &opts)?;
         return Ok(());
     };
@@ -121,11 +124,40 @@ pub fn evict(api: &Api, ns: &str, name: &str, body: &Value) -> Result<(), ApiErr
         api.mutate(&pdbs, ns, &pdb_name, |v| {
             check_and_decrement(v, &pdb_name, name)
         })?;
+        mark_disruption_target(api, &pods, ns, name)?;
     } else {
         let mut copy = pdb.clone();
         check_and_decrement(&mut copy, &pdb_name, name)?;
     }
     api.delete(&pods, ns, name, &opts)?;
+    Ok(())
+}
+
+/// The condition the Eviction API puts on a pod it is about to delete (PodDisruptionConditions,
+/// on by default since Kubernetes 1.31), so that its owner can tell an eviction from a crash.
+fn mark_disruption_target(
+    api: &Api,
+    pods: &std::sync::Arc<crate::resources::ResourceDef>,
+    ns: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    api.mutate(pods, ns, name, |pod| {
+        let condition = json!({
+            "type": "DisruptionTarget", "status": "True", "lastProbeTime": null,
+            "lastTransitionTime": now_rfc3339(),
+            "reason": "EvictionByEvictionAPI", "message": "Eviction API: evicting",
+        });
+        let conditions = &mut pod["status"]["conditions"];
+        if !conditions.is_array() {
+            *conditions = json!([]);
+        }
+        let Some(list) = conditions.as_array_mut() else {
+            return Ok(false);
+        };
+        list.retain(|c| c.get("type").and_then(Value::as_str) != Some("DisruptionTarget"));
+        list.push(condition);
+        Ok(true)
+    })?;
     Ok(())
 }
 

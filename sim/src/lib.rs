@@ -20,19 +20,49 @@
 //! the status subresource, structural-schema defaulting, pruning and validation); discovery,
 //! a minimal OpenAPI v3 (paths, no schemas) and `meta.k8s.io/v1` Table responses for kubectl.
 //!
-//! Where it is NOT faithful (do not test these against it; use a real kube-apiserver):
-//! - Only the resources above exist; any other path is a 404 `Status`, never a silent success.
+//! Where it is NOT faithful (do not test these against it; use a real kube-apiserver). The
+//! fidelity suite (tests/it/fidelity) sends the same requests to the simulator and to
+//! kube-apiserver 1.36 and compares codes, `Status` bodies and objects; what it found was
+//! fixed (pod defaults and validation, list items without `apiVersion`/`kind`, generation only
+//! where the real server keeps one, a `Status` for deleted custom resources, JSON patch errors
+//! without causes, `DisruptionTarget` on evicted pods, event namespaces, lease updates...) or
+//! is listed here, each with its case:
+//! - Only the resources above exist; any other path is a 404 `Status`, never a silent success
+//!   (the real server answers a path no route serves with a plain-text `404 page not found`).
 //! - Security: plain HTTP, no TLS, no client certificates; a bearer token maps to a user name
 //!   and RBAC is enforced for one configured identity only (every other identity may do all).
 //! - Admission: no admission webhooks are called (nmo's validating webhook never sees a
 //!   request) and only a few built-in admission checks exist (NamespaceLifecycle,
-//!   DefaultTolerationSeconds); CEL validation rules other than `self == oldSelf` are ignored.
+//!   DefaultTolerationSeconds, Priority; ServiceAccount's `serviceAccountName: default`
+//!   without the token volume it adds); CEL validation rules other than `self == oldSelf` are
+//!   ignored. A new Node gets no `node.kubernetes.io/not-ready` taint (the real NodeTaint
+//!   admission adds one, which its node lifecycle controller removes once the node is Ready).
+//! - Validation of built-in kinds covers what clients meet: a pod's containers, what a pod
+//!   update may change (the real message also carries a diff of the specs), a lease's
+//!   duration, an event's namespace and `eventTime`; not every field. Custom resources are
+//!   validated against their schema, but on a status write a type error names the field from
+//!   the object (`status.drainProgress in body`) where the real server names it from the
+//!   status, and several causes come in a fixed order (the real server's follows Go's map
+//!   order). The real server reports the "no new finalizers" cause twice; the simulator once.
+//!   A kind that does not match the path is a 400 worded differently.
+//! - Serialization: the simulator keeps what it is given, where the real server's Go types
+//!   omit empty lists and maps (`conditions: []` stays) and serialize empty structs (a Node's
+//!   `status.daemonEndpoints` and `nodeInfo`, which the simulator adds only to the objects it
+//!   makes itself). Lists carry no `remainingItemCount`.
 //! - Patches: strategic merge knows the patch strategies of the fields nmo and kubectl patch,
 //!   not every field's; server-side apply is simplified (no managed fields, no conflicts).
+//! - Watches: a watch from a resourceVersion older than the simulator keeps (`history_limit`
+//!   events per resource) ends with a 410 `Expired` event; kube-apiserver 1.36 serves such a
+//!   watch from its watch cache by replaying the current objects as ADDED events, and answers
+//!   410 only for a version its cache window and etcd's compaction no longer have (the same
+//!   410 body; a continued list past compaction is compared directly).
 //! - Controllers are simplified: no real scheduling (no resources, affinity or preemption:
 //!   the emptiest schedulable node whose taints are tolerated), no Deployments, StatefulSets or
 //!   Jobs, no container runtime (containers never fail or restart), no node heartbeats or
-//!   node lifecycle controller.
+//!   node lifecycle controller (a cordoned node gets no `node.kubernetes.io/unschedulable`
+//!   taint from it, nor the TTL controller's annotation), a ReplicaSet controller that does not
+//!   adopt orphans, and DaemonSets that make no pods (seed them; `api_seed` does it on a real
+//!   server).
 //! - Storage is in memory, with one global resourceVersion counter and a bounded watch
 //!   history per resource (older versions get 410 Gone); no etcd compaction timing, no
 //!   protobuf, JSON only.
@@ -58,12 +88,19 @@
 //! Request counters are also served as JSON at `GET /debug/sim/requests` (`DELETE` resets).
 //!
 //! Modules, leaves first: `errors`, `resources` (the resource registry), `object` (one stored
-//! object), `selectors`, `store` (objects, resourceVersions, watch history), `rest` (the API's
+//! object), `selectors`, `store` (objects, resourceVersions, watch history), `validation` and
+//! `strategy` (what the real server's registry checks and fills in), `rest` (the API's
 //! semantics over the store), `router` (HTTP), the controllers (`kubelet`, `scheduler`, `pdb`,
-//! workloads, lifecycle), `scenario` (seeding), `simulator` (start, stop, test hooks); `testing` has the one
-//! `eventually` that the tests of this crate and of nmo wait with.
+//! workloads, lifecycle), `scenario` (seeding), `simulator` (start, stop, test hooks); `testing`
+//! has the one `eventually` that the tests of this crate and of nmo wait with.
+//!
+//! For other API servers (a real kube-apiserver has no kubelet): `kubelet::remote` plays the
+//! kubelet of a set of nodes through a kube client, with the same decisions as the
+//! simulator's own kubelet (`kubelet::rules`); `api_seed` seeds a [`Scenario`] through the API
+//! of a real server, whose controllers then make what the simulator's seeding writes directly.
 
 pub mod accounting;
+pub mod api_seed;
 pub mod audit;
 pub mod cli;
 mod controller;
@@ -75,6 +112,7 @@ pub mod faults;
 pub mod kubeconfig;
 pub mod kubelet;
 mod lifecycle;
+pub mod list_item;
 pub mod object;
 pub mod openapi;
 pub mod patch;
@@ -90,8 +128,10 @@ pub mod selectors;
 pub mod server;
 mod simulator;
 pub mod store;
+pub mod strategy;
 pub mod table;
 pub mod testing;
+pub mod validation;
 pub mod watch;
 mod workloads;
 

@@ -15,6 +15,7 @@ use crate::resources::{self, Registry, ResourceDef, names};
 use crate::schema;
 use crate::selectors::Filter;
 use crate::store::{CommitError, Expect, Store, Write};
+use crate::strategy;
 
 /// Which part of an object a write addresses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -305,9 +306,13 @@ impl Api {
                 let v: Value = serde_json::from_str(&text).map_err(|_| bad())?;
                 let rv = v.get("rv").and_then(|r| r.as_u64()).ok_or_else(bad)?;
                 if rv < self.store.compacted(def) {
+                    // The way on: the same place in the list, at the current version.
+                    let mut renewed = v.clone();
+                    renewed["rv"] = json!(self.store.current_rv());
                     return Err(ApiError::expired(
                         "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.",
-                    ));
+                    )
+                    .with_continue(hex(&renewed.to_string())));
                 }
                 snapshot = Some(rv);
                 Some((
@@ -388,6 +393,14 @@ impl Api {
     ) -> Result<Arc<StoredObject>, ApiError> {
         if def.converted {
             let sdef = self.storage_def(def)?;
+            let mut stored = convert::to_storage(def, v.clone());
+            set_meta(&mut stored, "namespace", Some(json!(ns)));
+            let name = meta(&stored, "name")
+                .and_then(|n| n.as_str().map(String::from))
+                .unwrap_or_default();
+            let mut causes = crate::validation::causes(&sdef, &stored);
+            causes.extend(crate::validation::events_api_causes(&v));
+            crate::validation::refuse(&sdef, &name, causes)?;
             return self.create(&sdef, ns, convert::to_storage(def, v), dry_run, keep_status);
         }
         if !v.is_object() {
@@ -433,6 +446,7 @@ impl Api {
             }
         }
         self.check_namespace(def, ns, &name)?;
+        crate::validation::validate(def, &name, &v)?;
         self.prepare_create(def, &mut v, keep_status);
         if def.custom
             && let Some(s) = &def.schema
@@ -514,7 +528,11 @@ impl Api {
     fn prepare_create(&self, def: &ResourceDef, v: &mut Value, keep_status: bool) {
         set_meta(v, "uid", Some(json!(new_uid())));
         set_meta(v, "creationTimestamp", Some(json!(now_rfc3339())));
-        set_meta(v, "generation", Some(json!(1)));
+        set_meta(
+            v,
+            "generation",
+            strategy::tracks_generation(def).then(|| json!(1)),
+        );
         set_meta(v, "resourceVersion", None);
         set_meta(v, "deletionTimestamp", None);
         set_meta(v, "deletionGracePeriodSeconds", None);
@@ -536,6 +554,16 @@ impl Api {
             }
             if spec.get("priority").is_none() {
                 spec["priority"] = json!(0);
+            }
+            // The Priority admission plugin and the API's defaults.
+            for (k, d) in [
+                ("preemptionPolicy", json!("PreemptLowerPriority")),
+                ("enableServiceLinks", json!(true)),
+                ("securityContext", json!({})),
+            ] {
+                if spec.get(k).is_none() {
+                    spec[k] = d;
+                }
             }
             // The DefaultTolerationSeconds admission plugin.
             let mut tol = spec
@@ -560,6 +588,9 @@ impl Api {
                     if c.get("terminationMessagePath").is_none() {
                         c["terminationMessagePath"] = json!("/dev/termination-log");
                     }
+                    if c.get("resources").is_none() {
+                        c["resources"] = json!({});
+                    }
                     if c.get("terminationMessagePolicy").is_none() {
                         c["terminationMessagePolicy"] = json!("File");
                     }
@@ -579,6 +610,11 @@ impl Api {
             } else if v.pointer("/status/qosClass").is_none() {
                 let q = qos_class(v);
                 v["status"]["qosClass"] = json!(q);
+            }
+        } else if kind == names::EVENTS {
+            // A Go struct, always serialized: what an event that names no source shows.
+            if v.get("source").is_none() {
+                v["source"] = json!({});
             }
         } else if kind == names::NAMESPACES {
             let name = meta(v, "name").unwrap_or(json!(""));
@@ -681,12 +717,21 @@ impl Api {
                         "FieldValueForbidden".into(),
                         "metadata.finalizers".into(),
                         format!(
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers {added:?}"
+                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                            added
+                                .iter()
+                                .map(|f| format!("{f:?}"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
                         ),
                     )],
                 ));
             }
         }
+        if sub == Sub::Status {
+            strategy::default_status(def, &mut new);
+        }
+        crate::validation::validate_update(def, &name, old, &new)?;
         if def.custom
             && let Some(s) = &def.schema
         {
@@ -697,7 +742,9 @@ impl Api {
             }
         }
         let track_status = !def.status_subresource;
-        if spec_part(old, !track_status) != spec_part(&new, !track_status) {
+        if strategy::tracks_generation(def)
+            && spec_part(old, !track_status) != spec_part(&new, !track_status)
+        {
             let g = old
                 .pointer("/metadata/generation")
                 .and_then(|g| g.as_i64())
@@ -814,6 +861,24 @@ impl Api {
                     "FieldValueInvalid".into(),
                     "metadata.resourceVersion".into(),
                     "Invalid value: 0x0: must be specified for an update".into(),
+                )],
+            ));
+        }
+        if !strategy::allows_unconditional_update(def)
+            && body
+                .pointer("/metadata/resourceVersion")
+                .and_then(|r| r.as_str())
+                .is_none_or(|r| r.is_empty())
+        {
+            // Named by resource, as the registry's check names it.
+            return Err(ApiError::invalid(
+                &def.group,
+                &def.plural,
+                name,
+                vec![(
+                    "FieldValueInvalid".into(),
+                    "metadata.resourceVersion".into(),
+                    "Invalid value: 0: must be specified for an update".into(),
                 )],
             ));
         }
@@ -982,7 +1047,8 @@ impl Api {
                         "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
                         cur.uid
                     ),
-                ));
+                )
+                .with_kind_in_details(&def.kind));
             }
             if let Some(r) = &opts.rv
                 && r != &cur.rv.to_string()
@@ -1029,6 +1095,9 @@ impl Api {
                     if deleting && current.is_some_and(|c| c <= grace) {
                         return Ok(Deleted::Pending(cur));
                     }
+                    if !deleting {
+                        strategy::bump_generation(def, &mut v);
+                    }
                     set_meta(
                         &mut v,
                         "deletionTimestamp",
@@ -1037,6 +1106,12 @@ impl Api {
                     set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(grace)));
                     write = Some(Write::Put(v.clone()));
                 } else if deleting {
+                    set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
+                } else {
+                    // Deleted at once, answered as the real server does: as it was marked
+                    // for deletion (grace 0) just before it went.
+                    strategy::bump_generation(def, &mut v);
+                    set_meta(&mut v, "deletionTimestamp", Some(json!(now_rfc3339())));
                     set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
                 }
             } else if gr == names::NAMESPACES {
@@ -1070,7 +1145,8 @@ impl Api {
                         if deleting && gr != names::PODS {
                             return Ok(Deleted::Pending(cur));
                         }
-                        if !deleting {
+                        if !is_deleting(&v) {
+                            strategy::bump_generation(def, &mut v);
                             set_meta(&mut v, "deletionTimestamp", Some(json!(now_rfc3339())));
                             set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
                         }
@@ -1097,7 +1173,31 @@ impl Api {
                     Deleted::Pending(s)
                 });
             }
-            match self.store.commit(def, ns, name, Expect::Rv(cur.rv), write) {
+            // A pod deleted at once is first marked (deletionTimestamp, grace 0), then removed:
+            // two writes, so a watch sees MODIFIED then DELETED, as from a real server.
+            let (expect, write) = match write {
+                Write::Delete(marked) if gr == names::PODS && !deleting => {
+                    match self.store.commit(
+                        def,
+                        ns,
+                        name,
+                        Expect::Rv(cur.rv),
+                        Write::Put(marked.clone()),
+                    ) {
+                        Ok(s) => (Expect::Rv(s.rv), Write::Delete(marked)),
+                        Err(CommitError::Stale) => continue,
+                        Err(CommitError::Missing) => {
+                            return Err(ApiError::not_found(&def.group, &def.plural, name));
+                        }
+                        Err(CommitError::Api(e)) => return Err(e),
+                        Err(CommitError::Exists) => {
+                            return Err(ApiError::internal("unexpected store state"));
+                        }
+                    }
+                }
+                write => (Expect::Rv(cur.rv), write),
+            };
+            match self.store.commit(def, ns, name, expect, write) {
                 Ok(s) => {
                     if gone && gr == names::CRDS {
                         self.drop_crd(&s);

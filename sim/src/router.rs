@@ -18,7 +18,7 @@ use crate::errors::ApiError;
 use crate::eviction;
 use crate::faults::Faults;
 use crate::object::StoredObject;
-use crate::patch::{PatchType, accepted_patch_types};
+use crate::patch::PatchType;
 use crate::rbac::Rbac;
 use crate::resources::ResourceDef;
 use crate::rest::{Api, DeleteOpts, Deleted, Sub};
@@ -96,7 +96,9 @@ fn list_bytes(
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&crate::convert::render(def, o));
+        out.extend_from_slice(&crate::list_item::without_type(&crate::convert::render(
+            def, o,
+        )));
     }
     out.extend_from_slice(b"]}");
     Bytes::from(out)
@@ -591,7 +593,7 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
                 eviction::evict(api, c.ns(), c.name(), &body)?;
                 return Ok(value_response(
                     201,
-                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}),
+                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
                 ));
             }
             c.strict_fields(&body)?;
@@ -608,9 +610,13 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
         "patch" => {
             c.require_ns()?;
             let Some(pt) = PatchType::from_content_type(c.ctype) else {
-                return Err(ApiError::unsupported_media_type(&accepted_patch_types(
-                    def.custom,
-                )));
+                // What the real server answers for a content type no patch has.
+                return Err(ApiError::new(
+                    415,
+                    "UnsupportedMediaType",
+                    "415: Unsupported Media Type",
+                )
+                .with_details(json!({})));
             };
             if pt == PatchType::Apply && c.q.get("fieldManager").is_none_or(|f| f.is_empty()) {
                 return Err(ApiError::invalid(
@@ -692,7 +698,5 @@ fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
 /// Resources whose DELETE returns the deleted object rather than a Status (as in the real
 /// registry's `ReturnDeletedObject`).
 fn returns_deleted_object(def: &ResourceDef) -> bool {
-    def.custom
-        || (def.group.is_empty() && (def.plural == "pods" || def.plural == "namespaces"))
-        || def.plural == "customresourcedefinitions"
+    crate::strategy::returns_deleted_object(def)
 }

@@ -4,6 +4,7 @@
 //! across nodes, DaemonSets with a pod per node, mirror (static) pods, emptyDir pods, unmanaged
 //! pods and finished pods.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -40,6 +41,15 @@ pub struct Scenario {
     pub unmanaged_pods: bool,
     /// One finished (Succeeded) pod per node.
     pub finished_pods: bool,
+    /// The namespace of the ReplicaSets, their budgets and pods, and of the unmanaged and
+    /// finished pods (default [`WORKLOAD_NS`]).
+    pub workload_namespace: String,
+    /// The namespace of the DaemonSets and mirror pods (default `kube-system`).
+    pub system_namespace: String,
+    /// Labels every node of the scenario carries; when set, the DaemonSets and ReplicaSets
+    /// select these nodes (`nodeSelector`), so that their pods and replacements stay on them
+    /// in a cluster shared with other nodes.
+    pub node_labels: BTreeMap<String, String>,
 }
 
 impl Scenario {
@@ -57,6 +67,9 @@ impl Scenario {
             emptydir_pods: true,
             unmanaged_pods: true,
             finished_pods: true,
+            workload_namespace: WORKLOAD_NS.into(),
+            system_namespace: "kube-system".into(),
+            node_labels: BTreeMap::new(),
         }
     }
 
@@ -96,6 +109,35 @@ impl Scenario {
     /// The name of node `i`.
     pub fn node_name(&self, i: usize) -> String {
         format!("{}{i}", self.node_prefix)
+    }
+
+    /// The names of every node.
+    pub fn node_names(&self) -> Vec<String> {
+        (0..self.nodes).map(|i| self.node_name(i)).collect()
+    }
+
+    /// Pod templates select the scenario's nodes ([`Scenario::node_labels`]), if any.
+    pub(crate) fn select_nodes(&self, template_spec: &mut Value) {
+        if !self.node_labels.is_empty() {
+            template_spec["nodeSelector"] = json!(self.node_labels);
+        }
+    }
+
+    /// How many pods of each kind a node gets: (specials, spread ReplicaSet pods, spread
+    /// ReplicaSets).
+    pub(crate) fn layout(&self) -> (usize, usize, usize) {
+        let specials = self.daemonsets
+            + usize::from(self.mirror_pods)
+            + usize::from(self.emptydir_pods)
+            + usize::from(self.unmanaged_pods)
+            + usize::from(self.finished_pods);
+        let spread = self.pods_per_node.saturating_sub(specials);
+        let rs_count = if spread > 0 {
+            self.replicasets.max(1)
+        } else {
+            0
+        };
+        (specials, spread, rs_count)
     }
 }
 
@@ -294,11 +336,11 @@ pub fn running_pod(
     pod
 }
 
-fn owner(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
+pub(crate) fn owner(kind: &str, api_version: &str, name: &str, uid: &str) -> Value {
     json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true})
 }
 
-fn suffix(i: usize) -> String {
+pub(crate) fn suffix(i: usize) -> String {
     const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut n = i;
     let mut s = String::new();
@@ -309,23 +351,54 @@ fn suffix(i: usize) -> String {
     s
 }
 
-fn replicaset(
+/// The ReplicaSet of the emptyDir pods (one per node).
+pub(crate) const CACHE_REPLICASET: &str = "cache-6b7c9d8f5e";
+/// Its pod template hash.
+pub(crate) const CACHE_HASH: &str = "6b7c9d8f5e";
+
+/// A spread (or the emptyDir) ReplicaSet of the scenario, in its workload namespace.
+pub(crate) fn replicaset(
+    s: &Scenario,
     name: &str,
-    ns: &str,
     app: &str,
     hash: &str,
     replicas: usize,
     emptydir: bool,
 ) -> Value {
+    let mut spec = pod_spec(app, emptydir);
+    s.select_nodes(&mut spec);
     json!({
         "apiVersion": "apps/v1", "kind": "ReplicaSet",
-        "metadata": {"name": name, "namespace": ns, "labels": {"app": app, "pod-template-hash": hash}},
+        "metadata": {"name": name, "namespace": s.workload_namespace, "labels": {"app": app, "pod-template-hash": hash}},
         "spec": {
             "replicas": replicas,
             "selector": {"matchLabels": {"app": app, "pod-template-hash": hash}},
-            "template": {"metadata": {"labels": {"app": app, "pod-template-hash": hash}}, "spec": pod_spec(app, emptydir)}
+            "template": {"metadata": {"labels": {"app": app, "pod-template-hash": hash}}, "spec": spec}
         }
     })
+}
+
+/// DaemonSet `name` of the scenario, in its system namespace.
+pub(crate) fn daemonset(s: &Scenario, name: &str) -> Value {
+    let mut spec = pod_spec(name, false);
+    s.select_nodes(&mut spec);
+    json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": name, "namespace": s.system_namespace, "labels": {"app": name}},
+        "spec": {"selector": {"matchLabels": {"app": name}},
+                 "template": {"metadata": {"labels": {"app": name}}, "spec": spec}}
+    })
+}
+
+/// The budget of the spread ReplicaSet of `app`, if the scenario has budgets.
+pub(crate) fn pdb(s: &Scenario, app: &str) -> Option<Value> {
+    let mut spec = s.pdb.clone()?;
+    spec["selector"] = json!({"matchLabels": {"app": app}});
+    Some(
+        json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+                "metadata": {"name": format!("{app}-pdb"), "namespace": s.workload_namespace},
+                "spec": spec}),
+    )
 }
 
 fn ensure_namespace(api: &Api, ns: &str) -> Result<(), SimError> {
@@ -355,12 +428,17 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
     let rsd = api.def(names::REPLICASETS)?;
     let dsd = api.def(names::DAEMONSETS)?;
     let pdbd = api.def(names::PDBS)?;
-    ensure_namespace(api, WORKLOAD_NS)?;
-    ensure_namespace(api, "kube-system")?;
+    let workload_ns = s.workload_namespace.as_str();
+    let system_ns = s.system_namespace.as_str();
+    ensure_namespace(api, workload_ns)?;
+    ensure_namespace(api, system_ns)?;
     let mut node_meta = Vec::new();
     for i in 0..s.nodes {
         let name = s.node_name(i);
-        let v = node(&name, i);
+        let mut v = node(&name, i);
+        for (key, value) in &s.node_labels {
+            v["metadata"]["labels"][key] = json!(value);
+        }
         let ip = v["status"]["addresses"][0]["address"]
             .as_str()
             .unwrap_or("10.0.0.1")
@@ -369,27 +447,16 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
         node_meta.push((name.clone(), o.uid.clone(), ip));
         rep.nodes.push(name);
     }
-    let specials = s.daemonsets
-        + usize::from(s.mirror_pods)
-        + usize::from(s.emptydir_pods)
-        + usize::from(s.unmanaged_pods)
-        + usize::from(s.finished_pods);
-    let spread = s.pods_per_node.saturating_sub(specials);
-    let rs_count = if spread > 0 { s.replicasets.max(1) } else { 0 };
+    let (_, spread, rs_count) = s.layout();
     let total_spread = spread * s.nodes;
     // DaemonSets.
     let mut ds_meta = Vec::new();
     for d in 0..s.daemonsets {
         let name = format!("node-agent-{d}");
-        let v = json!({
-            "apiVersion": "apps/v1", "kind": "DaemonSet",
-            "metadata": {"name": name, "namespace": "kube-system", "labels": {"app": name}},
-            "spec": {"selector": {"matchLabels": {"app": name}},
-                     "template": {"metadata": {"labels": {"app": name}}, "spec": pod_spec(&name, false)}}
-        });
-        let o = api.create(&dsd, "kube-system", v, false, false)?;
+        let v = daemonset(s, &name);
+        let o = api.create(&dsd, system_ns, v, false, false)?;
         ds_meta.push((name.clone(), o.uid.clone()));
-        rep.daemonsets.push(("kube-system".into(), name));
+        rep.daemonsets.push((system_ns.into(), name));
     }
     // Spread ReplicaSets (+ PDBs), and the emptyDir ReplicaSet.
     let mut rs_meta = Vec::new();
@@ -400,32 +467,28 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
         let replicas = total_spread / rs_count + usize::from(r < total_spread % rs_count);
         let o = api.create(
             &rsd,
-            WORKLOAD_NS,
-            replicaset(&name, WORKLOAD_NS, &app, &hash, replicas, false),
+            workload_ns,
+            replicaset(s, &name, &app, &hash, replicas, false),
             false,
             false,
         )?;
         rs_meta.push((name.clone(), o.uid.clone(), app.clone(), hash));
-        rep.replicasets.push((WORKLOAD_NS.into(), name));
-        if let Some(spec) = &s.pdb {
-            let mut pspec = spec.clone();
-            pspec["selector"] = json!({"matchLabels": {"app": app}});
-            let pdb = json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
-                             "metadata": {"name": format!("{app}-pdb"), "namespace": WORKLOAD_NS}, "spec": pspec});
-            api.create(&pdbd, WORKLOAD_NS, pdb, false, false)?;
-            rep.pdbs.push((WORKLOAD_NS.into(), format!("{app}-pdb")));
+        rep.replicasets.push((workload_ns.into(), name));
+        if let Some(pdb) = pdb(s, &app) {
+            api.create(&pdbd, workload_ns, pdb, false, false)?;
+            rep.pdbs.push((workload_ns.into(), format!("{app}-pdb")));
         }
     }
     let cache = if s.emptydir_pods && s.nodes > 0 {
-        let name = "cache-6b7c9d8f5e".to_string();
+        let name = CACHE_REPLICASET.to_string();
         let o = api.create(
             &rsd,
-            WORKLOAD_NS,
-            replicaset(&name, WORKLOAD_NS, "cache", "6b7c9d8f5e", s.nodes, true),
+            workload_ns,
+            replicaset(s, &name, "cache", CACHE_HASH, s.nodes, true),
             false,
             false,
         )?;
-        rep.replicasets.push((WORKLOAD_NS.into(), name.clone()));
+        rep.replicasets.push((workload_ns.into(), name.clone()));
         Some((name, o.uid.clone()))
     } else {
         None
@@ -462,20 +525,20 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
             for (dname, duid) in ds_meta.iter() {
                 let v = running_pod(
                     &format!("{dname}-{}", next()),
-                    "kube-system",
+                    system_ns,
                     node_name,
                     ip,
                     json!({"app": dname, "controller-revision-hash": "6d4f8b9c7"}),
                     Some(owner("DaemonSet", "apps/v1", dname, duid)),
                     spec(dname, false),
                 );
-                ctx.api.create(ctx.pods, "kube-system", v, false, true)?;
+                ctx.api.create(ctx.pods, system_ns, v, false, true)?;
                 made += 1;
             }
             if s.mirror_pods {
                 let mut v = running_pod(
                     &format!("static-web-{node_name}"),
-                    "kube-system",
+                    system_ns,
                     node_name,
                     ip,
                     json!({"component": "static-web", "tier": "node"}),
@@ -488,39 +551,39 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                     "kubernetes.io/config.hash": hexs(32), "kubernetes.io/config.mirror": hexs(32),
                     "kubernetes.io/config.seen": now_rfc3339(), "kubernetes.io/config.source": "file"
                 });
-                ctx.api.create(ctx.pods, "kube-system", v, false, true)?;
+                ctx.api.create(ctx.pods, system_ns, v, false, true)?;
                 made += 1;
             }
             if let Some((cname, cuid)) = &cache {
                 let v = running_pod(
                     &format!("{cname}-{}", next()),
-                    WORKLOAD_NS,
+                    workload_ns,
                     node_name,
                     ip,
                     json!({"app": "cache", "pod-template-hash": "6b7c9d8f5e"}),
                     Some(owner("ReplicaSet", "apps/v1", cname, cuid)),
                     spec("cache", true),
                 );
-                ctx.api.create(ctx.pods, WORKLOAD_NS, v, false, true)?;
+                ctx.api.create(ctx.pods, workload_ns, v, false, true)?;
                 made += 1;
             }
             if s.unmanaged_pods {
                 let v = running_pod(
                     &format!("standalone-{node_name}"),
-                    WORKLOAD_NS,
+                    workload_ns,
                     node_name,
                     ip,
                     json!({"app": "standalone"}),
                     None,
                     spec("standalone", false),
                 );
-                ctx.api.create(ctx.pods, WORKLOAD_NS, v, false, true)?;
+                ctx.api.create(ctx.pods, workload_ns, v, false, true)?;
                 made += 1;
             }
             if s.finished_pods {
                 let mut v = running_pod(
                     &format!("batch-{node_name}"),
-                    WORKLOAD_NS,
+                    workload_ns,
                     node_name,
                     ip,
                     json!({"app": "batch"}),
@@ -544,7 +607,7 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                         c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}});
                     }
                 }
-                ctx.api.create(ctx.pods, WORKLOAD_NS, v, false, true)?;
+                ctx.api.create(ctx.pods, workload_ns, v, false, true)?;
                 made += 1;
             }
             for k in 0..spread {
@@ -552,14 +615,14 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
                 let (rname, ruid, app, hash) = &rs_meta[(ni * spread + k) % rs_count];
                 let v = running_pod(
                     &format!("{rname}-{}", next()),
-                    WORKLOAD_NS,
+                    workload_ns,
                     node_name,
                     ip,
                     json!({"app": app, "pod-template-hash": hash}),
                     Some(owner("ReplicaSet", "apps/v1", rname, ruid)),
                     spec(app, false),
                 );
-                ctx.api.create(ctx.pods, WORKLOAD_NS, v, false, true)?;
+                ctx.api.create(ctx.pods, workload_ns, v, false, true)?;
                 made += 1;
             }
         }

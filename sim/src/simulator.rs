@@ -41,6 +41,10 @@ pub struct SimConfig {
     pub rbac: Option<Rbac>,
     /// Run the in-process controllers (kubelet, scheduler, ReplicaSet, PDB, namespace, GC).
     pub controllers: bool,
+    /// With the controllers, run the in-process kubelet too (off: pods keep the phase they are
+    /// given, as on an API server without kubelets; another kubelet, such as
+    /// [`crate::kubelet::remote`], may play it).
+    pub kubelet: bool,
 }
 
 impl Default for SimConfig {
@@ -55,6 +59,7 @@ impl Default for SimConfig {
             tokens: HashMap::new(),
             rbac: None,
             controllers: true,
+            kubelet: true,
         }
     }
 }
@@ -180,6 +185,7 @@ impl Simulator {
             // The controllers run on their own thread and runtime: their bursts of work (a
             // resync over 60,000 pods) must never starve the HTTP handlers.
             let (api2, stop2, timing) = (api.clone(), stop_rx.clone(), config.timing);
+            let with_kubelet = config.kubelet;
             let thread = std::thread::Builder::new()
                 .name("sim-controllers".into())
                 .spawn(move || {
@@ -196,7 +202,11 @@ impl Simulator {
                     rt.block_on(async move {
                         let _ = tokio::join!(
                             pdb::run(api2.clone(), stop2.clone()),
-                            kubelet::run(api2.clone(), timing, stop2.clone()),
+                            async {
+                                if with_kubelet {
+                                    kubelet::run(api2.clone(), timing, stop2.clone()).await;
+                                }
+                            },
                             scheduler::run(api2.clone(), stop2.clone()),
                             workloads::run(api2.clone(), stop2.clone()),
                             lifecycle::run(api2.clone(), stop2.clone()),

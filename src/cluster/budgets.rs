@@ -17,7 +17,7 @@ use nmo_actors::budget::{
     Budget, BudgetChange, BudgetStatus, IntOrPercent, LabelSelector, SelectorOperator,
     SelectorRequirement,
 };
-use nmo_actors::diagnosis::{BudgetPod, Toleration};
+use nmo_actors::budget::{BudgetPod, Toleration};
 use nmo_actors::model::{EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, Maintenance, NodeState};
 use nmo_actors::ports::ClusterError;
 

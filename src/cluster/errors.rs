@@ -36,9 +36,16 @@ fn status_to_error(status: &Status) -> ClusterError {
     }
 }
 
+/// The message of kube-apiserver's 422 for a JSON patch it could not apply: a `test` op that
+/// did not match, or a path the object does not have. Its details are empty (nmo-sim's
+/// fidelity suite, against kube-apiserver 1.36).
+const PATCH_NOT_APPLICABLE: &str = "the server rejected our request due to an error in our request";
+
 /// A JSON patch whose `test` op did not match: someone changed the object since it was read.
-/// The API server answers 422 with a generic message and puts the patch library's own text
-/// ("testing value /spec/taints failed: test failed") in a cause.
+/// A real API server answers 422 with [`PATCH_NOT_APPLICABLE`] and nothing more; other servers
+/// put the patch library's own text ("testing value /spec/taints failed: test failed") in the
+/// message or a cause. nmo's patches never remove a path they have not tested, so a patch that
+/// does not apply means the object changed: re-read and retry.
 fn is_failed_patch_test(status: &Status) -> bool {
     let mentions_test = |text: &str| {
         let text = text.to_ascii_lowercase();
@@ -46,7 +53,8 @@ fn is_failed_patch_test(status: &Status) -> bool {
             || text.contains("test failed")
             || text.contains("test operation")
     };
-    mentions_test(&status.message)
+    status.message == PATCH_NOT_APPLICABLE
+        || mentions_test(&status.message)
         || status
             .details
             .iter()
@@ -209,6 +217,28 @@ mod tests {
         assert!(matches!(
             status_to_error(&invalid),
             ClusterError::Invalid(_)
+        ));
+    }
+    /// What kube-apiserver 1.36 really answers to a JSON patch whose `test` fails (found by
+    /// nmo-sim's fidelity suite): the generic message, empty details, no cause naming the test.
+    #[test]
+    fn a_failed_patch_test_as_a_real_server_reports_it_is_a_conflict() {
+        let status = Status::failure(
+            "the server rejected our request due to an error in our request",
+            "Invalid",
+        )
+        .with_code(422)
+        .with_details(StatusDetails {
+            name: String::new(),
+            group: String::new(),
+            kind: String::new(),
+            uid: String::new(),
+            causes: Vec::new(),
+            retry_after_seconds: 0,
+        });
+        assert!(matches!(
+            status_to_error(&status),
+            ClusterError::Conflict(_)
         ));
     }
 }

@@ -32,8 +32,8 @@ use kube::api::{
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use nmo_actors::budget::BudgetPod;
 use nmo_actors::budget::{BudgetChange, LabelSelector};
-use nmo_actors::diagnosis::BudgetPod;
 use nmo_actors::model::{
     Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
     NodeState, NodeSummaryEvent, PodInfo,

@@ -7,11 +7,10 @@ use std::process::Command;
 use nmo_sim::Scenario;
 use serde_json::json;
 
-use crate::support::TestEnv;
+use crate::support::{Backend, TestEnv, both_backends};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn events_are_reported_by_the_go_operator_s_component() {
-    let env = TestEnv::builder()
+async fn events_are_reported_by_the_go_operator_s_component(backend: Backend) {
+    let env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 2).pdb(None))
         .start()
         .await;
@@ -21,7 +20,7 @@ async fn events_are_reported_by_the_go_operator_s_component() {
         .events()
         .await
         .into_iter()
-        .filter(|event| event["involvedObject"]["name"] == "nm-events")
+        .filter(|event| event["involvedObject"]["name"] == env.name("nm-events").as_str())
         .collect();
     assert!(
         ours.iter()
@@ -67,10 +66,10 @@ fn rows(table: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error() {
+/// On the real backend, kubectl reads the printer columns of the CRD as installed.
+async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error(backend: Backend) {
     let error = "cannot evict pod shop/db-0: blocked by PodDisruptionBudget shop/db";
-    let env = TestEnv::builder()
+    let env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 0))
         .static_cluster()
         .without_operator()
@@ -128,7 +127,7 @@ async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error() {
         ]
     );
     let row = &wide[1];
-    assert_eq!(row[0], "nm-blocked");
+    assert_eq!(row[0], env.name("nm-blocked"));
     // Not queued: its QUEUE and WAITING FOR cells are blank (and dropped by `rows`).
     assert_eq!(row[6], "BudgetExhausted", "{row:?}");
     assert_eq!(row[7], error, "{row:?}");
@@ -136,8 +135,8 @@ async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error() {
     assert_eq!(
         queued[..8],
         [
-            "nm-queued",
-            "node-0",
+            env.name("nm-queued").as_str(),
+            env.name("node-0").as_str(),
             "Running",
             "0",
             "kernel",
@@ -148,3 +147,8 @@ async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error() {
         "{queued:?}"
     );
 }
+
+both_backends!(
+    events_are_reported_by_the_go_operator_s_component,
+    kubectl_wide_shows_the_blocking_reason_and_the_last_error,
+);

@@ -1,81 +1,9 @@
 //! Which pod a budget waits for, and whether it would fit a node if that node were not in
 //! maintenance (pure).
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
-use crate::model::{NO_SCHEDULE, NodeState, OwnerRef, PodPhase, PodRef, Taint};
+use crate::budget::BudgetPod;
+use crate::model::{NO_SCHEDULE, NodeState, OwnerRef};
 use crate::plan;
-
-/// A pod toleration.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Toleration {
-    /// Taint key; empty with `exists` tolerates every taint.
-    pub key: String,
-    /// `operator: Exists` (else `Equal`).
-    pub exists: bool,
-    /// Value for `Equal`.
-    pub value: String,
-    /// Effect; empty tolerates every effect.
-    pub effect: String,
-}
-
-impl Toleration {
-    /// Whether this toleration tolerates `taint` (the scheduler's rule).
-    pub fn tolerates(&self, taint: &Taint) -> bool {
-        if !self.effect.is_empty() && self.effect != taint.effect {
-            return false;
-        }
-        if self.key.is_empty() {
-            return self.exists;
-        }
-        self.key == taint.key
-            && (self.exists || self.value == taint.value.clone().unwrap_or_default())
-    }
-}
-
-/// A pod selected by a budget, with what placing it depends on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BudgetPod {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-    /// Its controller.
-    pub controller: Option<OwnerRef>,
-    /// `status.phase`.
-    pub phase: PodPhase,
-    /// Its Ready condition is True.
-    pub ready: bool,
-    /// Being deleted.
-    pub terminating: bool,
-    /// `spec.nodeName`, once scheduled.
-    pub node_name: Option<String>,
-    /// The scheduler's message when it found no node (`PodScheduled` False, `Unschedulable`).
-    pub unschedulable: Option<String>,
-    /// `spec.nodeSelector`.
-    pub node_selector: BTreeMap<String, String>,
-    /// `spec.tolerations`.
-    pub tolerations: Vec<Toleration>,
-}
-
-impl BudgetPod {
-    /// Its `{namespace, name}`.
-    pub fn pod_ref(&self) -> PodRef {
-        PodRef {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
-        }
-    }
-
-    /// Not healthy yet and on its way to be: what a budget short of healthy pods waits for.
-    fn awaited(&self) -> bool {
-        !self.ready
-            && !self.terminating
-            && !matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
-    }
-}
 
 /// The pod a blocked budget waits for, among the pods it selects: one the scheduler cannot
 /// place comes first (it will not resolve by itself), then one of the same controller as the
@@ -111,7 +39,11 @@ pub fn fits_if_uncordoned(pod: &BudgetPod, node: &NodeState) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
+    use crate::budget::Toleration;
+    use crate::model::{PodPhase, Taint};
 
     fn pod(name: &str, ready: bool) -> BudgetPod {
         BudgetPod {

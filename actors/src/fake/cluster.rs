@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
+use crate::budget::BudgetPod;
 use crate::budget::{Budget, BudgetChange, BudgetStatus};
-use crate::diagnosis::BudgetPod;
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodeState, NodeSummary,
     NodeSummaryEvent, PodInfo, PodRef,

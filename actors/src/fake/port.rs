@@ -9,8 +9,8 @@ use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::mpsc;
 
 use super::cluster::{FakeCluster, Pdb};
+use crate::budget::BudgetPod;
 use crate::budget::{BudgetChange, LabelSelector};
-use crate::diagnosis::BudgetPod;
 use crate::model::{
     EXCLUDE_LABEL, Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
     NodeState, NodeSummaryEvent, PodInfo, PodRef, RecordWrite,

@@ -254,6 +254,22 @@ impl NodeActorState {
     }
 
     /// Tells the observer (and the trace root) about a phase change.
+    /// The span the next piece of work hangs under (see [`TraceState::work_span`]).
+    pub(super) fn work_span(&self) -> tracing::Span {
+        self.trace.work_span(&self.span, &self.ctx)
+    }
+
+    /// Follows a phase change in the traces (see [`TraceState::on_phase`]).
+    pub(super) fn trace_phase(&mut self, phase: Phase) {
+        self.trace
+            .on_phase(&mut self.span, phase, &self.ctx, &self.nm.reason);
+    }
+
+    /// The root the deletion's undo runs in (see [`TraceState::end`]).
+    pub(super) fn end_trace(&mut self) -> tracing::Span {
+        self.trace.end(&self.ctx)
+    }
+
     pub(super) fn note_phase(&mut self) {
         if self.stage.is_undoing() || !self.observed_phase.set(self.status.wanted.phase) {
             return;

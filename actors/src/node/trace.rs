@@ -11,7 +11,7 @@
 
 use tracing::Level;
 
-use super::state::NodeActorState;
+use super::ops::OpCtx;
 use crate::model::Phase;
 use crate::observe::{LOGS_ONLY_TARGET, TraceAnchor};
 
@@ -48,82 +48,88 @@ pub(super) fn maintenance_root(name: &str, node: &str, reason: &str) -> tracing:
     )
 }
 
-impl NodeActorState {
-    /// The span the next piece of work hangs under: the current trace root while it is open
-    /// (`maintenance`, or `end_maintenance` once deleted); after the maintenance's root has
-    /// ended, a new `guard_maintenance` root linked to it.
-    pub(super) fn work_span(&self) -> tracing::Span {
-        if !self.trace.ended {
-            return self.span.clone();
+impl TraceState {
+    /// The span the next piece of work hangs under: `current` (the trace root) while it is
+    /// open (`maintenance`, or `end_maintenance` once deleted); after the maintenance's root
+    /// has ended, a new `guard_maintenance` root linked to it.
+    pub(super) fn work_span(&self, current: &tracing::Span, ctx: &OpCtx) -> tracing::Span {
+        if !self.ended {
+            return current.clone();
         }
         let span = tracing::info_span!(
             parent: None,
             "guard_maintenance",
-            nmo.maintenance = %self.ctx.nm_name,
-            k8s.node.name = %self.ctx.node_name,
+            nmo.maintenance = %ctx.nm_name,
+            k8s.node.name = %ctx.node_name,
             trace_id = tracing::field::Empty,
         );
-        self.linked_root(&span);
+        self.linked_root(&span, ctx);
         span
     }
 
-    /// Follows a phase change: Succeeded or Failed ends the `maintenance` root; Running again
-    /// (a failed maintenance started anew) opens a new one, linked to the old.
-    pub(super) fn trace_phase(&mut self, phase: Phase) {
+    /// Follows a phase change, replacing `current` (the span log lines and work hang under):
+    /// Succeeded or Failed ends the `maintenance` root; Running again (a failed maintenance
+    /// started anew, with `reason`) opens a new one, linked to the old.
+    pub(super) fn on_phase(
+        &mut self,
+        current: &mut tracing::Span,
+        phase: Phase,
+        ctx: &OpCtx,
+        reason: &str,
+    ) {
         match phase {
-            Phase::Succeeded | Phase::Failed if !self.trace.ended => {
+            Phase::Succeeded | Phase::Failed if !self.ended => {
                 // The root says how the maintenance ended, whichever of the status write and
                 // the phase bookkeeping came first.
-                self.span.record("nmo.phase", phase.as_str());
+                current.record("nmo.phase", phase.as_str());
                 // Log lines keep the maintenance's node and trace id, in a span no trace gets.
                 let logs = tracing::span!(
                     target: LOGS_ONLY_TARGET,
                     parent: None,
                     Level::INFO,
                     "maintenance",
-                    nmo.maintenance = %self.ctx.nm_name,
-                    k8s.node.name = %self.ctx.node_name,
+                    nmo.maintenance = %ctx.nm_name,
+                    k8s.node.name = %ctx.node_name,
                     nmo.phase = phase.as_str(),
                     trace_id = tracing::field::Empty,
                 );
-                if let Some(anchor) = &self.trace.anchor {
+                if let Some(anchor) = &self.anchor {
                     logs.record("trace_id", anchor.trace_id.as_str());
                 }
                 // Dropping the root's handle ends it once its last child has ended.
-                self.span = logs;
-                self.trace.ended = true;
+                *current = logs;
+                self.ended = true;
             }
-            Phase::Running if self.trace.ended => {
-                let root =
-                    maintenance_root(&self.ctx.nm_name, &self.ctx.node_name, &self.nm.reason);
-                self.linked_root(&root);
-                self.trace = TraceState::started(self.ctx.config.observer.trace_anchor(&root));
-                self.span = root;
+            Phase::Running if self.ended => {
+                let root = maintenance_root(&ctx.nm_name, &ctx.node_name, reason);
+                self.linked_root(&root, ctx);
+                *self = TraceState::started(ctx.config.observer.trace_anchor(&root));
+                *current = root;
             }
             _ => {}
         }
     }
 
     /// The `end_maintenance` root the deletion's undo runs in, linked to the maintenance.
-    pub(super) fn end_trace(&mut self) -> tracing::Span {
+    pub(super) fn end(&mut self, ctx: &OpCtx) -> tracing::Span {
         let end = tracing::info_span!(
             parent: None,
             "end_maintenance",
-            nmo.maintenance = %self.ctx.nm_name,
-            k8s.node.name = %self.ctx.node_name,
+            nmo.maintenance = %ctx.nm_name,
+            k8s.node.name = %ctx.node_name,
             trace_id = tracing::field::Empty,
         );
-        self.linked_root(&end);
+        self.linked_root(&end, ctx);
         // The undo's work hangs under this root until the actor stops.
-        self.trace.ended = false;
+        self.ended = false;
         end
     }
 
     /// Tells the observer about a new root that follows the maintenance.
-    fn linked_root(&self, span: &tracing::Span) {
-        let observer = &self.ctx.config.observer;
+    fn linked_root(&self, span: &tracing::Span, ctx: &OpCtx) {
+        let observer = &ctx.config.observer;
         observer.trace_root(span);
-        if let Some(anchor) = &self.trace.anchor {
+        if let Some(anchor) = &self.anchor {
             observer.link(span, anchor);
         }
     }

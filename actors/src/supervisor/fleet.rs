@@ -15,83 +15,14 @@ use futures::StreamExt;
 use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::{SupervisorMsg, SupervisorState};
-use crate::fleet::{self, Candidate, FleetBudget, NodeView, Waiting};
+use super::messages::SupervisorMsg;
+use super::queue::Queued;
+use super::state::SupervisorState;
+use crate::fleet::{self, Candidate};
 use crate::model::{
     Event, EventTarget, EventType, Maintenance, NodeSummaryEvent, Phase, QueuePlace, reasons,
 };
 use crate::ports::ClusterError;
-use crate::task::TaskSlot;
-
-/// The budget's state in the supervisor.
-pub(super) struct Fleet {
-    budget: FleetBudget,
-    nodes: NodeView,
-    /// The NodeMaintenance watch has listed every object once: who holds a slot is known.
-    listed: bool,
-    /// The waiting NodeMaintenances, by uid.
-    queue: HashMap<String, Queued>,
-    /// The node summary watch, forwarded as [`SupervisorMsg::Nodes`].
-    node_feed: TaskSlot,
-    /// The budget's timer.
-    tick: TaskSlot,
-}
-
-/// One waiting NodeMaintenance.
-struct Queued {
-    /// As last seen.
-    nm: Maintenance,
-    /// Its place as last decided.
-    wanted: Option<Waiting>,
-    /// Its place as the API has it.
-    written: Option<QueuePlace>,
-    /// The place being written.
-    writing: Option<QueuePlace>,
-    /// When its status was last written (a later move waits `queue_status_interval`).
-    written_at: Option<Instant>,
-    /// Its `QueuedMaintenance` event was emitted.
-    announced: bool,
-    /// Allowed to start while its status write was out: it starts when the write returns
-    /// (so that write never lands on the node actor's status), holding a slot meanwhile.
-    admitted: bool,
-}
-
-impl Fleet {
-    pub(super) fn new(budget: FleetBudget) -> Self {
-        Fleet {
-            budget,
-            nodes: NodeView::default(),
-            listed: false,
-            queue: HashMap::new(),
-            node_feed: TaskSlot::default(),
-            tick: TaskSlot::default(),
-        }
-    }
-
-    /// Whether `nm` must wait for the budget before its node actor starts. Only one that has
-    /// not started yet: one carrying nmo's finalizer started before (maybe under another
-    /// leader, or before a restart) and holds its slot; a deleted or Failed one only ever
-    /// undoes or waits, which the budget never delays.
-    fn must_wait(&self, nm: &Maintenance) -> bool {
-        self.budget.is_limited()
-            && !nm.deleting
-            && !nm.has_finalizer()
-            && nm.status.as_ref().and_then(|s| s.phase) != Some(Phase::Failed)
-    }
-
-    /// The waiting NodeMaintenances in queue order.
-    pub(super) fn queue_order(&self) -> Vec<String> {
-        let mut waiting: Vec<&Maintenance> = self
-            .queue
-            .values()
-            .filter(|q| !q.admitted)
-            .map(|q| &q.nm)
-            .collect();
-        waiting
-            .sort_by(|a, b| (a.creation_timestamp, &a.name).cmp(&(b.creation_timestamp, &b.name)));
-        waiting.into_iter().map(|nm| nm.name.clone()).collect()
-    }
-}
 
 impl SupervisorState {
     /// Starts the budget's timer and, when it counts nodes, the node summary watch.

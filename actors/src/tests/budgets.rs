@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::budget::BudgetPod;
 use crate::budget::{Budget, BudgetStatus, IntOrPercent, LabelSelector};
-use crate::diagnosis::BudgetPod;
 use crate::model::{Event, OnDrainTimeout, OwnerRef};
 
 /// Budget `web` over `app=web` in namespace `app`, `maxUnavailable: 1`, whose fresh status

@@ -43,6 +43,12 @@ async fn heartbeating_nodes_stay_ready_and_silent_ones_are_lost() {
         .await
         .unwrap();
     assert_eq!(ready_status(&registered).as_deref(), Some("True"));
+    // Schedulable at once: without the `not-ready` taint admission puts on every new node.
+    assert!(
+        taint_keys(&registered).is_empty(),
+        "{:?}",
+        taint_keys(&registered)
+    );
     assert_eq!(registered.metadata.labels.unwrap()["role"], "worker");
     cluster()
         .register(NodeTemplate::new(&silent).without_heartbeat())

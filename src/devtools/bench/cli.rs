@@ -6,7 +6,19 @@ use std::path::{Path, PathBuf};
 use super::error::BenchError;
 use super::fleet::result::FleetResult;
 use super::result::{ScenarioResult, flatness};
-use super::{fleet, report, run, scenario, soak};
+use super::{fleet, real, report, run, scenario, soak};
+
+/// The API server a benchmark runs against.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchBackend {
+    /// The simulated API server, in the benchmark's process.
+    #[default]
+    Sim,
+    /// A real etcd, kube-apiserver, controller manager and scheduler from KUBEBUILDER_ASSETS
+    /// (`export KUBEBUILDER_ASSETS=$(../shared/k8s/assets)`), one per scenario (the scenarios
+    /// a to c; d, the fleet scenarios and the soak run on the simulator only).
+    Real,
+}
 
 /// Runs one fault soak and prints its report; a failed check is an error.
 async fn run_soak(
@@ -55,6 +67,13 @@ pub struct BenchArgs {
     /// The nmo binary to run as the operator (default: this executable).
     #[arg(long)]
     pub nmo: Option<PathBuf>,
+    /// The API server to run against.
+    #[arg(long, value_enum, default_value_t = BenchBackend::Sim)]
+    pub backend: BenchBackend,
+    /// Run each chosen scenario at this many nodes instead (the same share of them in
+    /// maintenance).
+    #[arg(long)]
+    pub nodes: Option<usize>,
 }
 
 /// Runs the chosen scenarios with the operator binary `nmo`, printing as they finish.
@@ -74,7 +93,13 @@ pub async fn run_all(
         .filter(|name| soak::SoakConfig::named(name).is_none())
         .cloned()
         .collect();
-    let scenarios = scenario::by_names(&others);
+    let scenarios: Vec<_> = scenario::by_names(&others)
+        .into_iter()
+        .map(|s| match args.nodes {
+            Some(nodes) => s.with_nodes(nodes),
+            None => s,
+        })
+        .collect();
     let fleet_names: Vec<String> = others
         .iter()
         .filter(|n| n.starts_with("fleet"))
@@ -91,6 +116,13 @@ pub async fn run_all(
     } else {
         Vec::new()
     };
+    if args.backend == BenchBackend::Real && (!soaks.is_empty() || !fleets.is_empty()) {
+        return Err(BenchError::Real(
+            "the fleet scenarios and the soak run on the simulator only; name scenarios a to c \
+             with --backend real"
+                .into(),
+        ));
+    }
     let dir = std::env::temp_dir().join(format!("nmo-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     for config in &soaks {
@@ -114,7 +146,10 @@ pub async fn run_all(
             writeln!(out, "running {}: {} ...", s.name, s.title)?;
             out.flush()?;
         }
-        let result = run::run(s, nmo, &dir).await?;
+        let result = match args.backend {
+            BenchBackend::Sim => run::run(s, nmo, &dir).await?,
+            BenchBackend::Real => real::run(s, nmo, &dir).await?,
+        };
         if args.json {
             writeln!(out, "{}", serde_json::to_string(&result)?)?;
         } else {
@@ -173,7 +208,7 @@ pub async fn run_all(
             writeln!(out, "{:<14} {}", r.scenario, r.requests.by_verb_line())?;
         }
     }
-    let mut targets: Vec<(String, super::result::Target)> = results
+    let mut targets: Vec<(String, super::figures::Target)> = results
         .iter()
         .flat_map(|r| r.targets.iter().map(|t| (r.scenario.clone(), t.clone())))
         .chain(

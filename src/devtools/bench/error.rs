@@ -51,4 +51,25 @@ pub enum BenchError {
     /// The results could not be written as JSON.
     #[error("cannot write JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// The real control plane failed (binaries missing, a component died, a call failed).
+    #[error("real API server: {0}")]
+    Envtest(Box<nmo_envtest::Error>),
+    /// The scenario could not be seeded on the real API server.
+    #[error("seeding the real API server: {0}")]
+    Seed(Box<nmo_sim::api_seed::SeedError>),
+    /// Running the real backend's work off the runtime failed.
+    #[error("real API server: {0}")]
+    Real(String),
+}
+
+impl From<nmo_envtest::Error> for BenchError {
+    fn from(error: nmo_envtest::Error) -> BenchError {
+        BenchError::Envtest(Box::new(error))
+    }
+}
+
+impl From<nmo_sim::api_seed::SeedError> for BenchError {
+    fn from(error: nmo_sim::api_seed::SeedError) -> BenchError {
+        BenchError::Seed(Box::new(error))
+    }
 }

@@ -1,16 +1,18 @@
-//! Benchmarks of concurrent drains against the simulated cluster (`nmo bench`, `cargo bench
-//! --bench drain`): the simulator runs in the benchmark's process, `nmo run` in a child whose
-//! memory and CPU are read from /proc, and the simulator counts the operator's requests under
-//! its own user.
+//! Benchmarks of concurrent drains (`nmo bench`, `cargo bench --bench drain`): `nmo run` in a
+//! child whose memory and CPU are read from /proc, against the simulated cluster in the
+//! benchmark's process (which counts the operator's requests under its own user) or, with
+//! `--backend real`, a real control plane (`real`: its audit log counts them).
 
 pub mod budget_clock;
 pub mod cli;
 pub mod error;
+pub mod figures;
 pub mod fleet;
 pub mod interactions;
 pub mod policy;
 pub mod process;
 pub mod procstat;
+pub mod real;
 pub mod report;
 pub mod result;
 pub mod run;

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::budget_clock::BudgetTimes;
+use super::figures::{Target, percentile, target};
 use super::interactions::ExpectedBlock;
-use super::result::{Target, percentile, target};
 use crate::devtools::demo::tracker::Tracked;
 
 /// Refused evictions allowed per evicted pod in c.

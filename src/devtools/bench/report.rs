@@ -2,7 +2,8 @@
 
 use std::fmt::Write as _;
 
-use super::result::{ScenarioResult, Target};
+use super::figures::Target;
+use super::result::ScenarioResult;
 use crate::devtools::demo::table::Table;
 
 /// The figures of every scenario as a table.
@@ -25,7 +26,11 @@ pub fn figures_table(results: &[ScenarioResult]) -> String {
     ]);
     for r in results {
         table.row(vec![
-            r.scenario.clone(),
+            if r.backend == "sim" {
+                r.scenario.clone()
+            } else {
+                format!("{} ({})", r.scenario, r.backend)
+            },
             format!("{} x {}", r.nodes, r.pods_per_node),
             r.maintenance.to_string(),
             format!("{:.2} s", r.wall_s),

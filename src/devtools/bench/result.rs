@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::figures::{Target, percentile, target};
 use super::policy::PolicyFigures;
 use super::procstat::ProcessUsage;
 use super::scenario::BenchScenario;
@@ -16,24 +17,13 @@ pub const OTHER_REQUESTS_PER_NODE: f64 = 12.0;
 /// (issue 7's target; a budgeted scenario is held to issue 15's, see [`super::policy`]).
 pub const REFUSALS_PER_POD: f64 = 3.0;
 
-/// A figure held against its target.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Target {
-    /// What is measured.
-    pub what: String,
-    /// The target, e.g. `<= 5 s`.
-    pub target: String,
-    /// The figure.
-    pub actual: String,
-    /// Whether it is met.
-    pub met: bool,
-}
-
 /// The figures of one scenario.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScenarioResult {
     /// Scenario name.
     pub scenario: String,
+    /// The API server: `sim` (the simulator) or `real` (kube-apiserver).
+    pub backend: String,
     /// Its description.
     pub title: String,
     /// Nodes in the cluster.
@@ -68,22 +58,6 @@ pub struct ScenarioResult {
     pub targets: Vec<Target>,
 }
 
-/// Nearest-rank percentile (`q` in 0..=1) of unsorted durations, in seconds.
-pub fn percentile(durations: &[Duration], q: f64) -> f64 {
-    if durations.is_empty() {
-        return 0.0;
-    }
-    let mut sorted: Vec<f64> = durations.iter().map(Duration::as_secs_f64).collect();
-    sorted.sort_by(f64::total_cmp);
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "a rank between 0 and the count (or 0 for NaN), clamped below"
-    )]
-    let rank = (q * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
 fn mib(bytes: u64) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
@@ -102,6 +76,7 @@ impl ScenarioResult {
         let maintained = scenario.maintenance.max(1) as f64;
         let mut result = ScenarioResult {
             scenario: scenario.name.clone(),
+            backend: "sim".into(),
             title: scenario.title.clone(),
             nodes: scenario.nodes,
             pods_per_node: scenario.pods_per_node,
@@ -132,16 +107,6 @@ impl ScenarioResult {
             self.targets.extend(policy.targets(&self.scenario));
         }
         self
-    }
-}
-
-/// A figure held against its target.
-pub fn target(what: &str, target: String, actual: String, met: bool) -> Target {
-    Target {
-        what: what.into(),
-        target,
-        actual,
-        met,
     }
 }
 

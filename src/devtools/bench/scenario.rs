@@ -61,6 +61,23 @@ impl BenchScenario {
         }
     }
 
+    /// The same scenario at `nodes` nodes, with as large a share of them in maintenance
+    /// (at least one).
+    #[must_use]
+    pub fn with_nodes(mut self, nodes: usize) -> BenchScenario {
+        let share = self.maintenance as f64 / self.nodes.max(1) as f64;
+        #[allow(
+            clippy::cast_possible_truncation,
+            clippy::cast_sign_loss,
+            reason = "a share of a node count, between 0 and the count"
+        )]
+        let maintained = (share * nodes as f64).round() as usize;
+        self.maintenance = maintained.clamp(1, nodes.max(1));
+        self.title = format!("{} (at {nodes} nodes)", self.title);
+        self.nodes = nodes;
+        self
+    }
+
     /// Nodes put into maintenance.
     pub fn maintained_nodes(&self) -> Vec<String> {
         let s = self.scenario();
@@ -228,6 +245,15 @@ mod tests {
         assert_eq!(names, ["b100", "b500", "b2000"]);
         assert_eq!(by_names(&[]).len(), 7);
         assert_eq!(by_names(&["c".into(), "a".into()]).len(), 2);
+    }
+
+    #[test]
+    fn a_scenario_at_another_size_keeps_its_share_in_maintenance() {
+        let a = all_at_once().with_nodes(20);
+        assert_eq!((a.nodes, a.maintenance), (20, 20));
+        let c = pdb_constrained().with_nodes(8);
+        assert_eq!((c.nodes, c.maintenance), (8, 2));
+        assert_eq!(scaling(100).with_nodes(2).maintenance, 1);
     }
 
     #[test]

@@ -4,15 +4,14 @@ use std::time::Duration;
 
 use nmo_sim::Scenario;
 
-use crate::support::{TestEnv, eventually, taint_keys};
+use crate::support::{Backend, TestEnv, both_backends, eventually, taint_keys};
 
 const DRAIN_TAINT: &str = "medik8s.io/drain";
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 const EXCLUDE_LABEL: &str = "remediation.medik8s.io/exclude-from-remediation";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_with_every_kind_of_pod_is_drained_and_restored() {
-    let mut env = TestEnv::builder()
+async fn a_node_with_every_kind_of_pod_is_drained_and_restored(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::new(3, 8))
         .start()
         .await;
@@ -82,7 +81,7 @@ async fn a_node_with_every_kind_of_pod_is_drained_and_restored() {
     // As `kubectl describe nodemaintenance` finds them: core events about the cluster-scoped
     // object, with no namespace in the reference, filed in `default`.
     let described = env.events().await.into_iter().any(|event| {
-        event["involvedObject"]["name"] == "maintain-node-0"
+        event["involvedObject"]["name"] == env.name("maintain-node-0").as_str()
             && event["involvedObject"]["kind"] == "NodeMaintenance"
             && event["involvedObject"].get("namespace").is_none()
             && event["reason"] == "BeginMaintenance"
@@ -129,3 +128,4 @@ async fn a_node_with_every_kind_of_pod_is_drained_and_restored() {
         .await
         .expect("the operator stops cleanly");
 }
+both_backends!(a_node_with_every_kind_of_pod_is_drained_and_restored);

@@ -23,6 +23,7 @@ async fn finalizers(env: &TestEnv, name: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Simulator only: counts nmo's requests (the simulator's accounting).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current() {
     let env = TestEnv::builder()
@@ -47,6 +48,7 @@ async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current() {
     );
 }
 
+/// Simulator only: counts nmo's requests (the simulator's accounting).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stale_seen_list_is_re_read_and_keeps_the_other_finalizers() {
     let env = TestEnv::builder()

@@ -6,7 +6,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use nmo::operator::OperatorOptions;
 use nmo_sim::Scenario;
 
-use crate::support::{TestEnv, eventually, test_options};
+use crate::support::{Backend, TestEnv, both_backends, eventually, test_options};
 
 fn elected() -> OperatorOptions {
     OperatorOptions {
@@ -19,8 +19,11 @@ fn elected() -> OperatorOptions {
 }
 
 async fn leader_lease(env: &TestEnv) -> Option<serde_json::Value> {
-    env.get_json::<Lease>(Some("default"), nmo::leader::LEADER_ELECTION_ID)
-        .await
+    env.get_json::<Lease>(
+        Some(env.operator_namespace()),
+        nmo::leader::LEADER_ELECTION_ID,
+    )
+    .await
 }
 
 async fn leader(env: &TestEnv) -> Option<String> {
@@ -30,9 +33,8 @@ async fn leader(env: &TestEnv) -> Option<String> {
         .filter(|holder| !holder.is_empty())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_standby_takes_over_when_the_leader_dies() {
-    let mut env = TestEnv::builder()
+async fn a_standby_takes_over_when_the_leader_dies(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 3).pdb(None))
         .operator_options(elected())
         .start()
@@ -75,3 +77,5 @@ async fn a_standby_takes_over_when_the_leader_dies() {
         "the lease is released on shutdown"
     );
 }
+
+both_backends!(a_standby_takes_over_when_the_leader_dies,);

@@ -5,11 +5,10 @@ use std::time::Duration;
 
 use nmo_sim::Scenario;
 
-use crate::support::{TestEnv, eventually, test_options};
+use crate::support::{Backend, TestEnv, both_backends, eventually, test_options};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_valid_foreign_lease_means_hands_off_until_it_is_released() {
-    let mut env = TestEnv::builder()
+async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 3))
         .foreign_lease("node-0", "node-healthcheck", Duration::from_secs(60))
         .start()
@@ -71,9 +70,8 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released() {
     env.stop_operator().await.expect("clean stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expired_foreign_lease_is_taken_over() {
-    let mut env = TestEnv::builder()
+async fn an_expired_foreign_lease_is_taken_over(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 3))
         .foreign_lease("node-0", "node-healthcheck", Duration::from_secs(7200))
         .start()
@@ -94,13 +92,12 @@ async fn an_expired_foreign_lease_is_taken_over() {
     env.stop_operator().await.expect("clean stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts() {
+async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts(backend: Backend) {
     let options = nmo::operator::OperatorOptions {
         lease_renew_interval: Some(Duration::from_secs(1)),
         ..test_options()
     };
-    let mut env = TestEnv::builder()
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 2).pdb(None))
         .operator_options(options)
         .start()
@@ -132,3 +129,9 @@ async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts() {
     );
     env.stop_operator().await.expect("clean stop");
 }
+
+both_backends!(
+    a_valid_foreign_lease_means_hands_off_until_it_is_released,
+    an_expired_foreign_lease_is_taken_over,
+    the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts,
+);

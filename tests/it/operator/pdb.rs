@@ -5,20 +5,19 @@ use std::time::{Duration, Instant};
 
 use nmo_sim::Scenario;
 
-use crate::support::{TestEnv, TestEnvBuilder, eventually, taint_keys};
+use crate::support::{Backend, TestEnv, TestEnvBuilder, both_backends, eventually, taint_keys};
 
 /// Two nodes without PDBs of their own, plus a pod on node-0 that a PDB protects completely.
-fn cluster_with_a_blocked_pod() -> TestEnvBuilder {
-    TestEnv::builder()
+fn cluster_with_a_blocked_pod(backend: Backend) -> TestEnvBuilder {
+    TestEnv::on(backend)
         .scenario(Scenario::plain(2, 4).pdb(None))
         .namespace("precious")
         .pod("precious", "db-0", "node-0", "db")
         .pdb("precious", "db-budget", "db", 1)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_blocked_drain_names_the_budget_then_finishes_when_it_is_relaxed() {
-    let mut env = cluster_with_a_blocked_pod().start().await;
+async fn a_blocked_drain_names_the_budget_then_finishes_when_it_is_relaxed(backend: Backend) {
+    let mut env = cluster_with_a_blocked_pod(backend).start().await;
     env.create_maintenance("nm-0", "node-0").await;
 
     eventually(
@@ -62,9 +61,8 @@ async fn a_blocked_drain_names_the_budget_then_finishes_when_it_is_relaxed() {
     env.stop_operator().await.expect("clean stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_blocked_maintenance_does_not_delay_another() {
-    let mut env = cluster_with_a_blocked_pod().start().await;
+async fn a_blocked_maintenance_does_not_delay_another(backend: Backend) {
+    let mut env = cluster_with_a_blocked_pod(backend).start().await;
     env.create_maintenance("nm-0", "node-0").await;
     env.wait_blocked_by("nm-0", "db-budget").await;
 
@@ -81,9 +79,8 @@ async fn a_blocked_maintenance_does_not_delay_another() {
     env.stop_operator().await.expect("clean stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_a_blocked_maintenance_undoes_it_within_seconds() {
-    let mut env = cluster_with_a_blocked_pod().start().await;
+async fn deleting_a_blocked_maintenance_undoes_it_within_seconds(backend: Backend) {
+    let mut env = cluster_with_a_blocked_pod(backend).start().await;
     env.create_maintenance("nm-0", "node-0").await;
     env.wait_blocked_by("nm-0", "db-budget").await;
 
@@ -111,9 +108,8 @@ async fn deleting_a_blocked_maintenance_undoes_it_within_seconds() {
     env.stop_operator().await.expect("clean stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_under_two_budgets_is_reported_as_such() {
-    let mut env = TestEnv::builder()
+async fn a_pod_under_two_budgets_is_reported_as_such(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 2).pdb(None))
         .namespace("precious")
         .pod("precious", "db-0", "node-0", "db")
@@ -139,3 +135,10 @@ async fn a_pod_under_two_budgets_is_reported_as_such() {
     assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
     env.stop_operator().await.expect("clean stop");
 }
+
+both_backends!(
+    a_blocked_drain_names_the_budget_then_finishes_when_it_is_relaxed,
+    a_blocked_maintenance_does_not_delay_another,
+    deleting_a_blocked_maintenance_undoes_it_within_seconds,
+    a_pod_under_two_budgets_is_reported_as_such,
+);

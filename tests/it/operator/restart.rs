@@ -4,11 +4,10 @@ use std::time::Duration;
 
 use nmo_sim::Scenario;
 
-use crate::support::{TestEnv, eventually, taint_keys};
+use crate::support::{Backend, TestEnv, both_backends, eventually, taint_keys};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_new_operator_finishes_what_a_killed_one_started() {
-    let mut env = TestEnv::builder()
+async fn a_new_operator_finishes_what_a_killed_one_started(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 4).pdb(None))
         .namespace("precious")
         .pod("precious", "db-0", "node-0", "db")
@@ -51,3 +50,5 @@ async fn a_new_operator_finishes_what_a_killed_one_started() {
     assert!(env.lease("node-0").await.is_none());
     env.stop_operator().await.expect("clean stop");
 }
+
+both_backends!(a_new_operator_finishes_what_a_killed_one_started,);

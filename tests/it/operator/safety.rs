@@ -6,11 +6,10 @@ use std::time::{Duration, Instant};
 use nmo_sim::Scenario;
 use serde_json::json;
 
-use crate::support::{TestEnv, eventually, taint_keys};
+use crate::support::{Backend, TestEnv, both_backends, eventually, taint_keys};
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_node_fails_the_maintenance_with_a_reason() {
-    let mut env = TestEnv::builder()
+async fn a_missing_node_fails_the_maintenance_with_a_reason(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 2).pdb(None))
         .start()
         .await;
@@ -40,9 +39,8 @@ async fn a_missing_node_fails_the_maintenance_with_a_reason() {
     env.stop_operator().await.expect("clean stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing() {
-    let mut env = TestEnv::builder()
+async fn a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 3))
         .start()
         .await;
@@ -73,9 +71,8 @@ async fn a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing() 
     env.stop_operator().await.expect("clean stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn foreign_taints_and_labels_survive_maintenance_and_its_end() {
-    let mut env = TestEnv::builder()
+async fn foreign_taints_and_labels_survive_maintenance_and_its_end(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 2).pdb(None))
         .without_operator()
         .start()
@@ -118,9 +115,8 @@ async fn foreign_taints_and_labels_survive_maintenance_and_its_end() {
     env.stop_operator().await.expect("clean stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_uncordoned_node_is_put_back_within_seconds() {
-    let mut env = TestEnv::builder()
+async fn an_uncordoned_node_is_put_back_within_seconds(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 2).pdb(None))
         .start()
         .await;
@@ -161,3 +157,10 @@ async fn an_uncordoned_node_is_put_back_within_seconds() {
     );
     env.stop_operator().await.expect("clean stop");
 }
+
+both_backends!(
+    a_missing_node_fails_the_maintenance_with_a_reason,
+    a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing,
+    foreign_taints_and_labels_survive_maintenance_and_its_end,
+    an_uncordoned_node_is_put_back_within_seconds,
+);

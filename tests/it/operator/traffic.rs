@@ -10,6 +10,8 @@ use nmo_actors::config::defaults::LEASE_NAMESPACE;
 
 use crate::support::{OPERATOR_AGENT, TestEnv, eventually};
 
+/// Simulator only: counts nmo's requests (the simulator's accounting; the benchmark counts
+/// them on the real API server from its audit log).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
     // The lease namespace exists, as it does for every maintenance but a cluster's first.
@@ -108,6 +110,7 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
     env.stop_operator().await.expect("clean stop");
 }
 
+/// Simulator only: injects the 429 (fault injection).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_undo_costs_five_requests_and_reads_nothing() {
     let mut env = TestEnv::builder()

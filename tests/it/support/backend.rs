@@ -1,11 +1,9 @@
 //! The cluster behind a [`TestEnv`](super::TestEnv), and the two identities tests use on it:
 //! an admin (the test itself) and nmo's service account.
 //!
-//! Today the only backend is the simulated API server. A real kube-apiserver (envtest style,
-//! from `KUBEBUILDER_ASSETS`) becomes a second variant of [`Backend`]: it has to start with the
-//! NodeMaintenance CRD installed, give a kube client configuration for each identity (nmo's
-//! with `deploy/rbac.yaml` bound when [`ClusterSpec::rbac`] is set) and create the nodes and
-//! pods of [`ClusterSpec::scenario`] through the API.
+//! Two backends ([`Backend`]): the simulated API server, one per test, in this process; and a
+//! real kube-apiserver with its controller manager and scheduler (nmo-envtest), one per test
+//! binary, shared by the tests one at a time (see `real`).
 
 use std::path::PathBuf;
 
@@ -31,23 +29,37 @@ pub struct ClusterSpec {
     pub scenario: Option<Scenario>,
     /// RBAC manifests (roles and their bindings) for nmo's service account; nmo runs with
     /// exactly these rights, in its namespace [`OPERATOR_NAMESPACE`] as in its pod (the admin
-    /// keeps every right). `None`: nmo may do anything, in `default`.
+    /// keeps every right). `None`: nmo may do anything, in `default`. (On the real backend nmo
+    /// always runs as its service account under deploy/base's RBAC, whatever this says.)
     pub rbac: Option<PathBuf>,
     /// Nothing acts in the cluster on its own: no kubelet, no controllers, so objects keep the
-    /// status they are given (what a bare kube-apiserver is anyway).
+    /// status they are given (what a bare kube-apiserver is anyway). On the real backend: no
+    /// kubelet (its controllers run regardless).
     pub static_cluster: bool,
 }
 
-/// Where a test's cluster runs.
+/// Which API server a test runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
+    /// The simulated API server (nmo-sim): fast, with fault injection and request accounting.
+    Sim,
+    /// A real kube-apiserver, controller manager and scheduler from `KUBEBUILDER_ASSETS`, with
+    /// the kubelet stand-in; nmo runs as its ServiceAccount under deploy/base's RBAC.
+    Real,
+}
+
+/// A started cluster.
+pub enum Cluster {
     /// The simulated API server in this process, with an instant kubelet (time scale 0) and its
     /// controllers on their own thread.
     Sim(SimHandle),
+    /// The test's share of the binary's real control plane.
+    Real(super::real::RealCluster),
 }
 
 /// A started backend and how to reach it.
 pub struct Started {
-    pub backend: Backend,
+    pub cluster: Cluster,
     /// A client configuration for the test itself, allowed everything.
     pub admin: kube::Config,
     /// A client configuration for nmo (its service account when RBAC is enforced).
@@ -59,6 +71,24 @@ pub struct Started {
 }
 
 impl Backend {
+    /// Starts this backend's cluster for one test.
+    pub async fn start(self, spec: ClusterSpec) -> Started {
+        match self {
+            Backend::Sim => Box::pin(Backend::simulator(spec)).await,
+            Backend::Real => {
+                // Boxed: the start of a real backend is a large future.
+                let started = Box::pin(super::real::RealCluster::start(spec)).await;
+                Started {
+                    cluster: Cluster::Real(started.cluster),
+                    admin: started.admin,
+                    operator: started.operator,
+                    operator_kubeconfig: started.operator_kubeconfig,
+                    admin_kubeconfig: started.admin_kubeconfig,
+                }
+            }
+        }
+    }
+
     /// Starts the simulated API server with the NodeMaintenance CRD installed.
     pub async fn simulator(spec: ClusterSpec) -> Started {
         let mut config = SimConfig::default()
@@ -102,7 +132,7 @@ impl Backend {
             "default",
         );
         Started {
-            backend: Backend::Sim(sim),
+            cluster: Cluster::Sim(sim),
             admin,
             operator,
             operator_kubeconfig,

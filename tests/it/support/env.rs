@@ -8,13 +8,14 @@ use nmo::operator::{OperatorError, OperatorOptions};
 use nmo_sim::{Scenario, SimHandle};
 use serde_json::Value;
 
-use super::backend::{Backend, ClusterSpec, Started};
+use super::backend::{Backend, Cluster, ClusterSpec, OPERATOR_USER, Started};
+use super::names::Names;
 use super::operator::{Operator, test_options};
 
 /// A cluster with nmo running against it.
 ///
 /// Tests read and change the cluster through the admin client only (the methods of `objects`
-/// and `waits`), never through a backend's storage, so they can run against a real API server
+/// and `waits`), never through a backend's storage, so they run against a real API server
 /// too. What only the simulator can do is behind [`TestEnv::sim`].
 pub struct TestEnv {
     // Declared first so it is dropped (killed) before the cluster goes.
@@ -26,7 +27,13 @@ pub struct TestEnv {
     admin_kubeconfig: String,
     options: OperatorOptions,
     placement: Placement,
+    /// The test's names as the cluster has them.
+    pub(super) names: Names,
+    /// Where nmo runs (its leader lease is there).
+    operator_namespace: String,
     backend: Backend,
+    // Last: the cluster goes after the operator and the clients.
+    cluster: Cluster,
 }
 
 /// Where the operators of an environment run.
@@ -68,6 +75,7 @@ enum Seed {
 /// Sets up a [`TestEnv`]: the cluster, what is in it, and how nmo runs.
 #[must_use = "nothing starts until `start().await`"]
 pub struct TestEnvBuilder {
+    backend: Backend,
     cluster: ClusterSpec,
     seeds: Vec<Seed>,
     operator: Option<OperatorOptions>,
@@ -75,9 +83,15 @@ pub struct TestEnvBuilder {
 }
 
 impl TestEnv {
-    /// An empty cluster with the NodeMaintenance CRD and nmo with [`test_options`].
+    /// An empty simulated cluster with the NodeMaintenance CRD and nmo with [`test_options`].
     pub fn builder() -> TestEnvBuilder {
+        TestEnv::on(Backend::Sim)
+    }
+
+    /// The same on `backend` (a test written for both gets it from `both_backends!`).
+    pub fn on(backend: Backend) -> TestEnvBuilder {
         TestEnvBuilder {
+            backend,
             cluster: ClusterSpec::default(),
             seeds: Vec::new(),
             operator: Some(test_options()),
@@ -142,8 +156,77 @@ impl TestEnv {
     /// The simulated API server, for what only it can do: fault injection, request accounting,
     /// RBAC denials, the instant kubelet. A test that calls this runs on the simulator only.
     pub fn sim(&self) -> &SimHandle {
-        let Backend::Sim(sim) = &self.backend;
-        sim
+        match &self.cluster {
+            Cluster::Sim(sim) => sim,
+            Cluster::Real(_) => panic!(
+                "env.sim() on the real backend: this test needs the simulator (fault injection or \
+                 request accounting); run it on the simulator only"
+            ),
+        }
+    }
+
+    /// The backend this environment runs on.
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// What nmo asked the API server so far, as (group, resource or `resource/subresource`,
+    /// verb): from the simulator's accounting, or the real API server's audit log.
+    pub fn operator_requests(&self) -> Vec<(String, String, String)> {
+        match &self.cluster {
+            Cluster::Sim(sim) => sim
+                .accounting()
+                .snapshot()
+                .into_iter()
+                .filter(|(key, _)| key.user == OPERATOR_USER)
+                .map(|(key, _)| {
+                    let resource = if key.subresource.is_empty() {
+                        key.resource.clone()
+                    } else {
+                        format!("{}/{}", key.resource, key.subresource)
+                    };
+                    (key.group.clone(), resource, key.verb.clone())
+                })
+                .collect(),
+            Cluster::Real(real) => real
+                .operator_requests()
+                .into_iter()
+                .map(|r| (r.group.clone(), r.resource_path(), r.verb.clone()))
+                .collect(),
+        }
+    }
+
+    /// The requests of nmo that RBAC refused (403): the simulator's denials, or the real API
+    /// server's audited 403s.
+    pub fn operator_refusals(&self) -> Vec<String> {
+        match &self.cluster {
+            Cluster::Sim(sim) => sim.rbac_denials(),
+            Cluster::Real(real) => real
+                .operator_requests()
+                .into_iter()
+                .filter(|r| r.code == 403)
+                .map(|r| format!("{} {}", r.verb, r.uri))
+                .collect(),
+        }
+    }
+
+    /// The cluster's name for the cluster-scoped name (node, NodeMaintenance) a test wrote:
+    /// itself on the simulator, prefixed on the real backend (see `names`).
+    pub fn name(&self, name: &str) -> String {
+        self.names.name(name)
+    }
+
+    /// The cluster's name for a namespace a test wrote (shared namespaces such as `default`,
+    /// `medik8s-leases` and `nmo-system` stay as they are).
+    pub fn ns(&self, namespace: &str) -> String {
+        self.names.namespace(namespace)
+    }
+
+    /// The namespace nmo runs in, where it elects its leader: `default`, or its own
+    /// (`nmo-system`) when it runs as its service account (RBAC, and always on the real
+    /// backend).
+    pub fn operator_namespace(&self) -> &str {
+        &self.operator_namespace
     }
 
     fn spawn_operator(&self, options: OperatorOptions) -> Operator {
@@ -258,12 +341,21 @@ impl TestEnvBuilder {
     /// Starts the cluster, creates the seeds in order, then starts nmo (unless told not to).
     pub async fn start(self) -> TestEnv {
         let Started {
-            backend,
+            cluster,
             admin,
             operator,
             operator_kubeconfig,
             admin_kubeconfig,
-        } = Backend::simulator(self.cluster).await;
+        } = self.backend.start(self.cluster).await;
+        let names = match &cluster {
+            Cluster::Real(real) => real.names().clone(),
+            Cluster::Sim(_) => Names::identity(),
+        };
+        let operator_namespace = if operator.default_namespace.is_empty() {
+            "default".to_string()
+        } else {
+            operator.default_namespace.clone()
+        };
         let start_operator = self.operator.is_some();
         let mut env = TestEnv {
             operator: None,
@@ -273,7 +365,10 @@ impl TestEnvBuilder {
             admin_kubeconfig,
             options: self.operator.unwrap_or_else(test_options),
             placement: self.placement,
-            backend,
+            names,
+            operator_namespace,
+            backend: self.backend,
+            cluster,
         };
         for seed in self.seeds {
             match seed {

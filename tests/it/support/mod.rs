@@ -1,13 +1,61 @@
 //! The environment of nmo's end-to-end tests: [`TestEnv`], a cluster with an admin client and
 //! nmo running against it, set up by a builder and shut down on drop.
 //!
-//! Built for two backends: today the simulated API server (nmo-sim), soon also a real
-//! kube-apiserver. A test reads and changes the cluster only through the environment's kube
-//! clients (`objects`), waits with the one [`eventually`] (`waits` has the common ones), and
-//! reaches what only the simulator can do (fault injection, request accounting, RBAC denials,
-//! the instant kubelet) through [`TestEnv::sim`]: a test that calls it is simulator-only.
+//! Two backends ([`Backend`]): the simulated API server (nmo-sim, one per test, instant
+//! kubelet, fault injection, request accounting) and a real kube-apiserver with its controller
+//! manager and scheduler (nmo-envtest, from `KUBEBUILDER_ASSETS`; one per test binary, the
+//! tests taking turns, a kubelet stand-in playing the kubelet, nmo as its ServiceAccount under
+//! deploy/base's RBAC). A test reads and changes the cluster only through the environment's
+//! kube clients (`objects`), waits with the one [`eventually`] (`waits` has the common ones),
+//! and reaches what only the simulator can do (fault injection, request accounting, RBAC
+//! denials) through [`TestEnv::sim`]: a test that calls it is simulator-only.
 //!
-//! - `backend`: starting the cluster, and the identities (admin, nmo's service account).
+//! # Writing a test for both backends
+//! Write the body once as a function of the backend, then instantiate it with
+//! [`both_backends!`]: it makes `<name>::sim` and `<name>::real` tests
+//! (`cargo test --test it ::real` runs every real-backend test).
+//!
+//! ```ignore
+//! async fn a_node_is_drained(backend: Backend) {
+//!     let mut env = TestEnv::on(backend).scenario(Scenario::plain(2, 4)).start().await;
+//!     env.create_maintenance("nm-0", "node-0").await;
+//!     env.wait_phase("nm-0", "Succeeded").await;
+//!     assert!(env.event_reasons("nm-0").await.contains(&"BeginMaintenance".into()));
+//!     env.stop_operator().await.expect("clean stop");
+//! }
+//! both_backends!(a_node_is_drained);
+//! ```
+//!
+//! To convert a simulator test: drop its `#[tokio::test]`, give it a `backend: Backend`
+//! parameter, write `TestEnv::on(backend)` for `TestEnv::builder()`, add
+//! `both_backends!(name);` below it, then mind the names:
+//! - The real backend is shared by the tests of the binary, so a test's cluster-scoped names
+//!   (nodes, NodeMaintenances, namespaces) get a prefix unique to the test (`node-0` is
+//!   `t7-node-0` in the cluster). Every `TestEnv` helper takes the names as the test wrote them
+//!   (`env.node("node-0")`, `env.pods_on("node-0")`, `.pod("precious", "db-0", "node-0", ..)`,
+//!   `env.get_json::<Pod>(Some("workloads"), ..)`, `.object(..)`'s namespace, name and node).
+//!   Where a test compares such a name with what it finds in an object, or builds a request
+//!   itself with `env.admin_client()`, it asks the environment: `env.name("node-0")`,
+//!   `env.ns("workloads")`. `contains("nm-0")` on a message holds for both. Pod names, and the
+//!   shared namespaces `default`, `medik8s-leases` and `nmo-system`, are never prefixed.
+//! - nmo runs as its ServiceAccount on the real backend, in `nmo-system`: its leader lease is
+//!   in `env.operator_namespace()`, not necessarily `default`.
+//! - The real cluster has its own controllers: the node lifecycle controller adds
+//!   `node.kubernetes.io/unschedulable` to a cordoned node; the taint manager evicts pods that
+//!   do not tolerate a `NoExecute` taint; the scheduler places replacements anywhere they fit;
+//!   the garbage collector deletes dependents of a deleted owner. Assert what a real cluster
+//!   guarantees, not what the simulator happens to do.
+//! - A test that needs `env.sim()` (faults, request counts, RBAC denials of a custom rule set)
+//!   stays a plain `#[tokio::test]` on the simulator, with a comment saying so.
+//!
+//! The real backend fails a test with a clear message when its binaries are missing (which,
+//! and how to get them: `export KUBEBUILDER_ASSETS=$(../shared/k8s/assets)`). Nothing it
+//! starts outlives the test binary, however it ends.
+//!
+//! Modules:
+//! - `backend`: the two backends and the identities (admin, nmo's service account).
+//! - `real`: the real backend (the shared control plane, turns, the sweep, the kubelet).
+//! - `names`: the test's names and the cluster's.
 //! - `env`: [`TestEnv`] and its builder; starting, stopping and killing nmo.
 //! - `objects`: reading objects as stored and changing them as an admin would.
 //! - `waits`: waiting for a phase, for a maintenance to be gone, for a blocked drain.
@@ -16,12 +64,35 @@
 
 mod backend;
 mod env;
+mod names;
 mod objects;
 mod operator;
+pub mod real;
 mod waits;
 
-pub use backend::{OPERATOR_AGENT, OPERATOR_NAMESPACE, OPERATOR_USER};
+pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE};
 pub use env::{TestEnv, TestEnvBuilder};
 pub use nmo_sim::testing::eventually;
 pub use objects::taint_keys;
 pub use operator::{Operator, test_options};
+
+/// Instantiates each test body `async fn name(backend: Backend)` twice: as `name::sim` on the
+/// simulator and `name::real` on the real API server (see the module docs).
+macro_rules! both_backends {
+    ($($test:ident),+ $(,)?) => {
+        $(
+            mod $test {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sim() {
+                    super::$test($crate::support::Backend::Sim).await;
+                }
+
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn real() {
+                    super::$test($crate::support::Backend::Real).await;
+                }
+            }
+        )+
+    };
+}
+pub(crate) use both_backends;

@@ -17,6 +17,7 @@ use nmo::crd::NodeMaintenance;
 use serde_json::{Value, json};
 
 use super::TestEnv;
+use super::names::Names;
 
 /// Where nmo and the other medik8s operators keep node leases.
 const LEASE_NAMESPACE: &str = "medik8s-leases";
@@ -39,12 +40,16 @@ impl TestEnv {
     // Reading.
 
     /// An object of kind `K` as stored (None when missing); `namespace` None for cluster-scoped
-    /// kinds.
+    /// kinds. Names as the test wrote them (see `names`): the namespace, and the name of a
+    /// Node, NodeMaintenance or Namespace, are the test's own.
     pub async fn get_json<K>(&self, namespace: Option<&str>, name: &str) -> Option<Value>
     where
         K: Resource<DynamicType = ()>,
     {
-        let request = Request::new(K::url_path(&(), namespace))
+        let namespace = self.names.namespace_opt(namespace);
+        let name = self.cluster_name::<K>(name);
+        let name = name.as_str();
+        let request = Request::new(K::url_path(&(), namespace.as_deref()))
             .get(name, &GetParams::default())
             .expect("a GET request");
         match self.admin.request::<Value>(request).await {
@@ -54,12 +59,15 @@ impl TestEnv {
         }
     }
 
-    /// The objects of kind `K` (in `namespace`, or everywhere), as stored.
+    /// The objects of kind `K` (in `namespace`, as the test wrote it, or everywhere), as
+    /// stored. (Selectors are sent as given: a node name in a field selector is the cluster's,
+    /// `env.name(..)`.)
     pub async fn list_json<K>(&self, namespace: Option<&str>, params: &ListParams) -> Vec<Value>
     where
         K: Resource<DynamicType = ()>,
     {
-        let request = Request::new(K::url_path(&(), namespace))
+        let namespace = self.names.namespace_opt(namespace);
+        let request = Request::new(K::url_path(&(), namespace.as_deref()))
             .list(params)
             .expect("a LIST request");
         let mut list = self
@@ -112,13 +120,13 @@ impl TestEnv {
 
     /// The node's lease as stored.
     pub async fn lease(&self, node: &str) -> Option<Value> {
-        self.get_json::<Lease>(Some(LEASE_NAMESPACE), &format!("node-{node}"))
+        self.get_json::<Lease>(Some(LEASE_NAMESPACE), &self.node_lease(node))
             .await
     }
 
     /// The pods bound to `node`.
     pub async fn pods_on(&self, node: &str) -> Vec<Value> {
-        let bound = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        let bound = ListParams::default().fields(&format!("spec.nodeName={}", self.name(node)));
         self.list_json::<Pod>(None, &bound).await
     }
 
@@ -135,14 +143,29 @@ impl TestEnv {
             .await
     }
 
-    /// The reasons of the events about the object named `name`.
+    /// The reasons of the events about the object named `name` (a node or NodeMaintenance).
     pub async fn event_reasons(&self, name: &str) -> Vec<String> {
+        let name = self.name(name);
         self.events()
             .await
             .into_iter()
             .filter(|event| event["involvedObject"]["name"] == name)
             .filter_map(|event| event["reason"].as_str().map(str::to_string))
             .collect()
+    }
+
+    /// The cluster's name of an object of kind `K` the test named `name`.
+    fn cluster_name<K: Resource<DynamicType = ()>>(&self, name: &str) -> String {
+        match K::kind(&()).as_ref() {
+            "Namespace" => self.names.namespace(name),
+            kind if Names::owns_kind(kind) => self.names.name(name),
+            _ => name.to_string(),
+        }
+    }
+
+    /// The name of `node`'s lease in the lease namespace.
+    fn node_lease(&self, node: &str) -> String {
+        format!("node-{}", self.name(node))
     }
 
     // -----------------------------------------------------------------------------------------
@@ -153,8 +176,8 @@ impl TestEnv {
         let object: NodeMaintenance = serde_json::from_value(json!({
             "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
             "kind": "NodeMaintenance",
-            "metadata": {"name": name},
-            "spec": {"nodeName": node, "reason": "end-to-end test"}
+            "metadata": {"name": self.name(name)},
+            "spec": {"nodeName": self.name(node), "reason": "end-to-end test"}
         }))
         .expect("a valid NodeMaintenance");
         Api::<NodeMaintenance>::all(self.admin.clone())
@@ -168,7 +191,7 @@ impl TestEnv {
     pub async fn try_create_maintenance(&self, object: Value) -> Result<(), kube::Error> {
         // Untyped, so that fields nmo's type would refuse reach the API server as written.
         let object: DynamicObject =
-            serde_json::from_value(object).expect("an object with metadata");
+            serde_json::from_value(self.names.object(object)).expect("an object with metadata");
         let resource = ApiResource::erase::<NodeMaintenance>(&());
         Api::<DynamicObject>::all_with(self.admin.clone(), &resource)
             .create(&PostParams::default(), &object)
@@ -186,6 +209,7 @@ impl TestEnv {
 
     /// The messages of the events with `reason` about the object named `name`.
     pub async fn event_messages(&self, name: &str, reason: &str) -> Vec<String> {
+        let name = self.name(name);
         self.events()
             .await
             .into_iter()
@@ -197,30 +221,37 @@ impl TestEnv {
     /// Deletes a NodeMaintenance (its finalizer keeps it until nmo has undone it).
     pub async fn delete_maintenance(&self, name: &str) {
         Api::<NodeMaintenance>::all(self.admin.clone())
-            .delete(name, &Default::default())
+            .delete(&self.name(name), &Default::default())
             .await
             .expect("the NodeMaintenance is deleted");
     }
 
-    /// Creates a namespace.
+    /// Creates a namespace. One shared by every test (`nmo-system`, `medik8s-leases`: see
+    /// `names`) may be there already, as on a real cluster nmo is installed on.
     pub async fn create_namespace(&self, name: &str) {
-        let namespace =
-            serde_json::from_value(json!({"metadata": {"name": name}})).expect("a valid namespace");
-        Api::<Namespace>::all(self.admin.clone())
+        let cluster_name = self.ns(name);
+        let namespace = serde_json::from_value(json!({"metadata": {"name": cluster_name}}))
+            .expect("a valid namespace");
+        match Api::<Namespace>::all(self.admin.clone())
             .create(&PostParams::default(), &namespace)
             .await
-            .expect("the namespace is created");
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.code == 409 && cluster_name == name => {}
+            Err(error) => panic!("creating namespace {cluster_name}: {error}"),
+        }
     }
 
     /// Creates a Running pod bound to `node` with label `app=<app>` and no owner (nothing
     /// replaces it once evicted).
     pub async fn create_pod(&self, namespace: &str, name: &str, node: &str, app: &str) {
+        let namespace = &self.ns(namespace);
         let pod = serde_json::from_value(json!({
             "apiVersion": "v1",
             "kind": "Pod",
             "metadata": {"name": name, "namespace": namespace, "labels": {"app": app}},
             "spec": {
-                "nodeName": node,
+                "nodeName": self.name(node),
                 "terminationGracePeriodSeconds": 5,
                 "containers": [{"name": "main", "image": "registry.invalid/app:1"}]
             }
@@ -234,6 +265,7 @@ impl TestEnv {
 
     /// Creates a PodDisruptionBudget over `app=<app>` with `minAvailable`.
     pub async fn create_pdb(&self, namespace: &str, name: &str, app: &str, min_available: i32) {
+        let namespace = &self.ns(namespace);
         let pdb = serde_json::from_value(json!({
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
@@ -250,7 +282,7 @@ impl TestEnv {
     /// Lowers a PodDisruptionBudget's `minAvailable`, as an admin freeing a drain would.
     pub async fn relax_pdb(&self, namespace: &str, name: &str, min_available: i32) {
         let patch = json!({"spec": {"minAvailable": min_available}});
-        Api::<PodDisruptionBudget>::namespaced(self.admin.clone(), namespace)
+        Api::<PodDisruptionBudget>::namespaced(self.admin.clone(), &self.ns(namespace))
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .expect("the PDB is patched");
@@ -274,7 +306,7 @@ impl TestEnv {
         let lease = serde_json::from_value(json!({
             "apiVersion": "coordination.k8s.io/v1",
             "kind": "Lease",
-            "metadata": {"name": format!("node-{node}"), "namespace": LEASE_NAMESPACE},
+            "metadata": {"name": self.node_lease(node), "namespace": LEASE_NAMESPACE},
             "spec": {
                 "holderIdentity": holder,
                 "leaseDurationSeconds": 3600,
@@ -293,18 +325,21 @@ impl TestEnv {
     /// Deletes the node lease, as its foreign holder releasing it would.
     pub async fn delete_lease(&self, node: &str) {
         Api::<Lease>::namespaced(self.admin.clone(), LEASE_NAMESPACE)
-            .delete(&format!("node-{node}"), &Default::default())
+            .delete(&self.node_lease(node), &Default::default())
             .await
             .expect("the lease is deleted");
     }
 
     /// Applies a JSON merge patch to an object of kind `K`, as an admin would (e.g. removing a
-    /// NodeMaintenance's finalizer by hand).
+    /// NodeMaintenance's finalizer by hand). Names as the test wrote them (see `get_json`).
     pub async fn patch_json<K>(&self, namespace: Option<&str>, name: &str, patch: Value)
     where
         K: Resource<DynamicType = ()>,
     {
-        let request = Request::new(K::url_path(&(), namespace))
+        let namespace = self.names.namespace_opt(namespace);
+        let name = self.cluster_name::<K>(name);
+        let name = name.as_str();
+        let request = Request::new(K::url_path(&(), namespace.as_deref()))
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .expect("a PATCH request");
         if let Err(error) = self.admin.request::<Value>(request).await {
@@ -314,7 +349,7 @@ impl TestEnv {
 
     /// Applies a JSON merge patch to a pod's status, as its kubelet would.
     pub async fn patch_pod_status(&self, namespace: &str, name: &str, status: Value) {
-        Api::<Pod>::namespaced(self.admin.clone(), namespace)
+        Api::<Pod>::namespaced(self.admin.clone(), &self.ns(namespace))
             .patch_status(
                 name,
                 &PatchParams::default(),
@@ -327,14 +362,21 @@ impl TestEnv {
     /// Applies a JSON merge patch to a node, as another controller or an admin would.
     pub async fn patch_node(&self, node: &str, patch: Value) {
         Api::<Node>::all(self.admin.clone())
-            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &self.name(node),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .expect("the node is patched");
     }
 
     /// Creates any object (its kind found through discovery), then writes its `status`, if it
     /// has one, through the status subresource: an API server ignores a status on create.
+    /// Names as the test wrote them: its namespace, the name of a Node, NodeMaintenance or
+    /// Namespace, and the node of a Pod or NodeMaintenance are the test's own (see `names`).
     pub async fn create_object(&self, object: Value) {
+        let object = self.names.object(object);
         let (group, version) = match object["apiVersion"].as_str() {
             Some(api_version) => match api_version.split_once('/') {
                 Some((group, version)) => (group, version),

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::observer::Seen;
 use super::scenario::FleetScenario;
+use crate::devtools::bench::figures::{Target, percentile};
 use crate::devtools::bench::procstat::ProcessUsage;
-use crate::devtools::bench::result::{Target, percentile};
 use crate::devtools::demo::requests::RequestTotals;
 use crate::devtools::demo::table::Table;
 

@@ -1,0 +1,538 @@
+//! Seeding a [`Scenario`] through the API of a real kube-apiserver, where its controllers
+//! (ReplicaSet, DaemonSet, disruption, garbage collector), its scheduler and a kubelet (e.g.
+//! [`crate::kubelet::remote`]) do what the simulator's do: the same workloads as
+//! [`crate::scenario::apply`] puts in the simulator's store, made the way a real cluster makes
+//! them.
+//!
+//! - The scenario's nodes must exist (registered by the caller, labelled with
+//!   [`Scenario::node_labels`], served by a kubelet).
+//! - Pods that must sit on a given node (the spread ReplicaSets' pods, one emptyDir pod, one
+//!   unmanaged pod, one finished pod per node) are created bound to it, without an owner; once
+//!   they run, their ReplicaSets are created with as many replicas and adopt them (the
+//!   ReplicaSet controller claims orphans that match its selector), so each node has exactly
+//!   its share, as in the simulator. Mirror pods are created owned by their Node.
+//! - DaemonSets are created and their controller makes one pod per scenario node (their
+//!   templates select the scenario's nodes), which the scheduler binds.
+//! - Budgets are created last, and seeding waits until their status is computed (the Eviction
+//!   API refuses every eviction under a budget whose status is not), until every ReplicaSet
+//!   and DaemonSet counts its pods ready, and until every pod runs (the finished ones:
+//!   Succeeded).
+//!
+//! The simulator neither adopts orphans nor makes DaemonSet pods, so this is not for it: seed
+//! the simulator with [`crate::SimConfig::scenario`].
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use kube::Client;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+use crate::scenario::{
+    self, CACHE_HASH, CACHE_REPLICASET, Scenario, ScenarioReport, pod_spec, running_pod,
+};
+
+/// The deadline of one API call.
+const CALL_DEADLINE: Duration = Duration::from_secs(15);
+/// How often the settling checks look again.
+const POLL: Duration = Duration::from_millis(250);
+/// Creations in flight at once.
+const PARALLEL_CREATES: usize = 16;
+
+/// Why a scenario could not be seeded.
+#[derive(Debug, thiserror::Error)]
+pub enum SeedError {
+    /// A request failed.
+    #[error("{what}: {source}")]
+    Api {
+        /// What was being done.
+        what: String,
+        /// The client's error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// A request got no answer in time.
+    #[error("{what}: no answer within {CALL_DEADLINE:?}")]
+    Deadline {
+        /// What was being done.
+        what: String,
+    },
+    /// The cluster did not settle in time.
+    #[error("the scenario did not settle within {after:?}: {waiting_for}")]
+    NotSettled {
+        /// How long it waited.
+        after: Duration,
+        /// What it was still waiting for.
+        waiting_for: String,
+    },
+    /// An object the seeding builds is not valid JSON for its kind (a bug here).
+    #[error("building {what}: {source}")]
+    Build {
+        /// The object.
+        what: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// `call` with a deadline, its failure described by `what`.
+async fn within<T>(
+    what: impl Into<String>,
+    call: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<T, SeedError> {
+    let what = what.into();
+    match tokio::time::timeout(CALL_DEADLINE, call).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(source)) => Err(SeedError::Api {
+            what,
+            source: Box::new(source),
+        }),
+        Err(_) => Err(SeedError::Deadline { what }),
+    }
+}
+
+fn is_conflict(error: &SeedError) -> bool {
+    matches!(error, SeedError::Api { source, .. }
+        if matches!(source.as_ref(), kube::Error::Api(status) if status.code == 409))
+}
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+fn pods_resource() -> ApiResource {
+    resource("", "v1", "Pod", "pods")
+}
+
+fn dynamic(object: &Value, what: &str) -> Result<DynamicObject, SeedError> {
+    serde_json::from_value(object.clone()).map_err(|source| SeedError::Build {
+        what: what.to_string(),
+        source,
+    })
+}
+
+/// Creates `object` (a repeat finds it there).
+async fn create(
+    client: &Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    object: &Value,
+) -> Result<(), SeedError> {
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let what = format!("creating {} {name}", resource.kind);
+    let api: Api<DynamicObject> = match namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let created = within(
+        what.clone(),
+        api.create(&PostParams::default(), &dynamic(object, &what)?),
+    )
+    .await;
+    match created {
+        Err(error) if is_conflict(&error) => Ok(()),
+        other => other.map(|_| ()),
+    }
+}
+
+/// A pod to create bound to its node, and whether it is the finished kind.
+struct BoundPod {
+    object: Value,
+    finished: bool,
+}
+
+/// The pods that must sit on a given node, in the simulator's layout.
+fn bound_pods(s: &Scenario, node_uids: &BTreeMap<String, String>) -> Vec<BoundPod> {
+    let (_, spread, rs_count) = s.layout();
+    let workload_ns = s.workload_namespace.as_str();
+    let mut counter = 0usize;
+    let mut next = || {
+        counter += 1;
+        scenario::suffix(counter.wrapping_mul(2_654_435_761) % 14_348_907)
+    };
+    let without_status = |mut pod: Value| {
+        if let Some(fields) = pod.as_object_mut() {
+            fields.remove("status");
+        }
+        pod
+    };
+    let mut pods = Vec::new();
+    for (ni, node) in s.node_names().into_iter().enumerate() {
+        let bound = |name: String, ns: &str, labels: Value, owner: Option<Value>, spec: Value| {
+            without_status(running_pod(&name, ns, &node, "", labels, owner, spec))
+        };
+        if s.mirror_pods {
+            let owner = node_uids.get(&node).map(|uid| {
+                json!({"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid, "controller": true})
+            });
+            let mut pod = bound(
+                format!("static-web-{node}"),
+                &s.system_namespace,
+                json!({"component": "static-web", "tier": "node"}),
+                owner,
+                pod_spec("static-web", false),
+            );
+            pod["metadata"]["annotations"] = json!({
+                "kubernetes.io/config.hash": crate::kubelet::rand_hex(32),
+                "kubernetes.io/config.mirror": crate::kubelet::rand_hex(32),
+                "kubernetes.io/config.source": "file"
+            });
+            pods.push(BoundPod {
+                object: pod,
+                finished: false,
+            });
+        }
+        if s.emptydir_pods {
+            pods.push(BoundPod {
+                object: bound(
+                    format!("{CACHE_REPLICASET}-{}", next()),
+                    workload_ns,
+                    json!({"app": "cache", "pod-template-hash": CACHE_HASH}),
+                    None,
+                    pod_spec("cache", true),
+                ),
+                finished: false,
+            });
+        }
+        if s.unmanaged_pods {
+            pods.push(BoundPod {
+                object: bound(
+                    format!("standalone-{node}"),
+                    workload_ns,
+                    json!({"app": "standalone"}),
+                    None,
+                    pod_spec("standalone", false),
+                ),
+                finished: false,
+            });
+        }
+        if s.finished_pods {
+            let mut pod = bound(
+                format!("batch-{node}"),
+                workload_ns,
+                json!({"app": "batch"}),
+                None,
+                pod_spec("batch", false),
+            );
+            pod["spec"]["restartPolicy"] = json!("Never");
+            pods.push(BoundPod {
+                object: pod,
+                finished: true,
+            });
+        }
+        for k in 0..spread {
+            let r = (ni * spread + k) % rs_count;
+            let (app, hash, name) = spread_replicaset(r);
+            pods.push(BoundPod {
+                object: bound(
+                    format!("{name}-{}", next()),
+                    workload_ns,
+                    json!({"app": app, "pod-template-hash": hash}),
+                    None,
+                    pod_spec(&app, false),
+                ),
+                finished: false,
+            });
+        }
+    }
+    pods
+}
+
+/// (app, pod template hash, name) of spread ReplicaSet `r`, as the simulator names them.
+fn spread_replicaset(r: usize) -> (String, String, String) {
+    let app = format!("app-{r}");
+    let hash = format!("{:010x}", 0x5d8f_7c6b4_u64 + r as u64);
+    let name = format!("{app}-{hash}");
+    (app, hash, name)
+}
+
+/// What a finished pod's status says.
+fn finished_status(pod: &Value) -> Value {
+    let now = crate::rest::now_rfc3339();
+    let mut status =
+        crate::kubelet::rules::started_status(pod, "10.0.0.1", &crate::kubelet::pod_ip(), &now);
+    status["phase"] = json!("Succeeded");
+    if let Some(conditions) = status["conditions"].as_array_mut() {
+        for c in conditions.iter_mut() {
+            if c["type"] == "Ready" || c["type"] == "ContainersReady" {
+                c["status"] = json!("False");
+                c["reason"] = json!("PodCompleted");
+            }
+        }
+    }
+    if let Some(containers) = status["containerStatuses"].as_array_mut() {
+        for c in containers.iter_mut() {
+            c["ready"] = json!(false);
+            c["started"] = json!(false);
+            c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed",
+                                               "startedAt": now, "finishedAt": now}});
+        }
+    }
+    status
+}
+
+/// Seeds `s` through `client` (an admin) and waits, up to `settle`, for the cluster to settle.
+pub async fn seed(
+    client: &Client,
+    s: &Scenario,
+    settle: Duration,
+) -> Result<ScenarioReport, SeedError> {
+    let namespaces = resource("", "v1", "Namespace", "namespaces");
+    for namespace in [&s.workload_namespace, &s.system_namespace] {
+        let object =
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        create(client, &namespaces, None, &object).await?;
+    }
+    let nodes: Api<DynamicObject> =
+        Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
+    let mut node_uids = BTreeMap::new();
+    for node in s.node_names() {
+        let found = within(format!("reading node {node}"), nodes.get(&node)).await?;
+        node_uids.insert(node, found.metadata.uid.unwrap_or_default());
+    }
+    let mut report = ScenarioReport {
+        nodes: s.node_names(),
+        ..ScenarioReport::default()
+    };
+
+    let daemonsets = resource("apps", "v1", "DaemonSet", "daemonsets");
+    for d in 0..s.daemonsets {
+        let name = format!("node-agent-{d}");
+        create(
+            client,
+            &daemonsets,
+            Some(&s.system_namespace),
+            &scenario::daemonset(s, &name),
+        )
+        .await?;
+        report.daemonsets.push((s.system_namespace.clone(), name));
+    }
+
+    // The pods that must sit on their nodes, and once they run, their owners.
+    let bound = bound_pods(s, &node_uids);
+    report.pods = bound.len() + s.daemonsets * s.nodes;
+    let pods = pods_resource();
+    futures::stream::iter(bound.iter().map(|pod| {
+        let namespace = pod.object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let pods = &pods;
+        async move { create(client, pods, Some(&namespace), &pod.object).await }
+    }))
+    .buffer_unordered(PARALLEL_CREATES)
+    .try_collect::<Vec<()>>()
+    .await?;
+    for pod in bound.iter().filter(|pod| pod.finished) {
+        let name = pod.object["metadata"]["name"].as_str().unwrap_or_default();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &s.workload_namespace, &pods);
+        let status = json!({"status": finished_status(&pod.object)});
+        within(
+            format!("finishing pod {name}"),
+            api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)),
+        )
+        .await?;
+    }
+    let expected_bound = bound.len();
+    wait_until(settle, "the bound pods to run", async || {
+        let running = running_pods(client, s).await?;
+        Ok(check(
+            running >= expected_bound,
+            format!("{running} of {expected_bound} pods running"),
+        ))
+    })
+    .await?;
+
+    let replicasets = resource("apps", "v1", "ReplicaSet", "replicasets");
+    let (_, spread, rs_count) = s.layout();
+    let total_spread = spread * s.nodes;
+    for r in 0..rs_count {
+        let (app, hash, name) = spread_replicaset(r);
+        let replicas = total_spread / rs_count + usize::from(r < total_spread % rs_count);
+        let object = scenario::replicaset(s, &name, &app, &hash, replicas, false);
+        create(client, &replicasets, Some(&s.workload_namespace), &object).await?;
+        report
+            .replicasets
+            .push((s.workload_namespace.clone(), name.clone()));
+        if s.pdb.is_some() {
+            // Created after every ReplicaSet, below.
+            report
+                .pdbs
+                .push((s.workload_namespace.clone(), format!("{app}-pdb")));
+        }
+    }
+    if s.emptydir_pods && s.nodes > 0 {
+        let object = scenario::replicaset(s, CACHE_REPLICASET, "cache", CACHE_HASH, s.nodes, true);
+        create(client, &replicasets, Some(&s.workload_namespace), &object).await?;
+        report
+            .replicasets
+            .push((s.workload_namespace.clone(), CACHE_REPLICASET.into()));
+    }
+    let budgets = resource(
+        "policy",
+        "v1",
+        "PodDisruptionBudget",
+        "poddisruptionbudgets",
+    );
+    for r in 0..rs_count {
+        let (app, _, _) = spread_replicaset(r);
+        if let Some(pdb) = scenario::pdb(s, &app) {
+            create(client, &budgets, Some(&s.workload_namespace), &pdb).await?;
+        }
+    }
+
+    wait_until(settle, "the scenario to settle", async || {
+        settled(client, s, &report).await
+    })
+    .await?;
+    Ok(report)
+}
+
+fn check(ok: bool, waiting_for: String) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(waiting_for) }
+}
+
+/// Checks `check` every [`POLL`] until it is `Ok(Ok(()))`; an `Ok(Err(why))` is "not yet".
+async fn wait_until(
+    timeout: Duration,
+    what: &str,
+    mut check: impl AsyncFnMut() -> Result<Result<(), String>, SeedError>,
+) -> Result<(), SeedError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let waiting_for = match check().await? {
+            Ok(()) => return Ok(()),
+            Err(why) => why,
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(SeedError::NotSettled {
+                after: timeout,
+                waiting_for: format!("{what}: {waiting_for}"),
+            });
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+async fn list(
+    client: &Client,
+    resource: &ApiResource,
+    namespace: &str,
+) -> Result<Vec<Value>, SeedError> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
+    let listed = within(
+        format!("listing {} in {namespace}", resource.plural),
+        api.list(&ListParams::default()),
+    )
+    .await?;
+    Ok(listed
+        .items
+        .iter()
+        .filter_map(|o| serde_json::to_value(o).ok())
+        .collect())
+}
+
+/// Pods of the scenario's namespaces that run (or, finished, have Succeeded), not terminating.
+async fn running_pods(client: &Client, s: &Scenario) -> Result<usize, SeedError> {
+    let mut running = 0;
+    for namespace in [&s.workload_namespace, &s.system_namespace] {
+        running += list(client, &pods_resource(), namespace)
+            .await?
+            .iter()
+            .filter(|pod| pod["metadata"]["deletionTimestamp"].is_null())
+            .filter(|pod| {
+                matches!(
+                    pod["status"]["phase"].as_str(),
+                    Some("Running" | "Succeeded")
+                )
+            })
+            .count();
+    }
+    Ok(running)
+}
+
+/// `Ok(())` once the owners count their pods ready, every pod runs and every budget has its
+/// status; else what is still awaited.
+async fn settled(
+    client: &Client,
+    s: &Scenario,
+    report: &ScenarioReport,
+) -> Result<Result<(), String>, SeedError> {
+    let mut waiting = Vec::new();
+    let generation_seen = |object: &Value| {
+        object["status"]["observedGeneration"].as_i64() >= object["metadata"]["generation"].as_i64()
+    };
+    let replicasets = list(
+        client,
+        &resource("apps", "v1", "ReplicaSet", "replicasets"),
+        &s.workload_namespace,
+    )
+    .await?;
+    for rs in &replicasets {
+        let wanted = rs["spec"]["replicas"].as_i64().unwrap_or(0);
+        let ready = rs["status"]["readyReplicas"].as_i64().unwrap_or(0);
+        let replicas = rs["status"]["replicas"].as_i64().unwrap_or(0);
+        if !generation_seen(rs) || ready != wanted || replicas != wanted {
+            waiting.push(format!(
+                "ReplicaSet {} ({ready} ready of {wanted})",
+                rs["metadata"]["name"]
+            ));
+        }
+    }
+    if s.daemonsets > 0 {
+        let daemonsets = list(
+            client,
+            &resource("apps", "v1", "DaemonSet", "daemonsets"),
+            &s.system_namespace,
+        )
+        .await?;
+        for ds in &daemonsets {
+            let ready = ds["status"]["numberReady"].as_u64().unwrap_or(0);
+            if !generation_seen(ds) || ready != s.nodes as u64 {
+                waiting.push(format!(
+                    "DaemonSet {} ({ready} ready of {})",
+                    ds["metadata"]["name"], s.nodes
+                ));
+            }
+        }
+    }
+    if !report.pdbs.is_empty() {
+        let budgets = list(
+            client,
+            &resource(
+                "policy",
+                "v1",
+                "PodDisruptionBudget",
+                "poddisruptionbudgets",
+            ),
+            &s.workload_namespace,
+        )
+        .await?;
+        for pdb in &budgets {
+            if !generation_seen(pdb) || pdb["status"]["observedGeneration"].is_null() {
+                waiting.push(format!("the status of budget {}", pdb["metadata"]["name"]));
+            }
+        }
+    }
+    let running = running_pods(client, s).await?;
+    let mut pods = 0;
+    for namespace in [&s.workload_namespace, &s.system_namespace] {
+        pods += list(client, &pods_resource(), namespace).await?.len();
+    }
+    if running != report.pods || pods != report.pods {
+        waiting.push(format!(
+            "{running} pods running, {pods} in all, of {}",
+            report.pods
+        ));
+    }
+    Ok(if waiting.is_empty() {
+        Ok(())
+    } else {
+        Err(waiting.join(", "))
+    })
+}

@@ -1,0 +1,240 @@
+//! One scenario on a real API server (`nmo bench --backend real`): etcd, kube-apiserver,
+//! kube-controller-manager and kube-scheduler from `KUBEBUILDER_ASSETS` (nmo-envtest), the
+//! scenario seeded through the API (its ReplicaSets, DaemonSets and budgets made by the real
+//! controllers), nmo-sim's kubelet stand-in playing the kubelet at the scenario's speed, and
+//! `nmo run` in a child process as its ServiceAccount under deploy/base's RBAC (a kubeconfig
+//! of its own). nmo's requests are counted from the API server's audit log (a policy that logs
+//! nmo's user only), as the simulator would count them: by verb and resource, watches when
+//! they open, start-up included.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use nmo_envtest::audit::Request;
+use nmo_envtest::{AuditLog, ControlPlane, Identity, NodeTemplate, Options, yaml_files_in};
+use nmo_sim::kubelet::remote::{NodeSet, RemoteKubelet};
+
+use super::error::BenchError;
+use super::process::OperatorProcess;
+use super::result::ScenarioResult;
+use super::scenario::BenchScenario;
+use crate::devtools::demo::requests::RequestTotals;
+use crate::devtools::demo::tracker::{self, Tracker};
+use crate::devtools::demo::{DemoError, maintenance};
+
+/// nmo's ServiceAccount in deploy/base (namespace, name), bound to deploy/base's rules.
+const OPERATOR_ACCOUNT: (&str, &str) = ("nmo-system", "nmo");
+/// How long `nmo run` may take to start watching.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the scenario may take to settle (pods running, owners and budgets up to date).
+const SEED_TIMEOUT: Duration = Duration::from_secs(600);
+/// Time after the last Succeeded for requests still in flight to be logged.
+const SETTLE: Duration = Duration::from_millis(500);
+
+/// deploy/base: the CRD and the RBAC the operator runs under.
+fn deploy_base() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base")
+}
+
+fn operator_identity() -> Identity {
+    Identity::service_account(OPERATOR_ACCOUNT.0, OPERATOR_ACCOUNT.1)
+}
+
+/// Runs one scenario on a real control plane of its own, with the operator binary `nmo`;
+/// scratch files (the audit log, the operator's log) go to `dir`.
+pub async fn run(
+    scenario: &BenchScenario,
+    nmo: &Path,
+    dir: &Path,
+) -> Result<ScenarioResult, BenchError> {
+    if scenario.traps.is_some() {
+        return Err(BenchError::Real(format!(
+            "scenario {} sets its traps up through the simulator: it runs there only",
+            scenario.name
+        )));
+    }
+    let user = operator_identity().name().to_string();
+    let audit_dir = dir.join(format!("{}-audit", scenario.name));
+    std::fs::create_dir_all(&audit_dir)?;
+    let audit = AuditLog::for_users(&audit_dir, &[&user])?;
+    let options = Options {
+        extra_args: audit.apiserver_args(),
+        ..Options::default()
+    };
+    // Starting blocks for seconds: off the runtime's workers.
+    let control_plane = tokio::task::spawn_blocking(move || ControlPlane::start(options))
+        .await
+        .map_err(|join| BenchError::Real(join.to_string()))??;
+    let outcome = measure(&control_plane, &audit, scenario, nmo, dir).await;
+    // Stopping waits for the processes to exit: off the runtime's workers too.
+    let _ = tokio::task::spawn_blocking(move || drop(control_plane)).await;
+    outcome
+}
+
+async fn measure(
+    control_plane: &ControlPlane,
+    audit: &AuditLog,
+    scenario: &BenchScenario,
+    nmo: &Path,
+    dir: &Path,
+) -> Result<ScenarioResult, BenchError> {
+    let deploy = yaml_files_in(&deploy_base())?;
+    control_plane.install_crds(&deploy).await?;
+    control_plane.apply_rbac(&deploy).await?;
+    let admin = control_plane.admin_client()?;
+    let seeded = scenario.scenario();
+    for node in seeded.node_names() {
+        control_plane.register(NodeTemplate::new(node)).await?;
+    }
+    let kubelet = RemoteKubelet::spawn(admin.clone(), scenario.timing(), NodeSet::all());
+    nmo_sim::api_seed::seed(&admin, &seeded, SEED_TIMEOUT).await?;
+
+    let kubeconfig = control_plane.kubeconfig_path(&operator_identity())?;
+    let log = dir.join(format!("{}.nmo.log", scenario.name));
+    let mut operator =
+        OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, None, &log)?;
+    wait_watching(audit, &mut operator).await?;
+
+    let (tracker, watch_task) = Tracker::start(admin.clone());
+    let before = operator.usage()?;
+    let nodes = scenario.maintained_nodes();
+    let started = Instant::now();
+    let names = maintenance::create_all(&admin, &tracker, &nodes, "benchmark").await?;
+    let finished = tracker
+        .wait_until(scenario.timeout, |state| {
+            tracker::all_succeeded(state, &names)
+        })
+        .await;
+    let wall = started.elapsed();
+    tokio::time::sleep(SETTLE).await;
+    let after = operator.usage()?;
+    let requests = RequestTotals::from_audit(&audit.requests()?);
+    let state = tracker.snapshot();
+    watch_task.abort();
+    kubelet.stop();
+    if operator.exited() {
+        return Err(BenchError::OperatorExited(
+            operator.log().display().to_string(),
+        ));
+    }
+    operator.stop();
+    if !finished {
+        return Err(DemoError::Timeout {
+            what: format!(
+                "every maintenance of scenario {} to succeed on the real API server",
+                scenario.name
+            ),
+            after: scenario.timeout,
+        }
+        .into());
+    }
+    let drained: Vec<Duration> = names
+        .iter()
+        .filter_map(|n| state.get(n).and_then(|t| t.time_to_drained()))
+        .collect();
+    let counted: u64 = names
+        .iter()
+        .filter_map(|n| state.get(n))
+        .map(|t| t.pods_to_evict())
+        .sum();
+    let removed = requests.eviction_responses.get(&201).copied().unwrap_or(0)
+        + requests.by_request.get("delete pods").copied().unwrap_or(0);
+    let mut result = ScenarioResult::new(
+        scenario,
+        wall,
+        &drained,
+        counted.max(removed),
+        requests,
+        after,
+        after.cpu.saturating_sub(before.cpu),
+    );
+    result.backend = "real".into();
+    Ok(result)
+}
+
+/// Waits until `nmo run` watches NodeMaintenances (its start-up is over), as the audit log
+/// shows it.
+async fn wait_watching(audit: &AuditLog, operator: &mut OperatorProcess) -> Result<(), BenchError> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        let watching = audit
+            .requests()?
+            .iter()
+            .any(|r| r.verb == "watch" && r.resource == "nodemaintenances");
+        if watching {
+            return Ok(());
+        }
+        if operator.exited() {
+            return Err(BenchError::OperatorExited(
+                operator.log().display().to_string(),
+            ));
+        }
+        if Instant::now() > deadline {
+            return Err(DemoError::Timeout {
+                what: "nmo run to watch NodeMaintenances".into(),
+                after: START_TIMEOUT,
+            }
+            .into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+impl RequestTotals {
+    /// The totals of audited requests (one identity's, as the audit policy chose).
+    pub fn from_audit(requests: &[Request]) -> RequestTotals {
+        let mut totals = RequestTotals::default();
+        for request in requests {
+            totals.total += 1;
+            *totals.by_verb.entry(request.verb.clone()).or_insert(0) += 1;
+            *totals
+                .by_request
+                .entry(format!("{} {}", request.verb, request.resource_path()))
+                .or_insert(0) += 1;
+            if request.resource == "pods" && request.subresource == "eviction" {
+                totals.evictions += 1;
+                *totals.eviction_responses.entry(request.code).or_insert(0) += 1;
+            }
+            if request.code == 429 {
+                totals.too_many_requests += 1;
+            }
+        }
+        totals
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(verb: &str, resource: &str, subresource: &str, code: u16) -> Request {
+        Request {
+            user: "u".into(),
+            user_agent: String::new(),
+            verb: verb.into(),
+            group: String::new(),
+            resource: resource.into(),
+            subresource: subresource.into(),
+            namespace: String::new(),
+            code,
+            uri: String::new(),
+        }
+    }
+
+    #[test]
+    fn audited_requests_add_up_like_the_simulator_s_accounting() {
+        let totals = RequestTotals::from_audit(&[
+            request("create", "pods", "eviction", 201),
+            request("create", "pods", "eviction", 429),
+            request("watch", "pods", "", 200),
+            request("patch", "nodemaintenances", "status", 200),
+        ]);
+        assert_eq!(totals.total, 4);
+        assert_eq!(totals.evictions, 2);
+        assert_eq!(totals.eviction_responses[&201], 1);
+        assert_eq!(totals.too_many_requests, 1);
+        assert_eq!(totals.by_request["patch nodemaintenances/status"], 1);
+        assert_eq!(totals.by_verb["create"], 2);
+        assert_eq!(totals.other_than_evictions(), 2);
+    }
+}
