@@ -5,8 +5,13 @@
 //! WATCHes from its resourceVersion: two requests per watch, two watches per maintenance. An
 //! API server with streaming lists (the `WatchList` feature, on by default since Kubernetes
 //! 1.32's beta) sends them as the first events of the WATCH itself: one request. nmo asks for
-//! that, and an API server that refuses it (an older one, or one with the feature off, answers
-//! 400 or 422) is asked the old way from then on, by every watch of the process.
+//! that, and an API server that refuses it is asked the old way from then on, by every watch of
+//! the process. A refusal takes two forms: an older API server, or one with the feature off,
+//! answers the WATCH with 400 or 422; one whose etcd cannot report watch progress (etcd before
+//! 3.4.31 or 3.5.13: `RequestWatchProgress`) accepts the WATCH and then sends an ERROR event
+//! (500) before the initial list ends. Like client-go's reflector, nmo takes any API error
+//! before the initial list is complete as a refusal: falling back costs a LIST per watch,
+//! retrying a streaming list the server will never serve would stall every maintenance.
 
 use std::collections::BTreeMap;
 use std::fmt::Debug;
@@ -43,14 +48,19 @@ impl InitialLists {
     }
 }
 
-/// Whether a watch event is the API server refusing a streaming list: the WATCH that asks for
-/// one is rejected as a bad request (400, or 422 for invalid list options).
-fn refuses_streaming<K>(event: &Result<Event<K>, watcher::Error>) -> bool {
-    matches!(
-        event,
-        Err(watcher::Error::WatchStartFailed(kube::Error::Api(status)))
-            if status.code == 400 || status.code == 422
-    )
+/// Whether a watch event is the API server refusing a streaming list, given whether the
+/// initial list has been delivered: the WATCH that asks for one is rejected as a bad request
+/// (400, or 422 for invalid list options), or, before the initial list is complete, the
+/// stream carries an API error instead of it (the 500 of an API server on an etcd without
+/// `RequestWatchProgress`). Transport errors are not refusals: they are retried as they are.
+fn refuses_streaming<K>(event: &Result<Event<K>, watcher::Error>, listed: bool) -> bool {
+    match event {
+        Err(watcher::Error::WatchStartFailed(kube::Error::Api(status))) => {
+            status.code == 400 || status.code == 422
+        }
+        Err(watcher::Error::WatchError(_)) => !listed,
+        _ => false,
+    }
 }
 
 /// The watch events of `config`, from a streaming list while the API server serves them.
@@ -72,11 +82,15 @@ where
             };
             let mut watching = watch(api.clone(), config).default_backoff().boxed();
             let mut refused = false;
+            // Whether this watch has delivered its initial list (a watch restarted after a
+            // 410 lists again, but was served a streaming list once: no refusal then).
+            let mut listed = false;
             while let Some(event) = watching.next().await {
-                if streaming && refuses_streaming(&event) {
+                if streaming && refuses_streaming(&event, listed) {
                     refused = true;
                     break;
                 }
+                listed |= matches!(event, Ok(Event::InitDone));
                 yield event;
             }
             if !refused {
@@ -230,6 +244,36 @@ mod tests {
 
     fn name(object: &ConfigMap) -> String {
         object.name_any()
+    }
+
+    fn status(code: u16, reason: &str) -> kube::core::Status {
+        kube::core::Status::failure("refused", reason).with_code(code)
+    }
+
+    #[test]
+    fn an_error_event_before_the_initial_list_refuses_streaming_lists() {
+        // What kube-apiserver on etcd 3.4.23 answers a streaming list with: the WATCH is
+        // accepted, then an ERROR event (500 InternalError, RequestWatchProgress disabled).
+        let error: Result<Event<ConfigMap>, watcher::Error> = Err(watcher::Error::WatchError(
+            Box::new(status(500, "InternalError")),
+        ));
+        assert!(refuses_streaming(&error, false));
+        // Once the initial list arrived, an error event is the watch's own trouble.
+        assert!(!refuses_streaming(&error, true));
+    }
+
+    #[test]
+    fn a_rejected_watch_refuses_streaming_lists_and_a_broken_one_does_not() {
+        let rejected = |code| -> Result<Event<ConfigMap>, watcher::Error> {
+            Err(watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(
+                status(code, "BadRequest"),
+            ))))
+        };
+        assert!(refuses_streaming(&rejected(400), false));
+        assert!(refuses_streaming(&rejected(422), true));
+        assert!(!refuses_streaming(&rejected(503), false));
+        let ok: Result<Event<ConfigMap>, watcher::Error> = Ok(Event::Init);
+        assert!(!refuses_streaming(&ok, false));
     }
 
     #[tokio::test]
