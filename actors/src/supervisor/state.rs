@@ -45,7 +45,7 @@ pub(super) struct Duplicate {
     pub(super) ops: OpRunner,
 }
 
-/// State of [`Supervisor`]. NodeMaintenances are known by uid: one deleted and created again
+/// State of [`super::Supervisor`]. NodeMaintenances are known by uid: one deleted and created again
 /// under the same name is another maintenance, which starts once the old one's undo is over.
 pub struct SupervisorState {
     pub(super) cluster: Arc<dyn Cluster>,
