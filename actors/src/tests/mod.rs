@@ -10,6 +10,7 @@ mod fleet;
 mod lease;
 mod lifecycle;
 mod races;
+mod resilience;
 mod status;
 mod supervisor;
 
@@ -58,4 +59,24 @@ fn assert_released(cluster: &FakeCluster, node: &str) {
         "still tainted: {:?}",
         n.taints
     );
+}
+
+fn transient(n: usize) -> Vec<ClusterError> {
+    (0..n)
+        .map(|_| ClusterError::Transient("etcd timeout".into()))
+        .collect()
+}
+
+fn taint_keys(node: &NodeState) -> Vec<&str> {
+    node.taints.iter().map(|t| t.key.as_str()).collect()
+}
+
+/// A node cordoned by someone else, as `kubectl cordon` and the node lifecycle controller
+/// leave it.
+fn cordoned_by_someone_else(name: &str) -> NodeState {
+    let mut node = NodeState::test(name);
+    node.unschedulable = true;
+    node.taints
+        .push(Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
+    node
 }
