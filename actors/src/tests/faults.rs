@@ -194,16 +194,7 @@ async fn nothing_the_actors_started_lands_after_they_stopped() {
 
 #[tokio::test(start_paused = true)]
 async fn a_restart_between_giving_up_and_undoing_still_undoes() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |c| {
-        c.lease_renew_interval = Duration::from_secs(10);
-    })
-    .await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = succeeded_with_renewals_every_10s().await;
     // The lease can no longer be renewed, and the undo cannot get through either.
     cluster.fail_next("update_lease", transient(1000));
     cluster.fail_next("patch_node", transient(1000));

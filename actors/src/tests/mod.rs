@@ -80,3 +80,19 @@ fn cordoned_by_someone_else(name: &str) -> NodeState {
         .push(Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
     node
 }
+
+/// `nm1` Succeeded on `n1` (one pod), its lease renewed every 10 s: the start of the tests of
+/// what happens to a maintenance in place when the lease or the API fails.
+async fn succeeded_with_renewals_every_10s() -> (FakeCluster, Harness) {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |c| {
+        c.lease_renew_interval = Duration::from_secs(10);
+    })
+    .await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    (cluster, h)
+}
