@@ -8,7 +8,7 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, 
 use nmo_sim::Scenario;
 use serde_json::json;
 
-use nmo_sim::testing::eventually;
+use nmo_envtest::testing::eventually;
 
 use crate::support::{start, status_of};
 
