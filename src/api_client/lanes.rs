@@ -12,10 +12,16 @@
 //!
 //! Over HTTP/1.1 (a server without HTTP/2) a lane is a pool of connections, one per request in
 //! flight, as hyper always does; the budget then only decides which pool a request joins.
+//!
+//! A lane's first request goes alone. Over TLS the protocol is only known once ALPN has picked
+//! it, so hyper cannot tell that requests arriving while the first connection is being set up
+//! could share it: each would open a connection of its own (41 for a burst of 50 maintenances
+//! on a real API server). The others wait for the first response's headers, by which time the
+//! connection is in the pool, shared if it is HTTP/2.
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
@@ -50,6 +56,34 @@ struct Lane<C, B> {
     client: Client<C, B>,
     /// Requests sent on this lane whose response body is still open (or not yet received).
     in_flight: Arc<AtomicUsize>,
+    /// A request on this lane was answered: its connection is in hyper's pool.
+    connected: AtomicBool,
+    /// Held by the request that goes alone until the lane is `connected`.
+    first: tokio::sync::Mutex<()>,
+}
+
+impl<C, B> Lane<C, B>
+where
+    C: Connect + Clone + Send + Sync + 'static,
+    B: Body + Send + 'static + Unpin,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    /// Sends `request`, alone while the lane has no connection yet (see the module docs).
+    async fn send(&self, request: Request<B>) -> Result<Response<Incoming>, Error> {
+        if !self.connected.load(Ordering::Acquire) {
+            let _alone = self.first.lock().await;
+            if !self.connected.load(Ordering::Acquire) {
+                let response = self.client.request(request).await;
+                // A failed first request leaves the next one to go alone in turn.
+                if response.is_ok() {
+                    self.connected.store(true, Ordering::Release);
+                }
+                return response;
+            }
+        }
+        self.client.request(request).await
+    }
 }
 
 impl<C, B> Lanes<C, B>
@@ -82,7 +116,7 @@ where
     }
 
     /// Takes a stream on the least busy lane that has one to spare, opening a lane if none has.
-    fn take_stream(&self) -> (Client<C, B>, Stream) {
+    fn take_stream(&self) -> (Arc<Lane<C, B>>, Stream) {
         let mut lanes = self
             .shared
             .lanes
@@ -97,6 +131,8 @@ where
             let lane = Arc::new(Lane {
                 client: self.shared.builder.build(self.shared.connector.clone()),
                 in_flight: Arc::new(AtomicUsize::new(0)),
+                connected: AtomicBool::new(false),
+                first: tokio::sync::Mutex::new(()),
             });
             lanes.push(lane.clone());
             lane
@@ -106,7 +142,7 @@ where
         let stream = Stream {
             in_flight: lane.in_flight.clone(),
         };
-        (lane.client.clone(), stream)
+        (lane, stream)
     }
 }
 
@@ -139,10 +175,9 @@ where
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let (client, stream) = self.take_stream();
-        let sent = client.request(request);
+        let (lane, stream) = self.take_stream();
         Box::pin(async move {
-            let response = sent.await?;
+            let response = lane.send(request).await?;
             Ok(response.map(|body| LaneBody {
                 body,
                 _stream: stream,

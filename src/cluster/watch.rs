@@ -265,9 +265,9 @@ mod tests {
     #[test]
     fn a_rejected_watch_refuses_streaming_lists_and_a_broken_one_does_not() {
         let rejected = |code| -> Result<Event<ConfigMap>, watcher::Error> {
-            Err(watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(
-                status(code, "BadRequest"),
-            ))))
+            Err(watcher::Error::WatchStartFailed(kube::Error::Api(
+                Box::new(status(code, "BadRequest")),
+            )))
         };
         assert!(refuses_streaming(&rejected(400), false));
         assert!(refuses_streaming(&rejected(422), true));

@@ -15,7 +15,7 @@ use nmo_envtest::{AuditLog, ControlPlane, Identity, NodeTemplate, Options, yaml_
 use nmo_sim::kubelet::remote::{NodeSet, RemoteKubelet};
 
 use super::error::BenchError;
-use super::process::OperatorProcess;
+use super::process::{self, OperatorProcess};
 use super::result::ScenarioResult;
 use super::scenario::BenchScenario;
 use crate::devtools::demo::requests::RequestTotals;
@@ -91,8 +91,11 @@ async fn measure(
 
     let kubeconfig = control_plane.kubeconfig_path(&operator_identity())?;
     let log = dir.join(format!("{}.nmo.log", scenario.name));
+    // Its metrics are served so that the connections its client opened can be read at the
+    // end: the audit log knows requests, not connections.
+    let metrics = process::free_local_addr();
     let mut operator =
-        OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, None, &log)?;
+        OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, metrics, &log)?;
     wait_watching(audit, &mut operator).await?;
 
     let (tracker, watch_task) = Tracker::start(admin.clone());
@@ -108,7 +111,13 @@ async fn measure(
     let wall = started.elapsed();
     tokio::time::sleep(SETTLE).await;
     let after = operator.usage()?;
-    let requests = RequestTotals::from_audit(&audit.requests()?);
+    let mut requests = RequestTotals::from_audit(&audit.requests()?);
+    if let Some(addr) = metrics {
+        // Over TLS the API server and nmo's client agree on HTTP/2 by ALPN: a handful of
+        // connections. A count near the number of watches would mean HTTP/1.1.
+        let opened = process::scrape_counter(addr, CONNECTIONS_OPENED).await;
+        requests.connections = opened.map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    }
     let state = tracker.snapshot();
     watch_task.abort();
     kubelet.stop();
@@ -151,6 +160,10 @@ async fn measure(
     result.backend = "real".into();
     Ok(result)
 }
+
+/// nmo's counter of the connections its kube client opened (`observability::api_metrics`); an
+/// older nmo binary (`--nmo`) has none, and 0 connections are reported.
+const CONNECTIONS_OPENED: &str = "nmo_kube_api_connections_opened_total";
 
 /// Waits until `nmo run` watches NodeMaintenances (its start-up is over), as the audit log
 /// shows it.
