@@ -69,7 +69,9 @@ pub struct EvictionArgs {
 pub struct EvictionState {
     cluster: Arc<dyn Cluster>,
     config: Arc<Config>,
-    held: HashMap<PodRef, Held>,
+    /// Boxed: the map's slots (up to twice the pods held) would each hold a ~0.3 KiB `Held`;
+    /// for the 15,000 pods of 500 drains that was 12 MiB of slots, boxed ~2 MiB plus the pods.
+    held: HashMap<PodRef, Box<Held>>,
     ready: VecDeque<PodRef>,
     gates: Gates,
     /// The `GateOpen` timer of each closed gate.
@@ -179,11 +181,11 @@ impl EvictionState {
         if self.gates.park_if_closed(&pod) {
             let mut held = Held::new(req, Where::Parked);
             held.seq = self.next_seq;
-            self.held.insert(pod, held);
+            self.held.insert(pod, Box::new(held));
         } else {
             let mut held = Held::new(req, Where::Ready);
             held.seq = self.next_seq;
-            self.held.insert(pod.clone(), held);
+            self.held.insert(pod.clone(), Box::new(held));
             if self.decide(myself, &pod) {
                 self.ready.push_back(pod);
             }

@@ -348,7 +348,7 @@ mod tests {
     fn pod(name: &str, app: &str) -> PodFacts {
         let mut info =
             PodInfo::test("shop", name).controlled_by("ReplicaSet", &format!("{app}-rs"));
-        info.labels = [("app".to_string(), app.to_string())].into();
+        info.labels = std::sync::Arc::new([("app".to_string(), app.to_string())].into());
         PodFacts {
             info,
             one_per_node: false,

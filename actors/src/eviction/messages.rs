@@ -1,7 +1,5 @@
 //! The eviction actor's messages, and what it reports back to an asker.
 
-use std::collections::BTreeMap;
-
 use ractor::{DerivedActorRef, RpcReplyPort};
 
 use crate::budget::BudgetChange;
@@ -65,7 +63,7 @@ pub struct EvictionRequest {
     /// the sender happened to be in).
     pub span: tracing::Span,
     /// The pod's labels: which budgets select it.
-    pub labels: BTreeMap<String, String>,
+    pub labels: crate::model::Labels,
     /// Running and Ready: its budget counts it as healthy.
     pub healthy: bool,
     /// Pending: the Eviction API deletes it without asking its budget.

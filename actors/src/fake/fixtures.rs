@@ -124,14 +124,14 @@ impl PodInfo {
             has_empty_dir: false,
             terminating: false,
             grace_period_seconds: Some(30),
-            labels: std::collections::BTreeMap::new(),
+            labels: crate::model::Labels::default(),
             ready: true,
         }
     }
 
     /// With label `key=value`.
     pub fn labelled(mut self, key: &str, value: &str) -> Self {
-        self.labels.insert(key.to_string(), value.to_string());
+        std::sync::Arc::make_mut(&mut self.labels).insert(key.to_string(), value.to_string());
         self
     }
 

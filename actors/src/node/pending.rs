@@ -3,8 +3,6 @@
 
 use std::fmt;
 
-use std::collections::BTreeMap;
-
 use crate::diagnosis::Blocker;
 use crate::eviction::EvictionReply;
 use crate::model::{PendingPodReason, PodPhase, PodRef, conditions};
@@ -18,7 +16,7 @@ pub(super) struct PendingPod {
     pub(super) action: PodAction,
     pub(super) grace: Option<i64>,
     /// Its labels (which budgets select it).
-    pub(super) labels: BTreeMap<String, String>,
+    pub(super) labels: crate::model::Labels,
     /// Counted as healthy by a budget (Running and Ready).
     pub(super) healthy: bool,
     /// Pending: the Eviction API deletes it without asking its budget.

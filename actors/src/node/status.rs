@@ -316,7 +316,7 @@ mod tests {
             uid: format!("uid-{name}"),
             action,
             grace: None,
-            labels: BTreeMap::new(),
+            labels: crate::model::Labels::default(),
             healthy: true,
             unstarted: false,
             controller: None,

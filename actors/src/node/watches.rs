@@ -61,23 +61,28 @@ impl Default for Watches {
     }
 }
 
-/// Forwards every item of `stream` as `to_msg` makes it, handing it to `keep` too (after the
-/// message is queued: whoever reads what `keep` kept acts after the actor saw it), then says
-/// the watch ended.
+/// Forwards every item of `stream` as `to_msg` makes it, handing a copy to `keep` too when
+/// `wanted` says it keeps it (after the message is queued: whoever reads what `keep` kept acts
+/// after the actor saw it), then says the watch ended. Only wanted items are copied: a pod list
+/// is copied once per pod watch, not once per change.
 fn forward<T: Clone + Send + 'static>(
     mut stream: BoxStream<'static, T>,
     actor: &ActorRef<NodeMsg>,
     to_msg: fn(T) -> NodeMsg,
     kind: WatchKind,
+    wanted: impl Fn() -> bool + Send + 'static,
     mut keep: impl FnMut(T) + Send + 'static,
 ) -> JoinHandle<()> {
     let actor = actor.clone();
     tokio::spawn(async move {
         while let Some(item) = stream.next().await {
-            if actor.cast(to_msg(item.clone())).is_err() {
+            let kept = wanted().then(|| item.clone());
+            if actor.cast(to_msg(item)).is_err() {
                 return;
             }
-            keep(item);
+            if let Some(kept) = kept {
+                keep(kept);
+            }
         }
         let _ = actor.cast(NodeMsg::WatchEnded(kind));
     })
@@ -99,6 +104,7 @@ impl Watches {
                 actor,
                 NodeMsg::NodeChanged,
                 WatchKind::Node,
+                || true,
                 move |node| {
                     seen.send_replace(Some(node));
                 },
@@ -118,11 +124,13 @@ impl Watches {
             self.pods_seen = None;
             let stream = cluster.watch_pods(node);
             let first = self.first_pods.clone();
+            let unset = self.first_pods.clone();
             self.pods.set(forward(
                 stream,
                 actor,
                 NodeMsg::PodsChanged,
                 WatchKind::Pods,
+                move || unset.borrow().is_none(),
                 move |pods| {
                     if first.borrow().is_none() {
                         first.send_replace(Some(pods));
