@@ -8,7 +8,9 @@ use nmo_sim::{Query, Scenario};
 
 use nmo_actors::config::defaults::LEASE_NAMESPACE;
 
-use crate::support::{OPERATOR_AGENT, TestEnv, eventually};
+use crate::support::{
+    Backend, OPERATOR_AGENT, TestEnv, both_backends, eventually, request_counts_since,
+};
 
 /// Simulator only: counts nmo's requests (the simulator's accounting; the benchmark counts
 /// them on the real API server from its audit log).
@@ -110,10 +112,9 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
     env.stop_operator().await.expect("clean stop");
 }
 
-/// Simulator only: injects the 429 (fault injection).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_undo_costs_five_requests_and_reads_nothing() {
-    let mut env = TestEnv::builder()
+/// Counted by the simulator, or on the real API server from its audit log.
+async fn an_undo_costs_five_requests_and_reads_nothing(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 3).pdb(None))
         .namespace(LEASE_NAMESPACE)
         .start()
@@ -121,36 +122,36 @@ async fn an_undo_costs_five_requests_and_reads_nothing() {
     env.create_maintenance("nm-0", "node-0").await;
     env.wait_phase("nm-0", "Succeeded").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let sim = env.sim();
-    sim.accounting().reset();
+    let before = env.operator_request_counts();
 
     env.delete_maintenance("nm-0").await;
     env.wait_gone("nm-0").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let ours = |query: Query| sim.requests(&query.user_agent(OPERATOR_AGENT));
-    let report: Vec<String> = sim
-        .accounting()
-        .snapshot()
-        .into_iter()
-        .filter(|(key, _)| key.user_agent == OPERATOR_AGENT)
-        .map(|(key, count)| format!("{count} {} {}/{}", key.verb, key.resource, key.subresource))
-        .collect();
-    eprintln!("nmo's requests for one undo:\n{}", report.join("\n"));
+    let undo = request_counts_since(&before, &env.operator_request_counts());
+    let count = |resource: &str, verb: &str| -> u64 {
+        undo.iter()
+            .filter(|((_, r, v), _)| r == resource && v == verb)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    eprintln!("nmo's requests for one undo: {undo:?}");
     for resource in ["nodes", "leases", "nodemaintenances"] {
         assert_eq!(
-            ours(Query::all().verb("get").resource(resource)),
+            count(resource, "get"),
             0,
-            "the undo reads no {resource}: {report:?}"
+            "the undo reads no {resource}: {undo:?}"
         );
     }
     // The node patch, its Uncordon event, the lease's conditional delete, the finalizer
     // patch and the Removed event.
-    assert_eq!(ours(Query::all().verb("delete").resource("leases")), 1);
-    assert!(ours(Query::all()) <= 5, "{report:?}");
+    assert_eq!(count("leases", "delete"), 1);
+    assert!(undo.values().sum::<u64>() <= 5, "{undo:?}");
     assert!(env.lease("node-0").await.is_none(), "the lease is released");
     env.stop_operator().await.expect("clean stop");
 }
+
+both_backends!(an_undo_costs_five_requests_and_reads_nothing);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_eviction_reaches_nmo_at_once_not_after_client_retries() {

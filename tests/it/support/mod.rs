@@ -71,7 +71,7 @@ pub mod real;
 mod waits;
 
 pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE};
-pub use env::{TestEnv, TestEnvBuilder};
+pub use env::{TestEnv, TestEnvBuilder, request_counts_since};
 pub use nmo_envtest::testing::eventually;
 pub use objects::taint_keys;
 pub use operator::{Operator, test_options};
