@@ -290,7 +290,7 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
             .is_some_and(|volumes| volumes.iter().any(|v| v.empty_dir.is_some())),
         terminating: meta.deletion_timestamp.is_some(),
         grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
-        labels: meta.labels.clone().unwrap_or_default().into(),
+        labels: super::shared_labels::shared(meta.labels.as_ref()),
         ready: pod_condition(pod, "Ready").is_some_and(|c| c.status == "True"),
     }
 }

@@ -16,6 +16,7 @@ mod daemonsets;
 mod errors;
 mod node_patch;
 pub mod node_summaries;
+mod shared_labels;
 mod slim_pod;
 mod watch;
 

@@ -190,7 +190,7 @@ pub fn pod_info(pod: &SlimPod) -> PodInfo {
             .is_some_and(|volumes| volumes.iter().any(|v| v.empty_dir.is_some())),
         terminating: meta.deletion_timestamp.is_some(),
         grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
-        labels: meta.labels.clone().unwrap_or_default().into(),
+        labels: super::shared_labels::shared(meta.labels.as_ref()),
         ready: status
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|conditions| {
