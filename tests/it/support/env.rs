@@ -33,7 +33,7 @@ pub struct TestEnv {
     operator_namespace: String,
     backend: Backend,
     // Last: the cluster goes after the operator and the clients.
-    cluster: Cluster,
+    pub(super) cluster: Cluster,
 }
 
 /// Where the operators of an environment run.

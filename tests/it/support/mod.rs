@@ -59,6 +59,7 @@
 //! - `env`: [`TestEnv`] and its builder; starting, stopping and killing nmo.
 //! - `objects`: reading objects as stored and changing them as an admin would.
 //! - `waits`: waiting for a phase, for a maintenance to be gone, for a blocked drain.
+//! - `requests`: counting nmo's requests on either backend (accounting or audit log).
 //! - `operator`: running nmo in-process, on its own runtime (killable like a crashed process)
 //!   or on the test's.
 
@@ -68,6 +69,7 @@ mod names;
 mod objects;
 mod operator;
 pub mod real;
+mod requests;
 mod waits;
 
 pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE};

@@ -131,8 +131,8 @@ async fn set_up(control_plane: &'static ControlPlane) -> Result<(), String> {
 /// A test's share of the real control plane; gives the turn back when dropped.
 pub struct RealCluster {
     names: Names,
-    /// Where the audit log stood when the test began.
-    audit_mark: u64,
+    /// Where the audit log stood when the test began (or last forgot nmo's requests).
+    audit_mark: AtomicU64,
     /// Stopped when the test's share is dropped.
     _kubelet: KubeletThread,
     // Last: the turn goes back once the kubelet has stopped.
@@ -208,7 +208,7 @@ impl RealCluster {
         RealStart {
             cluster: RealCluster {
                 names,
-                audit_mark,
+                audit_mark: AtomicU64::new(audit_mark),
                 _kubelet: kubelet,
                 _turn: turn,
             },
@@ -230,10 +230,18 @@ impl RealCluster {
         audit()
             .and_then(|audit| {
                 audit
-                    .requests_since(self.audit_mark)
+                    .requests_since(self.audit_mark.load(Ordering::Relaxed))
                     .map_err(|error| error.to_string())
             })
             .unwrap_or_else(|error| panic!("reading the audit log: {error}"))
+    }
+
+    /// Forgets nmo's requests so far: [`RealCluster::operator_requests`] reads only what
+    /// follows.
+    pub fn forget_operator_requests(&self) {
+        if let Ok(audit) = audit() {
+            self.audit_mark.store(audit.mark(), Ordering::Relaxed);
+        }
     }
 }
 
