@@ -1,4 +1,5 @@
-//! What a maintenance costs the API server, counted by the simulator for nmo's client alone.
+//! What a maintenance costs the API server, counted for nmo's client alone: by the simulator's
+//! accounting, or the real API server's audit log.
 
 use std::time::Duration;
 
@@ -6,20 +7,16 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
 use nmo_sim::{Query, Scenario};
 
-use crate::support::{OPERATOR_AGENT, TestEnv, eventually};
+use crate::support::{Backend, TestEnv, both_backends, eventually};
 
-/// Simulator only: counts nmo's requests (the simulator's accounting; the benchmark counts
-/// them on the real API server from its audit log).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
-    let mut env = TestEnv::builder()
+async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(3, 10).pdb(None))
         .start()
         .await;
-    let sim = env.sim();
     // Let the operator's start-up (the NodeMaintenance watch) settle before counting.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    sim.accounting().reset();
+    env.forget_operator_requests();
 
     env.create_maintenance("nm-0", "node-0").await;
     eventually(
@@ -31,21 +28,10 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
     // Anything still to come from this maintenance (a last status write, say) is counted too.
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let ours = |query: Query| sim.requests(&query.user_agent(OPERATOR_AGENT));
+    let ours = |query: Query| env.count_operator_requests(&query);
     let evictions = ours(Query::all().resource("pods").subresource("eviction"));
     let total = ours(Query::all());
-    let report: Vec<String> = sim
-        .accounting()
-        .snapshot()
-        .into_iter()
-        .filter(|(key, _)| key.user_agent == OPERATOR_AGENT)
-        .map(|(key, count)| {
-            format!(
-                "{count} {} {}/{} {}",
-                key.verb, key.group, key.resource, key.subresource
-            )
-        })
-        .collect();
+    let report = env.operator_requests_report();
     eprintln!(
         "nmo's requests for one 10-pod drain ({total}):\n{}",
         report.join("\n")
@@ -93,6 +79,7 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests() {
     );
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests);
 
 /// Simulator only: injects the 429 (fault injection).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
