@@ -15,7 +15,8 @@
 //!   collides with it.
 //! - Clean-up: when a test takes its turn, what earlier tests left is swept away (their
 //!   NodeMaintenances with their finalizers, nodes, namespaces with their pods, node leases,
-//!   the leader lease), so a test that failed midway harms no other.
+//!   nmo's own workload in `nmo-system`, the leader lease), so a test that failed midway
+//!   harms no other.
 //! - Processes: the control plane is stopped when the binary ends, however it ends (panic,
 //!   kill -9): nmo-envtest's wrappers kill each component when the test process goes.
 
@@ -24,8 +25,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use nmo::crd::NodeMaintenance;
 use nmo_envtest::audit::Request;
@@ -293,7 +296,7 @@ async fn best_effort<T>(what: String, call: impl Future<Output = Result<T, kube:
 
 /// Removes what earlier tests left: their NodeMaintenances (finalizers dropped: no operator
 /// will undo them), namespaces (their pods deleted at once, as no kubelet finishes them),
-/// nodes, node leases, and nmo's leader lease.
+/// nodes, node leases, nmo's workload in its namespace, and nmo's leader lease.
 async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
     let maintenances: Api<NodeMaintenance> = Api::all(admin.clone());
     if let Ok(list) = maintenances.list(&ListParams::default()).await {
@@ -368,6 +371,7 @@ async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
             }
         }
     }
+    sweep_operator_workload(admin).await;
     for namespace in [OPERATOR_NAMESPACE, "default"] {
         let leases: Api<Lease> = Api::namespaced(admin.clone(), namespace);
         best_effort(
@@ -376,6 +380,37 @@ async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
         )
         .await;
     }
+}
+
+/// Removes nmo's own workload from its shared namespace, as a test that installs nmo's
+/// Deployment leaves it (self_placement: its ReplicaSet, its pods, its budget): nothing else
+/// runs there on the real backend, where nmo runs in-process.
+async fn sweep_operator_workload(admin: &kube::Client) {
+    let everything = ListParams::default();
+    let replicasets: Api<ReplicaSet> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);
+    best_effort(
+        format!("deleting the ReplicaSets of {OPERATOR_NAMESPACE}"),
+        replicasets.delete_collection(&DeleteParams::default(), &everything),
+    )
+    .await;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);
+    best_effort(
+        format!("deleting the PodDisruptionBudgets of {OPERATOR_NAMESPACE}"),
+        budgets.delete_collection(&DeleteParams::default(), &everything),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);
+    best_effort(
+        format!("deleting the pods of {OPERATOR_NAMESPACE}"),
+        pods.delete_collection(
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::default()
+            },
+            &everything,
+        ),
+    )
+    .await;
 }
 
 /// The kubelet stand-in on a thread and runtime of its own (the test's runtime may be busy
