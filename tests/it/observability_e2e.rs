@@ -1,4 +1,4 @@
-//! nmo end to end against the simulated API server, observed from outside: the traces it
+//! nmo end to end on both backends, observed from outside: the traces it
 //! exports over OTLP/gRPC, `/metrics`, and the probes, for one drain held up by a
 //! PodDisruptionBudget (watched: no eviction is even tried while it allows none, and the
 //! blocked-drain metrics say since when and why) and the end of that maintenance.
@@ -13,7 +13,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use crate::metrics::{sample, value};
 use crate::obs_support::http_get;
 use crate::otlp_receiver::Receiver;
-use crate::support::{TestEnv, eventually};
+use crate::support::{Backend, TestEnv, both_backends, eventually};
 use crate::traces::{Expected, check_trace_shape, flush, provider_for};
 
 const NM: &str = "nm-e2e";
@@ -44,10 +44,10 @@ async fn try_get(address: std::net::SocketAddr, path: &str) -> Option<(u16, Stri
     Some(http_get(address, path).await)
 }
 
-// current_thread: simulator, operator and receiver share this thread, so the scoped subscriber
-// sees every span nmo makes (the batch exporter has a thread of its own).
-#[tokio::test]
-async fn a_drain_on_the_simulator_is_traced_metered_and_probed() {
+// current_thread: the simulator or the test's clients, the operator and the receiver share
+// this thread, so the scoped subscriber sees every span nmo makes (the batch exporter has a
+// thread of its own; a real backend's control plane and kubelet stand-in have their own).
+async fn a_drain_is_traced_metered_and_probed(backend: Backend) {
     let receiver = Receiver::start().await;
     let provider = provider_for(&receiver);
     let subscriber = tracing_subscriber::registry().with(telemetry::otel_layer(&provider));
@@ -61,7 +61,7 @@ async fn a_drain_on_the_simulator_is_traced_metered_and_probed() {
         ..OperatorOptions::default()
     };
     // Two plain nodes, plus a pod on node-0 that a budget protects completely.
-    let mut env = TestEnv::builder()
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 4).pdb(None))
         .namespace(NS)
         .pod(NS, POD, NODE, "db")
@@ -80,8 +80,10 @@ async fn a_drain_on_the_simulator_is_traced_metered_and_probed() {
 
     env.create_maintenance(NM, NODE).await;
     let refused = "nmo_evictions_total{result=\"blocked_by_pdb\"}";
+    // The maintenance, its node and the budget's namespace as the cluster names them.
+    let (nm, node, ns) = (env.name(NM), env.name(NODE), env.ns(NS));
     let since = format!(
-        "nmo_maintenance_blocked_since_seconds{{nodemaintenance=\"{NM}\",node=\"{NODE}\"}}"
+        "nmo_maintenance_blocked_since_seconds{{nodemaintenance=\"{nm}\",node=\"{node}\"}}"
     );
     eventually(
         "the metrics to show the drain blocked",
@@ -111,10 +113,8 @@ async fn a_drain_on_the_simulator_is_traced_metered_and_probed() {
         "no more calls while it allows none: {later}"
     );
     env.relax_pdb(NS, PDB, 0).await;
-    eventually("phase Succeeded", Duration::from_secs(10), async || {
-        env.phase(NM).await.as_deref() == Some("Succeeded")
-    })
-    .await;
+    // As long as any maintenance may take (a real cluster's controllers take their time).
+    env.wait_phase(NM, "Succeeded").await;
 
     let (status, text) = http_get(metrics_at, "/metrics").await;
     assert_eq!(status, 200);
@@ -124,10 +124,10 @@ async fn a_drain_on_the_simulator_is_traced_metered_and_probed() {
         sample(&text, &since).is_none(),
         "absent once drained: {text}"
     );
-    let nm = env.maintenance(NM).await.unwrap();
+    let stored = env.maintenance(NM).await.unwrap();
     assert_eq!(
         Some(evicted),
-        nm["status"]["evictionPods"].as_f64(),
+        stored["status"]["evictionPods"].as_f64(),
         "every pod the drain removed was evicted: {text}"
     );
     assert_eq!(value(&text, "nmo_maintenances{phase=\"Succeeded\"}"), 1.0);
@@ -165,12 +165,7 @@ async fn a_drain_on_the_simulator_is_traced_metered_and_probed() {
     assert!(api_calls("patch", "nodes", "200") >= 1.0, "{text}");
 
     env.delete_maintenance(NM).await;
-    eventually(
-        "the NodeMaintenance to be gone",
-        Duration::from_secs(10),
-        async || env.maintenance(NM).await.is_none(),
-    )
-    .await;
+    env.wait_gone(NM).await;
     let (_, text) = http_get(metrics_at, "/metrics").await;
     assert_eq!(value(&text, "nmo_maintenances{phase=\"Succeeded\"}"), 0.0);
 
@@ -180,10 +175,10 @@ async fn a_drain_on_the_simulator_is_traced_metered_and_probed() {
     let pods = check_trace_shape(
         &receiver.spans(),
         &Expected {
-            maintenance: NM,
-            node: NODE,
+            maintenance: &nm,
+            node: &node,
             reason: "end-to-end test",
-            blocked: (POD, NS),
+            blocked: (POD, &ns),
             pdb: PDB,
             eviction_calls: whole(evicted + blocked),
             min_refusals: 0,
@@ -192,3 +187,4 @@ async fn a_drain_on_the_simulator_is_traced_metered_and_probed() {
     assert_eq!(pods.len() as f64, evicted);
     let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
 }
+both_backends!(current_thread: a_drain_is_traced_metered_and_probed);

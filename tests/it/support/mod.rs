@@ -79,8 +79,26 @@ pub use objects::taint_keys;
 pub use operator::{Operator, test_options};
 
 /// Instantiates each test body `async fn name(backend: Backend)` twice: as `name::sim` on the
-/// simulator and `name::real` on the real API server (see the module docs).
+/// simulator and `name::real` on the real API server (see the module docs). On a
+/// multi-threaded runtime; `both_backends!(current_thread: name)` runs them on one thread, for a
+/// test whose thread-local tracing subscriber must see every span of an nmo running on the
+/// test's runtime.
 macro_rules! both_backends {
+    (current_thread: $($test:ident),+ $(,)?) => {
+        $(
+            mod $test {
+                #[tokio::test(flavor = "current_thread")]
+                async fn sim() {
+                    super::$test($crate::support::Backend::Sim).await;
+                }
+
+                #[tokio::test(flavor = "current_thread")]
+                async fn real() {
+                    super::$test($crate::support::Backend::Real).await;
+                }
+            }
+        )+
+    };
     ($($test:ident),+ $(,)?) => {
         $(
             mod $test {
