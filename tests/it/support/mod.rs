@@ -7,8 +7,10 @@
 //! tests taking turns, a kubelet stand-in playing the kubelet, nmo as its ServiceAccount under
 //! deploy/base's RBAC). A test reads and changes the cluster only through the environment's
 //! kube clients (`objects`), waits with the one [`eventually`] (`waits` has the common ones),
-//! and reaches what only the simulator can do (fault injection, request accounting, RBAC
-//! denials) through [`TestEnv::sim`]: a test that calls it is simulator-only.
+//! counts nmo's requests with [`TestEnv::count_operator_requests`] (the simulator's accounting
+//! or the real API server's audit log), and reaches what only the simulator can do (fault
+//! injection, RBAC denials of a custom rule set, a status no controller overwrites) through
+//! [`TestEnv::sim`]: a test that calls it is simulator-only.
 //!
 //! # Writing a test for both backends
 //! Write the body once as a function of the backend, then instantiate it with
@@ -45,8 +47,9 @@
 //!   do not tolerate a `NoExecute` taint; the scheduler places replacements anywhere they fit;
 //!   the garbage collector deletes dependents of a deleted owner. Assert what a real cluster
 //!   guarantees, not what the simulator happens to do.
-//! - A test that needs `env.sim()` (faults, request counts, RBAC denials of a custom rule set)
-//!   stays a plain `#[tokio::test]` on the simulator, with a comment saying so.
+//! - A test that needs `env.sim()` (faults, RBAC denials of a custom rule set) stays a plain
+//!   `#[tokio::test]` on the simulator, with a comment saying so. Request counts are not a
+//!   reason: `env.count_operator_requests` counts on both.
 //!
 //! The real backend fails a test with a clear message when its binaries are missing (which,
 //! and how to get them: `export KUBEBUILDER_ASSETS=$(../shared/k8s/assets)`). Nothing it
