@@ -21,6 +21,7 @@
 //! Askers get their answers as [`EvictionReport`]s through the `reply_to` of their request: the
 //! eviction actor knows nothing else about them.
 
+mod answers;
 pub(crate) mod backoff;
 mod bucket;
 mod budget_flow;
@@ -43,13 +44,13 @@ pub use messages::{EvictionMsg, EvictionReply, EvictionReport, EvictionRequest, 
 use crate::config::Config;
 use crate::model::PodRef;
 use crate::observe::EvictionResult;
-use crate::ports::{Cluster, ClusterError, EvictionOutcome};
+use crate::ports::Cluster;
 use crate::task::{TaskSet, TaskSlot};
 use backoff::{Throttle, backoff};
 use bucket::TokenBucket;
 use budgets::BudgetGates;
 use diagnoses::Diagnoses;
-use gate::{Accepted, Gates};
+use gate::Gates;
 use held::{Held, Where};
 
 /// The eviction actor.
@@ -92,10 +93,6 @@ pub struct EvictionState {
     expire_timer: TaskSlot,
     /// Arrival counter of requests.
     next_seq: u64,
-}
-
-fn duration_ms(delay: Duration) -> u64 {
-    u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl EvictionState {
@@ -208,166 +205,6 @@ impl EvictionState {
             self.ready.push_front(pod);
         }
         self.pump(myself);
-    }
-
-    /// `pod` is evicted or gone: the budget that refused it before accepts again.
-    fn budget_accepted(&mut self, myself: &ActorRef<EvictionMsg>, pod: &PodRef) {
-        match self.gates.accepted(pod) {
-            Accepted::NoGate => {}
-            Accepted::Released(key) => {
-                self.gate_timers.remove(&key);
-            }
-            Accepted::Reopened(key) => {
-                if let Some(timer) = self.gate_timers.get_mut(&key) {
-                    timer.clear();
-                }
-                self.open_gate(myself, &key);
-            }
-        }
-    }
-
-    fn done(
-        &mut self,
-        myself: &ActorRef<EvictionMsg>,
-        pod: PodRef,
-        result: Result<EvictionOutcome, ClusterError>,
-    ) {
-        self.in_flight = self.in_flight.saturating_sub(1);
-        // Only the request whose call this was: one cancelled while its call was out may have
-        // been made again meanwhile, and that one waits for a call of its own.
-        let mut held = match self.held.get(&pod) {
-            Some(h) if h.at == Where::InFlight => self.held.remove(&pod),
-            _ => None,
-        };
-        let (counted, status) = outcome::classify(&result);
-        self.config.observer.eviction(counted);
-        // The attempt's span ends once the last handle is gone: take ours out of the request.
-        let span = held
-            .as_mut()
-            .and_then(|h| h.attempt_span.take())
-            .unwrap_or_else(tracing::Span::none);
-        span.record("nmo.outcome", counted.as_str());
-        if let Some(status) = status {
-            span.record("http.response.status_code", status);
-        }
-        let now = Instant::now();
-        match &result {
-            Ok(EvictionOutcome::Evicted) => self.budgets.answered(&pod, true, now),
-            // Throttled: not answered, the pod keeps its place; a 429 of its budget is handled
-            // below; anything else did not count against the budget.
-            Ok(EvictionOutcome::Throttled { .. } | EvictionOutcome::BlockedByPdb { .. }) => {}
-            // The call may or may not have reached the API: counted until the TTL.
-            Err(_) => self.budgets.answered(&pod, true, now),
-            Ok(_) => self.budgets.answered(&pod, false, now),
-        }
-        if matches!(&result, Ok(EvictionOutcome::Evicted) | Err(_)) {
-            self.schedule_expiry(myself);
-        }
-        match result {
-            Ok(EvictionOutcome::Evicted | EvictionOutcome::NotFound) => {
-                self.budget_accepted(myself, &pod);
-                self.throttle.passed();
-                if let Some(h) = held {
-                    h.reply(EvictionReply::Done);
-                }
-            }
-            Ok(EvictionOutcome::BlockedByPdb {
-                pdb,
-                message,
-                retry_after,
-            }) => {
-                self.stats.blocked += 1;
-                // Refused although the watched status allowed: the status is behind, the
-                // budget takes the 429 path until its status changes.
-                self.budgets.refused(&pod);
-                let backoff = self.backoff(retry_after);
-                let (key, delay) =
-                    self.gates
-                        .refused(&pod, pdb.as_deref(), Instant::now(), backoff);
-                if let Some(delay) = delay {
-                    let gate = key.clone();
-                    self.gate_timers
-                        .entry(key.clone())
-                        .or_default()
-                        .set(myself.send_after(delay, move || EvictionMsg::GateOpen(gate)));
-                }
-                if let Some(name) = &pdb {
-                    span.record("nmo.pdb", name.as_str());
-                }
-                if let Some(delay) = delay {
-                    span.record("nmo.backoff_ms", duration_ms(delay));
-                }
-                span.in_scope(|| tracing::info!(refusal = %message, "blocked by a PodDisruptionBudget, waiting for its backoff"));
-                if let Some(mut h) = held {
-                    let blocker = self.blocker_for(&key);
-                    h.tell_blocked(EvictionReply::Blocked {
-                        pdb,
-                        message,
-                        blocker,
-                    });
-                    let sent_at_change = h.sent_at_change;
-                    h.at = Where::Parked;
-                    self.gates.park(&key, pod.clone());
-                    self.held.insert(pod, h);
-                    self.note_blocked(myself, &key);
-                    if self.budgets.changed_since(&key, sent_at_change) {
-                        // The budget's status changed while the call was out (a real API
-                        // server's controller writes it a moment after the spec changed): the
-                        // refusal judged the old one. Decide on the new status now, as had it
-                        // come after the refusal, rather than after the refusal's backoff.
-                        self.status_changed_under(myself, &key);
-                    }
-                }
-            }
-            Ok(EvictionOutcome::Throttled { retry_after }) => {
-                self.stats.throttled += 1;
-                let backoff = self.backoff(retry_after);
-                let delay = self.throttle.throttled(Instant::now(), backoff);
-                if let Some(delay) = delay {
-                    span.record("nmo.backoff_ms", duration_ms(delay));
-                }
-                span.in_scope(|| {
-                    tracing::info!("throttled by the API server, pausing every eviction")
-                });
-                if let Some(mut h) = held {
-                    h.at = Where::Ready;
-                    self.held.insert(pod.clone(), h);
-                    self.ready.push_front(pod);
-                }
-            }
-            Ok(EvictionOutcome::TooManyPdbs { message }) => {
-                if let Some(h) = held {
-                    h.reply(EvictionReply::TooManyPdbs { message });
-                }
-                self.forget(&pod);
-            }
-            Ok(EvictionOutcome::NamespaceTerminating) => {
-                if let Some(h) = held {
-                    h.reply(EvictionReply::NamespaceTerminating);
-                }
-                self.forget(&pod);
-            }
-            Err(err) => {
-                span.record("otel.status_code", "ERROR");
-                span.in_scope(|| tracing::warn!(error = %err, "eviction failed"));
-                if let Some(h) = held {
-                    h.reply(EvictionReply::Failed(err.to_string()));
-                }
-                self.forget(&pod);
-            }
-        }
-        self.pump(myself);
-    }
-
-    /// `pod`'s request ended without an eviction: unless it was asked again meanwhile, its
-    /// budget gate need not remember it.
-    fn forget(&mut self, pod: &PodRef) {
-        if self.held.contains_key(pod) {
-            return;
-        }
-        if let Some(key) = self.gates.forget(pod) {
-            self.gate_timers.remove(&key);
-        }
     }
 
     fn cancel(&mut self, maintenance: &str) {

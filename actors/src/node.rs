@@ -26,6 +26,7 @@ mod drain;
 mod drain_policy;
 mod errors;
 mod lease;
+mod lease_transitions;
 mod messages;
 pub(crate) mod ops;
 mod pending;

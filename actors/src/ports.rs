@@ -1,5 +1,5 @@
 //! The port to Kubernetes: every operation the actors need, in domain types. The root crate
-//! implements it for `kube::Client`; [`crate::fake`] implements it in memory for tests.
+//! implements it for `kube::Client`; `crate::fake` (feature `fake`) implements it in memory for tests.
 
 use std::time::Duration;
 

@@ -7,6 +7,7 @@
 //! never touches the node, and deleting it only removes its finalizer.
 
 mod duplicate;
+mod duplicates;
 mod fleet;
 mod messages;
 mod queue;

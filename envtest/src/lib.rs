@@ -109,6 +109,7 @@ mod process;
 mod procfs;
 mod rundir;
 mod shared;
+pub mod testing;
 
 pub use assets::{ASSETS_VAR, assets_dir, script_candidates};
 pub use audit::AuditLog;

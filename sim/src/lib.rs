@@ -129,7 +129,6 @@ mod simulator;
 pub mod store;
 pub mod strategy;
 pub mod table;
-pub mod testing;
 pub mod validation;
 pub mod watch;
 mod workloads;

@@ -10,22 +10,24 @@
 //! predicted to block, [`EXIT_BLOCKED`] when something will, [`EXIT_ERROR`] when no plan
 //! could be made (and clap's 2 for a bad command line).
 //!
-//! - `snapshot`: the reads; `analysis` (with `budgets`): the plan, a pure function of them;
-//!   `model`: both sides' types; `render`: table and JSON.
+//! - `snapshot`: the reads; `analysis`: the plan, a pure function of them (budgets are read
+//!   as the drain reads them, with `nmo_actors::budget`); `model`: both sides' types;
+//!   `render`: table and JSON; `error`: why no plan could be made.
 
 mod analysis;
+mod error;
 pub mod model;
 mod render;
 mod snapshot;
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 pub use analysis::analyse;
+pub use error::PlanError;
 pub use model::{Blocker, Plan, PlanInput};
 pub use snapshot::{PlanRequest, read};
 
@@ -64,46 +66,6 @@ pub struct PlanArgs {
     /// The kubeconfig context to use (default: its current context).
     #[arg(long)]
     pub context: Option<String>,
-}
-
-/// Why no plan could be made.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    /// Neither a node nor a selector matching one.
-    #[error("no node to plan for: name at least one node, or give a --selector that matches some")]
-    NoNodes,
-    /// The kubeconfig could not be read or used.
-    #[error("cannot use the kubeconfig: {0}")]
-    Kubeconfig(#[from] kube::config::KubeconfigError),
-    /// No cluster configuration was found.
-    #[error("cannot find a cluster configuration: {0}")]
-    InferConfig(#[from] kube::config::InferConfigError),
-    /// The client could not be built.
-    #[error("cannot build a client: {0}")]
-    Client(#[source] kube::Error),
-    /// A read failed.
-    #[error("cannot {what}: {source}")]
-    Read {
-        /// What was read.
-        what: String,
-        /// Why it failed.
-        #[source]
-        source: kube::Error,
-    },
-    /// A read took too long.
-    #[error("cannot {what}: no answer within {after:?}")]
-    Timeout {
-        /// What was read.
-        what: String,
-        /// The deadline.
-        after: Duration,
-    },
-    /// The JSON output could not be made.
-    #[error("cannot write JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    /// Standard output could not be written.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
 }
 
 /// Reads the cluster and makes the plan for `request`.

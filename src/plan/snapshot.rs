@@ -19,7 +19,7 @@ use nmo_actors::plan::daemonset_of;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
-use super::PlanError;
+use super::error::PlanError;
 use super::model::{NodeFacts, PlanInput, PodFacts};
 use crate::cluster::convert::pod_info;
 use crate::cluster::node_summaries::SlimStatus;

@@ -14,6 +14,8 @@ use nmo_actors::observe::Observer;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
+use crate::support::eventually;
+
 pub const NODE: &str = "worker-1";
 pub const NS: &str = "app";
 pub const PDB: &str = "db";
@@ -59,13 +61,8 @@ pub fn cluster_with_guarded_pod() -> FakeCluster {
     cluster
 }
 
-/// Waits until `cond` holds; panics naming `what` after 10 s.
-pub async fn eventually(what: &str, cond: impl FnMut() -> bool) {
-    assert!(
-        nmo_actors::fake::eventually(Duration::from_secs(10), cond).await,
-        "timed out waiting for {what}"
-    );
-}
+/// How long the observability tests wait for what the actors do on the fake cluster.
+pub const WAIT: Duration = Duration::from_secs(10);
 
 /// Evictions of the blocked pod attempted so far.
 pub fn blocked_attempts(cluster: &FakeCluster) -> usize {
@@ -76,12 +73,12 @@ pub fn blocked_attempts(cluster: &FakeCluster) -> usize {
 /// then opens; returns once the maintenance Succeeded.
 pub async fn drain_through_the_budget(cluster: &FakeCluster, name: &str) {
     cluster.create_maintenance(name, NODE, Utc::now());
-    eventually("the budget to refuse evictions", || {
+    eventually("the budget to refuse evictions", WAIT, async || {
         blocked_attempts(cluster) >= REFUSALS
     })
     .await;
     cluster.set_pdb_allowed(NS, PDB, 1);
-    eventually("phase Succeeded", || {
+    eventually("phase Succeeded", WAIT, async || {
         cluster.status(name).phase == Some(Phase::Succeeded)
     })
     .await;
@@ -90,7 +87,7 @@ pub async fn drain_through_the_budget(cluster: &FakeCluster, name: &str) {
 /// Deletes the NodeMaintenance and waits until its finalizer is released (undo done).
 pub async fn end_maintenance(cluster: &FakeCluster, name: &str) {
     cluster.delete_maintenance(name);
-    eventually("the NodeMaintenance to be gone", || {
+    eventually("the NodeMaintenance to be gone", WAIT, async || {
         cluster.maintenance(name).is_none()
     })
     .await;

@@ -15,10 +15,11 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::obs_support::{
-    BLOCKED, FakeOperator, NODE, NS, PDB, PODS, REFUSALS, blocked_attempts,
-    cluster_with_guarded_pod, drain_through_the_budget, end_maintenance, eventually,
+    BLOCKED, FakeOperator, NODE, NS, PDB, PODS, REFUSALS, WAIT, blocked_attempts,
+    cluster_with_guarded_pod, drain_through_the_budget, end_maintenance,
 };
 use crate::otlp_receiver::{ReceivedSpan, Receiver};
+use crate::support::eventually;
 
 const NM: &str = "nm-traced";
 
@@ -326,7 +327,7 @@ async fn a_drain_is_one_trace_ended_at_success_and_what_follows_linked_traces() 
     let mut node = cluster.node(NODE).expect("the node");
     node.unschedulable = false;
     cluster.set_node(node);
-    eventually("the node to be cordoned again", || {
+    eventually("the node to be cordoned again", WAIT, async || {
         cluster.node(NODE).is_some_and(|n| n.unschedulable)
     })
     .await;

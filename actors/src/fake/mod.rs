@@ -9,6 +9,7 @@
 mod cluster;
 mod fixtures;
 mod harness;
+mod objects;
 mod port;
 
 pub use cluster::{FakeCluster, MaintenanceChange};

@@ -1,5 +1,8 @@
 //! `impl Cluster for FakeCluster`: every call is recorded, a scripted error is returned first,
 //! then the in-memory objects are read or changed the way the API server would.
+//!
+//! (Over 400 lines because it is one `impl Cluster` block, which Rust keeps in one file: one
+//! short method per port call, each mirroring the kube adapter's.)
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -8,7 +11,8 @@ use async_trait::async_trait;
 use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::mpsc;
 
-use super::cluster::{FakeCluster, Pdb};
+use super::cluster::FakeCluster;
+use super::objects::Pdb;
 use crate::budget::BudgetPod;
 use crate::budget::{BudgetChange, LabelSelector};
 use crate::model::{

@@ -1,15 +1,13 @@
 //! What each message does to a node actor: decide (see [`super::decide`]), then act through the
-//! primitives of [`super::state`].
-
-use std::time::Duration;
+//! primitives of [`super::state`]. (The lease's messages are in `lease_transitions`.)
 
 use ractor::ActorRef;
 
 use super::decide::{self, AfterReconcile, OnUpdate};
 use super::drain::Drain;
-use super::errors::{LeaseError, LeaseLost, UndoError};
+use super::errors::UndoError;
 use super::messages::{NodeMsg, WatchKind};
-use super::ops::{self, DrainPass, Reconciled};
+use super::ops::{DrainPass, Reconciled};
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
 use super::status;
@@ -17,14 +15,9 @@ use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
 use crate::model::{
     EventType, Lease, Maintenance, MaintenanceStatus, NodeState, Phase, PodInfo, reasons,
 };
-use crate::observe::LeaseOp;
 use crate::plan;
 use crate::ports::ClusterError;
 use crate::stop::StopReason;
-
-/// What `lastError` adds while evictions pause for the node lease.
-const EVICTIONS_PAUSED: &str =
-    "the node lease is about to expire: evictions paused until it is renewed";
 
 impl NodeActorState {
     /// The NodeMaintenance changed.
@@ -77,118 +70,6 @@ impl NodeActorState {
         self.hold_until = None;
         self.flush_status(myself);
         self.kick(myself);
-    }
-
-    /// The lease renewal timer (`new_interval`), or the retry of a failed renewal.
-    pub(super) fn renew_lease(&mut self, myself: &ActorRef<NodeMsg>, new_interval: bool) {
-        if !self.stage.guards_node() || !self.lease.begin_renewal(new_interval) {
-            return;
-        }
-        let ctx = self.ctx.clone();
-        // The node uid only matters if the lease vanished and is re-created.
-        let node_uid = self.lease.node_uid().to_string();
-        // A renewal: the lease is ours, so it is never created without reading it first.
-        let work = async move { ops::acquire_lease(&ctx, &node_uid, LeaseOp::Renew, false).await };
-        let span = self.work_span();
-        self.tasks
-            .spawn_cast_back(myself, span, work, NodeMsg::LeaseRenewed);
-    }
-
-    /// A renewal ended.
-    pub(super) fn on_renewed(
-        &mut self,
-        myself: &ActorRef<NodeMsg>,
-        result: Result<Lease, LeaseError>,
-    ) {
-        let duration = self.ctx.config.lease_duration;
-        self.lease.renewal_ended(result.is_ok(), duration);
-        if !self.stage.guards_node() {
-            return;
-        }
-        match result {
-            Ok(_) => {
-                self.lease.watch_expiry(myself, self.pause_margin());
-                if self.status.wanted.error_on_lease_count != 0 {
-                    self.status.wanted.error_on_lease_count = 0;
-                    self.flush_status(myself);
-                }
-                if self.lease.resume() {
-                    self.span
-                        .in_scope(|| tracing::info!("node lease renewed, evictions resume"));
-                    self.status.wanted.last_error = None;
-                    self.flush_status(myself);
-                    self.kick(myself);
-                }
-            }
-            Err(err) => {
-                self.lease_failed(myself, err);
-                if self.stage.guards_node() {
-                    // Tried again within seconds, not at the next interval.
-                    let config = &self.ctx.config;
-                    let max = config.lease_renew_interval.min(Duration::from_secs(60));
-                    self.lease.retry_later(myself, config.lease_retry_base, max);
-                }
-            }
-        }
-    }
-
-    /// nmo's node lease is about to expire (its renewals failed): no more evictions for this
-    /// node until it is renewed, so that no pod is evicted while another operator may take
-    /// the node over.
-    pub(super) fn on_lease_expiring(&mut self, myself: &ActorRef<NodeMsg>) {
-        let margin = self.pause_margin();
-        if !self.stage.guards_node() || !self.lease.expiring(margin) || !self.lease.pause() {
-            return;
-        }
-        self.span.in_scope(|| {
-            tracing::warn!("node lease about to expire, evictions paused until it is renewed")
-        });
-        let _ = self.evictor.cast(EvictionMsg::Cancel {
-            maintenance: self.ctx.nm_name.clone(),
-        });
-        if let Some(drain) = self.stage.drain_mut() {
-            drain.forget_asked();
-        }
-        self.status.wanted.last_error = Some(format!(
-            "the node lease could not be renewed; {EVICTIONS_PAUSED}"
-        ));
-        self.flush_status(myself);
-    }
-
-    /// Counts one failure to take or keep the lease; gives up above the limit.
-    fn lease_failed(&mut self, myself: &ActorRef<NodeMsg>, error: LeaseError) {
-        let counted = self
-            .lease
-            .count_failure(self.status.wanted.error_on_lease_count);
-        self.status.wanted.error_on_lease_count = counted.count;
-        if counted.give_up {
-            self.give_up(myself, LeaseLost(error));
-        } else {
-            self.status.wanted.last_error = Some(if self.lease.paused() {
-                format!("{error}; {EVICTIONS_PAUSED}")
-            } else {
-                error.to_string()
-            });
-            self.flush_status(myself);
-        }
-    }
-
-    /// Stops the maintenance after repeated lease failures: Failed, and the node undone.
-    fn give_up(&mut self, myself: &ActorRef<NodeMsg>, error: LeaseLost) {
-        let now = self.now();
-        self.set_stage(Stage::Failed {
-            why: Failure::LeaseLost,
-            undo_due: true,
-        });
-        self.lease.stop_renewing();
-        self.watches.stop_node();
-        let error = error.to_string();
-        status::fail(&mut self.status.wanted, error.clone(), now);
-        // The undo starts once the API has this (see `decide::Facts::failure_written`): a
-        // restart in between finds the undo due in the status and still does it.
-        status::undo_due(&mut self.status.wanted, now);
-        self.event(EventType::Warning, reasons::FAILED, error);
-        self.flush_status(myself);
     }
 
     /// A maintenance found Failed in the API stays Failed (one failed for a missing node is

@@ -1,5 +1,8 @@
 //! The node's part of a maintenance: nmo's label, two taints and the cordon, put on and taken
 //! off without touching anyone else's.
+//!
+//! (Over 400 lines only with its unit tests below: the code is 235 lines, one decision
+//! kept with the cases that pin it.)
 
 use std::collections::BTreeMap;
 

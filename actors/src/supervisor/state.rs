@@ -1,6 +1,6 @@
 //! What the supervisor knows and does: its node actors by NodeMaintenance uid, the nodes they
-//! drive, duplicates, respawns of crashed actors and the orphan sweep. (The cluster maintenance
-//! budget's part of it is in `fleet`.)
+//! drive, respawns of crashed actors and the orphan sweep. (The cluster maintenance budget's
+//! part of it is in `fleet`, the duplicates' in `duplicates`.)
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorId, ActorRef};
 use tokio::time::Instant;
 
-use super::duplicate::{self, DuplicateAction, DuplicateError};
+use super::duplicate;
 use super::messages::SupervisorMsg;
 use super::queue::Fleet;
 use crate::config::Config;
@@ -45,7 +45,7 @@ pub(super) struct Duplicate {
     pub(super) ops: OpRunner,
 }
 
-/// State of [`Supervisor`]. NodeMaintenances are known by uid: one deleted and created again
+/// State of [`super::Supervisor`]. NodeMaintenances are known by uid: one deleted and created again
 /// under the same name is another maintenance, which starts once the old one's undo is over.
 pub struct SupervisorState {
     pub(super) cluster: Arc<dyn Cluster>,
@@ -150,70 +150,6 @@ impl SupervisorState {
             move || SupervisorMsg::Respawn(uid)
         });
         self.respawns.entry(uid).or_default().set(timer);
-    }
-
-    /// `nm` is a duplicate of `active`: mark it Failed, or release its finalizer when deleted.
-    pub(super) fn duplicate(
-        &mut self,
-        myself: &ActorRef<SupervisorMsg>,
-        nm: Maintenance,
-        active: String,
-    ) {
-        let uid = nm.uid.clone();
-        // A duplicate never drives its node, so it never waits for the budget either.
-        self.dequeue(&uid);
-        let duplicate = self
-            .duplicates
-            .entry(uid.clone())
-            .or_insert_with(|| Duplicate {
-                active: active.clone(),
-                latest: nm.clone(),
-                ops: OpRunner::default(),
-            });
-        duplicate.active = active;
-        duplicate.latest = nm;
-        if duplicate.ops.may_start() {
-            self.handle_duplicate(myself, &uid);
-        }
-    }
-
-    /// Runs what a duplicate calls for, if anything.
-    pub(super) fn handle_duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, uid: &str) {
-        let now = self.config.now();
-        let Some(duplicate) = self.duplicates.get_mut(uid) else {
-            return;
-        };
-        let action = duplicate::decide(&duplicate.latest, &duplicate.active, now);
-        if action == DuplicateAction::Nothing {
-            return;
-        }
-        let work = duplicate::carry_out(self.cluster.clone(), duplicate.latest.clone(), action);
-        let uid = uid.to_string();
-        duplicate.ops.run(
-            &mut self.tasks,
-            myself,
-            tracing::Span::none(),
-            work,
-            move |result| SupervisorMsg::DuplicateHandled { uid, result },
-        );
-    }
-
-    pub(super) fn duplicate_handled(
-        &mut self,
-        myself: &ActorRef<SupervisorMsg>,
-        uid: &str,
-        result: Result<(), DuplicateError>,
-    ) {
-        let Some(duplicate) = self.duplicates.get_mut(uid) else {
-            return; // deleted meanwhile
-        };
-        if let Err(err) = result {
-            tracing::warn!(maintenance = %duplicate.latest.name, error = %err, "cannot handle duplicate NodeMaintenance");
-        }
-        duplicate.ops.finished();
-        if duplicate.ops.take_again() {
-            self.handle_duplicate(myself, uid);
-        }
     }
 
     pub(super) async fn upsert(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance) {

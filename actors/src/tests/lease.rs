@@ -93,24 +93,10 @@ async fn expired_foreign_lease_is_taken_over() {
 
 #[tokio::test(start_paused = true)]
 async fn lease_errors_above_three_fail_and_undo() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |c| {
-        c.lease_renew_interval = Duration::from_secs(10);
-    })
-    .await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = succeeded_with_renewals_every_10s().await;
     // Renewals keep failing (each failed one is retried within seconds; a failure counts
     // once per renewal interval).
-    cluster.fail_next(
-        "update_lease",
-        (0..1000)
-            .map(|_| ClusterError::Transient("etcd timeout".into()))
-            .collect(),
-    );
+    cluster.fail_next("update_lease", transient(1000));
     assert!(
         h.wait_phase("nm1", Phase::Failed, Duration::from_secs(120))
             .await
@@ -223,16 +209,7 @@ async fn foreign_lease_left_alone_on_undo() {
 
 #[tokio::test(start_paused = true)]
 async fn lease_taken_by_another_holder_counts_and_fails() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |c| {
-        c.lease_renew_interval = Duration::from_secs(10);
-    })
-    .await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = succeeded_with_renewals_every_10s().await;
     // Another operator grabs a valid lease (it should not, but nmo must cope).
     cluster.put_lease(foreign_lease(h.now(), 3600, 9));
     assert!(

@@ -10,6 +10,7 @@ mod fleet;
 mod lease;
 mod lifecycle;
 mod races;
+mod resilience;
 mod status;
 mod supervisor;
 
@@ -58,4 +59,40 @@ fn assert_released(cluster: &FakeCluster, node: &str) {
         "still tainted: {:?}",
         n.taints
     );
+}
+
+fn transient(n: usize) -> Vec<ClusterError> {
+    (0..n)
+        .map(|_| ClusterError::Transient("etcd timeout".into()))
+        .collect()
+}
+
+fn taint_keys(node: &NodeState) -> Vec<&str> {
+    node.taints.iter().map(|t| t.key.as_str()).collect()
+}
+
+/// A node cordoned by someone else, as `kubectl cordon` and the node lifecycle controller
+/// leave it.
+fn cordoned_by_someone_else(name: &str) -> NodeState {
+    let mut node = NodeState::test(name);
+    node.unschedulable = true;
+    node.taints
+        .push(Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
+    node
+}
+
+/// `nm1` Succeeded on `n1` (one pod), its lease renewed every 10 s: the start of the tests of
+/// what happens to a maintenance in place when the lease or the API fails.
+async fn succeeded_with_renewals_every_10s() -> (FakeCluster, Harness) {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |c| {
+        c.lease_renew_interval = Duration::from_secs(10);
+    })
+    .await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    (cluster, h)
 }

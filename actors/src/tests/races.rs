@@ -24,23 +24,9 @@ fn late(fresh: Option<Maintenance>, outcome: ReconcileOutcome) -> NodeMsg {
 
 #[tokio::test(start_paused = true)]
 async fn a_late_reconcile_result_does_not_revive_a_failed_maintenance() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |c| {
-        c.lease_renew_interval = Duration::from_secs(10);
-    })
-    .await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = succeeded_with_renewals_every_10s().await;
     // Renewals fail until it gives up (a failure counts once per renewal interval).
-    cluster.fail_next(
-        "update_lease",
-        (0..1000)
-            .map(|_| ClusterError::Transient("etcd timeout".into()))
-            .collect(),
-    );
+    cluster.fail_next("update_lease", transient(1000));
     assert!(
         h.wait_phase("nm1", Phase::Failed, Duration::from_secs(120))
             .await

@@ -14,7 +14,9 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use nmo_envtest::{NodeTemplate, unique_name};
 use serde_json::json;
 
-use crate::support::{cluster, eventually};
+use nmo_envtest::testing::eventually;
+
+use crate::support::cluster;
 
 fn ready_status(node: &Node) -> Option<String> {
     node.status

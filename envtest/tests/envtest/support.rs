@@ -1,8 +1,7 @@
 //! What the tests share: the binary's control plane and small waits.
 
-use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use nmo_envtest::{ControlPlane, Options};
 
@@ -32,25 +31,6 @@ pub fn scratch_dir(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("a scratch directory");
     dir
-}
-
-/// Polls `check` until it returns `Some`, failing the test after `patience`.
-pub async fn eventually<T, F, Fut>(what: &str, patience: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let began = Instant::now();
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            began.elapsed() < patience,
-            "{what}: not within {patience:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// The HTTP status of a kube error, if the API answered.

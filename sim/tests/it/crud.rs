@@ -263,7 +263,7 @@ async fn pods_are_deleted_gracefully_and_unscheduled_ones_immediately() {
     assert!(p.metadata.deletion_timestamp.is_some());
     assert_eq!(p.metadata.deletion_grace_period_seconds, Some(60));
     // The kubelet (instant clock) removes it.
-    nmo_sim::testing::eventually(
+    nmo_envtest::testing::eventually(
         "the kubelet to remove the pod",
         std::time::Duration::from_secs(5),
         async || sim.get_json("", "pods", "workloads", &name).is_none(),

@@ -7,7 +7,7 @@ use kube::api::{Api, EvictParams, ListParams};
 use nmo_sim::{Scenario, SimHandle};
 use serde_json::{Value, json};
 
-use nmo_sim::testing::eventually;
+use nmo_envtest::testing::eventually;
 
 use crate::support::{start, status_of};
 

@@ -6,8 +6,8 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, PostParams};
+use nmo_envtest::testing::eventually;
 use nmo_sim::kubelet::remote::{NodeSet, RemoteKubelet};
-use nmo_sim::testing::eventually;
 use nmo_sim::{Scenario, SimConfig, Simulator, Timing};
 use serde_json::json;
 

@@ -77,7 +77,7 @@ mod waits;
 
 pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE};
 pub use env::{TestEnv, TestEnvBuilder};
-pub use nmo_sim::testing::eventually;
+pub use nmo_envtest::testing::eventually;
 pub use objects::taint_keys;
 pub use operator::{Operator, test_options};
 

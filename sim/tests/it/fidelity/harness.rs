@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
+use nmo_envtest::testing::eventually;
 use nmo_envtest::{Component, ControlPlane, Options, unique_name, yaml_files_in};
 use nmo_sim::{SimConfig, SimHandle, Simulator};
 use serde_json::{Map, Value, json};
@@ -258,22 +259,18 @@ impl Pair {
 
     /// Waits until `check` holds for what both answer to `req` (e.g. a budget's status).
     pub async fn until(&self, what: &str, req: Req, check: impl Fn(&Reply) -> bool) {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        loop {
+        eventually(what, Duration::from_secs(30), async || {
             let (sim, real) = self.both(req.clone()).await;
             if check(&sim) && check(&real) {
-                return;
+                Ok(())
+            } else {
+                Err(format!(
+                    "simulator {} {}, real {} {}",
+                    sim.code, sim.body, real.code, real.body
+                ))
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out waiting for {what}: simulator {} {}, real {} {}",
-                sim.code,
-                sim.body,
-                real.code,
-                real.body
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await;
     }
 }
 

@@ -12,6 +12,8 @@
 //! effect), and the replicas' peak memory.
 
 mod audit;
+mod config;
+mod end_state;
 mod replicas;
 mod report;
 
@@ -20,13 +22,16 @@ use std::time::{Duration, Instant};
 
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client};
-use nmo_sim::{ClientOptions, FaultRule, Query, Scenario, SimConfig, SimHandle, Simulator};
+use nmo_sim::{ClientOptions, FaultRule, Query, SimConfig, SimHandle, Simulator};
 use serde_json::Value;
 
 use super::error::BenchError;
 use crate::crd::{NodeMaintenance, NodeMaintenanceSpec};
 use crate::leader::LEADER_ELECTION_ID;
 use audit::Audit;
+pub use config::SoakConfig;
+use config::nm_name;
+use end_state::EndState;
 use replicas::Replicas;
 pub use report::{Check, SoakReport};
 
@@ -41,128 +46,8 @@ const DRIVER_TOKEN: &str = "soak-driver-token";
 const LEADER_NAMESPACE: &str = "default";
 /// How often the driver looks at the cluster and tends the replicas.
 const POLL: Duration = Duration::from_millis(200);
-const EXCLUDE_LABEL: &str = "remediation.medik8s.io/exclude-from-remediation";
-const RECORD_ANNOTATION: &str = "nodemaintenance.medik8s.io/before-maintenance";
 /// A killed replica comes back after this long even if the other never took over.
 const REVIVE_ANYWAY: Duration = Duration::from_secs(30);
-
-/// The soak's size and faults.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SoakConfig {
-    /// `soak` or `soak-ci`.
-    pub name: String,
-    /// Nodes in the cluster (one NodeMaintenance per node at most).
-    pub nodes: usize,
-    /// Pods per node (with a DaemonSet pod, a mirror pod and PDB-covered ReplicaSet pods).
-    pub pods_per_node: usize,
-    /// Waves of NodeMaintenances.
-    pub waves: usize,
-    /// NodeMaintenances per wave.
-    pub per_wave: usize,
-    /// Leaders killed (one per wave, from the second wave on).
-    pub kills: usize,
-    /// Fraction of the replicas' requests answered with an error (500, 409, 429 in equal
-    /// parts).
-    pub error_rate: f64,
-    /// Fraction of the replicas' requests answered late.
-    pub late_rate: f64,
-    /// How late.
-    #[serde(skip)]
-    pub late_by: Duration,
-    /// The replicas' `--api-call-timeout`.
-    #[serde(skip)]
-    pub call_timeout: Duration,
-    /// Watches are closed by the server after this long.
-    #[serde(skip)]
-    pub watch_drop_after: Duration,
-    /// How long a wave may take before the next starts anyway.
-    #[serde(skip)]
-    pub wave_timeout: Duration,
-    /// How long the end state may take to converge.
-    #[serde(skip)]
-    pub converge_timeout: Duration,
-}
-
-impl SoakConfig {
-    /// The full soak: 100 NodeMaintenances in 4 waves, 3 kills.
-    pub fn full() -> Self {
-        SoakConfig {
-            name: "soak".into(),
-            nodes: 100,
-            pods_per_node: 6,
-            waves: 4,
-            per_wave: 25,
-            kills: 3,
-            error_rate: 0.10,
-            late_rate: 0.02,
-            late_by: Duration::from_secs(3),
-            call_timeout: Duration::from_secs(2),
-            watch_drop_after: Duration::from_secs(15),
-            wave_timeout: Duration::from_secs(120),
-            converge_timeout: Duration::from_secs(180),
-        }
-    }
-
-    /// The CI-sized soak: 20 NodeMaintenances in 2 waves, 1 kill.
-    pub fn ci() -> Self {
-        SoakConfig {
-            name: "soak-ci".into(),
-            nodes: 20,
-            pods_per_node: 4,
-            waves: 2,
-            per_wave: 10,
-            kills: 1,
-            wave_timeout: Duration::from_secs(45),
-            converge_timeout: Duration::from_secs(60),
-            ..SoakConfig::full()
-        }
-    }
-
-    /// The named soak (`soak`, `soak-ci`), if it is one.
-    pub fn named(name: &str) -> Option<Self> {
-        match name {
-            "soak" => Some(Self::full()),
-            "soak-ci" => Some(Self::ci()),
-            _ => None,
-        }
-    }
-
-    fn operator_args(&self) -> Vec<String> {
-        [
-            "--leader-elect",
-            "--leader-elect-lease-duration",
-            "8",
-            "--leader-elect-renew-deadline",
-            "6",
-            "--leader-elect-retry-period",
-            "1",
-            "--api-call-timeout",
-        ]
-        .iter()
-        .map(|s| (*s).to_string())
-        .chain([format!("{}s", self.call_timeout.as_secs_f64())])
-        .collect()
-    }
-
-    fn waves(&self) -> Vec<Vec<String>> {
-        let scenario = self.scenario();
-        (0..self.waves)
-            .map(|wave| {
-                (0..self.per_wave)
-                    .map(|i| scenario.node_name((wave * self.per_wave + i) % self.nodes))
-                    .collect()
-            })
-            .collect()
-    }
-
-    fn scenario(&self) -> Scenario {
-        Scenario::new(self.nodes, self.pods_per_node)
-    }
-}
-
-fn nm_name(node: &str) -> String {
-    format!("nm-{node}")
-}
 
 /// Runs the soak with the operator binary `nmo`; scratch files (kubeconfigs, logs) go to
 /// `dir`. The report says whether every check passed.
@@ -394,170 +279,4 @@ async fn drive(
         }
         tokio::time::sleep(POLL).await;
     }
-}
-
-/// The cluster as the checks see it.
-pub struct EndState {
-    /// NodeMaintenance name -> (node, phase, lastError).
-    maintenances: std::collections::BTreeMap<String, (String, String, String)>,
-    /// Nodes of the last wave (their NodeMaintenances stay).
-    kept: Vec<String>,
-    /// Nodes of the earlier waves (their NodeMaintenances were deleted).
-    given_back: Vec<String>,
-    /// Nodes carrying any of nmo's marks (label, taints, cordon, record) or nmo's lease.
-    marked: std::collections::BTreeSet<String>,
-}
-
-impl EndState {
-    fn read(sim: &SimHandle, config: &SoakConfig) -> EndState {
-        let maintenances = sim
-            .list_json("nodemaintenance.medik8s.io", "nodemaintenances", "")
-            .into_iter()
-            .filter_map(|nm| {
-                let name = nm.pointer("/metadata/name")?.as_str()?.to_string();
-                let node = nm.pointer("/spec/nodeName")?.as_str()?.to_string();
-                let status = |field: &str| {
-                    nm.pointer(&format!("/status/{field}"))
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_string()
-                };
-                Some((name, (node, status("phase"), status("lastError"))))
-            })
-            .collect();
-        let waves = config.waves();
-        let kept = waves.last().cloned().unwrap_or_default();
-        let given_back: Vec<String> = waves
-            .iter()
-            .flatten()
-            .filter(|n| !kept.contains(n))
-            .cloned()
-            .collect();
-        let mut marked: std::collections::BTreeSet<String> = sim
-            .list_json("", "nodes", "")
-            .into_iter()
-            .filter(node_marked)
-            .filter_map(|n| {
-                n.pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            })
-            .collect();
-        marked.extend(
-            sim.list_json("coordination.k8s.io", "leases", "medik8s-leases")
-                .into_iter()
-                .filter(|l| {
-                    l.pointer("/spec/holderIdentity").and_then(Value::as_str)
-                        == Some("node-maintenance")
-                })
-                .filter_map(|l| {
-                    l.pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .and_then(|n| n.strip_prefix("node-"))
-                        .map(str::to_string)
-                }),
-        );
-        EndState {
-            maintenances,
-            kept,
-            given_back,
-            marked,
-        }
-    }
-
-    fn exists(&self, name: &str) -> bool {
-        self.maintenances.contains_key(name)
-    }
-
-    fn succeeded(&self, name: &str) -> bool {
-        self.maintenances
-            .get(name)
-            .is_some_and(|(_, phase, _)| phase == "Succeeded")
-    }
-
-    /// The maintenances that did not converge, described.
-    pub fn unconverged(&self) -> Vec<String> {
-        let describe = |node: &String, expected: &str| {
-            let name = nm_name(node);
-            let state = match self.maintenances.get(&name) {
-                Some((_, phase, error)) => format!("{phase:?}, lastError {error:?}"),
-                None => "gone".to_string(),
-            };
-            let marked = if self.marked.contains(node) {
-                "marked"
-            } else {
-                "not marked"
-            };
-            format!("{name} (expected {expected}): {state}, node {marked}")
-        };
-        let kept = self
-            .kept
-            .iter()
-            .filter(|n| !(self.succeeded(&nm_name(n)) && self.marked.contains(*n)))
-            .map(|n| describe(n, "Succeeded"));
-        let given_back = self
-            .given_back
-            .iter()
-            .filter(|n| self.exists(&nm_name(n)) || self.marked.contains(*n))
-            .map(|n| describe(n, "given back"));
-        kept.chain(given_back).collect()
-    }
-
-    /// Maintenances converged: kept ones Succeeded with their node marked, deleted ones gone
-    /// with their node given back; of how many.
-    pub fn converged_count(&self) -> (usize, usize) {
-        let kept = self
-            .kept
-            .iter()
-            .filter(|n| self.succeeded(&nm_name(n)) && self.marked.contains(*n))
-            .count();
-        let given_back = self
-            .given_back
-            .iter()
-            .filter(|n| !self.exists(&nm_name(n)) && !self.marked.contains(*n))
-            .count();
-        (kept + given_back, self.kept.len() + self.given_back.len())
-    }
-
-    /// Nodes marked (or leased by nmo) that no NodeMaintenance targets.
-    pub fn orphans(&self) -> Vec<String> {
-        let targeted: std::collections::BTreeSet<&String> =
-            self.maintenances.values().map(|(node, ..)| node).collect();
-        self.marked
-            .iter()
-            .filter(|n| !targeted.contains(n))
-            .cloned()
-            .collect()
-    }
-
-    fn converged(&self) -> bool {
-        let (converged, of) = self.converged_count();
-        converged == of && self.orphans().is_empty()
-    }
-}
-
-/// Whether a node carries anything of a maintenance: nmo's label, either taint, the cordon or
-/// nmo's record (the soak's nodes start with none of these).
-fn node_marked(node: &Value) -> bool {
-    let cordoned = node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true);
-    let tainted = node
-        .pointer("/spec/taints")
-        .and_then(Value::as_array)
-        .is_some_and(|taints| {
-            taints.iter().any(|t| {
-                matches!(
-                    t["key"].as_str(),
-                    Some("medik8s.io/drain" | "node.kubernetes.io/unschedulable")
-                )
-            })
-        });
-    let labelled = node
-        .pointer("/metadata/labels")
-        .and_then(|l| l.get(EXCLUDE_LABEL))
-        .is_some();
-    let recorded = node
-        .pointer("/metadata/annotations")
-        .and_then(|a| a.get(RECORD_ANNOTATION))
-        .is_some();
-    cordoned || tainted || labelled || recorded
 }

@@ -6,8 +6,9 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::audit::{Findings, Violations};
+use super::config::SoakConfig;
+use super::end_state::EndState;
 use super::replicas::ReplicaFigures;
-use super::{EndState, SoakConfig};
 
 /// One check: what, the target, what was found, and whether it holds.
 #[derive(Debug, Clone, Serialize)]

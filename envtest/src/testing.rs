@@ -1,5 +1,7 @@
 //! Waiting in tests for something a cluster does on its own time, the same way whether the
-//! condition reads the simulator's store directly or asks any API server through a client.
+//! condition reads the simulator's store directly or asks any API server through a client: the
+//! one `eventually` of the workspace's kube-facing tests (the actors' in-memory harness has its
+//! own, for synchronous checks under paused time, as the actors crate knows nothing of kube).
 
 use std::fmt::Display;
 use std::time::Duration;
@@ -7,27 +9,40 @@ use std::time::Duration;
 /// How often [`eventually`] checks again.
 const POLL_INTERVAL: Duration = Duration::from_millis(25);
 
-/// What one check of [`eventually`] found: `true`/`false`, or `Err(why not yet)` when the
-/// failure message should say what the last check saw.
+/// What one check of [`eventually`] found: `true`/`false`, `Err(why not yet)` when the failure
+/// message should say what the last check saw, or `Some(value)`/`None` when the wait should
+/// return what it found.
 pub trait Outcome {
+    /// What the wait returns once the condition holds.
+    type Value;
     /// `Ok` once the condition holds, else what was seen instead (may be empty).
-    fn into_result(self) -> Result<(), String>;
+    fn into_result(self) -> Result<Self::Value, String>;
 }
 
 impl Outcome for bool {
+    type Value = ();
     fn into_result(self) -> Result<(), String> {
         if self { Ok(()) } else { Err(String::new()) }
     }
 }
 
 impl<E: Display> Outcome for Result<(), E> {
+    type Value = ();
     fn into_result(self) -> Result<(), String> {
         self.map_err(|seen| seen.to_string())
     }
 }
 
-/// Checks `check` until it holds; panics after `timeout` naming `what` (and what the last check
-/// saw, when it returns an `Err`). The check runs at once, then every 25 ms.
+impl<T> Outcome for Option<T> {
+    type Value = T;
+    fn into_result(self) -> Result<T, String> {
+        self.ok_or_else(String::new)
+    }
+}
+
+/// Checks `check` until it holds and returns what it found; panics after `timeout` naming
+/// `what` (and what the last check saw, when it returns an `Err`). The check runs at once, then
+/// every 25 ms.
 ///
 /// ```ignore
 /// eventually("node-0 to be cordoned", Duration::from_secs(5), async || {
@@ -35,15 +50,15 @@ impl<E: Display> Outcome for Result<(), E> {
 /// })
 /// .await;
 /// ```
-pub async fn eventually<T: Outcome>(
+pub async fn eventually<O: Outcome>(
     what: &str,
     timeout: Duration,
-    mut check: impl AsyncFnMut() -> T,
-) {
+    mut check: impl AsyncFnMut() -> O,
+) -> O::Value {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let seen = match check().await.into_result() {
-            Ok(()) => return,
+            Ok(value) => return value,
             Err(seen) => seen,
         };
         if tokio::time::Instant::now() >= deadline {
@@ -73,6 +88,17 @@ mod tests {
         })
         .await;
         assert_eq!(checks, 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_for_a_value_returns_it() {
+        let mut checks = 0;
+        let found = eventually("the third value", Duration::from_secs(1), async || {
+            checks += 1;
+            (checks == 3).then_some(checks * 10)
+        })
+        .await;
+        assert_eq!(found, 30);
     }
 
     #[tokio::test(start_paused = true)]

@@ -1,0 +1,176 @@
+//! The in-memory cluster's objects, their watchers and the scripts tests set up, with the
+//! changes that keep them consistent (as the API server and its controllers would).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::budget::BudgetPod;
+use crate::budget::{Budget, BudgetChange};
+use crate::model::{
+    Event, Lease, Maintenance, NodeOwner, NodeState, NodeSummary, NodeSummaryEvent, PodInfo, PodRef,
+};
+use crate::ports::{ClusterError, EvictionOutcome};
+
+/// A change of a NodeMaintenance, as the controller's watch reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MaintenanceChange {
+    /// Created or changed.
+    Upsert(Box<Maintenance>),
+    /// Every NodeMaintenance that existed when the subscription began has been sent (the
+    /// controller's watch says so after each listing: the orphan sweep runs then).
+    Listed,
+    /// Gone.
+    Deleted {
+        /// Its name.
+        name: String,
+        /// Its uid.
+        uid: String,
+    },
+}
+
+/// A PodDisruptionBudget simulation: refuses evictions of its pods while `allowed` is 0.
+#[derive(Debug, Clone)]
+pub(super) struct Pdb {
+    pub(super) name: String,
+    pub(super) namespace: String,
+    pub(super) pods: HashSet<String>,
+    pub(super) allowed: u32,
+}
+
+#[derive(Default)]
+pub(super) struct Inner {
+    pub(super) nodes: BTreeMap<String, NodeState>,
+    /// Pods by node name.
+    pub(super) pods: BTreeMap<String, Vec<PodInfo>>,
+    pub(super) leases: BTreeMap<(String, String), Lease>,
+    pub(super) lease_owners: BTreeMap<(String, String), NodeOwner>,
+    pub(super) namespaces: HashSet<String>,
+    pub(super) maintenances: BTreeMap<String, Maintenance>,
+    pub(super) daemonsets: HashSet<(String, String)>,
+    pub(super) events: Vec<Event>,
+    pub(super) calls: Vec<String>,
+    pub(super) errors: HashMap<String, VecDeque<ClusterError>>,
+    /// Per operation: how long its next calls take before they are served (None: forever).
+    pub(super) stalls: HashMap<String, VecDeque<Option<Duration>>>,
+    /// Per operation: how many of its next calls panic (a bug in an adapter, say).
+    pub(super) panics: HashMap<String, usize>,
+    pub(super) evictions: HashMap<PodRef, VecDeque<EvictionOutcome>>,
+    pub(super) pdbs: Vec<Pdb>,
+    /// Evicted pods are removed at once unless this is set (then they only become terminating).
+    pub(super) evicted_pods_linger: bool,
+    pub(super) version: u64,
+    pub(super) node_watchers: Vec<(String, mpsc::UnboundedSender<Option<NodeState>>)>,
+    pub(super) pod_watchers: Vec<(String, mpsc::UnboundedSender<Vec<PodInfo>>)>,
+    pub(super) nm_watchers: Vec<mpsc::UnboundedSender<MaintenanceChange>>,
+    /// Watched PodDisruptionBudgets (the domain view), by `<namespace>/<name>`.
+    pub(super) budgets: BTreeMap<String, Budget>,
+    pub(super) budget_watchers: Vec<mpsc::UnboundedSender<BudgetChange>>,
+    /// Pods on no node (e.g. replacements the scheduler cannot place).
+    pub(super) unplaced: Vec<BudgetPod>,
+    /// Nodes whose `Ready` condition is not True.
+    pub(super) not_ready: HashSet<String>,
+    pub(super) summary_watchers: Vec<mpsc::UnboundedSender<NodeSummaryEvent>>,
+}
+
+impl Inner {
+    pub(super) fn next_version(&mut self) -> String {
+        self.version += 1;
+        self.version.to_string()
+    }
+
+    pub(super) fn take_error(&mut self, op: &str) -> Option<ClusterError> {
+        self.errors.get_mut(op).and_then(VecDeque::pop_front)
+    }
+
+    /// Panics if a panic is scripted for the next call of `op`.
+    pub(super) fn maybe_panic(&mut self, op: &str) {
+        if let Some(left) = self.panics.get_mut(op)
+            && *left > 0
+        {
+            *left -= 1;
+            panic!("scripted panic in {op}");
+        }
+    }
+
+    pub(super) fn notify_node(&mut self, name: &str) {
+        let snapshot = self.nodes.get(name).cloned();
+        self.node_watchers
+            .retain(|(n, tx)| n != name || tx.send(snapshot.clone()).is_ok());
+        let event = match self.summary(name) {
+            Some(summary) => NodeSummaryEvent::Changed(summary),
+            None => NodeSummaryEvent::Deleted(name.to_string()),
+        };
+        self.summary_watchers
+            .retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    pub(super) fn summary(&self, name: &str) -> Option<NodeSummary> {
+        self.nodes.get(name).map(|node| NodeSummary {
+            name: name.to_string(),
+            ready: !self.not_ready.contains(name),
+            unschedulable: node.unschedulable,
+        })
+    }
+
+    pub(super) fn notify_pods(&mut self, node: &str) {
+        let snapshot = self.pods.get(node).cloned().unwrap_or_default();
+        self.pod_watchers
+            .retain(|(n, tx)| n != node || tx.send(snapshot.clone()).is_ok());
+    }
+
+    pub(super) fn notify_nm(&mut self, change: MaintenanceChange) {
+        self.nm_watchers
+            .retain(|tx| tx.send(change.clone()).is_ok());
+    }
+
+    pub(super) fn touch_nm(&mut self, name: &str) {
+        let version = self.next_version();
+        let Some(nm) = self.maintenances.get_mut(name) else {
+            return;
+        };
+        nm.resource_version = version;
+        if nm.deleting && nm.finalizers.is_empty() {
+            let uid = nm.uid.clone();
+            self.maintenances.remove(name);
+            self.notify_nm(MaintenanceChange::Deleted {
+                name: name.to_string(),
+                uid,
+            });
+        } else {
+            let nm = nm.clone();
+            self.notify_nm(MaintenanceChange::Upsert(Box::new(nm)));
+        }
+    }
+
+    pub(super) fn notify_budgets(&mut self, change: &BudgetChange) {
+        self.budget_watchers
+            .retain(|tx| tx.send(change.clone()).is_ok());
+    }
+
+    /// Stores `budget` and tells the budget watchers.
+    pub(super) fn store_budget(&mut self, budget: Budget) {
+        self.budgets.insert(budget.key(), budget.clone());
+        self.notify_budgets(&BudgetChange::Applied(budget));
+    }
+
+    pub(super) fn find_pod(&self, namespace: &str, name: &str) -> Option<(String, usize)> {
+        self.pods.iter().find_map(|(node, pods)| {
+            pods.iter()
+                .position(|p| p.namespace == namespace && p.name == name)
+                .map(|i| (node.clone(), i))
+        })
+    }
+
+    pub(super) fn remove_pod(&mut self, namespace: &str, name: &str) -> bool {
+        let Some((node, index)) = self.find_pod(namespace, name) else {
+            return false;
+        };
+        if let Some(pods) = self.pods.get_mut(&node) {
+            pods.remove(index);
+        }
+        self.notify_pods(&node);
+        true
+    }
+}

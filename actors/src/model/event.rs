@@ -1,0 +1,42 @@
+//! A Kubernetes Event nmo records.
+
+/// What an event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventTarget {
+    /// A NodeMaintenance (kind `NodeMaintenance`, group `nodemaintenance.medik8s.io/v1beta1`).
+    Maintenance {
+        /// Object name.
+        name: String,
+        /// Object uid.
+        uid: String,
+    },
+    /// A Node (kind `Node`, `v1`).
+    Node {
+        /// Node name.
+        name: String,
+        /// Node uid (empty if unknown).
+        uid: String,
+    },
+}
+
+/// `Normal` or `Warning`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Normal event.
+    Normal,
+    /// Warning event.
+    Warning,
+}
+
+/// A Kubernetes event to emit (namespace `default`, like NMO's events for cluster-scoped objects).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Event {
+    /// The object the event is about.
+    pub target: EventTarget,
+    /// Normal or Warning.
+    pub type_: EventType,
+    /// Reason, see [`super::reasons`].
+    pub reason: String,
+    /// Message.
+    pub message: String,
+}

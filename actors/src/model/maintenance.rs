@@ -1,0 +1,246 @@
+//! A NodeMaintenance as the actors see it: its spec, its status and the words it uses
+//! (event reasons, condition types).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::names::FINALIZER;
+
+/// Event reasons (wire compatible with NMO).
+pub mod reasons {
+    /// Maintenance started (on the NodeMaintenance).
+    pub const BEGIN: &str = "BeginMaintenance";
+    /// Drain finished (on the NodeMaintenance).
+    pub const SUCCEED: &str = "SucceedMaintenance";
+    /// Maintenance failed (on the NodeMaintenance).
+    pub const FAILED: &str = "FailedMaintenance";
+    /// Maintenance undone after deletion (on the NodeMaintenance).
+    pub const REMOVED: &str = "RemovedMaintenance";
+    /// nmo addition: the drain is blocked, and why (once per change of the class, on the
+    /// NodeMaintenance; Warning).
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+    /// Node uncordoned (on the Node).
+    pub const UNCORDON: &str = "UncordonNode";
+    /// nmo addition: the maintenance waits for the cluster maintenance budget (on the
+    /// NodeMaintenance). Its start is the usual [`BEGIN`].
+    pub const QUEUED: &str = "QueuedMaintenance";
+}
+
+/// Status condition types nmo adds to the NodeMaintenance status.
+pub mod conditions {
+    /// True while nmo holds the node lease; False with reason [`LEASE_HELD_BY_OTHER`] while waiting.
+    pub const LEASE_ACQUIRED: &str = "LeaseAcquired";
+    /// True once every evictable pod is gone; False with a reason naming what blocks it.
+    pub const DRAINED: &str = "Drained";
+    /// Reason: another holder owns a valid lease.
+    pub const LEASE_HELD_BY_OTHER: &str = "LeaseHeldByOther";
+    /// Reason: the lease is ours.
+    pub const LEASE_HELD: &str = "LeaseHeld";
+    /// Reason: not started yet (e.g. waiting for the lease).
+    pub const NOT_STARTED: &str = "NotStarted";
+    /// Reason: pods are still being evicted.
+    pub const PODS_PENDING: &str = "PodsPending";
+    /// Reason: at least one pod is refused by a PodDisruptionBudget.
+    pub const BLOCKED_BY_PDB: &str = "BlockedByPodDisruptionBudget";
+    /// Reason: no evictable pod is left.
+    pub const DRAIN_COMPLETE: &str = "DrainComplete";
+    /// Reason: maintenance failed.
+    pub const FAILED: &str = "Failed";
+    /// True on a NodeMaintenance that is Failed because another one drives its node; such a
+    /// NodeMaintenance never touches the node, not even after a restart.
+    pub const DUPLICATE: &str = "DuplicateMaintenance";
+    /// On a maintenance that gave up: False (reason [`UNDO_DUE`]) from the moment it is Failed
+    /// until its node changes are undone, then True (reason [`RESTORED`]). Written with the
+    /// Failed phase, before the undo, so a restart in between still undoes.
+    pub const NODE_RESTORED: &str = "NodeRestored";
+    /// Reason: the node changes are still to be undone.
+    pub const UNDO_DUE: &str = "UndoDue";
+    /// Reason: the node is as it was before the maintenance.
+    pub const RESTORED: &str = "Restored";
+    /// True while the drain is blocked by a PodDisruptionBudget, with the class of the blocker
+    /// as its reason (e.g. `CrossNodeDeadlock`); absent otherwise.
+    pub const DRAIN_BLOCKED: &str = "DrainBlocked";
+    /// Reason of a False `Drained`: `spec.drainTimeout` passed before the drain finished.
+    pub const DRAIN_TIMEOUT: &str = "DrainTimeout";
+    /// True while the maintenance waits for the cluster maintenance budget (nothing touched
+    /// yet); False with reason [`STARTED`] once it started. Absent when it never waited.
+    pub const QUEUED: &str = "Queued";
+    /// Reason: waiting for `--max-parallel-maintenances` or `--max-unavailable-nodes`.
+    pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
+    /// Reason: the budget let the maintenance start.
+    pub const STARTED: &str = "Started";
+}
+
+/// What happens when `spec.drainTimeout` passes before the drain finished.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OnDrainTimeout {
+    /// Failed; the node stays cordoned for a person (the default).
+    #[default]
+    Hold,
+    /// Failed, and the maintenance undone (node uncordoned, lease released).
+    Undo,
+}
+
+impl OnDrainTimeout {
+    /// The JSON value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnDrainTimeout::Hold => "Hold",
+            OnDrainTimeout::Undo => "Undo",
+        }
+    }
+}
+
+/// The opt-in drain deadline of a NodeMaintenance (`spec.drainTimeout`,
+/// `spec.onDrainTimeout`). The default is NMO's behaviour: no deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DrainPolicy {
+    /// How long the drain may take, from its start; None: as long as it takes.
+    pub timeout: Option<Duration>,
+    /// What a passed deadline does.
+    pub on_timeout: OnDrainTimeout,
+}
+
+/// A NodeMaintenance object as the controller sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Maintenance {
+    /// `metadata.name` (cluster scoped, so no namespace).
+    pub name: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.resourceVersion`; a change means "the object changed".
+    pub resource_version: String,
+    /// `spec.nodeName`.
+    pub node_name: String,
+    /// `spec.reason`.
+    pub reason: String,
+    /// `metadata.creationTimestamp`.
+    pub creation_timestamp: DateTime<Utc>,
+    /// True when `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+    /// `metadata.finalizers`.
+    pub finalizers: Vec<String>,
+    /// `status`, if any has been written.
+    pub status: Option<MaintenanceStatus>,
+    /// `spec.drainTimeout` and `spec.onDrainTimeout`.
+    pub drain_policy: DrainPolicy,
+}
+
+impl Maintenance {
+    /// True when nmo's finalizer is present.
+    pub fn has_finalizer(&self) -> bool {
+        self.finalizers.iter().any(|f| f == FINALIZER)
+    }
+}
+
+/// `status.phase`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Phase {
+    /// Maintenance in progress (lease, cordon, drain).
+    Running,
+    /// Node drained.
+    Succeeded,
+    /// Maintenance gave up.
+    Failed,
+}
+
+impl Phase {
+    /// The JSON value of the phase.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Running => "Running",
+            Phase::Succeeded => "Succeeded",
+            Phase::Failed => "Failed",
+        }
+    }
+}
+
+/// A `{namespace, name}` pod reference (`status.pendingPodsRefs` items).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct PodRef {
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+}
+
+/// Why one pending pod is still on the node (nmo's addition to the status).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingPodReason {
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod name.
+    pub name: String,
+    /// Short machine reason, e.g. `BlockedByPodDisruptionBudget`, `Evicting`, `Terminating`.
+    pub reason: String,
+    /// The PodDisruptionBudget refusing the eviction, when known.
+    pub pdb: Option<String>,
+    /// Human readable detail (for a PDB: the API's message with the budget's numbers).
+    pub message: String,
+    /// Why the budget blocks it, as a class (`WaitingForReplacement`, `CrossNodeDeadlock`...,
+    /// see [`crate::diagnosis::Blocker::reason`]), when it is blocked.
+    pub diagnosis: Option<String>,
+}
+
+/// A status condition (`metav1.Condition` shape).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Condition {
+    /// Condition type, see [`conditions`].
+    pub type_: String,
+    /// `"True"`, `"False"` or `"Unknown"`.
+    pub status: String,
+    /// CamelCase reason.
+    pub reason: String,
+    /// Human readable message.
+    pub message: String,
+    /// When `status` last changed.
+    pub last_transition_time: DateTime<Utc>,
+}
+
+/// `status` of a NodeMaintenance: every NMO field plus nmo's additions.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct MaintenanceStatus {
+    /// `phase`.
+    pub phase: Option<Phase>,
+    /// `drainProgress` (0..100).
+    pub drain_progress: i32,
+    /// `lastUpdate`.
+    pub last_update: Option<DateTime<Utc>>,
+    /// `lastError` (None means absent/empty).
+    pub last_error: Option<String>,
+    /// `pendingPods` (bare names).
+    pub pending_pods: Vec<String>,
+    /// `pendingPodsRefs`.
+    pub pending_pods_refs: Vec<PodRef>,
+    /// `totalpods`.
+    pub total_pods: i32,
+    /// `evictionPods`.
+    pub eviction_pods: i32,
+    /// `errorOnLeaseCount`.
+    pub error_on_lease_count: i32,
+    /// `conditions` (nmo addition).
+    pub conditions: Vec<Condition>,
+    /// `pendingPodsReasons` (nmo addition): why each pending pod is still there.
+    pub pending_pods_reasons: Vec<PendingPodReason>,
+    /// `drainStartTime` (nmo addition): when the drain began (the base of the deadline).
+    pub drain_start_time: Option<DateTime<Utc>>,
+    /// `drainDeadline` (nmo addition): when `spec.drainTimeout` passes, while draining.
+    pub drain_deadline: Option<DateTime<Utc>>,
+    /// `drainTimeRemaining` (nmo addition): time left before the deadline while draining, as a
+    /// Go duration (`29m`, `40s`), refreshed coarsely.
+    pub drain_time_remaining: Option<String>,
+    /// `queue` (nmo addition): where the maintenance waits for the cluster maintenance budget;
+    /// None once it started (or when it never waited).
+    pub queue: Option<QueuePlace>,
+}
+
+/// A maintenance's place in the queue of the cluster maintenance budget.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QueuePlace {
+    /// 1 for the next to start.
+    pub position: u32,
+    /// What it waits for, in a few words (e.g. `max-parallel-maintenances: 20 of 20 running`).
+    pub waiting_for: String,
+}

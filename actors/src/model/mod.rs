@@ -1,0 +1,25 @@
+//! Domain types shared by the actors and the [`crate::ports::Cluster`] port. They mirror the
+//! Kubernetes objects nmo touches, reduced to the fields nmo reads or writes: one file per
+//! object (`maintenance`, `node` with its lease, `pod`, `event`) and the wire `names` they share
+//! with the Go operator.
+
+mod event;
+mod maintenance;
+mod names;
+mod node;
+mod pod;
+
+pub use event::{Event, EventTarget, EventType};
+pub use maintenance::{
+    Condition, DrainPolicy, Maintenance, MaintenanceStatus, OnDrainTimeout, PendingPodReason,
+    Phase, PodRef, QueuePlace, conditions, reasons,
+};
+pub use names::{
+    DRAIN_TAINT_KEY, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, LEASE_HOLDER,
+    MIRROR_ANNOTATION, NO_SCHEDULE, RECORD_ANNOTATION, UNSCHEDULABLE_TAINT_KEY,
+};
+pub use node::{
+    Lease, NodeOwner, NodePatch, NodeRecord, NodeState, NodeSummary, NodeSummaryEvent, RecordWrite,
+    Taint,
+};
+pub use pod::{OwnerRef, PodInfo, PodPhase};

@@ -1,0 +1,124 @@
+//! The soak's size and faults, and how it names what it creates.
+
+use std::time::Duration;
+
+use nmo_sim::Scenario;
+
+/// The soak's size and faults.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SoakConfig {
+    /// `soak` or `soak-ci`.
+    pub name: String,
+    /// Nodes in the cluster (one NodeMaintenance per node at most).
+    pub nodes: usize,
+    /// Pods per node (with a DaemonSet pod, a mirror pod and PDB-covered ReplicaSet pods).
+    pub pods_per_node: usize,
+    /// Waves of NodeMaintenances.
+    pub waves: usize,
+    /// NodeMaintenances per wave.
+    pub per_wave: usize,
+    /// Leaders killed (one per wave, from the second wave on).
+    pub kills: usize,
+    /// Fraction of the replicas' requests answered with an error (500, 409, 429 in equal
+    /// parts).
+    pub error_rate: f64,
+    /// Fraction of the replicas' requests answered late.
+    pub late_rate: f64,
+    /// How late.
+    #[serde(skip)]
+    pub late_by: Duration,
+    /// The replicas' `--api-call-timeout`.
+    #[serde(skip)]
+    pub call_timeout: Duration,
+    /// Watches are closed by the server after this long.
+    #[serde(skip)]
+    pub watch_drop_after: Duration,
+    /// How long a wave may take before the next starts anyway.
+    #[serde(skip)]
+    pub wave_timeout: Duration,
+    /// How long the end state may take to converge.
+    #[serde(skip)]
+    pub converge_timeout: Duration,
+}
+
+impl SoakConfig {
+    /// The full soak: 100 NodeMaintenances in 4 waves, 3 kills.
+    pub fn full() -> Self {
+        SoakConfig {
+            name: "soak".into(),
+            nodes: 100,
+            pods_per_node: 6,
+            waves: 4,
+            per_wave: 25,
+            kills: 3,
+            error_rate: 0.10,
+            late_rate: 0.02,
+            late_by: Duration::from_secs(3),
+            call_timeout: Duration::from_secs(2),
+            watch_drop_after: Duration::from_secs(15),
+            wave_timeout: Duration::from_secs(120),
+            converge_timeout: Duration::from_secs(180),
+        }
+    }
+
+    /// The CI-sized soak: 20 NodeMaintenances in 2 waves, 1 kill.
+    pub fn ci() -> Self {
+        SoakConfig {
+            name: "soak-ci".into(),
+            nodes: 20,
+            pods_per_node: 4,
+            waves: 2,
+            per_wave: 10,
+            kills: 1,
+            wave_timeout: Duration::from_secs(45),
+            converge_timeout: Duration::from_secs(60),
+            ..SoakConfig::full()
+        }
+    }
+
+    /// The named soak (`soak`, `soak-ci`), if it is one.
+    pub fn named(name: &str) -> Option<Self> {
+        match name {
+            "soak" => Some(Self::full()),
+            "soak-ci" => Some(Self::ci()),
+            _ => None,
+        }
+    }
+
+    pub(super) fn operator_args(&self) -> Vec<String> {
+        [
+            "--leader-elect",
+            "--leader-elect-lease-duration",
+            "8",
+            "--leader-elect-renew-deadline",
+            "6",
+            "--leader-elect-retry-period",
+            "1",
+            "--api-call-timeout",
+        ]
+        .iter()
+        .map(|s| (*s).to_string())
+        .chain([format!("{}s", self.call_timeout.as_secs_f64())])
+        .collect()
+    }
+
+    pub(super) fn waves(&self) -> Vec<Vec<String>> {
+        let scenario = self.scenario();
+        (0..self.waves)
+            .map(|wave| {
+                (0..self.per_wave)
+                    .map(|i| scenario.node_name((wave * self.per_wave + i) % self.nodes))
+                    .collect()
+            })
+            .collect()
+    }
+
+    pub(super) fn scenario(&self) -> Scenario {
+        Scenario::new(self.nodes, self.pods_per_node)
+    }
+}
+
+/// The NodeMaintenance the soak creates for `node`.
+pub(super) fn nm_name(node: &str) -> String {
+    format!("nm-{node}")
+}
