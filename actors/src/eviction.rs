@@ -133,6 +133,7 @@ impl EvictionState {
             }
             held.at = Where::InFlight;
             held.attempts = held.attempts.saturating_add(1);
+            held.sent_at_change = self.budgets.changes();
             self.bucket.take();
             self.in_flight += 1;
             self.stats.calls += 1;

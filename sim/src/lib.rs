@@ -62,7 +62,11 @@
 //!   node lifecycle controller (a cordoned node gets no `node.kubernetes.io/unschedulable`
 //!   taint from it, nor the TTL controller's annotation), a ReplicaSet controller that does not
 //!   adopt orphans, and DaemonSets that make no pods (seed them; `api_seed` does it on a real
-//!   server).
+//!   server). They react within a moment where kube-controller-manager's work queues take
+//!   longer: a race between a change and the status that follows it shows more often on a
+//!   real server (e.g. an eviction sent after a PodDisruptionBudget's spec changed and before
+//!   its `observedGeneration` caught up gets the 429 "still being processed"; nmo's operator
+//!   tests on both backends meet it, see tests/it/observability_e2e.rs).
 //! - Storage is in memory, with one global resourceVersion counter and a bounded watch
 //!   history per resource (older versions get 410 Gone); no etcd compaction timing, no
 //!   protobuf, JSON only.

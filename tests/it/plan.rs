@@ -1,7 +1,6 @@
 //! `nmo plan` against a cluster: each blocker it predicts, what it says of each pod, that it
-//! changes nothing, and its exit status. The plans are made through the library with the
-//! admin client (any backend); the tests of the binary write a kubeconfig for the simulator
-//! (`env.sim()`), so they are simulator-only.
+//! changes nothing, and its exit status, on both backends: the plans are made through the
+//! library with the admin client, and by the `nmo` binary with the admin's kubeconfig.
 
 use std::path::Path;
 use std::process::Output;
@@ -10,21 +9,21 @@ use nmo::plan::{Blocker, PlanRequest, plan};
 use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::TestEnv;
+use crate::support::{Backend, TestEnv, both_backends};
 
-fn request(nodes: &[&str]) -> PlanRequest {
+/// A plan for the nodes the test named (as the cluster names them).
+fn request(env: &TestEnv, nodes: &[&str]) -> PlanRequest {
     PlanRequest {
-        nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        nodes: nodes.iter().map(|n| env.name(n)).collect(),
         selector: None,
     }
 }
 
-/// Runs the `nmo` binary against the environment's simulator.
+/// Runs the `nmo` binary against the environment's cluster, as its admin (node names in
+/// `args` are the cluster's: `env.name(..)`).
 fn nmo_plan(env: &TestEnv, dir: &Path, args: &[&str]) -> Output {
     let kubeconfig = dir.join("kubeconfig");
-    env.sim()
-        .write_kubeconfig(&kubeconfig)
-        .expect("a kubeconfig for the simulator");
+    env.write_admin_kubeconfig(&kubeconfig);
     std::process::Command::new(env!("CARGO_BIN_EXE_nmo"))
         .arg("plan")
         .args(args)
@@ -33,8 +32,8 @@ fn nmo_plan(env: &TestEnv, dir: &Path, args: &[&str]) -> Output {
         .expect("nmo runs")
 }
 
-async fn two_web_pods() -> TestEnv {
-    TestEnv::builder()
+async fn two_web_pods(backend: Backend) -> TestEnv {
+    TestEnv::on(backend)
         .scenario(Scenario::plain(3, 0).pdb(None))
         .without_operator()
         .namespace("shop")
@@ -58,21 +57,21 @@ async fn budget_counted(env: &TestEnv, name: &str) {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_budget_that_never_allows_a_disruption_is_predicted_and_exits_3() {
-    let env = two_web_pods().await;
+async fn a_budget_that_never_allows_a_disruption_is_predicted_and_exits_3(backend: Backend) {
+    let env = two_web_pods(backend).await;
     env.create_pdb("shop", "web", "web", 2).await;
     budget_counted(&env, "web").await;
     let before = env.node("node-0").await;
-    let plan = plan(&env.admin_client(), &request(&["node-0"]))
+    let (node, shop) = (env.name("node-0"), env.ns("shop"));
+    let plan = plan(&env.admin_client(), &request(&env, &["node-0"]))
         .await
         .expect("a plan");
     assert_eq!(
         plan.blockers,
         [Blocker::StructuralBudget {
-            budget: "shop/web".into(),
+            budget: format!("{shop}/web"),
             why: "minAvailable 2 covers all 2 expected pods: it never allows a disruption".into(),
-            pods: vec!["shop/web-0".into()],
+            pods: vec![format!("{shop}/web-0")],
         }]
     );
     let web = &plan.nodes[0].pods[0];
@@ -82,52 +81,57 @@ async fn a_budget_that_never_allows_a_disruption_is_predicted_and_exits_3() {
     );
 
     let dir = tempfile::tempdir().expect("a scratch directory");
-    let output = nmo_plan(&env, dir.path(), &["node-0"]);
+    let output = nmo_plan(&env, dir.path(), &[&node]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert_eq!(output.status.code(), Some(3), "{stdout}");
-    assert!(stdout.contains("node node-0 (Ready)"), "{stdout}");
+    assert!(stdout.contains(&format!("node {node} (Ready)")), "{stdout}");
     assert!(
-        stdout.contains("shop/web-0  evict   shop/web (0, 1)"),
+        stdout.contains(&format!("{shop}/web-0  evict   {shop}/web (0, 1)")),
         "{stdout}"
     );
     assert!(
-        stdout.contains("PodDisruptionBudget shop/web: minAvailable 2 covers all 2 expected pods"),
+        stdout.contains(&format!(
+            "PodDisruptionBudget {shop}/web: minAvailable 2 covers all 2 expected pods"
+        )),
         "{stdout}"
     );
     // It changed nothing.
     assert_eq!(env.node("node-0").await["spec"], before["spec"]);
     assert!(env.pod_exists("shop", "web-0").await);
 }
+both_backends!(a_budget_that_never_allows_a_disruption_is_predicted_and_exits_3);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_under_two_budgets_is_predicted() {
-    let env = two_web_pods().await;
+async fn a_pod_under_two_budgets_is_predicted(backend: Backend) {
+    let env = two_web_pods(backend).await;
     env.create_pdb("shop", "web", "web", 0).await;
     env.create_pdb("shop", "web-again", "web", 0).await;
     budget_counted(&env, "web").await;
-    let plan = plan(&env.admin_client(), &request(&["node-1"]))
+    let plan = plan(&env.admin_client(), &request(&env, &["node-1"]))
         .await
         .expect("a plan");
     assert_eq!(
         plan.blockers,
         [Blocker::SeveralBudgets {
-            pod: "shop/web-1".into(),
-            budgets: vec!["shop/web".into(), "shop/web-again".into()],
+            pod: format!("{}/web-1", env.ns("shop")),
+            budgets: vec![
+                format!("{}/web", env.ns("shop")),
+                format!("{}/web-again", env.ns("shop")),
+            ],
         }]
     );
 }
+both_backends!(a_pod_under_two_budgets_is_predicted);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn replacements_with_nowhere_to_go_are_a_cross_node_deadlock() {
+async fn replacements_with_nowhere_to_go_are_a_cross_node_deadlock(backend: Backend) {
     // Three nodes, three ReplicaSets spread one pod per node, each under maxUnavailable: 1.
-    let env = TestEnv::builder()
+    let env = TestEnv::on(backend)
         .scenario(Scenario::plain(3, 3))
         .without_operator()
         .start()
         .await;
     let dir = tempfile::tempdir().expect("a scratch directory");
     // One node at a time: the budgets allow one each, the others take the replacements.
-    let one = nmo_plan(&env, dir.path(), &["node-0", "-o", "json"]);
+    let one = nmo_plan(&env, dir.path(), &[&env.name("node-0"), "-o", "json"]);
     let value: Value = serde_json::from_slice(&one.stdout).expect("JSON");
     assert_eq!(one.status.code(), Some(0), "{value:#}");
     assert_eq!(value["blocked"], false);
@@ -139,7 +143,8 @@ async fn replacements_with_nowhere_to_go_are_a_cross_node_deadlock() {
             .all(|p| p["budgets"][0]["disruptionsAllowed"] == 1),
         "{value:#}"
     );
-    // All three together (by label): nowhere left for the replacements.
+    // All three together (by label: a real cluster has the test's nodes only, earlier tests'
+    // are gone): nowhere left for the replacements.
     let all = nmo_plan(
         &env,
         dir.path(),
@@ -153,7 +158,11 @@ async fn replacements_with_nowhere_to_go_are_a_cross_node_deadlock() {
         .iter()
         .map(|n| n["node"].as_str().unwrap())
         .collect();
-    assert_eq!(nodes, ["node-0", "node-1", "node-2"]);
+    let names: Vec<String> = ["node-0", "node-1", "node-2"]
+        .iter()
+        .map(|n| env.name(n))
+        .collect();
+    assert_eq!(nodes, names);
     let blockers = value["blockers"].as_array().expect("blockers");
     assert_eq!(blockers.len(), 3, "one per budget: {value:#}");
     for blocker in blockers {
@@ -167,10 +176,10 @@ async fn replacements_with_nowhere_to_go_are_a_cross_node_deadlock() {
         );
     }
 }
+both_backends!(replacements_with_nowhere_to_go_are_a_cross_node_deadlock);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_control_plane_nodes_together_are_a_quorum_problem() {
-    let env = TestEnv::builder()
+async fn two_control_plane_nodes_together_are_a_quorum_problem(backend: Backend) {
+    let env = TestEnv::on(backend)
         .scenario(Scenario::plain(3, 0).pdb(None))
         .without_operator()
         .start()
@@ -182,27 +191,30 @@ async fn two_control_plane_nodes_together_are_a_quorum_problem() {
         )
         .await;
     }
-    let alone = plan(&env.admin_client(), &request(&["node-0"]))
+    let alone = plan(&env.admin_client(), &request(&env, &["node-0"]))
         .await
         .expect("a plan");
     assert!(alone.clear(), "{:?}", alone.blockers);
-    let together = plan(&env.admin_client(), &request(&["node-0", "node-1"]))
+    let together = plan(&env.admin_client(), &request(&env, &["node-0", "node-1"]))
         .await
         .expect("a plan");
     let [Blocker::Quorum { node, message }] = together.blockers.as_slice() else {
         panic!("{:?}", together.blockers);
     };
-    assert_eq!(node, "node-1");
+    assert_eq!(*node, env.name("node-1"));
     assert!(
-        message.contains("control-plane node node-0 is already in maintenance"),
+        message.contains(&format!(
+            "control-plane node {} is already in maintenance",
+            env.name("node-0")
+        )),
         "{message}"
     );
     assert!(message.contains("may violate etcd quorum"), "{message}");
 }
+both_backends!(two_control_plane_nodes_together_are_a_quorum_problem);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn no_plan_is_an_error_with_its_own_exit_status() {
-    let env = two_web_pods().await;
+async fn no_plan_is_an_error_with_its_own_exit_status(backend: Backend) {
+    let env = two_web_pods(backend).await;
     let dir = tempfile::tempdir().expect("a scratch directory");
     let nothing = nmo_plan(&env, dir.path(), &[]);
     assert_eq!(nothing.status.code(), Some(1));
@@ -219,3 +231,4 @@ async fn no_plan_is_an_error_with_its_own_exit_status() {
     assert_eq!(unreachable.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&unreachable.stderr).contains("cannot use the kubeconfig"));
 }
+both_backends!(no_plan_is_an_error_with_its_own_exit_status);

@@ -1,6 +1,10 @@
 //! The admission webhook end to end: real AdmissionReviews over HTTPS (a throwaway CA made
-//! here), the webhook reading the test cluster (`support::TestEnv`, the simulator) through a
-//! real kube client, with the RBAC of deploy/base/rbac.yaml enforced on it.
+//! here), the webhook reading the test cluster (`support::TestEnv`) through a real kube client,
+//! with the RBAC of deploy/base/rbac.yaml enforced on it. The reviews that read the cluster
+//! run on both backends, except where the test sets what only the simulator lets it: a
+//! budget's status (a real cluster's disruption controller computes it) or a failing lookup
+//! (fault injection). The HTTPS server's own behaviour (certificates, protocols, bad bodies)
+//! does not depend on the cluster: those tests use the simulator as a stand-in.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -22,7 +26,7 @@ use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_rustls::TlsConnector;
 
-use crate::support::{OPERATOR_AGENT, TestEnv};
+use crate::support::{Backend, TestEnv, both_backends};
 
 // ---------------------------------------------------------------------------------------------
 // The cluster.
@@ -38,13 +42,10 @@ struct Cluster {
     etcd_pods: Vec<Value>,
 }
 
-/// The webhook runs as nmo: its requests are counted and authorized as nmo's.
-const WEBHOOK_AGENT: &str = OPERATOR_AGENT;
-
 /// A cluster with the CRD where nothing acts on its own (the objects keep the status the test
 /// gives them), deploy/base/rbac.yaml enforced for nmo, seeded with `cluster`; no operator.
-async fn start_cluster(cluster: Cluster) -> TestEnv {
-    let mut builder = TestEnv::builder()
+async fn start_cluster(backend: Backend, cluster: Cluster) -> TestEnv {
+    let mut builder = TestEnv::on(backend)
         .static_cluster()
         .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
         .without_operator();
@@ -186,12 +187,18 @@ struct Harness {
 }
 
 impl Harness {
+    /// The webhook against a simulated cluster.
     async fn start(cluster: Cluster) -> Self {
         Self::start_with(cluster, false).await
     }
 
     async fn start_with(cluster: Cluster, enable_http2: bool) -> Self {
-        let env = start_cluster(cluster).await;
+        Self::start_on(Backend::Sim, cluster, enable_http2).await
+    }
+
+    /// The webhook against a cluster on `backend`.
+    async fn start_on(backend: Backend, cluster: Cluster, enable_http2: bool) -> Self {
+        let env = start_cluster(backend, cluster).await;
         let client = env.operator_client();
         let ca = Ca::new("nmo test CA");
         let cert_dir = tempfile::tempdir().unwrap();
@@ -227,14 +234,11 @@ impl Harness {
         }
     }
 
-    /// How many requests the webhook made, of `verb` on `resource`.
+    /// How many requests the webhook made, of `verb` on `resource` (it runs as nmo: its
+    /// requests are counted and authorized as nmo's).
     fn requests(&self, verb: &str, resource: &str) -> u64 {
-        self.env.sim().requests(
-            &Query::all()
-                .user_agent(WEBHOOK_AGENT)
-                .verb(verb)
-                .resource(resource),
-        )
+        self.env
+            .count_operator_requests(&Query::all().verb(verb).resource(resource))
     }
 
     /// Makes every `verb` on `resource` fail with a 500 from now on.
@@ -311,10 +315,12 @@ impl Harness {
         answer["response"].clone()
     }
 
+    /// Reviews the creation of NodeMaintenance `name` for `node_name` (as the test names them).
     async fn create(&self, name: &str, node_name: &str) -> Value {
+        let (name, node_name) = (self.env.name(name), self.env.name(node_name));
         self.review(admission(
             "CREATE",
-            Some(maintenance(name, node_name)),
+            Some(maintenance(&name, &node_name)),
             None,
         ))
         .await
@@ -383,12 +389,15 @@ fn quorum_message(node: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Node existence and one NodeMaintenance per node.
 
-#[tokio::test]
-async fn create_for_an_existing_worker_is_allowed_without_quorum_lookups() {
-    let harness = Harness::start(Cluster {
-        nodes: vec![node("worker-1", &["node-role.kubernetes.io/worker"])],
-        ..Default::default()
-    })
+async fn create_for_an_existing_worker_is_allowed_without_quorum_lookups(backend: Backend) {
+    let harness = Harness::start_on(
+        backend,
+        Cluster {
+            nodes: vec![node("worker-1", &["node-role.kubernetes.io/worker"])],
+            ..Default::default()
+        },
+        false,
+    )
     .await;
     assert_allowed(&harness.create("nm-1", "worker-1").await);
     assert_eq!(harness.requests("get", "nodes"), 1);
@@ -399,54 +408,73 @@ async fn create_for_an_existing_worker_is_allowed_without_quorum_lookups() {
     );
     harness.stop().await;
 }
+both_backends!(create_for_an_existing_worker_is_allowed_without_quorum_lookups);
 
-#[tokio::test]
-async fn create_for_a_missing_node_is_denied_naming_it() {
-    let harness = Harness::start(Cluster {
-        nodes: vec![node("worker-1", &[])],
-        ..Default::default()
-    })
+async fn create_for_a_missing_node_is_denied_naming_it(backend: Backend) {
+    let harness = Harness::start_on(
+        backend,
+        Cluster {
+            nodes: vec![node("worker-1", &[])],
+            ..Default::default()
+        },
+        false,
+    )
     .await;
     let response = harness.create("nm-1", "worker-9").await;
     assert_denied(
         &response,
-        "invalid nodeName, no node with name worker-9 found",
+        &format!(
+            "invalid nodeName, no node with name {} found",
+            harness.env.name("worker-9")
+        ),
     );
     let response = harness.create("nm-2", "").await;
     assert_denied(&response, "invalid nodeName, no node with name  found");
     harness.stop().await;
 }
+both_backends!(create_for_a_missing_node_is_denied_naming_it);
 
-#[tokio::test]
-async fn a_second_maintenance_for_a_node_is_denied_even_while_the_first_is_deleted() {
-    let harness = Harness::start(Cluster {
-        nodes: vec![node("worker-1", &[]), node("worker-2", &[])],
-        maintenances: vec![
-            maintenance("first", "worker-1"),
-            maintenance("old", "worker-2"),
-        ],
-        // Deleted, but its finalizer keeps it (its node is being restored).
-        deleting: vec!["old"],
-        ..Default::default()
-    })
+async fn a_second_maintenance_for_a_node_is_denied_even_while_the_first_is_deleted(
+    backend: Backend,
+) {
+    let harness = Harness::start_on(
+        backend,
+        Cluster {
+            nodes: vec![node("worker-1", &[]), node("worker-2", &[])],
+            maintenances: vec![
+                maintenance("first", "worker-1"),
+                maintenance("old", "worker-2"),
+            ],
+            // Deleted, but its finalizer keeps it (its node is being restored).
+            deleting: vec!["old"],
+            ..Default::default()
+        },
+        false,
+    )
     .await;
     let old = harness.env.maintenance("old").await.unwrap();
     assert!(!old["metadata"]["deletionTimestamp"].is_null(), "{old}");
+    let exists = |node: &str| {
+        format!(
+            "invalid nodeName, a NodeMaintenance for node {} already exists",
+            harness.env.name(node)
+        )
+    };
     assert_denied(
         &harness.create("second", "worker-1").await,
-        "invalid nodeName, a NodeMaintenance for node worker-1 already exists",
+        &exists("worker-1"),
     );
     assert_denied(
         &harness.create("third", "worker-2").await,
-        "invalid nodeName, a NodeMaintenance for node worker-2 already exists",
+        &exists("worker-2"),
     );
     harness.stop().await;
 }
+both_backends!(a_second_maintenance_for_a_node_is_denied_even_while_the_first_is_deleted);
 
-#[tokio::test]
-async fn updates_may_change_anything_but_the_node_name() {
+async fn updates_may_change_anything_but_the_node_name(backend: Backend) {
     // The node is gone: an update (say, removing the finalizer) must still pass.
-    let harness = Harness::start(Cluster::default()).await;
+    let harness = Harness::start_on(backend, Cluster::default(), false).await;
     let old = maintenance("nm-1", "worker-1");
     let mut new_reason = old.clone();
     new_reason["spec"]["reason"] = json!("kernel upgrade");
@@ -465,25 +493,28 @@ async fn updates_may_change_anything_but_the_node_name() {
         "updating spec.NodeName isn't allowed",
     );
     assert_eq!(
-        harness
-            .env
-            .sim()
-            .requests(&Query::all().user_agent(WEBHOOK_AGENT)),
+        harness.env.count_operator_requests(&Query::all()),
         0,
         "updates need no lookups"
     );
     harness.stop().await;
 }
+both_backends!(updates_may_change_anything_but_the_node_name);
 
-#[tokio::test]
-async fn a_drain_timeout_that_is_not_a_go_duration_is_denied_on_create_and_update() {
-    let harness = Harness::start(Cluster {
-        nodes: vec![node("worker-1", &[])],
-        ..Default::default()
-    })
+async fn a_drain_timeout_that_is_not_a_go_duration_is_denied_on_create_and_update(
+    backend: Backend,
+) {
+    let harness = Harness::start_on(
+        backend,
+        Cluster {
+            nodes: vec![node("worker-1", &[])],
+            ..Default::default()
+        },
+        false,
+    )
     .await;
     let with = |timeout: &str, policy: Option<&str>| {
-        let mut nm = maintenance("nm-1", "worker-1");
+        let mut nm = maintenance(&harness.env.name("nm-1"), &harness.env.name("worker-1"));
         nm["spec"]["drainTimeout"] = json!(timeout);
         if let Some(policy) = policy {
             nm["spec"]["onDrainTimeout"] = json!(policy);
@@ -537,10 +568,10 @@ async fn a_drain_timeout_that_is_not_a_go_duration_is_denied_on_create_and_updat
     );
     harness.stop().await;
 }
+both_backends!(a_drain_timeout_that_is_not_a_go_duration_is_denied_on_create_and_update);
 
-#[tokio::test]
-async fn delete_is_allowed() {
-    let harness = Harness::start(Cluster::default()).await;
+async fn delete_is_allowed(backend: Backend) {
+    let harness = Harness::start_on(backend, Cluster::default(), false).await;
     let response = harness
         .review(admission(
             "DELETE",
@@ -551,6 +582,7 @@ async fn delete_is_allowed() {
     assert_allowed(&response);
     harness.stop().await;
 }
+both_backends!(delete_is_allowed);
 
 // ---------------------------------------------------------------------------------------------
 // The control-plane quorum guard, OpenShift (etcd guard PDB).
@@ -568,6 +600,8 @@ fn openshift(pdbs: Vec<Value>, pods: Vec<Value>) -> Cluster {
     }
 }
 
+/// Simulator only: the guard budget's status is the test's (a real cluster's disruption
+/// controller computes its own from the guard pods).
 #[tokio::test]
 async fn openshift_guard_with_a_disruption_left_allows_a_control_plane_node() {
     let harness = Harness::start(openshift(
@@ -579,6 +613,8 @@ async fn openshift_guard_with_a_disruption_left_allows_a_control_plane_node() {
     harness.stop().await;
 }
 
+/// Simulator only: the guard budget's status is the test's (a real cluster's disruption
+/// controller computes its own from the guard pods).
 #[tokio::test]
 async fn openshift_exhausted_guard_denies_while_the_nodes_guard_pod_is_ready() {
     let harness = Harness::start(openshift(
@@ -601,6 +637,8 @@ async fn openshift_exhausted_guard_denies_while_the_nodes_guard_pod_is_ready() {
     harness.stop().await;
 }
 
+/// Simulator only: the guard budgets' status is the test's (a real cluster's disruption
+/// controller computes its own from the guard pods).
 #[tokio::test]
 async fn openshift_without_exactly_one_guard_pdb_denies() {
     for pdbs in [
@@ -619,6 +657,8 @@ async fn openshift_without_exactly_one_guard_pdb_denies() {
     }
 }
 
+/// Simulator only: the guard budget's status is the test's (a real cluster's disruption
+/// controller computes its own from the guard pods).
 #[tokio::test]
 async fn openshift_old_guard_pdb_name_is_honoured() {
     let harness = Harness::start(openshift(
@@ -633,15 +673,14 @@ async fn openshift_old_guard_pdb_name_is_honoured() {
 // ---------------------------------------------------------------------------------------------
 // The control-plane quorum guard without OpenShift: one control-plane node at a time.
 
-#[tokio::test]
-async fn without_a_guard_a_second_control_plane_node_is_denied_naming_the_first() {
+async fn without_a_guard_a_second_control_plane_node_is_denied_naming_the_first(backend: Backend) {
     let mut cluster = openshift(Vec::new(), Vec::new());
     cluster.nodes.push(node("worker-1", &[]));
     cluster.maintenances = vec![
         maintenance("worker-upgrade", "worker-1"),
         maintenance("master-0-kernel", "master-0"),
     ];
-    let harness = Harness::start(cluster).await;
+    let harness = Harness::start_on(backend, cluster, false).await;
     let response = harness.create("master-1-kernel", "master-1").await;
     assert_eq!(response["allowed"], false, "{response}");
     let message = response["status"]["message"].as_str().unwrap();
@@ -650,21 +689,23 @@ async fn without_a_guard_a_second_control_plane_node_is_denied_naming_the_first(
     assert!(message.contains("master-1"), "{message}");
     harness.stop().await;
 }
+both_backends!(without_a_guard_a_second_control_plane_node_is_denied_naming_the_first);
 
-#[tokio::test]
-async fn without_a_guard_one_control_plane_node_at_a_time_is_allowed() {
+async fn without_a_guard_one_control_plane_node_at_a_time_is_allowed(backend: Backend) {
     let mut cluster = openshift(Vec::new(), Vec::new());
     cluster.nodes.push(node("worker-1", &[]));
     cluster.maintenances = vec![maintenance("worker-upgrade", "worker-1")];
-    let harness = Harness::start(cluster).await;
+    let harness = Harness::start_on(backend, cluster, false).await;
     // Labelled with the pre-1.24 role only.
     assert_allowed(&harness.create("master-1-kernel", "master-1").await);
     harness.stop().await;
 }
+both_backends!(without_a_guard_one_control_plane_node_at_a_time_is_allowed);
 
 // ---------------------------------------------------------------------------------------------
 // Failures never allow by accident.
 
+/// Simulator only: the failing lookups are injected (fault injection).
 #[tokio::test]
 async fn lookup_failures_deny_asking_to_try_again() {
     for (verb, resource) in [
@@ -695,6 +736,7 @@ async fn lookup_failures_deny_asking_to_try_again() {
     }
 }
 
+/// Simulator only: the failing lookup is injected (fault injection).
 #[tokio::test]
 async fn guard_pod_lookup_failure_denies() {
     let cluster = openshift(
@@ -715,6 +757,7 @@ async fn guard_pod_lookup_failure_denies() {
     harness.stop().await;
 }
 
+/// The HTTPS server's own behaviour, whatever the cluster: on the simulator only.
 #[tokio::test]
 async fn malformed_reviews_get_a_clean_400_and_the_server_keeps_serving() {
     let harness = Harness::start(Cluster {
@@ -764,6 +807,7 @@ async fn malformed_reviews_get_a_clean_400_and_the_server_keeps_serving() {
 // ---------------------------------------------------------------------------------------------
 // TLS: certificate rotation, HTTP/2, startup errors.
 
+/// The HTTPS server's own behaviour, whatever the cluster: on the simulator only.
 #[tokio::test]
 async fn a_rotated_certificate_is_served_without_a_restart() {
     let harness = Harness::start(Cluster {
@@ -846,6 +890,7 @@ async fn negotiated_protocol(harness: &Harness) -> (Option<Vec<u8>>, Option<Valu
     (protocol, Some(answer["response"].clone()))
 }
 
+/// The HTTPS server's own behaviour, whatever the cluster: on the simulator only.
 #[tokio::test]
 async fn http2_is_offered_only_when_enabled() {
     let http1 = Harness::start(Cluster::default()).await;

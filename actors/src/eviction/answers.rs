@@ -116,10 +116,18 @@ impl EvictionState {
                         message,
                         blocker,
                     });
+                    let sent_at_change = h.sent_at_change;
                     h.at = Where::Parked;
                     self.gates.park(&key, pod.clone());
                     self.held.insert(pod, h);
                     self.note_blocked(myself, &key);
+                    if self.budgets.changed_since(&key, sent_at_change) {
+                        // The budget's status changed while the call was out (a real API
+                        // server's controller writes it a moment after the spec changed): the
+                        // refusal judged the old one. Decide on the new status now, as had it
+                        // come after the refusal, rather than after the refusal's backoff.
+                        self.status_changed_under(myself, &key);
+                    }
                 }
             }
             Ok(EvictionOutcome::Throttled { retry_after }) => {

@@ -139,6 +139,17 @@ impl EvictionState {
         self.pump(myself);
     }
 
+    /// Budget `key`'s status changed while a call it refused was out: the pods parked behind
+    /// its backoff are decided again on the status now known, as [`Self::on_budgets`] does.
+    pub(super) fn status_changed_under(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
+        let again = self.gates.release(key);
+        if let Some(timer) = self.gate_timers.get_mut(key) {
+            timer.clear();
+        }
+        self.decide_again(myself, again);
+        self.pump(myself);
+    }
+
     /// Decides `pods` again, oldest first; the ones to send go to the front of the queue in
     /// that order (a budget's allowance is not left waiting behind unrelated requests).
     fn decide_again(&mut self, myself: &ActorRef<EvictionMsg>, mut pods: Vec<PodRef>) {

@@ -67,6 +67,8 @@ struct Gate {
     waiting: VecDeque<PodRef>,
     /// A 429 although the status allowed: the status is behind; fall back until it changes.
     distrusted: bool,
+    /// [`BudgetGates::changes`] when the watch last reported this budget.
+    changed_at: u64,
 }
 
 impl Gate {
@@ -76,6 +78,7 @@ impl Gate {
             unconfirmed: HashMap::new(),
             waiting: VecDeque::new(),
             distrusted: false,
+            changed_at: 0,
         }
     }
 
@@ -105,6 +108,8 @@ pub(super) struct BudgetGates {
     gates: BTreeMap<String, Gate>,
     /// Pods selected by several budgets, waiting for the budgets to change.
     contested: VecDeque<PodRef>,
+    /// How many changes the watch reported so far.
+    changes: u64,
 }
 
 impl BudgetGates {
@@ -186,9 +191,21 @@ impl BudgetGates {
             .flat_map(|g| g.waiting.iter())
     }
 
+    /// How many changes the watch reported so far (a mark for [`BudgetGates::changed_since`]).
+    pub(super) fn changes(&self) -> u64 {
+        self.changes
+    }
+
+    /// Whether the watch reported budget `key` after `mark` (a [`BudgetGates::changes`]).
+    pub(super) fn changed_since(&self, key: &str, mark: u64) -> bool {
+        self.gates.get(key).is_some_and(|g| g.changed_at > mark)
+    }
+
     /// Takes in a change of the watch. Returns the waiting pods to decide again (every pod
     /// waiting in a namespace whose budgets changed), in no particular order.
     pub(super) fn apply(&mut self, change: BudgetChange) -> Vec<PodRef> {
+        self.changes = self.changes.saturating_add(1);
+        let now = self.changes;
         let namespaces: Vec<String> = match change {
             BudgetChange::Listed(budgets) => {
                 self.synced = true;
@@ -207,6 +224,7 @@ impl BudgetGates {
                         },
                     );
                     gate.confirm();
+                    gate.changed_at = now;
                     gates.insert(key, gate);
                 }
                 let mut readmit: Vec<PodRef> = self.contested.drain(..).collect();
@@ -226,6 +244,7 @@ impl BudgetGates {
                     .or_insert_with(|| Gate::new(budget.clone()));
                 gate.budget = budget;
                 gate.distrusted = false;
+                gate.changed_at = now;
                 gate.confirm();
                 vec![namespace]
             }

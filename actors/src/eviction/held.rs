@@ -24,6 +24,9 @@ pub(super) struct Held {
     pub(super) attempt_span: Option<tracing::Span>,
     /// Arrival order: pods released together go oldest first.
     pub(super) seq: u64,
+    /// The budget watch's change count when the last call was sent: a refusal of a budget
+    /// whose status changed since was answered on a status already replaced.
+    pub(super) sent_at_change: u64,
     /// The last `Blocked` told to the asker (not repeated while it says the same).
     told: Option<EvictionReply>,
 }
@@ -36,6 +39,7 @@ impl Held {
             attempts: 0,
             attempt_span: None,
             seq: 0,
+            sent_at_change: 0,
             told: None,
         }
     }

@@ -156,6 +156,47 @@ async fn a_stale_status_falls_back_to_the_429_backoff() {
     h.stop().await;
 }
 
+/// The status catches up while a probe sent on its stale predecessor is out (a real API
+/// server's disruption controller writes it a moment after the spec changed): the probe's 429
+/// must not park the pod behind a backoff the new status has already lifted.
+#[tokio::test(start_paused = true)]
+async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once() {
+    let cluster = web_cluster(&["n1"], 1);
+    let mut stale = web_budget(1);
+    stale.generation = 2; // the controller has not seen the new spec yet
+    cluster.put_budget(stale);
+    // The probe is answered a second late, refused as the API refuses a stale budget (with
+    // its `Retry-After: 10`).
+    cluster.delay_next("evict_pod", 1, Duration::from_secs(1));
+    cluster.script_evictions(
+        "app",
+        "n1-web-0",
+        vec![EvictionOutcome::BlockedByPdb {
+            pdb: Some("web".into()),
+            message: "The disruption budget web is still being processed by the server.".into(),
+            retry_after: Some(Duration::from_secs(10)),
+        }],
+    );
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(5), || cluster.count_calls("evict_pod")
+            == 1)
+        .await,
+        "the probe goes"
+    );
+    // Meanwhile the controller catches up: the new spec allows one disruption.
+    cluster.set_budget_allowed("app", "web", 1);
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(3))
+            .await,
+        "the pod goes once the refusal is back, not after the refusal's backoff: {:?}",
+        cluster.calls()
+    );
+    assert_eq!(cluster.count_calls("evict_pod"), 2);
+    h.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn pods_no_budget_selects_go_at_once() {
     let cluster = web_cluster(&["n1"], 1);

@@ -315,7 +315,9 @@ async fn daemonsets_keep_a_pod_per_node_and_deletion_propagation_is_honoured() {
         .unwrap();
     eventually(
         "a daemon pod on node-9 and the victim's node",
-        Duration::from_secs(5),
+        // Generous: the controllers run every few hundred ms, but a loaded CI machine once
+        // took longer than 5 s.
+        Duration::from_secs(20),
         async || {
             let p = ds_pods();
             let done = p.len() == 3

@@ -6,11 +6,11 @@ use nmo::crd::NodeMaintenance;
 use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::{TestEnv, TestEnvBuilder, taint_keys};
+use crate::support::{Backend, TestEnv, TestEnvBuilder, both_backends, taint_keys};
 
 /// node-0 holds a pod its budget never lets go (`minAvailable: 1` of its one pod).
-fn cluster_with_a_protected_pod() -> TestEnvBuilder {
-    TestEnv::builder()
+fn cluster_with_a_protected_pod(backend: Backend) -> TestEnvBuilder {
+    TestEnv::on(backend)
         .scenario(Scenario::plain(2, 1).pdb(None))
         .namespace("precious")
         .pod("precious", "db-0", "node-0", "db")
@@ -30,9 +30,8 @@ fn maintenance(name: &str, node: &str, timeout: &str, on_timeout: Option<&str>) 
     nm
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_passed_deadline_holds_the_node_and_names_what_blocked_it() {
-    let mut env = cluster_with_a_protected_pod().start().await;
+async fn a_passed_deadline_holds_the_node_and_names_what_blocked_it(backend: Backend) {
+    let mut env = cluster_with_a_protected_pod(backend).start().await;
     env.create_object(maintenance("nm-0", "node-0", "3s", None))
         .await;
     env.wait_phase("nm-0", "Failed").await;
@@ -63,10 +62,10 @@ async fn a_passed_deadline_holds_the_node_and_names_what_blocked_it() {
     assert!(env.pod_exists("precious", "db-0").await, "never deleted");
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(a_passed_deadline_holds_the_node_and_names_what_blocked_it);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_passed_deadline_with_undo_gives_the_node_back_and_keeps_the_pod() {
-    let mut env = cluster_with_a_protected_pod().start().await;
+async fn a_passed_deadline_with_undo_gives_the_node_back_and_keeps_the_pod(backend: Backend) {
+    let mut env = cluster_with_a_protected_pod(backend).start().await;
     env.create_object(maintenance("nm-0", "node-0", "2s", Some("Undo")))
         .await;
     env.wait_phase("nm-0", "Failed").await;
@@ -88,10 +87,10 @@ async fn a_passed_deadline_with_undo_gives_the_node_back_and_keeps_the_pod() {
     assert!(env.pod_exists("precious", "db-0").await, "never deleted");
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(a_passed_deadline_with_undo_gives_the_node_back_and_keeps_the_pod);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_time_left_shows_while_draining() {
-    let mut env = cluster_with_a_protected_pod().start().await;
+async fn the_time_left_shows_while_draining(backend: Backend) {
+    let mut env = cluster_with_a_protected_pod(backend).start().await;
     env.create_object(maintenance("nm-0", "node-0", "1h30m", Some("Hold")))
         .await;
     crate::support::eventually(
@@ -109,10 +108,10 @@ async fn the_time_left_shows_while_draining() {
     assert_eq!(status["phase"], "Running");
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(the_time_left_shows_while_draining);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_crd_schema_refuses_a_drain_timeout_that_is_not_a_go_duration() {
-    let env = TestEnv::builder()
+async fn the_crd_schema_refuses_a_drain_timeout_that_is_not_a_go_duration(backend: Backend) {
+    let env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 0).pdb(None))
         .without_operator()
         .start()
@@ -143,3 +142,4 @@ async fn the_crd_schema_refuses_a_drain_timeout_that_is_not_a_go_duration() {
         serde_json::from_value(env.maintenance("nm-good").await.unwrap()).unwrap();
     assert_eq!(stored.spec.drain_timeout.as_deref(), Some("1h30m"));
 }
+both_backends!(the_crd_schema_refuses_a_drain_timeout_that_is_not_a_go_duration);

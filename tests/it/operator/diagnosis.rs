@@ -1,4 +1,4 @@
-//! Why a drain is stuck, end to end on the simulator: each class of blocker shows as the
+//! Why a drain is stuck, end to end on both backends: each class of blocker shows as the
 //! `DrainBlocked` condition's reason, in `lastError`, in `pendingPodsReasons` and as one event
 //! per change (not per retry).
 
@@ -7,7 +7,7 @@ use std::time::Duration;
 use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::{TestEnv, eventually};
+use crate::support::{Backend, TestEnv, both_backends, eventually};
 
 /// How long a diagnosis may take to show (budgets are looked at 3 s after they block).
 const DIAGNOSED: Duration = Duration::from_secs(20);
@@ -71,9 +71,10 @@ fn pending_pod(namespace: &str, name: &str, app: &str, spec: Value) -> Value {
     pod
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_ready() {
-    let mut env = TestEnv::builder()
+async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_ready(
+    backend: Backend,
+) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 1).pdb(None))
         .namespace("shop")
         .pod("shop", "web-0", "node-0", "web")
@@ -89,20 +90,16 @@ async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_rea
         .start()
         .await;
     env.create_maintenance("nm-0", "node-0").await;
+    // The pod as the cluster names it (its namespace is the test's own on the real backend).
+    let web_new = format!("{}/web-new", env.ns("shop"));
     wait_blocked(
         &env,
         "nm-0",
         "WaitingForReplacement",
-        "waiting for pod shop/web-new to become ready",
+        &format!("waiting for pod {web_new} to become ready"),
     )
     .await;
-    assert_reported(
-        &env,
-        "nm-0",
-        "WaitingForReplacement",
-        &["shop/web-new", "web"],
-    )
-    .await;
+    assert_reported(&env, "nm-0", "WaitingForReplacement", &[&web_new, "web"]).await;
 
     // It becomes ready: the budget allows one disruption, and web-0 goes at once.
     let now = chrono::Utc::now().to_rfc3339();
@@ -119,10 +116,12 @@ async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_rea
     assert!(!env.pod_exists("shop", "web-0").await);
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_ready);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_words() {
-    let mut env = TestEnv::builder()
+async fn a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_words(
+    backend: Backend,
+) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 1).pdb(None))
         .namespace("shop")
         .pod("shop", "web-0", "node-0", "web")
@@ -148,11 +147,13 @@ async fn a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_wor
     assert!(env.pod_exists("shop", "web-0").await);
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_words);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross_node_deadlock() {
+async fn a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross_node_deadlock(
+    backend: Backend,
+) {
     // One ReplicaSet of 4 behind `maxUnavailable: 1`, 2 pods on each of the 2 nodes.
-    let mut env = TestEnv::builder()
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 2).replicasets(1))
         .start()
         .await;
@@ -162,11 +163,13 @@ async fn a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross
     // Then node-0: the first replacement has nowhere to go but the two cordoned nodes.
     env.create_maintenance("nm-0", "node-0").await;
     wait_blocked(&env, "nm-0", "CrossNodeDeadlock", "nm-1").await;
+    // The other maintenance and its node as the cluster names them.
+    let other = format!("{} (node {})", env.name("nm-1"), env.name("node-1"));
     assert_reported(
         &env,
         "nm-0",
         "CrossNodeDeadlock",
-        &["cross-node deadlock", "nm-1 (node node-1)"],
+        &["cross-node deadlock", &other],
     )
     .await;
     let events = env.event_messages("nm-0", "DrainBlocked").await;
@@ -182,10 +185,12 @@ async fn a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross
     env.wait_phase("nm-0", "Succeeded").await;
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(
+    a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross_node_deadlock
+);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_budget_that_can_never_allow_is_structural() {
-    let mut env = TestEnv::builder()
+async fn a_budget_that_can_never_allow_is_structural(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 1).pdb(None))
         .namespace("precious")
         .pod("precious", "db-0", "node-0", "db")
@@ -205,19 +210,23 @@ async fn a_budget_that_can_never_allow_is_structural() {
         ],
     )
     .await;
+    // This maintenance's events (a real cluster's `default` keeps earlier tests' too).
+    let name = env.name("nm-0");
     let events = env.events().await;
     assert!(
         events
             .iter()
-            .any(|e| e["reason"] == "DrainBlocked" && e["type"] == "Warning"),
+            .any(|e| e["involvedObject"]["name"] == name.as_str()
+                && e["reason"] == "DrainBlocked"
+                && e["type"] == "Warning"),
         "a structural budget needs a person: a Warning"
     );
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(a_budget_that_can_never_allow_is_structural);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_under_two_budgets_names_both() {
-    let mut env = TestEnv::builder()
+async fn a_pod_under_two_budgets_names_both(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 1).pdb(None))
         .namespace("precious")
         .pod("precious", "db-0", "node-0", "db")
@@ -244,3 +253,4 @@ async fn a_pod_under_two_budgets_names_both() {
     );
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(a_pod_under_two_budgets_names_both);

@@ -1,7 +1,7 @@
 //! Trust under faults, end to end: another operator owning the node, NodeMaintenances whose
 //! finalizer was removed by hand while nmo was down, answers slower than the call deadline, and
-//! a leader that loses its lease with a write on the way. The last two inject faults into the
-//! simulator (`env.sim()`): simulator only.
+//! a leader that loses its lease with a write on the way. Those that inject faults into the
+//! simulator (`env.sim()`: slow answers) are simulator only; the others run on both backends.
 
 use std::time::Duration;
 
@@ -15,16 +15,19 @@ use nmo_actors::ports::{Cluster, ClusterError};
 use nmo_sim::{FaultRule, Query, Scenario};
 use serde_json::json;
 
-use crate::support::{OPERATOR_AGENT, TestEnv, eventually, taint_keys, test_options};
+use crate::support::{
+    Backend, OPERATOR_AGENT, TestEnv, both_backends, eventually, taint_keys, test_options,
+};
 
 const EXCLUDE_LABEL: &str = "remediation.medik8s.io/exclude-from-remediation";
 
 /// The example: a remediation operator holds the node's lease and has cordoned it; a
 /// NodeMaintenance waits behind it, touching nothing, and is deleted: the node stays cordoned
 /// with its taint, in the middle of the remediation.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cordon() {
-    let mut env = TestEnv::builder()
+async fn deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cordon(
+    backend: Backend,
+) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 2).pdb(None))
         .foreign_lease("node-0", "self-node-remediation", Duration::from_secs(5))
         .without_operator()
@@ -60,12 +63,12 @@ async fn deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cord
     );
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cordon);
 
 /// A NodeMaintenance's finalizer is removed by hand while nmo is down, and the object goes:
 /// the next nmo finds the node it left marked and gives it back.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_node_left_marked_while_nmo_was_down_is_given_back_at_start() {
-    let mut env = TestEnv::builder()
+async fn a_node_left_marked_while_nmo_was_down_is_given_back_at_start(backend: Backend) {
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 2).pdb(None))
         .start()
         .await;
@@ -99,9 +102,11 @@ async fn a_node_left_marked_while_nmo_was_down_is_given_back_at_start() {
     assert_ne!(env.node("node-1").await["spec"]["unschedulable"], true);
     env.stop_operator().await.expect("clean stop");
 }
+both_backends!(a_node_left_marked_while_nmo_was_down_is_given_back_at_start);
 
 /// Answers slower than `--api-call-timeout` (the simulator delays nmo's evictions): nmo gives
-/// up on them, retries, and the drain finishes; nothing waits forever.
+/// up on them, retries, and the drain finishes; nothing waits forever. Simulator only: slow
+/// answers are injected (fault injection).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_answered_after_their_deadline_are_retried_and_the_drain_finishes() {
     let env = TestEnv::builder()
@@ -134,10 +139,10 @@ async fn calls_answered_after_their_deadline_are_retried_and_the_drain_finishes(
     env.wait_gone("nm-0").await;
 }
 
-/// With a closed fence (this replica does not lead), a write is refused before it is sent.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_replica_that_does_not_lead_sends_no_write() {
-    let env = TestEnv::builder()
+/// With a closed fence (this replica does not lead), a write is refused before it is sent
+/// (nmo's requests counted by the simulator's accounting or the real API server's audit log).
+async fn a_replica_that_does_not_lead_sends_no_write(backend: Backend) {
+    let env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 1).pdb(None))
         .without_operator()
         .start()
@@ -146,7 +151,7 @@ async fn a_replica_that_does_not_lead_sends_no_write() {
     fence.close();
     let adapter = KubeCluster::new(env.operator_client(), None).with_fence(fence);
     let patch = NodePatch {
-        node: "node-0".into(),
+        node: env.name("node-0"),
         expected_taints: vec![],
         desired_taints: vec![],
         unschedulable: Some(true),
@@ -158,16 +163,19 @@ async fn a_replica_that_does_not_lead_sends_no_write() {
         matches!(refused, Err(ClusterError::NotLeader(_))),
         "{refused:?}"
     );
-    let writes = env
-        .sim()
-        .requests(&Query::all().verb("patch").user_agent(OPERATOR_AGENT));
+    let writes = env.count_operator_requests(&Query::all().verb("patch"));
     assert_eq!(writes, 0, "nothing was sent");
-    assert!(adapter.get_node("node-0").await.is_ok(), "reads still go");
+    assert!(
+        adapter.get_node(&env.name("node-0")).await.is_ok(),
+        "reads still go"
+    );
 }
+both_backends!(a_replica_that_does_not_lead_sends_no_write);
 
 /// The leader's drift repair is on its way (its read of the node is slow) when another holder
 /// takes the leader lease: the repair must never land, though nothing else stops the replica's
-/// tasks here (it runs on the test's runtime, where spawned work outlives it).
+/// tasks here (it runs on the test's runtime, where spawned work outlives it). Simulator only:
+/// the slow read is injected (fault injection).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_old_leaders_repair_never_lands_after_it_lost_the_lease() {
     let elected = OperatorOptions {
@@ -260,6 +268,7 @@ async fn an_old_leaders_repair_never_lands_after_it_lost_the_lease() {
 
 /// The DaemonSet lookup is shared by every drain that meets the DaemonSet's pods: a lookup
 /// the API server answers late must not keep its callers waiting beyond the call deadline.
+/// Simulator only: the late answer is injected (fault injection).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_daemonset_lookup_keeps_none_of_its_callers_waiting() {
     let env = TestEnv::builder()

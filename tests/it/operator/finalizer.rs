@@ -6,7 +6,7 @@ use nmo_actors::ports::Cluster;
 use nmo_sim::{Query, Scenario};
 use serde_json::json;
 
-use crate::support::{OPERATOR_AGENT, TestEnv};
+use crate::support::{Backend, TestEnv, both_backends};
 
 const FINALIZER: &str = "foregroundDeleteNodeMaintenance";
 
@@ -23,10 +23,9 @@ async fn finalizers(env: &TestEnv, name: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Simulator only: counts nmo's requests (the simulator's accounting).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current() {
-    let env = TestEnv::builder()
+/// nmo's requests counted by the simulator's accounting or the real API server's audit log.
+async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current(backend: Backend) {
+    let env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 1).pdb(None))
         .maintenance("nm-0", "node-0")
         .without_operator()
@@ -34,10 +33,13 @@ async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current() {
         .await;
     let adapter = KubeCluster::new(env.operator_client(), None);
 
-    adapter.add_finalizer("nm-0", &[]).await.expect("added");
+    adapter
+        .add_finalizer(&env.name("nm-0"), &[])
+        .await
+        .expect("added");
 
     assert_eq!(finalizers(&env, "nm-0").await, [FINALIZER]);
-    let ours = |q: Query| env.sim().requests(&q.user_agent(OPERATOR_AGENT));
+    let ours = |q: Query| env.count_operator_requests(&q);
     assert_eq!(
         ours(Query::all().verb("get").resource("nodemaintenances")),
         0
@@ -47,11 +49,11 @@ async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current() {
         1
     );
 }
+both_backends!(a_finalizer_is_added_without_reading_when_the_seen_list_is_current);
 
-/// Simulator only: counts nmo's requests (the simulator's accounting).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stale_seen_list_is_re_read_and_keeps_the_other_finalizers() {
-    let env = TestEnv::builder()
+/// nmo's requests counted by the simulator's accounting or the real API server's audit log.
+async fn a_stale_seen_list_is_re_read_and_keeps_the_other_finalizers(backend: Backend) {
+    let env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 1).pdb(None))
         .object(json!({
             "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
@@ -65,13 +67,16 @@ async fn a_stale_seen_list_is_re_read_and_keeps_the_other_finalizers() {
     let adapter = KubeCluster::new(env.operator_client(), None);
 
     // Seen before the other finalizer arrived: the first write's test fails, the retry reads.
-    adapter.add_finalizer("nm-0", &[]).await.expect("added");
+    adapter
+        .add_finalizer(&env.name("nm-0"), &[])
+        .await
+        .expect("added");
 
     assert_eq!(
         finalizers(&env, "nm-0").await,
         ["example.com/keep", FINALIZER]
     );
-    let ours = |q: Query| env.sim().requests(&q.user_agent(OPERATOR_AGENT));
+    let ours = |q: Query| env.count_operator_requests(&q);
     assert_eq!(
         ours(Query::all().verb("get").resource("nodemaintenances")),
         1
@@ -81,3 +86,4 @@ async fn a_stale_seen_list_is_re_read_and_keeps_the_other_finalizers() {
         2
     );
 }
+both_backends!(a_stale_seen_list_is_re_read_and_keeps_the_other_finalizers);

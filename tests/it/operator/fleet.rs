@@ -14,16 +14,17 @@ use nmo::operator::OperatorOptions;
 use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::{TestEnv, eventually, test_options};
+use crate::support::{Backend, TestEnv, both_backends, eventually, test_options};
 
-/// The most nodes ever cordoned at once, from every node change the watch reports.
+/// The most of the test's nodes ever cordoned at once, from every node change the watch
+/// reports (a real cluster may hold other nodes: only the test's count).
 struct CordonMonitor {
     max: Arc<Mutex<usize>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl CordonMonitor {
-    async fn start(client: kube::Client) -> Self {
+    async fn start(client: kube::Client, nodes: BTreeSet<String>) -> Self {
         let max = Arc::new(Mutex::new(0));
         let seen = max.clone();
         let (listed, ready) = tokio::sync::oneshot::channel();
@@ -34,8 +35,14 @@ impl CordonMonitor {
             let mut cordoned = BTreeSet::new();
             let mut listing = BTreeSet::new();
             while let Some(event) = events.next().await {
-                let cordon =
-                    |node: &Node| node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+                let cordon = |node: &Node| {
+                    node.spec.as_ref().and_then(|s| s.unschedulable) == Some(true)
+                        && node
+                            .metadata
+                            .name
+                            .as_ref()
+                            .is_some_and(|n| nodes.contains(n))
+                };
                 let name = |node: &Node| node.metadata.name.clone().unwrap_or_default();
                 match event {
                     Ok(Event::Init) => listing.clear(),
@@ -128,21 +135,27 @@ impl TestEnv {
         let status = if ready { "True" } else { "False" };
         let patch = json!({"status": {"conditions": [{"type": "Ready", "status": status}]}});
         Api::<Node>::all(self.admin_client())
-            .patch_status(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .patch_status(
+                &self.name(node),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .expect("the node status is patched");
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_queue_moves_by_itself_and_the_cap_holds_across_a_crash_and_a_leader_change() {
+async fn the_queue_moves_by_itself_and_the_cap_holds_across_a_crash_and_a_leader_change(
+    backend: Backend,
+) {
     let options = elected(budget(Some("2"), None));
-    let mut env = TestEnv::builder()
+    let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(6, 2).pdb(None))
         .operator_options(options.clone())
         .start()
         .await;
-    let monitor = CordonMonitor::start(env.admin_client()).await;
+    let nodes = (0..6).map(|i| env.name(&format!("node-{i}"))).collect();
+    let monitor = CordonMonitor::start(env.admin_client(), nodes).await;
     // z-0 and z-1 first, a second before the others (creation times count in seconds); the
     // waiting ones' names sort first, so a new process lists them before the running ones.
     env.create_maintenance("z-0", "node-0").await;
@@ -213,10 +226,10 @@ async fn the_queue_moves_by_itself_and_the_cap_holds_across_a_crash_and_a_leader
     assert_eq!(monitor.max(), 2, "never more than 2 nodes out at once");
     drop(standby);
 }
+both_backends!(the_queue_moves_by_itself_and_the_cap_holds_across_a_crash_and_a_leader_change);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_maintenance_waits_for_an_unavailable_node_to_come_back() {
-    let env = TestEnv::builder()
+async fn a_maintenance_waits_for_an_unavailable_node_to_come_back(backend: Backend) {
+    let env = TestEnv::on(backend)
         .scenario(Scenario::plain(5, 2).pdb(None))
         .operator_options(budget(None, Some("2")))
         .start()
@@ -251,6 +264,7 @@ async fn a_maintenance_waits_for_an_unavailable_node_to_come_back() {
     env.delete_maintenance("nm-0").await;
     env.wait_phase("nm-4", "Succeeded").await;
 }
+both_backends!(a_maintenance_waits_for_an_unavailable_node_to_come_back);
 
 #[test]
 fn a_budget_of_zero_is_refused_before_anything_starts() {

@@ -1,5 +1,6 @@
-//! nmo end to end: the operator in-process against the simulated API server, through the real
-//! kube client, checking nodes, pods, leases, statuses and events.
+//! nmo end to end: the operator in-process against the simulated API server and a real
+//! kube-apiserver (`both_backends!`), through the real kube client, checking nodes, pods,
+//! leases, statuses and events. The few that stay on the simulator say why.
 
 mod deadline;
 mod diagnosis;

@@ -1,8 +1,8 @@
-//! nmo draining the nodes it runs on. nmo's two replicas are pods of the simulated cluster,
-//! made from deploy/base/deployment.yaml's pod template (labels, tolerations) by a ReplicaSet,
-//! guarded by deploy/base/pdb.yaml; each pod runs one in-process nmo with leader election, and
-//! a replica whose pod is evicted stops as a killed process would (a new pod gets a new
-//! replica). The simulator's scheduler places new pods as the template's tolerations allow.
+//! nmo draining the nodes it runs on. nmo's two replicas are pods of the cluster (either
+//! backend), made from deploy/base/deployment.yaml's pod template (labels, tolerations,
+//! spread) by a ReplicaSet, guarded by deploy/base/pdb.yaml; each pod runs one in-process nmo
+//! with leader election, and a replica whose pod is evicted stops as a killed process would (a
+//! new pod gets a new replica). The cluster's scheduler places new pods as the template allows.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -16,7 +16,7 @@ use nmo::operator::OperatorOptions;
 use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::{Operator, TestEnv, eventually, test_options};
+use crate::support::{Backend, Operator, TestEnv, both_backends, eventually, test_options};
 
 /// nmo's namespace in deploy/.
 const NMO_NAMESPACE: &str = "nmo-system";
@@ -25,6 +25,8 @@ const REPLICASET: &str = "nmo-6f7c9d";
 /// Where the test's workload runs.
 const APP: &str = "shop";
 const CONTROL_PLANE: &str = "node-role.kubernetes.io/control-plane";
+/// The nodes of each test's cluster.
+const NODES: usize = 3;
 /// How long a drain, a takeover or an undo may take here.
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -64,10 +66,13 @@ fn replica_options(pod: &str) -> OperatorOptions {
     }
 }
 
-/// The pod that holds the leader lease (identities are `<pod>_<random>`).
+/// The pod that holds the leader lease (identities are `<pod>_<random>`), in nmo's namespace.
 async fn leader_pod(env: &TestEnv) -> Option<String> {
     let lease = env
-        .get_json::<Lease>(Some("default"), nmo::leader::LEADER_ELECTION_ID)
+        .get_json::<Lease>(
+            Some(env.operator_namespace()),
+            nmo::leader::LEADER_ELECTION_ID,
+        )
         .await?;
     let holder = lease["spec"]["holderIdentity"].as_str()?;
     let (pod, _) = holder.rsplit_once('_')?;
@@ -97,6 +102,14 @@ async fn install_nmo(env: &TestEnv) {
     env.create_object(manifest("pdb.yaml")).await;
 }
 
+/// The test's name (`node-<i>`) of the node the cluster calls `cluster_name`; None for an
+/// empty name or a node not the test's.
+fn test_node(env: &TestEnv, cluster_name: &str) -> Option<String> {
+    (0..NODES)
+        .map(|i| format!("node-{i}"))
+        .find(|node| !cluster_name.is_empty() && env.name(node) == cluster_name)
+}
+
 /// The nmo replicas, one per scheduled nmo pod: what the kubelet does for nmo's pods.
 #[derive(Default)]
 struct Replicas {
@@ -106,7 +119,8 @@ struct Replicas {
 }
 
 impl Replicas {
-    /// nmo's pods that exist, are not terminating, and are bound to a node: (name, node).
+    /// nmo's pods that exist, are not terminating, and are bound to a node: (name, node as
+    /// the test names it).
     async fn live_pods(env: &TestEnv) -> BTreeMap<String, String> {
         let params = ListParams::default().labels(&nmo_selector());
         env.list_json::<Pod>(Some(NMO_NAMESPACE), &params)
@@ -114,9 +128,9 @@ impl Replicas {
             .into_iter()
             .filter(|pod| pod["metadata"]["deletionTimestamp"].is_null())
             .filter_map(|pod| {
-                let node = pod["spec"]["nodeName"].as_str()?.to_string();
+                let node = test_node(env, pod["spec"]["nodeName"].as_str()?)?;
                 let name = pod["metadata"]["name"].as_str()?.to_string();
-                (!node.is_empty()).then_some((name, node))
+                Some((name, node))
             })
             .collect()
     }
@@ -148,12 +162,11 @@ impl Replicas {
 
 /// The leader's own node is put into maintenance: draining it evicts the leader's pod, the
 /// leader dies with it, the standby takes over and finishes the drain.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_leader_s_node_is_drained_and_the_standby_finishes_it() {
+async fn the_leader_s_node_is_drained_and_the_standby_finishes_it(backend: Backend) {
     // On each of the two nodes nmo runs on, a pod that a budget keeps there until the test
     // relaxes it: the drain cannot finish before the leader is gone.
-    let env = TestEnv::builder()
-        .scenario(Scenario::plain(3, 2).pdb(None))
+    let env = TestEnv::on(backend)
+        .scenario(Scenario::plain(NODES, 2).pdb(None))
         .namespace(NMO_NAMESPACE)
         .namespace(APP)
         .pod(APP, "db-0", "node-0", "db")
@@ -228,13 +241,13 @@ async fn the_leader_s_node_is_drained_and_the_standby_finishes_it() {
         "{left:?}"
     );
 }
+both_backends!(the_leader_s_node_is_drained_and_the_standby_finishes_it);
 
 /// Every worker in maintenance: nmo's evicted replicas find room only on the control-plane
 /// node (the manifest tolerates its taint), so the maintenances can still be ended.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn maintenances_end_when_every_worker_is_in_maintenance() {
-    let env = TestEnv::builder()
-        .scenario(Scenario::plain(3, 2).pdb(None))
+async fn maintenances_end_when_every_worker_is_in_maintenance(backend: Backend) {
+    let env = TestEnv::on(backend)
+        .scenario(Scenario::plain(NODES, 2).pdb(None))
         .namespace(NMO_NAMESPACE)
         .without_operator()
         .start()
@@ -320,3 +333,4 @@ async fn maintenances_end_when_every_worker_is_in_maintenance() {
         );
     }
 }
+both_backends!(maintenances_end_when_every_worker_is_in_maintenance);

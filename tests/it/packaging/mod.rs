@@ -5,5 +5,6 @@ mod dockerfile;
 mod kustomize;
 mod monitoring;
 mod olm;
+mod real_install;
 mod release;
 mod support;

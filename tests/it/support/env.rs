@@ -1,7 +1,6 @@
 //! [`TestEnv`]: a cluster, an admin client and nmo running against it, set up by a builder and
 //! shut down on drop (the operator first, killed as a crash would, then the cluster).
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -9,7 +8,7 @@ use nmo::operator::{OperatorError, OperatorOptions};
 use nmo_sim::{Scenario, SimHandle};
 use serde_json::Value;
 
-use super::backend::{Backend, Cluster, ClusterSpec, OPERATOR_AGENT, OPERATOR_USER, Started};
+use super::backend::{Backend, Cluster, ClusterSpec, OPERATOR_USER, Started};
 use super::names::Names;
 use super::operator::{Operator, test_options};
 
@@ -34,7 +33,7 @@ pub struct TestEnv {
     operator_namespace: String,
     backend: Backend,
     // Last: the cluster goes after the operator and the clients.
-    cluster: Cluster,
+    pub(super) cluster: Cluster,
 }
 
 /// Where the operators of an environment run.
@@ -195,39 +194,6 @@ impl TestEnv {
                 .map(|r| (r.group.clone(), r.resource_path(), r.verb.clone()))
                 .collect(),
         }
-    }
-
-    /// How many requests nmo made so far, by (group, resource or `resource/subresource`,
-    /// verb): from the simulator's accounting, or the real API server's audit log. Two of these
-    /// taken apart count what happened in between ([`request_counts_since`]).
-    pub fn operator_request_counts(&self) -> BTreeMap<(String, String, String), u64> {
-        let mut counts = BTreeMap::new();
-        match &self.cluster {
-            Cluster::Sim(sim) => {
-                // By its User-Agent: on the simulator nmo has a user only under RBAC.
-                for (key, count) in sim.accounting().snapshot() {
-                    if key.user_agent != OPERATOR_AGENT {
-                        continue;
-                    }
-                    let resource = if key.subresource.is_empty() {
-                        key.resource.clone()
-                    } else {
-                        format!("{}/{}", key.resource, key.subresource)
-                    };
-                    *counts
-                        .entry((key.group.clone(), resource, key.verb.clone()))
-                        .or_insert(0) += count;
-                }
-            }
-            Cluster::Real(real) => {
-                for r in real.operator_requests() {
-                    *counts
-                        .entry((r.group.clone(), r.resource_path(), r.verb.clone()))
-                        .or_insert(0) += 1;
-                }
-            }
-        }
-        counts
     }
 
     /// The requests of nmo that RBAC refused (403): the simulator's denials, or the real API
@@ -433,19 +399,4 @@ impl TestEnvBuilder {
         }
         env
     }
-}
-
-/// The requests counted in `after` and not yet in `before` (two
-/// [`TestEnv::operator_request_counts`]).
-pub fn request_counts_since(
-    before: &BTreeMap<(String, String, String), u64>,
-    after: &BTreeMap<(String, String, String), u64>,
-) -> BTreeMap<(String, String, String), u64> {
-    after
-        .iter()
-        .filter_map(|(key, count)| {
-            let new = count.saturating_sub(before.get(key).copied().unwrap_or(0));
-            (new > 0).then(|| (key.clone(), new))
-        })
-        .collect()
 }

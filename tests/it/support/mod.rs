@@ -7,8 +7,10 @@
 //! tests taking turns, a kubelet stand-in playing the kubelet, nmo as its ServiceAccount under
 //! deploy/base's RBAC). A test reads and changes the cluster only through the environment's
 //! kube clients (`objects`), waits with the one [`eventually`] (`waits` has the common ones),
-//! and reaches what only the simulator can do (fault injection, request accounting, RBAC
-//! denials) through [`TestEnv::sim`]: a test that calls it is simulator-only.
+//! counts nmo's requests with [`TestEnv::count_operator_requests`] (the simulator's accounting
+//! or the real API server's audit log), and reaches what only the simulator can do (fault
+//! injection, RBAC denials of a custom rule set, a status no controller overwrites) through
+//! [`TestEnv::sim`]: a test that calls it is simulator-only.
 //!
 //! # Writing a test for both backends
 //! Write the body once as a function of the backend, then instantiate it with
@@ -45,8 +47,9 @@
 //!   do not tolerate a `NoExecute` taint; the scheduler places replacements anywhere they fit;
 //!   the garbage collector deletes dependents of a deleted owner. Assert what a real cluster
 //!   guarantees, not what the simulator happens to do.
-//! - A test that needs `env.sim()` (faults, request counts, RBAC denials of a custom rule set)
-//!   stays a plain `#[tokio::test]` on the simulator, with a comment saying so.
+//! - A test that needs `env.sim()` (faults, RBAC denials of a custom rule set) stays a plain
+//!   `#[tokio::test]` on the simulator, with a comment saying so. Request counts are not a
+//!   reason: `env.count_operator_requests` counts on both.
 //!
 //! The real backend fails a test with a clear message when its binaries are missing (which,
 //! and how to get them: `export KUBEBUILDER_ASSETS=$(../shared/k8s/assets)`). Nothing it
@@ -59,6 +62,7 @@
 //! - `env`: [`TestEnv`] and its builder; starting, stopping and killing nmo.
 //! - `objects`: reading objects as stored and changing them as an admin would.
 //! - `waits`: waiting for a phase, for a maintenance to be gone, for a blocked drain.
+//! - `requests`: counting nmo's requests on either backend (accounting or audit log).
 //! - `operator`: running nmo in-process, on its own runtime (killable like a crashed process)
 //!   or on the test's.
 
@@ -68,17 +72,36 @@ mod names;
 mod objects;
 mod operator;
 pub mod real;
+mod requests;
 mod waits;
 
 pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE};
-pub use env::{TestEnv, TestEnvBuilder, request_counts_since};
+pub use env::{TestEnv, TestEnvBuilder};
 pub use nmo_envtest::testing::eventually;
 pub use objects::taint_keys;
 pub use operator::{Operator, test_options};
 
 /// Instantiates each test body `async fn name(backend: Backend)` twice: as `name::sim` on the
-/// simulator and `name::real` on the real API server (see the module docs).
+/// simulator and `name::real` on the real API server (see the module docs). On a
+/// multi-threaded runtime; `both_backends!(current_thread: name)` runs them on one thread, for a
+/// test whose thread-local tracing subscriber must see every span of an nmo running on the
+/// test's runtime.
 macro_rules! both_backends {
+    (current_thread: $($test:ident),+ $(,)?) => {
+        $(
+            mod $test {
+                #[tokio::test(flavor = "current_thread")]
+                async fn sim() {
+                    super::$test($crate::support::Backend::Sim).await;
+                }
+
+                #[tokio::test(flavor = "current_thread")]
+                async fn real() {
+                    super::$test($crate::support::Backend::Real).await;
+                }
+            }
+        )+
+    };
     ($($test:ident),+ $(,)?) => {
         $(
             mod $test {

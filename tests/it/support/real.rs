@@ -15,7 +15,8 @@
 //!   collides with it.
 //! - Clean-up: when a test takes its turn, what earlier tests left is swept away (their
 //!   NodeMaintenances with their finalizers, nodes, namespaces with their pods, node leases,
-//!   the leader lease), so a test that failed midway harms no other.
+//!   nmo's own workload in `nmo-system`, the leader lease), so a test that failed midway
+//!   harms no other.
 //! - Processes: the control plane is stopped when the binary ends, however it ends (panic,
 //!   kill -9): nmo-envtest's wrappers kill each component when the test process goes.
 
@@ -24,8 +25,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use nmo::crd::NodeMaintenance;
 use nmo_envtest::audit::Request;
@@ -131,8 +134,8 @@ async fn set_up(control_plane: &'static ControlPlane) -> Result<(), String> {
 /// A test's share of the real control plane; gives the turn back when dropped.
 pub struct RealCluster {
     names: Names,
-    /// Where the audit log stood when the test began.
-    audit_mark: u64,
+    /// Where the audit log stood when the test began (or last forgot nmo's requests).
+    audit_mark: AtomicU64,
     /// Stopped when the test's share is dropped.
     _kubelet: KubeletThread,
     // Last: the turn goes back once the kubelet has stopped.
@@ -208,7 +211,7 @@ impl RealCluster {
         RealStart {
             cluster: RealCluster {
                 names,
-                audit_mark,
+                audit_mark: AtomicU64::new(audit_mark),
                 _kubelet: kubelet,
                 _turn: turn,
             },
@@ -230,10 +233,18 @@ impl RealCluster {
         audit()
             .and_then(|audit| {
                 audit
-                    .requests_since(self.audit_mark)
+                    .requests_since(self.audit_mark.load(Ordering::Relaxed))
                     .map_err(|error| error.to_string())
             })
             .unwrap_or_else(|error| panic!("reading the audit log: {error}"))
+    }
+
+    /// Forgets nmo's requests so far: [`RealCluster::operator_requests`] reads only what
+    /// follows.
+    pub fn forget_operator_requests(&self) {
+        if let Ok(audit) = audit() {
+            self.audit_mark.store(audit.mark(), Ordering::Relaxed);
+        }
     }
 }
 
@@ -285,7 +296,7 @@ async fn best_effort<T>(what: String, call: impl Future<Output = Result<T, kube:
 
 /// Removes what earlier tests left: their NodeMaintenances (finalizers dropped: no operator
 /// will undo them), namespaces (their pods deleted at once, as no kubelet finishes them),
-/// nodes, node leases, and nmo's leader lease.
+/// nodes, node leases, nmo's workload in its namespace, and nmo's leader lease.
 async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
     let maintenances: Api<NodeMaintenance> = Api::all(admin.clone());
     if let Ok(list) = maintenances.list(&ListParams::default()).await {
@@ -335,10 +346,20 @@ async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
             .await;
         }
     }
+    // Registered nodes carry the test label; nodes a test created as objects (the webhook's)
+    // only a test's name.
     let nodes: Api<Node> = Api::all(admin.clone());
-    if let Ok(list) = nodes.list(&ListParams::default().labels(TEST_LABEL)).await {
+    if let Ok(list) = nodes.list(&ListParams::default()).await {
         for node in list.items {
             let name = node.metadata.name.clone().unwrap_or_default();
+            let labelled = node
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|labels| labels.contains_key(TEST_LABEL));
+            if !labelled && !is_test_name(&name) {
+                continue;
+            }
             control_plane.stop_heartbeat(&name);
             best_effort(
                 format!("deleting node {name}"),
@@ -360,6 +381,7 @@ async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
             }
         }
     }
+    sweep_operator_workload(admin).await;
     for namespace in [OPERATOR_NAMESPACE, "default"] {
         let leases: Api<Lease> = Api::namespaced(admin.clone(), namespace);
         best_effort(
@@ -368,6 +390,37 @@ async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
         )
         .await;
     }
+}
+
+/// Removes nmo's own workload from its shared namespace, as a test that installs nmo's
+/// Deployment leaves it (self_placement: its ReplicaSet, its pods, its budget): nothing else
+/// runs there on the real backend, where nmo runs in-process.
+async fn sweep_operator_workload(admin: &kube::Client) {
+    let everything = ListParams::default();
+    let replicasets: Api<ReplicaSet> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);
+    best_effort(
+        format!("deleting the ReplicaSets of {OPERATOR_NAMESPACE}"),
+        replicasets.delete_collection(&DeleteParams::default(), &everything),
+    )
+    .await;
+    let budgets: Api<PodDisruptionBudget> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);
+    best_effort(
+        format!("deleting the PodDisruptionBudgets of {OPERATOR_NAMESPACE}"),
+        budgets.delete_collection(&DeleteParams::default(), &everything),
+    )
+    .await;
+    let pods: Api<Pod> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);
+    best_effort(
+        format!("deleting the pods of {OPERATOR_NAMESPACE}"),
+        pods.delete_collection(
+            &DeleteParams {
+                grace_period_seconds: Some(0),
+                ..DeleteParams::default()
+            },
+            &everything,
+        ),
+    )
+    .await;
 }
 
 /// The kubelet stand-in on a thread and runtime of its own (the test's runtime may be busy

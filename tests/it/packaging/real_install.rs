@@ -1,0 +1,149 @@
+//! The README's install and uninstall commands, typed as a user would, against a real
+//! kube-apiserver: every object of both install paths is accepted (schema, RBAC escalation
+//! checks, webhook configuration), the CRD serves NodeMaintenances, and both uninstalls remove
+//! nmo while the `medik8s-leases` namespace the other medik8s operators share stays.
+//!
+//! The control plane is this test's own (etcd and kube-apiserver only): installing and deleting
+//! the CRD on the shared one would pull it from under the end-to-end tests. Nothing runs the
+//! Deployment (no kubelet, no image here), so what is checked is what the API server decides.
+
+use std::process::Output;
+
+use nmo_envtest::{ControlPlane, Identity, Options};
+
+use super::support::repo;
+
+/// cert-manager's two kinds that `install.yaml` uses, as bare CRDs that accept any spec: what a
+/// cluster with cert-manager serves, without its validation (its CRDs are not copied here).
+const CERT_MANAGER_KINDS: &str = r"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: issuers.cert-manager.io
+spec:
+  group: cert-manager.io
+  scope: Namespaced
+  names: {kind: Issuer, plural: issuers, singular: issuer, listKind: IssuerList}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+---
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: certificates.cert-manager.io
+spec:
+  group: cert-manager.io
+  scope: Namespaced
+  names: {kind: Certificate, plural: certificates, singular: certificate, listKind: CertificateList}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+";
+
+const CRD: &str = "crd/nodemaintenances.nodemaintenance.medik8s.io";
+const WEBHOOK: &str = "validatingwebhookconfiguration/nmo-validating-webhook";
+
+struct Kubectl<'a>(&'a ControlPlane);
+
+impl Kubectl<'_> {
+    fn run(&self, args: &[&str]) -> Output {
+        self.0
+            .kubectl(&Identity::admin())
+            .expect("kubectl for the admin")
+            .current_dir(repo())
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+    }
+
+    /// Runs `kubectl args`, failing the test with kubectl's words if it fails.
+    fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Whether `kubectl get what` finds it (`what`: `kind/name`, then flags).
+    fn exists(&self, what: &[&str]) -> bool {
+        let mut get = vec!["get"];
+        get.extend_from_slice(what);
+        self.run(&get).status.success()
+    }
+
+    fn established(&self, crd: &str) {
+        self.ok(&["wait", "--for=condition=Established", crd, "--timeout=30s"]);
+    }
+
+    /// Waits until each of `what` is gone (the namespace controller finishes namespaces).
+    fn gone(&self, what: &[&str]) {
+        let mut wait = vec!["wait", "--for=delete", "--timeout=60s"];
+        wait.extend_from_slice(what);
+        self.ok(&wait);
+    }
+}
+
+#[test]
+fn both_install_paths_are_accepted_by_a_real_api_server_and_uninstalls_keep_the_lease_namespace() {
+    // The controller manager finishes deleted namespaces; nothing needs the scheduler.
+    let options = Options {
+        scheduler: false,
+        ..Options::default()
+    };
+    let plane = ControlPlane::start(options).expect("a control plane of its own");
+    let kubectl = Kubectl(&plane);
+
+    // Without cert-manager: the webhook disabled.
+    kubectl.ok(&["apply", "-k", "deploy/install-no-webhook"]);
+    kubectl.established(CRD);
+    assert!(kubectl.exists(&["deployment/nmo", "-n", "nmo-system"]));
+    assert!(!kubectl.exists(&[WEBHOOK]));
+    // The CRD serves the sample (no webhook stands in the way; nmo does not run, so no
+    // finalizer holds it).
+    kubectl.ok(&["apply", "-k", "deploy/samples"]);
+    kubectl.ok(&["delete", "-k", "deploy/samples"]);
+    // The README's uninstall from a checkout.
+    kubectl.ok(&["delete", "-k", "deploy/no-webhook", "--wait=false"]);
+    kubectl.gone(&[CRD, "namespace/nmo-system", "clusterrole/nmo-manager"]);
+    assert!(kubectl.exists(&["namespace/medik8s-leases"]));
+
+    // With cert-manager: the release manifest, one command.
+    let kinds = plane.data_dir().join("cert-manager-kinds.yaml");
+    std::fs::write(&kinds, CERT_MANAGER_KINDS).expect("write the cert-manager kinds");
+    kubectl.ok(&["apply", "-f", &kinds.to_string_lossy()]);
+    kubectl.established("crd/issuers.cert-manager.io");
+    kubectl.established("crd/certificates.cert-manager.io");
+    kubectl.ok(&["apply", "-f", "install.yaml"]);
+    kubectl.established(CRD);
+    assert!(kubectl.exists(&[WEBHOOK]));
+    assert!(kubectl.exists(&["certificate/nmo-webhook", "-n", "nmo-system"]));
+    assert!(kubectl.exists(&["deployment/nmo", "-n", "nmo-system"]));
+    // The README's uninstall without a checkout: by nmo's label, so the shared namespace stays.
+    kubectl.ok(&[
+        "delete",
+        "-f",
+        "install.yaml",
+        "-l",
+        "app.kubernetes.io/name=nmo",
+        "--wait=false",
+    ]);
+    kubectl.gone(&[CRD, WEBHOOK, "namespace/nmo-system"]);
+    let phase = kubectl.ok(&[
+        "get",
+        "namespace/medik8s-leases",
+        "-o",
+        "jsonpath={.status.phase}",
+    ]);
+    assert_eq!(phase, "Active");
+}
