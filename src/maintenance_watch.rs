@@ -6,12 +6,12 @@ use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Api, Client, ResourceExt};
 use nmo_actors::SupervisorMsg;
 use ractor::ActorRef;
 
 use crate::cluster::maintenance;
+use crate::cluster::watch::{InitialLists, events};
 use crate::crd::NodeMaintenance;
 use crate::observability::endpoints::Readiness;
 
@@ -27,15 +27,18 @@ pub enum WatchError {
 }
 
 /// Watches NodeMaintenances until an error; marks `readiness` once the first listing is in.
+///
+/// The first list comes as a streaming list where the API server serves them (`lists`), and
+/// this watch starts before any maintenance does: a server that refuses streaming lists has
+/// done so before any node's watch asks, and none of them wastes a request on it.
 pub async fn run(
     client: Client,
+    lists: InitialLists,
     supervisor: ActorRef<SupervisorMsg>,
     readiness: Readiness,
 ) -> WatchError {
     let api: Api<NodeMaintenance> = Api::all(client);
-    let mut stream = watch(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let mut stream = events(api, watcher::Config::default(), lists);
     // Names (and uids) the supervisor was told about; a relist that misses one means it was
     // deleted while the watch was down.
     let mut known: BTreeMap<String, String> = BTreeMap::new();

@@ -482,12 +482,14 @@ pub async fn run(
             .with_fence(fence.clone())
             .with_call_timeout(options.api_call_timeout),
     );
+    let initial_lists = cluster.initial_lists();
     let mut config = options.actor_config();
     ensure_lease_namespace(cluster.as_ref(), &config).await;
     config.observer = ProcessObserver::new(maintenance_metrics).shared();
     let actors = system::start(cluster, config).await?;
     leader_metric.leading();
-    let maintenances = maintenance_watch::run(client, actors.supervisor.clone(), readiness);
+    let maintenances =
+        maintenance_watch::run(client, initial_lists, actors.supervisor.clone(), readiness);
     let leadership = async {
         match &elector {
             Some(elector) => elector.hold().await,

@@ -172,6 +172,11 @@ pub fn parse(text: &str) -> Vec<Request> {
                     seen.code = request.code;
                 }
             }
+            // The end of a watch opened before these lines (its ResponseStarted is not among
+            // them): not a request made since.
+            None if request.verb == "watch"
+                && request.code == 200
+                && event["stage"].as_str() == Some("ResponseComplete") => {}
             None => {
                 order.push(id.clone());
                 by_id.insert(id, request);
@@ -214,6 +219,16 @@ mod tests {
         let by_verb = count_by(&requests, |r| r.verb.clone());
         assert_eq!(by_verb["get"], 1);
         assert_eq!(by_verb["watch"], 1);
+    }
+
+    #[test]
+    fn a_watch_that_only_ends_in_these_lines_was_made_before_them() {
+        // a5 opened before the mark (its ResponseStarted is not here) and ends after it.
+        let lines = r#"{"kind":"Event","auditID":"a5","stage":"ResponseComplete","verb":"watch","user":{"username":"nmo"},"objectRef":{"resource":"nodes","apiVersion":"v1"},"responseStatus":{"code":200}}
+{"kind":"Event","auditID":"a6","stage":"ResponseComplete","verb":"patch","user":{"username":"nmo"},"objectRef":{"resource":"nodes","apiVersion":"v1"},"responseStatus":{"code":200}}"#;
+        let requests = parse(lines);
+        assert_eq!(requests.len(), 1, "{requests:?}");
+        assert_eq!(requests[0].verb, "patch");
     }
 
     #[test]

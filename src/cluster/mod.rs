@@ -18,7 +18,7 @@ mod node_patch;
 pub mod node_summaries;
 mod shared_labels;
 mod slim_pod;
-mod watch;
+pub mod watch;
 
 pub use convert::maintenance;
 
@@ -91,6 +91,12 @@ impl KubeCluster {
     pub fn with_fence(mut self, fence: Fence) -> Self {
         self.fence = fence;
         self
+    }
+
+    /// How this client's watches get their first lists (shared with the NodeMaintenance
+    /// watch, which learns it before any maintenance opens a watch).
+    pub fn initial_lists(&self) -> watch::InitialLists {
+        self.initial_lists.clone()
     }
 
     /// Calls of the adapter's own (the shared DaemonSet lookup) give up after `timeout`.

@@ -64,7 +64,8 @@ fn refuses_streaming<K>(event: &Result<Event<K>, watcher::Error>, listed: bool) 
 }
 
 /// The watch events of `config`, from a streaming list while the API server serves them.
-fn events<K>(
+/// Watch errors are retried with kube-runtime's default backoff.
+pub fn events<K>(
     api: Api<K>,
     config: watcher::Config,
     lists: InitialLists,

@@ -82,8 +82,9 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used(backend: Backend
 
     // What the operator core does not exercise here: the webhook's budget look-up (its own
     // tests enforce the same file and fail without it), the patch of a repeated event's
-    // series, which a short test does not reach, the LISTs of nodes and pods, which the
-    // watches only make on an API server without streaming lists (operator::watch_lists), and
+    // series, which a short test does not reach, the LISTs of nodes, pods and
+    // NodeMaintenances, which the watches only make on an API server without streaming lists
+    // (operator::watch_lists; the real backend's etcd is one), and
     // the GET of a node, which only a patch that lost a race makes (operator::faults), and the
     // GET of a NodeMaintenance, which only a stale finalizer list or a restart makes
     // (operator::finalizer, operator::restart).
@@ -93,6 +94,7 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used(backend: Backend
         ("", "nodes", "list"),
         ("", "nodes", "get"),
         ("nodemaintenance.medik8s.io", "nodemaintenances", "get"),
+        ("nodemaintenance.medik8s.io", "nodemaintenances", "list"),
         ("", "pods", "list"),
     ];
     if env.backend() == Backend::Real {
