@@ -30,6 +30,7 @@ mod lease_transitions;
 mod messages;
 pub(crate) mod ops;
 mod pending;
+mod seen;
 mod stage;
 mod state;
 mod status;

@@ -7,8 +7,6 @@
 //! from it instead of a GET) and the first pod list of the pod watch (the first counts come
 //! from it instead of a LIST).
 
-use std::time::Duration;
-
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use ractor::ActorRef;
@@ -16,24 +14,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::messages::{NodeMsg, WatchKind};
+use super::seen::{Seen, SeenNode};
 use crate::model::{NodeState, PodInfo};
 use crate::ports::Cluster;
 use crate::task::TaskSlot;
-
-/// What a watch has delivered: None until it delivers (then the operation asks the API).
-pub(crate) type Seen<T> = watch::Receiver<Option<T>>;
-
-/// The Node as its watch last delivered it (`Some(None)`: the Node does not exist).
-pub(crate) type SeenNode = Seen<Option<NodeState>>;
-
-/// Waits at most `within` for what `seen` has delivered; None if it delivered nothing by then
-/// (the watch cannot reach the API, or was stopped).
-pub(crate) async fn first_seen<T: Clone>(mut seen: Seen<T>, within: Duration) -> Option<T> {
-    match tokio::time::timeout(within, seen.wait_for(Option::is_some)).await {
-        Ok(Ok(value)) => value.clone(),
-        _ => None,
-    }
-}
 
 /// The watch tasks of one node actor, and what they delivered.
 #[derive(Debug)]

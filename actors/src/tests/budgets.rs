@@ -1,17 +1,13 @@
-//! Budget-driven eviction (the shared budget watch gates evictions on each budget's observed
-//! status), drain diagnosis, and the drain deadline, against the fake cluster.
-
-use std::collections::BTreeMap;
+//! Budget-driven eviction, against the fake cluster: the shared budget watch gates evictions
+//! on each budget's observed status. (Why a drain is blocked, and its deadline: `blocked`.)
 
 use super::*;
-use crate::budget::BudgetPod;
 use crate::budget::{Budget, BudgetStatus, IntOrPercent, LabelSelector};
-use crate::model::{Event, OnDrainTimeout, OwnerRef};
 
 /// Budget `web` over `app=web` in namespace `app`, `maxUnavailable: 1`, whose fresh status
 /// allows `allowed` disruptions (as the disruption controller computes it: 4 expected pods, 3
 /// wanted healthy, so `3 + allowed` are healthy).
-fn web_budget(allowed: i32) -> Budget {
+pub(super) fn web_budget(allowed: i32) -> Budget {
     Budget {
         namespace: "app".into(),
         name: "web".into(),
@@ -32,7 +28,7 @@ fn web_budget(allowed: i32) -> Budget {
 }
 
 /// Nodes `nodes`, each with `per_node` pods `app/<node>-web-<i>` labelled `app=web`.
-fn web_cluster(nodes: &[&str], per_node: usize) -> FakeCluster {
+pub(super) fn web_cluster(nodes: &[&str], per_node: usize) -> FakeCluster {
     let cluster = FakeCluster::new();
     for node in nodes {
         cluster.add_node(node);
@@ -44,7 +40,11 @@ fn web_cluster(nodes: &[&str], per_node: usize) -> FakeCluster {
     cluster
 }
 
-fn condition(cluster: &FakeCluster, nm: &str, type_: &str) -> Option<crate::model::Condition> {
+pub(super) fn condition(
+    cluster: &FakeCluster,
+    nm: &str,
+    type_: &str,
+) -> Option<crate::model::Condition> {
     plan::condition(&cluster.status(nm), type_).cloned()
 }
 
@@ -211,228 +211,5 @@ async fn pods_no_budget_selects_go_at_once() {
         .await
     );
     assert_eq!(cluster.count_calls("evict_pod app/n1-web-0"), 0);
-    h.stop().await;
-}
-
-/// A replacement of `web` that can run only on node `only` and is not scheduled.
-fn stuck_replacement(only: &str) -> BudgetPod {
-    BudgetPod {
-        namespace: "app".into(),
-        name: "web-new".into(),
-        controller: Some(OwnerRef {
-            kind: "ReplicaSet".into(),
-            name: "n1-web-0-rs".into(),
-        }),
-        phase: PodPhase::Pending,
-        ready: false,
-        terminating: false,
-        node_name: None,
-        unschedulable: Some("0/2 nodes are available: 2 node(s) were unschedulable.".into()),
-        node_selector: BTreeMap::from([("kubernetes.io/hostname".into(), only.into())]),
-        tolerations: Vec::new(),
-    }
-}
-
-fn hostname_node(name: &str) -> NodeState {
-    let mut node = NodeState::test(name);
-    node.labels
-        .insert("kubernetes.io/hostname".into(), name.into());
-    node
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_replacement_fitting_only_a_node_another_maintenance_cordons_is_a_deadlock() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.set_node(hostname_node("n1"));
-    cluster.set_node(hostname_node("n2"));
-    cluster.add_unplaced_pod(stuck_replacement("n2"));
-    cluster.put_budget(web_budget(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    cluster.create_maintenance("nm2", "n2", t0());
-    let deadlocked = || {
-        condition(&cluster, "nm1", conditions::DRAIN_BLOCKED)
-            .is_some_and(|c| c.status == "True" && c.reason == "CrossNodeDeadlock")
-    };
-    assert!(eventually(Duration::from_secs(10), deadlocked).await);
-    let status = cluster.status("nm1");
-    let error = status.last_error.clone().unwrap_or_default();
-    assert!(
-        error.contains("nm2 (node n2)") && error.contains("app/web-new"),
-        "{error}"
-    );
-    assert_eq!(
-        status.pending_pods_reasons[0].diagnosis.as_deref(),
-        Some("CrossNodeDeadlock")
-    );
-    let blocked_events: Vec<Event> = cluster
-        .events()
-        .into_iter()
-        .filter(|e| e.reason == reasons_drain_blocked())
-        .collect();
-    assert!(
-        blocked_events
-            .iter()
-            .any(|e| e.type_ == EventType::Warning && e.message.contains("CrossNodeDeadlock")),
-        "{blocked_events:?}"
-    );
-    let before = blocked_events.len();
-    tokio::time::sleep(Duration::from_secs(120)).await;
-    let after = cluster
-        .events()
-        .iter()
-        .filter(|e| e.reason == reasons_drain_blocked())
-        .count();
-    assert_eq!(after, before, "no event per retry");
-    // The reads are bounded: a handful per minute while nothing changes.
-    let reads = h.eviction_stats().await.diagnosis_reads;
-    assert!(reads <= 30, "{reads} reads in two minutes");
-    h.stop().await;
-}
-
-fn reasons_drain_blocked() -> &'static str {
-    crate::model::reasons::DRAIN_BLOCKED
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_replacement_that_fits_no_maintained_node_is_unschedulable() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.set_node(hostname_node("n1"));
-    cluster.add_unplaced_pod(stuck_replacement("gone"));
-    cluster.put_budget(web_budget(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        eventually(Duration::from_secs(10), || condition(
-            &cluster,
-            "nm1",
-            conditions::DRAIN_BLOCKED
-        )
-        .is_some_and(|c| c.reason == "ReplacementUnschedulable"
-            && c.message.contains("0/2 nodes are available")))
-        .await,
-        "{:?}",
-        cluster.status("nm1")
-    );
-    h.stop().await;
-}
-
-/// Budget `db` with `maxUnavailable: 0` over `app=web`: it never allows a disruption.
-fn structural_budget() -> Budget {
-    Budget {
-        name: "db".into(),
-        max_unavailable: Some(IntOrPercent::Int(0)),
-        ..web_budget(0)
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_budget_that_never_allows_is_named_structural_at_once() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_budget(structural_budget());
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        eventually(Duration::from_secs(2), || condition(
-            &cluster,
-            "nm1",
-            conditions::DRAIN_BLOCKED
-        )
-        .is_some_and(|c| c.reason == "StructuralBudget"))
-        .await
-    );
-    let error = cluster.status("nm1").last_error.unwrap_or_default();
-    assert!(error.contains("maxUnavailable is 0"), "{error}");
-    h.stop().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_passed_deadline_holds_the_node_cordoned_and_deletes_no_pod() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_budget(structural_budget());
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create(
-        Maintenance::test("nm1")
-            .on("n1")
-            .with_drain_timeout(Duration::from_secs(60), OnDrainTimeout::Hold),
-    );
-    assert!(
-        eventually(Duration::from_secs(5), || cluster
-            .status("nm1")
-            .drain_time_remaining
-            .is_some())
-        .await
-    );
-    let status = cluster.status("nm1");
-    assert_eq!(status.drain_time_remaining.as_deref(), Some("1m"));
-    assert_eq!(
-        status.drain_deadline,
-        status
-            .drain_start_time
-            .map(|t| t + chrono::Duration::seconds(60))
-    );
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(70))
-            .await
-    );
-    let status = cluster.status("nm1");
-    let drained = condition(&cluster, "nm1", conditions::DRAINED).unwrap();
-    assert_eq!(drained.reason, conditions::DRAIN_TIMEOUT);
-    let error = status.last_error.unwrap_or_default();
-    assert!(
-        error.contains("drainTimeout 1m") && error.contains("Hold") && error.contains("db"),
-        "{error}"
-    );
-    assert!(
-        cluster
-            .event_reasons()
-            .contains(&"FailedMaintenance".to_string())
-    );
-    assert_in_maintenance(&cluster, "n1");
-    assert_eq!(cluster.pods("n1").len(), 1, "no pod deleted");
-    assert_eq!(cluster.count_calls("delete_pod"), 0);
-    tokio::time::sleep(Duration::from_secs(30)).await;
-    assert_in_maintenance(&cluster, "n1");
-    h.stop().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_passed_deadline_with_undo_gives_the_node_back() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_budget(structural_budget());
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create(
-        Maintenance::test("nm1")
-            .on("n1")
-            .with_drain_timeout(Duration::from_secs(30), OnDrainTimeout::Undo),
-    );
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(40))
-            .await
-    );
-    assert!(
-        eventually(Duration::from_secs(10), || !plan::node_in_maintenance(
-            &cluster.node("n1").unwrap()
-        ))
-        .await
-    );
-    assert_released(&cluster, "n1");
-    assert_eq!(cluster.pods("n1").len(), 1, "no pod deleted");
-    assert!(cluster.lease(NS, "node-n1").is_none(), "lease released");
-    h.stop().await;
-}
-
-#[tokio::test(start_paused = true)]
-async fn without_a_timeout_nothing_changes() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_budget(structural_budget());
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    tokio::time::sleep(Duration::from_secs(3600)).await;
-    let status = cluster.status("nm1");
-    assert_eq!(status.phase, Some(Phase::Running));
-    assert_eq!(status.drain_deadline, None);
-    assert_eq!(status.drain_time_remaining, None);
-    assert!(status.drain_start_time.is_some());
     h.stop().await;
 }

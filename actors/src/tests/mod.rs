@@ -2,6 +2,7 @@
 //! renewal run in milliseconds), one file per topic. The harness, the fixtures and the waits
 //! are [`crate::fake`]'s, shared with the operator's integration tests.
 
+mod blocked;
 mod budgets;
 mod drain;
 mod eviction;

@@ -1,5 +1,5 @@
 //! Start-up and repair: finalizer, first-time counts, node, lease, label + taints + cordon.
-//! The counts and the node come from the actor's watches (see `crate::node::watches`), the
+//! The counts and the node come from the actor's watches (see `crate::node::watches` and `crate::node::seen`), the
 //! API is asked only when a watch has not delivered in time.
 //!
 //! The steps run in order and stop at the first that fails; what the earlier ones achieved
@@ -16,8 +16,8 @@ use super::drain_pass::{DaemonSets, classify_all};
 use super::lease::acquire_lease;
 use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodInfo, PodRef, reasons};
 use crate::node::errors::ReconcileError;
+use crate::node::seen::{Seen, SeenNode, first_seen};
 use crate::node::status::InitialCounts;
-use crate::node::watches::{Seen, SeenNode, first_seen};
 use crate::observe::LeaseOp;
 use crate::plan;
 
