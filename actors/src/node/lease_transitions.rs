@@ -21,7 +21,7 @@ const EVICTIONS_PAUSED: &str =
 impl NodeActorState {
     /// The lease renewal timer (`new_interval`), or the retry of a failed renewal.
     pub(super) fn renew_lease(&mut self, myself: &ActorRef<NodeMsg>, new_interval: bool) {
-        if !self.stage.guards_node() || !self.lease.begin_renewal(new_interval) {
+        if !self.stage.keeps_lease() || !self.lease.begin_renewal(new_interval) {
             return;
         }
         let ctx = self.ctx.clone();
@@ -45,6 +45,8 @@ impl NodeActorState {
         if let Ok(lease) = &result {
             self.lease.wrote(lease);
         }
+        // A held drain only keeps the lease alive: a failed renewal is tried again at the next
+        // interval, with no eviction to pause and no give-up to undo the node a person waits on.
         if !self.stage.guards_node() {
             return;
         }

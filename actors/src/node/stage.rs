@@ -75,6 +75,20 @@ impl Stage {
         matches!(self, Stage::Draining(_) | Stage::Succeeded)
     }
 
+    /// nmo's node lease is renewed: while it guards the node, and while a drain that passed
+    /// its deadline holds the node out for a person (`onDrainTimeout: Hold`), so that no other
+    /// operator takes over a node nmo still keeps cordoned.
+    pub(super) fn keeps_lease(&self) -> bool {
+        self.guards_node()
+            || matches!(
+                self,
+                Stage::Failed {
+                    why: Failure::DrainTimeout,
+                    undo_due: false
+                }
+            )
+    }
+
     /// Deleted: undoing.
     pub(super) fn is_undoing(&self) -> bool {
         matches!(self, Stage::Undoing)

@@ -191,6 +191,37 @@ async fn a_passed_deadline_holds_the_node_cordoned_and_deletes_no_pod() {
     h.stop().await;
 }
 
+/// A held drain keeps nmo's node lease renewed: the node stays out for a person, and no other
+/// operator may take it over while the NodeMaintenance exists.
+#[tokio::test(start_paused = true)]
+async fn a_held_drain_keeps_the_node_lease_renewed() {
+    let cluster = web_cluster(&["n1"], 1);
+    cluster.put_budget(structural_budget());
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create(
+        Maintenance::test("nm1")
+            .on("n1")
+            .with_drain_timeout(Duration::from_secs(60), OnDrainTimeout::Hold),
+    );
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(70))
+            .await
+    );
+    // Three lease durations later.
+    tokio::time::sleep(Duration::from_secs(3 * 3600)).await;
+    let lease = cluster.lease(NS, "node-n1").expect("nmo's lease");
+    assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
+    let renewed = lease.renew_time.expect("a renew time");
+    let duration = chrono::Duration::seconds(lease.lease_duration_seconds.unwrap_or(0).into());
+    assert!(
+        renewed + duration > h.now(),
+        "the lease lapsed: renewed at {renewed}, now {}",
+        h.now()
+    );
+    assert_in_maintenance(&cluster, "n1");
+    h.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_passed_deadline_with_undo_gives_the_node_back() {
     let cluster = web_cluster(&["n1"], 1);
