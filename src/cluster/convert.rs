@@ -258,9 +258,27 @@ pub fn kube_taint(value: &Taint) -> KubeTaint {
 
 /// The domain view of a Pod.
 pub fn pod_info(pod: &Pod) -> PodInfo {
-    let meta = &pod.metadata;
     let spec = pod.spec.as_ref();
-    let phase = match pod.status.as_ref().and_then(|s| s.phase.as_deref()) {
+    pod_info_of(
+        &pod.metadata,
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        spec.and_then(|s| s.termination_grace_period_seconds),
+        spec.and_then(|s| s.volumes.as_ref())
+            .is_some_and(|volumes| volumes.iter().any(|v| v.empty_dir.is_some())),
+        pod_condition(pod, "Ready").is_some_and(|c| c.status == "True"),
+    )
+}
+
+/// The drain's view of a pod from what it reads of one: shared by whole Pods and the pod
+/// watch's slim ones (`super::slim_pod`), so the two cannot drift apart.
+pub(super) fn pod_info_of(
+    meta: &ObjectMeta,
+    phase: Option<&str>,
+    grace_period_seconds: Option<i64>,
+    has_empty_dir: bool,
+    ready: bool,
+) -> PodInfo {
+    let phase = match phase {
         Some("Running") => PodPhase::Running,
         Some("Succeeded") => PodPhase::Succeeded,
         Some("Failed") => PodPhase::Failed,
@@ -285,13 +303,11 @@ pub fn pod_info(pod: &Pod) -> PodInfo {
             .annotations
             .as_ref()
             .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
-        has_empty_dir: spec
-            .and_then(|s| s.volumes.as_ref())
-            .is_some_and(|volumes| volumes.iter().any(|v| v.empty_dir.is_some())),
+        has_empty_dir,
         terminating: meta.deletion_timestamp.is_some(),
-        grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
+        grace_period_seconds,
         labels: super::shared_labels::shared(meta.labels.as_ref()),
-        ready: pod_condition(pod, "Ready").is_some_and(|c| c.status == "True"),
+        ready,
     }
 }
 

@@ -14,7 +14,7 @@ use std::fmt;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::Resource;
-use nmo_actors::model::{OwnerRef, PodInfo, PodPhase};
+use nmo_actors::model::PodInfo;
 use serde::de::{IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
@@ -157,48 +157,22 @@ fn slim_meta<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D
 
 /// The drain's view of a pod.
 pub fn pod_info(pod: &SlimPod) -> PodInfo {
-    let meta = &pod.metadata;
     let spec = pod.spec.as_ref();
     let status = pod.status.as_ref();
-    let phase = match status.and_then(|s| s.phase.as_deref()) {
-        Some("Running") => PodPhase::Running,
-        Some("Succeeded") => PodPhase::Succeeded,
-        Some("Failed") => PodPhase::Failed,
-        Some("Unknown") => PodPhase::Unknown,
-        _ => PodPhase::Pending,
-    };
-    PodInfo {
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
-        uid: meta.uid.clone().unwrap_or_default(),
-        phase,
-        controller: meta
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|o| o.controller == Some(true))
-            .map(|o| OwnerRef {
-                kind: o.kind.clone(),
-                name: o.name.clone(),
-            }),
-        is_mirror: meta
-            .annotations
-            .as_ref()
-            .is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)),
-        has_empty_dir: spec
-            .and_then(|s| s.volumes.as_ref())
+    super::convert::pod_info_of(
+        &pod.metadata,
+        status.and_then(|s| s.phase.as_deref()),
+        spec.and_then(|s| s.termination_grace_period_seconds),
+        spec.and_then(|s| s.volumes.as_ref())
             .is_some_and(|volumes| volumes.iter().any(|v| v.empty_dir.is_some())),
-        terminating: meta.deletion_timestamp.is_some(),
-        grace_period_seconds: spec.and_then(|s| s.termination_grace_period_seconds),
-        labels: super::shared_labels::shared(meta.labels.as_ref()),
-        ready: status
+        status
             .and_then(|s| s.conditions.as_ref())
             .is_some_and(|conditions| {
                 conditions
                     .iter()
                     .any(|c| c.type_ == "Ready" && c.status == "True")
             }),
-    }
+    )
 }
 
 #[cfg(test)]
