@@ -191,22 +191,29 @@ async fn a_passed_deadline_holds_the_node_cordoned_and_deletes_no_pod() {
     h.stop().await;
 }
 
-/// A held drain keeps nmo's node lease renewed: the node stays out for a person, and no other
-/// operator may take it over while the NodeMaintenance exists.
-#[tokio::test(start_paused = true)]
-async fn a_held_drain_keeps_the_node_lease_renewed() {
+/// `nm1` on `n1`, whose drain a structural budget blocks, Failed once its `drainTimeout` of
+/// `secs` passed with `policy`.
+async fn failed_past_its_deadline(secs: u64, policy: OnDrainTimeout) -> (FakeCluster, Harness) {
     let cluster = web_cluster(&["n1"], 1);
     cluster.put_budget(structural_budget());
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create(
         Maintenance::test("nm1")
             .on("n1")
-            .with_drain_timeout(Duration::from_secs(60), OnDrainTimeout::Hold),
+            .with_drain_timeout(Duration::from_secs(secs), policy),
     );
     assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(70))
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(secs + 10))
             .await
     );
+    (cluster, h)
+}
+
+/// A held drain keeps nmo's node lease renewed: the node stays out for a person, and no other
+/// operator may take it over while the NodeMaintenance exists.
+#[tokio::test(start_paused = true)]
+async fn a_held_drain_keeps_the_node_lease_renewed() {
+    let (cluster, h) = failed_past_its_deadline(60, OnDrainTimeout::Hold).await;
     // Three lease durations later.
     tokio::time::sleep(Duration::from_secs(3 * 3600)).await;
     let lease = cluster.lease(NS, "node-n1").expect("nmo's lease");
@@ -224,18 +231,7 @@ async fn a_held_drain_keeps_the_node_lease_renewed() {
 
 #[tokio::test(start_paused = true)]
 async fn a_passed_deadline_with_undo_gives_the_node_back() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_budget(structural_budget());
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create(
-        Maintenance::test("nm1")
-            .on("n1")
-            .with_drain_timeout(Duration::from_secs(30), OnDrainTimeout::Undo),
-    );
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(40))
-            .await
-    );
+    let (cluster, h) = failed_past_its_deadline(30, OnDrainTimeout::Undo).await;
     assert!(
         eventually(Duration::from_secs(10), || !plan::node_in_maintenance(
             &cluster.node("n1").unwrap()
