@@ -137,17 +137,9 @@ async fn measure(
         }
         .into());
     }
-    let drained: Vec<Duration> = names
-        .iter()
-        .filter_map(|n| state.get(n).and_then(|t| t.time_to_drained()))
-        .collect();
-    let counted: u64 = names
-        .iter()
-        .filter_map(|n| state.get(n))
-        .map(|t| t.pods_to_evict())
-        .sum();
-    let removed = requests.eviction_responses.get(&201).copied().unwrap_or(0)
-        + requests.by_request.get("delete pods").copied().unwrap_or(0);
+    let drained = tracker::drain_times(&state, &names);
+    let counted = tracker::pods_to_evict(&state, &names);
+    let removed = requests.pods_removed();
     let mut result = ScenarioResult::new(
         scenario,
         wall,

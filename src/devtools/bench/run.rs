@@ -118,21 +118,11 @@ async fn measure(
         }
         .into());
     }
-    let drained: Vec<Duration> = must_succeed
-        .iter()
-        .filter_map(|n| state.get(n).and_then(|t| t.time_to_drained()))
-        .collect();
+    let drained = tracker::drain_times(&state, &must_succeed);
     // Pods counted when each maintenance began, or the pods actually removed when more were:
     // while the first nodes drain, replacements may land on nodes not yet cordoned, which
     // then evict them too.
-    let counted: u64 = names
-        .iter()
-        .filter_map(|n| state.get(n))
-        .map(|t| t.pods_to_evict())
-        .sum();
-    let removed = requests.eviction_responses.get(&201).copied().unwrap_or(0)
-        + requests.by_request.get("delete pods").copied().unwrap_or(0);
-    let evicted_pods = counted.max(removed);
+    let evicted_pods = tracker::pods_to_evict(&state, &names).max(requests.pods_removed());
     let policy = times.map(|times| {
         PolicyFigures::new(PolicyInputs {
             started,

@@ -63,6 +63,12 @@ impl RequestTotals {
         }
     }
 
+    /// Pods nmo removed: evictions accepted (201) and pods deleted.
+    pub fn pods_removed(&self) -> u64 {
+        self.eviction_responses.get(&201).copied().unwrap_or(0)
+            + self.by_request.get("delete pods").copied().unwrap_or(0)
+    }
+
     /// Requests other than evictions.
     pub fn other_than_evictions(&self) -> u64 {
         self.total.saturating_sub(self.evictions)

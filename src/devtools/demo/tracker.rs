@@ -212,6 +212,23 @@ pub fn all_succeeded(state: &BTreeMap<String, Tracked>, names: &[String]) -> boo
         .all(|n| state.get(n).is_some_and(Tracked::succeeded))
 }
 
+/// How long each maintenance in `names` took to drain (those that drained).
+pub fn drain_times(state: &BTreeMap<String, Tracked>, names: &[String]) -> Vec<Duration> {
+    names
+        .iter()
+        .filter_map(|n| state.get(n).and_then(Tracked::time_to_drained))
+        .collect()
+}
+
+/// The pods the maintenances in `names` counted to evict when each began.
+pub fn pods_to_evict(state: &BTreeMap<String, Tracked>, names: &[String]) -> u64 {
+    names
+        .iter()
+        .filter_map(|n| state.get(n))
+        .map(Tracked::pods_to_evict)
+        .sum()
+}
+
 /// Whether every maintenance in `names` is gone from the API.
 pub fn all_gone(state: &BTreeMap<String, Tracked>, names: &[String]) -> bool {
     names.iter().all(|n| state.get(n).is_none_or(|t| t.gone))
