@@ -3,9 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 use super::error::BenchError;
 use super::procstat::{self, ProcessUsage};
+use crate::devtools::demo::DemoError;
 
 /// nmo's switch for h2c to an `http://` API server (`--kube-api-http2-prior-knowledge`).
 const H2C_VARIABLE: &str = "NMO_KUBE_API_HTTP2_PRIOR_KNOWLEDGE";
@@ -105,6 +107,31 @@ impl OperatorProcess {
     /// Whether it exited (it should not, until killed).
     pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
+    /// Waits until `watching` says it watches NodeMaintenances (its start-up is over), asking
+    /// every `poll`; fails at once if it exits, or after `timeout`.
+    pub async fn wait_watching(
+        &mut self,
+        timeout: Duration,
+        poll: Duration,
+        mut watching: impl FnMut() -> Result<bool, BenchError>,
+    ) -> Result<(), BenchError> {
+        let deadline = Instant::now() + timeout;
+        while !watching()? {
+            if self.exited() {
+                return Err(BenchError::OperatorExited(self.log.display().to_string()));
+            }
+            if Instant::now() > deadline {
+                return Err(DemoError::Timeout {
+                    what: "nmo run to watch NodeMaintenances".into(),
+                    after: timeout,
+                }
+                .into());
+            }
+            tokio::time::sleep(poll).await;
+        }
+        Ok(())
     }
 
     /// Where its log is.

@@ -160,29 +160,14 @@ const CONNECTIONS_OPENED: &str = "nmo_kube_api_connections_opened_total";
 /// Waits until `nmo run` watches NodeMaintenances (its start-up is over), as the audit log
 /// shows it.
 async fn wait_watching(audit: &AuditLog, operator: &mut OperatorProcess) -> Result<(), BenchError> {
-    let deadline = Instant::now() + START_TIMEOUT;
-    loop {
-        let watching = audit
-            .requests()?
-            .iter()
-            .any(|r| r.verb == "watch" && r.resource == "nodemaintenances");
-        if watching {
-            return Ok(());
-        }
-        if operator.exited() {
-            return Err(BenchError::OperatorExited(
-                operator.log().display().to_string(),
-            ));
-        }
-        if Instant::now() > deadline {
-            return Err(DemoError::Timeout {
-                what: "nmo run to watch NodeMaintenances".into(),
-                after: START_TIMEOUT,
-            }
-            .into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    operator
+        .wait_watching(START_TIMEOUT, Duration::from_millis(100), || {
+            Ok(audit
+                .requests()?
+                .iter()
+                .any(|r| r.verb == "watch" && r.resource == "nodemaintenances"))
+        })
+        .await
 }
 
 impl RequestTotals {

@@ -209,21 +209,9 @@ pub async fn wait_watching(
         .verb("watch")
         .resource("nodemaintenances")
         .user(OPERATOR_USER);
-    let deadline = Instant::now() + START_TIMEOUT;
-    while sim.requests(&watching) == 0 {
-        if operator.exited() {
-            return Err(BenchError::OperatorExited(
-                operator.log().display().to_string(),
-            ));
-        }
-        if Instant::now() > deadline {
-            return Err(DemoError::Timeout {
-                what: "nmo run to watch NodeMaintenances".into(),
-                after: START_TIMEOUT,
-            }
-            .into());
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    Ok(())
+    operator
+        .wait_watching(START_TIMEOUT, Duration::from_millis(20), || {
+            Ok(sim.requests(&watching) > 0)
+        })
+        .await
 }

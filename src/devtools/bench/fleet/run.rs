@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Event;
-use kube::api::{DeleteParams, ListParams, PostParams};
+use kube::api::{ListParams, PostParams};
 use kube::{Api, Client};
 use nmo_sim::{ClientOptions, Query, SimConfig, SimHandle, Simulator};
 
@@ -19,7 +19,7 @@ use crate::devtools::bench::error::BenchError;
 use crate::devtools::bench::process::OperatorProcess;
 use crate::devtools::bench::run::{OPERATOR_USER, wait_watching};
 use crate::devtools::demo::DemoError;
-use crate::devtools::demo::maintenance::name_for;
+use crate::devtools::demo::maintenance::{self, name_for};
 use crate::devtools::demo::requests::RequestTotals;
 
 const OPERATOR_TOKEN: &str = "fleet-operator-token";
@@ -80,7 +80,7 @@ async fn measure(
     let deadline = started + scenario.timeout;
     loop {
         let to_delete = observer.take_to_delete();
-        delete_all(&client, &to_delete).await?;
+        maintenance::delete_all(&client, &to_delete).await?;
         let seen = observer.snapshot();
         let all_gone = names
             .iter()
@@ -159,28 +159,6 @@ async fn create_all(
                     .await
                     .map(drop)
                     .map_err(|source| DemoError::Create { name, source })
-            }
-        })
-        .buffer_unordered(CONCURRENCY)
-        .try_collect::<Vec<()>>()
-        .await?;
-    Ok(())
-}
-
-async fn delete_all(client: &Client, names: &[String]) -> Result<(), BenchError> {
-    let api: Api<NodeMaintenance> = Api::all(client.clone());
-    futures::stream::iter(names)
-        .map(|name| {
-            let api = api.clone();
-            async move {
-                match api.delete(name, &DeleteParams::default()).await {
-                    Ok(_) => Ok(()),
-                    Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-                    Err(source) => Err(DemoError::Delete {
-                        name: name.clone(),
-                        source,
-                    }),
-                }
             }
         })
         .buffer_unordered(CONCURRENCY)
