@@ -212,26 +212,33 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
 /// The domain view of a Node.
 pub fn node_state(node: &Node) -> NodeState {
     let spec = node.spec.as_ref();
+    node_state_of(
+        &node.metadata,
+        spec.and_then(|s| s.unschedulable),
+        spec.and_then(|s| s.taints.as_deref()),
+    )
+}
+
+/// The domain view of a Node from the parts nmo reads: its metadata, `spec.unschedulable` and
+/// `spec.taints` (shared by the whole Node and the slim one of the node watch).
+pub fn node_state_of(
+    metadata: &ObjectMeta,
+    unschedulable: Option<bool>,
+    taints: Option<&[KubeTaint]>,
+) -> NodeState {
     NodeState {
-        name: node.metadata.name.clone().unwrap_or_default(),
-        uid: node.metadata.uid.clone().unwrap_or_default(),
-        unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
-        taints: spec
-            .and_then(|s| s.taints.as_ref())
-            .iter()
-            .copied()
-            .flatten()
-            .map(taint)
-            .collect(),
-        labels: node.metadata.labels.clone().unwrap_or_default(),
-        resource_version: node.metadata.resource_version.clone().unwrap_or_default(),
-        record: node
-            .metadata
+        name: metadata.name.clone().unwrap_or_default(),
+        uid: metadata.uid.clone().unwrap_or_default(),
+        unschedulable: unschedulable.unwrap_or(false),
+        taints: taints.unwrap_or_default().iter().map(taint).collect(),
+        labels: metadata.labels.clone().unwrap_or_default(),
+        resource_version: metadata.resource_version.clone().unwrap_or_default(),
+        record: metadata
             .annotations
             .as_ref()
             .and_then(|a| a.get(RECORD_ANNOTATION))
             .and_then(|value| NodeRecord::from_annotation(value)),
-        annotated: node.metadata.annotations.is_some(),
+        annotated: metadata.annotations.is_some(),
     }
 }
 

@@ -14,16 +14,17 @@ pub(crate) mod budgets;
 pub(crate) mod convert;
 mod daemonsets;
 mod errors;
+pub(crate) mod node_hub;
 mod node_patch;
-pub mod node_summaries;
 mod shared_labels;
+pub(crate) mod slim_node;
 mod slim_pod;
 pub mod watch;
 
 pub use convert::maintenance;
 
 use async_trait::async_trait;
-use futures::stream::{BoxStream, StreamExt};
+use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
@@ -43,6 +44,7 @@ use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
 use serde_json::json;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::crd::{FINALIZER, NodeMaintenance};
@@ -62,6 +64,8 @@ pub struct KubeCluster {
     recorder: Recorder,
     daemonsets: daemonsets::DaemonSetCache,
     initial_lists: watch::InitialLists,
+    /// The one watch of every Node (see [`node_hub`]), shared by every clone.
+    nodes: Arc<node_hub::NodeHub>,
     fence: Fence,
     call_timeout: Duration,
 }
@@ -75,11 +79,16 @@ impl KubeCluster {
             instance,
         };
         let recorder = Recorder::new(client.clone(), reporter);
+        let initial_lists = watch::InitialLists::default();
         KubeCluster {
+            nodes: Arc::new(node_hub::NodeHub::new(
+                client.clone(),
+                initial_lists.clone(),
+            )),
             client,
             recorder,
             daemonsets: daemonsets::DaemonSetCache::default(),
-            initial_lists: watch::InitialLists::default(),
+            initial_lists,
             fence: Fence::open(),
             call_timeout: nmo_actors::config::defaults::CALL_TIMEOUT,
         }
@@ -358,19 +367,11 @@ impl Cluster for KubeCluster {
     }
 
     fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
-        let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-        watch::snapshots(
-            self.nodes(),
-            config,
-            self.initial_lists.clone(),
-            convert::node_state,
-        )
-        .map(|nodes| nodes.into_iter().next())
-        .boxed()
+        self.nodes.follow(name)
     }
 
     fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent> {
-        node_summaries::watch_summaries(self.client.clone())
+        self.nodes.summaries()
     }
 
     async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use super::error::PlanError;
 use super::model::{NodeFacts, PlanInput, PodFacts};
 use crate::cluster::convert::pod_info;
-use crate::cluster::node_summaries::SlimStatus;
+use crate::cluster::slim_node::SlimStatus;
 use crate::crd::NodeMaintenance;
 use crate::webhook::rules::{self, CONTROL_PLANE_LABELS, ETCD_NAMESPACE, EtcdGuard};
 

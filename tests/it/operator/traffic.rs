@@ -11,6 +11,36 @@ use nmo_actors::config::defaults::LEASE_NAMESPACE;
 
 use crate::support::{Backend, TestEnv, both_backends, eventually};
 
+/// Drains `node` with a maintenance of that name and returns nmo's requests for it, counted
+/// from the maintenance's creation until a second after it succeeded.
+async fn drain_counted<'a>(env: &'a mut TestEnv, node: &str) -> Requests<'a> {
+    env.forget_operator_requests();
+    env.create_maintenance(node, node).await;
+    eventually(
+        "the maintenance to succeed",
+        Duration::from_secs(20),
+        async || env.phase(node).await.as_deref() == Some("Succeeded"),
+    )
+    .await;
+    // Anything still to come from this maintenance (a last status write, say) is counted too.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let report = env.operator_requests_report();
+    eprintln!("nmo's requests to drain {node}:\n{}", report.join("\n"));
+    Requests { env, report }
+}
+
+/// nmo's requests, as counted since they were last forgotten.
+struct Requests<'a> {
+    env: &'a TestEnv,
+    report: Vec<String>,
+}
+
+impl Requests<'_> {
+    fn count(&self, query: Query) -> u64 {
+        self.env.count_operator_requests(&query)
+    }
+}
+
 /// On the real backend each watch lists first: its etcd (3.4.23) cannot serve streaming lists
 /// (`RequestWatchProgress`), which the simulator and an API server on etcd 3.4.31+ or 3.5.13+
 /// serve.
@@ -24,62 +54,45 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests(back
         .await;
     // Let the operator's start-up (the NodeMaintenance watch) settle before counting.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    env.forget_operator_requests();
+    // Without streaming lists, each watch lists once.
+    let listed = if streaming { 0 } else { 1 };
 
-    env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the maintenance to succeed",
-        Duration::from_secs(20),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
-    // Anything still to come from this maintenance (a last status write, say) is counted too.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-
-    let ours = |query: Query| env.count_operator_requests(&query);
-    let evictions = ours(Query::all().resource("pods").subresource("eviction"));
-    let total = ours(Query::all());
-    let report = env.operator_requests_report();
-    eprintln!(
-        "nmo's requests for one 10-pod drain ({total}):\n{}",
-        report.join("\n")
-    );
-
+    let first = drain_counted(&mut env, "node-0").await;
+    let evictions = first.count(Query::all().resource("pods").subresource("eviction"));
+    let total = first.count(Query::all());
     assert_eq!(
         evictions, 10,
         "one eviction per pod, no retries without budgets"
     );
     assert_eq!(
-        ours(Query::all().verb("get").resource("pods")),
+        first.count(Query::all().verb("get").resource("pods")),
         0,
         "no per-pod polling"
     );
     assert!(
-        ours(Query::all().verb("watch").resource("pods")) <= 1,
+        first.count(Query::all().verb("watch").resource("pods")) <= 1,
         "one pod watch for the node"
     );
-    // Without streaming lists, each of the two watches lists once.
-    let listed = if streaming { 0 } else { 1 };
     assert_eq!(
-        ours(Query::all().verb("list").resource("pods")),
+        first.count(Query::all().verb("list").resource("pods")),
         listed,
         "the first counts and the drain both come from the pod watch's first list"
     );
     assert_eq!(
-        ours(Query::all().verb("list").resource("nodes")),
+        first.count(Query::all().verb("list").resource("nodes")),
         listed,
         "the node watch lists once at most"
     );
     assert_eq!(
-        ours(Query::all().verb("get").resource("nodes")),
+        first.count(Query::all().verb("get").resource("nodes")),
         0,
-        "the node is patched as its watch delivered it"
+        "the node is patched as the node watch delivered it"
     );
     assert!(
-        ours(Query::all().verb("watch").resource("nodes")) <= 1,
+        first.count(Query::all().verb("watch").resource("nodes")) <= 1,
         "one node watch"
     );
-    let status_writes = ours(
+    let status_writes = first.count(
         Query::all()
             .resource("nodemaintenances")
             .subresource("status"),
@@ -89,20 +102,41 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests(back
         "a drain of a second writes Running and Succeeded, its progress not at all: {status_writes}"
     );
     assert_eq!(
-        ours(Query::all().verb("get").resource("nodemaintenances")),
+        first.count(Query::all().verb("get").resource("nodemaintenances")),
         0,
         "the watch's copy is used: no re-read, no read before adding the finalizer"
     );
     assert_eq!(
-        ours(Query::all().verb("get").resource("leases")),
+        first.count(Query::all().verb("get").resource("leases")),
         0,
         "a first maintenance creates its lease without reading it first"
     );
-    // finalizer, 2 events, lease, node patch, node watch, pod watch, 2 status writes (and the
-    // watches' two LISTs where there are no streaming lists).
+    // finalizer, 2 events, lease, node patch, pod watch, 2 status writes, the node watch every
+    // maintenance shares (and the watches' two LISTs where there are no streaming lists).
     assert!(
         total <= evictions + 9 + 2 * listed,
-        "{total} requests for {evictions} evictions"
+        "{total} requests for {evictions} evictions: {:?}",
+        first.report
+    );
+
+    // The node watch is shared: a second maintenance opens none.
+    let second = drain_counted(&mut env, "node-1").await;
+    // Pods drained from node-0 may have been placed on node-1: count its evictions.
+    let evictions = second.count(Query::all().resource("pods").subresource("eviction"));
+    let total = second.count(Query::all());
+    assert_eq!(
+        second.count(Query::all().resource("nodes").verb("watch"))
+            + second.count(Query::all().resource("nodes").verb("list"))
+            + second.count(Query::all().resource("nodes").verb("get")),
+        0,
+        "the second maintenance reads its node from the shared node watch: {:?}",
+        second.report
+    );
+    // finalizer, 2 events, lease, node patch, pod watch (and its LIST), 2 status writes.
+    assert!(
+        total <= evictions + 8 + listed,
+        "{total} requests for {evictions} evictions: {:?}",
+        second.report
     );
     env.stop_operator().await.expect("clean stop");
 }

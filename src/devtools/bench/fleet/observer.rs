@@ -13,7 +13,8 @@ use nmo_actors::model::NodeSummaryEvent;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cluster::node_summaries;
+use crate::cluster::node_hub::NodeHub;
+use crate::cluster::watch::InitialLists;
 use crate::crd::{FINALIZER, MaintenancePhase, NodeMaintenance};
 
 /// One NodeMaintenance as the driver saw it.
@@ -117,7 +118,9 @@ impl Observer {
     }
 
     async fn follow_nodes(self, client: Client) {
-        let mut events = node_summaries::watch_summaries(client);
+        // The hub stops its watch when dropped: it lives as long as this loop.
+        let nodes = NodeHub::new(client, InitialLists::default());
+        let mut events = nodes.summaries();
         while let Some(event) = events.next().await {
             {
                 let mut seen = self.lock();

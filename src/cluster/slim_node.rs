@@ -1,25 +1,24 @@
-//! The node summary watch of the cluster maintenance budget: every node, reduced to name,
-//! `Ready` and `spec.unschedulable`, and never a whole Node in memory.
+//! A Node as nmo reads it: name, labels, annotations, `spec.unschedulable`, `spec.taints` and
+//! the `Ready` condition, never the whole object.
 //!
 //! A real Node is 10-15 KiB of JSON (images, nodeInfo, conditions, addresses): a cache of
 //! every Node would be 50-100 MB at 5,000 nodes. Here each Node is decoded into [`SlimNode`],
-//! which only has the fields the budget reads (serde skips the rest without allocating it),
-//! the list comes in small pages, and each object becomes a [`NodeSummary`] of a few bytes
-//! at once. Only a budget that counts nodes starts this watch.
+//! which only has the fields nmo reads (serde skips the rest without allocating it), the list
+//! comes in small pages, and each object is reduced at once to what its reader keeps: a
+//! [`NodeSummary`] of a few bytes for the budget, a [`NodeState`] for a node in maintenance.
 
-use futures::stream::{BoxStream, StreamExt};
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Taint as KubeTaint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher as watch};
-use kube::{Api, Client, Resource, ResourceExt};
-use nmo_actors::model::{NodeSummary, NodeSummaryEvent};
+use kube::{Resource, ResourceExt};
+use nmo_actors::model::{NodeState, NodeSummary};
 use serde::Deserialize;
+
+use super::convert;
 
 /// Nodes per LIST page: the page's JSON is held while it is decoded (100 x ~12 KiB).
 pub const PAGE_SIZE: u32 = 100;
 
-/// A Node with only what the budget reads.
+/// A Node with only what nmo reads.
 #[derive(Resource, Deserialize, Clone, Debug)]
 #[resource(inherit = Node)]
 pub struct SlimNode {
@@ -39,6 +38,9 @@ pub struct SlimSpec {
     /// Cordoned.
     #[serde(default)]
     pub unschedulable: Option<bool>,
+    /// `spec.taints`.
+    #[serde(default)]
+    pub taints: Option<Vec<KubeTaint>>,
 }
 
 /// `status` of a [`SlimNode`].
@@ -81,35 +83,14 @@ pub fn summary(node: &SlimNode) -> NodeSummary {
     }
 }
 
-/// Every node as summaries: `Listed` after each (re)list, then the changes. Watch errors are
-/// retried with kube-runtime's default backoff, so the stream does not end.
-pub fn watch_summaries(client: Client) -> BoxStream<'static, NodeSummaryEvent> {
-    let api: Api<SlimNode> = Api::all(client);
-    let config = watcher::Config::default().page_size(PAGE_SIZE);
-    let mut listing: Vec<NodeSummary> = Vec::new();
-    watch(api, config)
-        .default_backoff()
-        .filter_map(move |event| {
-            let out = match event {
-                Ok(Event::Init) => {
-                    listing.clear();
-                    None
-                }
-                Ok(Event::InitApply(node)) => {
-                    listing.push(summary(&node));
-                    None
-                }
-                Ok(Event::InitDone) => Some(NodeSummaryEvent::Listed(std::mem::take(&mut listing))),
-                Ok(Event::Apply(node)) => Some(NodeSummaryEvent::Changed(summary(&node))),
-                Ok(Event::Delete(node)) => Some(NodeSummaryEvent::Deleted(node.name_any())),
-                Err(error) => {
-                    tracing::warn!(%error, "node summary watch failed; retrying with backoff");
-                    None
-                }
-            };
-            futures::future::ready(out)
-        })
-        .boxed()
+/// The node actor's view of one node.
+pub fn node_state(node: &SlimNode) -> NodeState {
+    let spec = node.spec.as_ref();
+    convert::node_state_of(
+        &node.metadata,
+        spec.and_then(|s| s.unschedulable),
+        spec.and_then(|s| s.taints.as_deref()),
+    )
 }
 
 #[cfg(test)]
