@@ -19,6 +19,7 @@ mod node_patch;
 mod shared_labels;
 pub(crate) mod slim_node;
 mod slim_pod;
+mod status_patch;
 pub mod watch;
 
 pub use convert::maintenance;
@@ -307,12 +308,7 @@ impl Cluster for KubeCluster {
         name: &str,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
-        let mut body = json!({ "status": convert::crd_status(status) });
-        if status.queue.is_none() {
-            // A merge patch leaves an absent field alone: a maintenance that left the queue
-            // must have its place removed.
-            body["status"]["queue"] = serde_json::Value::Null;
-        }
+        let body = status_patch::StatusPatch::of(convert::crd_status(status));
         self.write("write status", async {
             self.maintenances()
                 .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
