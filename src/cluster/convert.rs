@@ -96,7 +96,7 @@ fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
         drain_progress: status.drain_progress.unwrap_or_default(),
         last_update: status.last_update.as_ref().map(|t| from_timestamp(&t.0)),
         last_error: status.last_error.clone().filter(|e| !e.is_empty()),
-        pending_pods: status.pending_pods.clone().unwrap_or_default(),
+        pending_pods: status.pending_pods.iter().flatten().cloned().collect(),
         pending_pods_refs: status
             .pending_pods_refs
             .iter()
@@ -155,7 +155,7 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
         drain_progress: Some(status.drain_progress),
         last_update: status.last_update.as_ref().map(time),
         last_error: Some(status.last_error.clone().unwrap_or_default()),
-        pending_pods: Some(status.pending_pods.clone()),
+        pending_pods: Some(status.pending_pods.to_vec()),
         pending_pods_refs: Some(
             status
                 .pending_pods_refs
@@ -396,11 +396,12 @@ mod tests {
             drain_progress: 40,
             last_update: Some(DateTime::from_timestamp(1_800_000_000, 0).expect("valid")),
             last_error: Some("blocked by web".into()),
-            pending_pods: vec!["web-1".into()],
+            pending_pods: vec!["web-1".into()].into(),
             pending_pods_refs: vec![PodRef {
                 namespace: "shop".into(),
                 name: "web-1".into(),
-            }],
+            }]
+            .into(),
             total_pods: 7,
             eviction_pods: 5,
             error_on_lease_count: 1,
@@ -412,7 +413,8 @@ mod tests {
                 pdb: Some("web".into()),
                 message: "needs 2 has 2".into(),
                 diagnosis: Some("WaitingForReplacement".into()),
-            }],
+            }]
+            .into(),
             drain_start_time: Some(DateTime::from_timestamp(1_799_999_000, 0).expect("valid")),
             drain_deadline: Some(DateTime::from_timestamp(1_800_001_000, 0).expect("valid")),
             drain_time_remaining: Some("17m".into()),

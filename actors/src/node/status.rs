@@ -4,6 +4,7 @@
 //! kept with the cases that pin it.)
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
@@ -31,7 +32,7 @@ pub(super) fn begin(status: &mut MaintenanceStatus, initial: &InitialCounts, now
     status.total_pods = initial.total;
     status.eviction_pods = initial.eviction;
     status.pending_pods = initial.pending.iter().map(|p| p.name.clone()).collect();
-    status.pending_pods_refs = initial.pending.clone();
+    status.pending_pods_refs = initial.pending.as_slice().into();
     status.drain_progress = plan::progress(initial.eviction, initial.pending.len(), 0, true);
     crate::fleet::mark_started(status, now);
     plan::set_condition(
@@ -158,9 +159,9 @@ pub(super) fn drain(
     if pending.is_empty() && errors.is_empty() {
         status.phase = Some(Phase::Succeeded);
         status.drain_progress = 100;
-        status.pending_pods.clear();
-        status.pending_pods_refs.clear();
-        status.pending_pods_reasons.clear();
+        status.pending_pods = Arc::default();
+        status.pending_pods_refs = Arc::default();
+        status.pending_pods_reasons = Arc::default();
         status.last_error = None;
         plan::set_condition(
             &mut status.conditions,
@@ -180,8 +181,14 @@ pub(super) fn drain(
         status.drain_progress,
         running,
     );
-    status.pending_pods = pending.iter().map(|p| p.pod.name.clone()).collect();
-    status.pending_pods_refs = pending.iter().map(|p| p.pod.clone()).collect();
+    keep_or_replace(
+        &mut status.pending_pods,
+        pending.iter().map(|p| p.pod.name.clone()).collect(),
+    );
+    keep_or_replace(
+        &mut status.pending_pods_refs,
+        pending.iter().map(|p| p.pod.clone()).collect(),
+    );
     let why: Vec<(&PodRef, PodReason)> = pending
         .iter()
         .map(|p| {
@@ -192,10 +199,12 @@ pub(super) fn drain(
             (&p.pod, reason)
         })
         .collect();
-    status.pending_pods_reasons = why
-        .iter()
-        .map(|(pod, reason)| reason.to_status(pod))
-        .collect();
+    keep_or_replace(
+        &mut status.pending_pods_reasons,
+        why.iter()
+            .map(|(pod, reason)| reason.to_status(pod))
+            .collect(),
+    );
     let blocked = why
         .iter()
         .find(|(_, r)| r.reason == PendingReason::BlockedByPdb);
@@ -279,6 +288,14 @@ fn not_blocked(status: &mut MaintenanceStatus) {
 
 /// Failed because `spec.drainTimeout` passed: `Drained` says so with its own reason, and
 /// `DrainBlocked` keeps what blocked the drain.
+/// Puts `fresh` in `list` unless `list` already says the same: an unchanged list stays shared
+/// with the copies of the status being written and written.
+fn keep_or_replace<T: PartialEq>(list: &mut Arc<[T]>, fresh: Vec<T>) {
+    if **list != *fresh {
+        *list = fresh.into();
+    }
+}
+
 pub(super) fn drain_timed_out(status: &mut MaintenanceStatus, error: String, now: DateTime<Utc>) {
     status.phase = Some(Phase::Failed);
     status.drain_deadline = None;
@@ -339,6 +356,31 @@ mod tests {
         assert_eq!(status.phase, Some(Phase::Succeeded));
         assert_eq!(status.drain_progress, 100);
         assert_eq!(status.last_error, None);
+    }
+
+    #[test]
+    fn unchanged_pod_lists_stay_shared_with_the_copies_of_the_status() {
+        let mut status = running(1);
+        let pods = [
+            pending("web-0", PodAction::Evict),
+            pending("web-1", PodAction::Evict),
+        ];
+        drain(&mut status, &pods, &BTreeMap::new(), &[], now());
+        let written = status.clone();
+        drain(&mut status, &pods, &BTreeMap::new(), &[], now());
+        assert!(Arc::ptr_eq(&status.pending_pods, &written.pending_pods));
+        assert!(Arc::ptr_eq(
+            &status.pending_pods_refs,
+            &written.pending_pods_refs
+        ));
+        assert!(Arc::ptr_eq(
+            &status.pending_pods_reasons,
+            &written.pending_pods_reasons
+        ));
+        drain(&mut status, &pods[1..], &BTreeMap::new(), &[], now());
+        assert_eq!(&*status.pending_pods, ["web-1".to_string()]);
+        assert_eq!(status.pending_pods_reasons.len(), 1);
+        assert_eq!(written.pending_pods.len(), 2, "the copy keeps its own");
     }
 
     #[test]

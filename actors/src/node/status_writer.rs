@@ -279,7 +279,7 @@ mod tests {
         let written = writer.begin(now, wall());
         writer.ended(Some(written));
         writer.wanted.drain_progress = 20;
-        writer.wanted.pending_pods = vec!["a".into()];
+        writer.wanted.pending_pods = vec!["a".into()].into();
         let soon = now + Duration::from_millis(300);
         assert_eq!(
             writer.decide(soon, WINDOWS),
@@ -302,11 +302,12 @@ mod tests {
     fn news_waits_out_the_short_window_even_with_progress_scheduled() {
         let now = Instant::now();
         let mut writer = StatusWriter::new(Some(status(Phase::Running, 0)));
-        writer.wanted.pending_pods_reasons = vec![reason("a", "Evicting"), reason("b", "Evicting")];
+        writer.wanted.pending_pods_reasons =
+            vec![reason("a", "Evicting"), reason("b", "Evicting")].into();
         let written = writer.begin(now, wall());
         writer.ended(Some(written));
         // Pod `a` left and `b` is terminating: progress.
-        writer.wanted.pending_pods_reasons = vec![reason("b", "Terminating")];
+        writer.wanted.pending_pods_reasons = vec![reason("b", "Terminating")].into();
         writer.wanted.drain_progress = 50;
         let soon = now + Duration::from_millis(300);
         assert_eq!(
@@ -317,7 +318,7 @@ mod tests {
         // Pod `b` is now blocked by a budget: news, written within the short window.
         let mut blocked = reason("b", "BlockedByPodDisruptionBudget");
         blocked.pdb = Some("web".into());
-        writer.wanted.pending_pods_reasons = vec![blocked];
+        writer.wanted.pending_pods_reasons = vec![blocked].into();
         assert_eq!(
             writer.decide(soon, WINDOWS),
             Flush::Later(Duration::from_millis(700))

@@ -113,7 +113,7 @@ mod tests {
                 ..b.clone()
             },
             MaintenanceStatus {
-                pending_pods: vec!["p".into()],
+                pending_pods: vec!["p".into()].into(),
                 ..b.clone()
             },
             MaintenanceStatus {

@@ -267,8 +267,8 @@ async fn restart_mid_drain_converges() {
             .with_status(MaintenanceStatus {
                 phase: Some(Phase::Running),
                 drain_progress: 33,
-                pending_pods: vec!["p1".into(), "p2".into()],
-                pending_pods_refs: refs,
+                pending_pods: vec!["p1".into(), "p2".into()].into(),
+                pending_pods_refs: refs.into(),
                 total_pods: 3,
                 eviction_pods: 3,
                 ..MaintenanceStatus::default()
