@@ -134,6 +134,19 @@ impl Maintenance {
     pub fn has_finalizer(&self) -> bool {
         self.finalizers.iter().any(|f| f == FINALIZER)
     }
+
+    /// A copy without its status's pod lists (the bulk of a maintenance being drained).
+    pub fn without_pod_lists(&self) -> Maintenance {
+        Maintenance {
+            status: self.status.as_ref().map(|status| MaintenanceStatus {
+                pending_pods: Arc::default(),
+                pending_pods_refs: Arc::default(),
+                pending_pods_reasons: Arc::default(),
+                ..status.clone()
+            }),
+            ..self.clone()
+        }
+    }
 }
 
 /// `status.phase`.

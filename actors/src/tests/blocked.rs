@@ -258,3 +258,26 @@ async fn without_a_timeout_nothing_changes() {
     assert!(status.drain_start_time.is_some());
     h.stop().await;
 }
+
+/// The supervisor keeps a driven maintenance without its pod lists; a held drain whose actor
+/// crashed and restarted still says which pods it waits for.
+#[tokio::test(start_paused = true)]
+async fn a_held_drain_restarted_after_a_crash_keeps_its_pending_pods() {
+    let (cluster, h) = failed_past_its_deadline(60, OnDrainTimeout::Hold).await;
+    let before = cluster.status("nm1");
+    assert!(!before.pending_pods_reasons.is_empty(), "{before:?}");
+    // The actor crashes at its next lease renewal and is started again.
+    cluster.panic_next("update_lease", 1);
+    tokio::time::sleep(Duration::from_secs(2 * 3600)).await;
+    assert!(
+        cluster.count_calls("update_lease") >= 2,
+        "the lease was renewed after the crash"
+    );
+    let after = cluster.status("nm1");
+    assert_eq!(after.phase, Some(Phase::Failed));
+    assert_eq!(after.pending_pods, before.pending_pods);
+    assert_eq!(after.pending_pods_refs, before.pending_pods_refs);
+    assert_eq!(after.pending_pods_reasons, before.pending_pods_reasons);
+    assert_in_maintenance(&cluster, "n1");
+    h.stop().await;
+}
