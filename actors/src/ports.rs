@@ -122,15 +122,18 @@ pub trait Cluster: Send + Sync + 'static {
     /// [`NodePatch`]); returns the node as written. A failed test is `Conflict`.
     async fn patch_node(&self, patch: &NodePatch) -> Result<NodeState, ClusterError>;
 
-    /// Watches one node (`fieldSelector=metadata.name=<name>`): yields the current state at
-    /// start and after every change, None while the node does not exist. The adapter retries
-    /// watch errors itself; the stream ends only if it gives up (the actor then re-subscribes).
+    /// Follows one node: yields the current state at start and after every change (a change
+    /// not yet read may be replaced by a newer one), None while the node does not exist. The
+    /// kube adapter serves every node from one shared watch of all Nodes. It retries watch
+    /// errors itself; the stream ends only if it gives up (the actor then re-subscribes).
     fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>>;
 
     /// Watches every node, reduced to a [`crate::model::NodeSummary`] each (the cluster
     /// maintenance budget counts unavailable nodes): a `Listed` after every (re)list, then the
-    /// changes. Only ever called when a budget needs it. The adapter lists in pages, keeps no
-    /// Node, and retries watch errors itself; the stream ends only if it gives up.
+    /// changes. Only ever called when a budget needs it. The kube adapter serves it from the
+    /// same shared watch of all Nodes as [`Cluster::watch_node`] (listed in pages, each Node
+    /// kept only as the little nmo reads), and retries watch errors itself; the stream ends
+    /// only if it gives up.
     fn watch_node_summaries(&self) -> BoxStream<'static, NodeSummaryEvent>;
 
     // --- Lease ----------------------------------------------------------------------------

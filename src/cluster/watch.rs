@@ -2,7 +2,8 @@
 //! my node now", not the individual events.
 //!
 //! A watch starts with the objects as they are. kube-runtime gets them with a LIST and then
-//! WATCHes from its resourceVersion: two requests per watch, two watches per maintenance. An
+//! WATCHes from its resourceVersion: two requests per watch (a pod watch per maintenance, one
+//! node watch shared by all, see `node_hub`). An
 //! API server with streaming lists (the `WatchList` feature, on by default since Kubernetes
 //! 1.32's beta) sends them as the first events of the WATCH itself: one request. nmo asks for
 //! that, and an API server that refuses it is asked the old way from then on, by every watch of

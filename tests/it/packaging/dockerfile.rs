@@ -81,7 +81,7 @@ fn the_image_is_minimal_non_root_and_runs_as_manager_too() {
     let text = std::fs::read_to_string(repo().join("deploy/Dockerfile")).expect("readable");
     // Built for production: no simulator, demo or benchmark code in the binary.
     assert!(
-        text.contains("cargo build --release --locked --no-default-features --bin nmo"),
+        text.contains("cargo build --profile image --locked --no-default-features --bin nmo"),
         "the image must be built with --no-default-features"
     );
     let stage = final_stage(&text);
