@@ -80,9 +80,11 @@ impl Nodes {
                 for (name, follower) in &self.followers {
                     tell(follower, self.current.get(name).map(|n| n.state.clone()));
                 }
-                let listed: Vec<NodeSummary> =
-                    self.current.values().map(|n| n.summary.clone()).collect();
-                self.tell_summaries(|| NodeSummaryEvent::Listed(listed.clone()));
+                if !self.summaries.is_empty() {
+                    let listed: Vec<NodeSummary> =
+                        self.current.values().map(|n| n.summary.clone()).collect();
+                    self.tell_summaries(|| NodeSummaryEvent::Listed(listed.clone()));
+                }
             }
             Ok(Event::Apply(node)) => {
                 let name = node.name_any();

@@ -14,6 +14,7 @@ use nmo_actors::model::{NodeState, NodeSummary};
 use serde::Deserialize;
 
 use super::convert;
+use super::slim_pod::SlimCondition;
 
 /// Nodes per LIST page: the page's JSON is held while it is decoded (100 x ~12 KiB).
 pub const PAGE_SIZE: u32 = 100;
@@ -49,16 +50,6 @@ pub struct SlimStatus {
     /// The node's conditions (only type and status are read).
     #[serde(default)]
     pub conditions: Option<Vec<SlimCondition>>,
-}
-
-/// One node condition, type and status only.
-#[derive(Deserialize, Clone, Debug, Default)]
-pub struct SlimCondition {
-    /// E.g. `Ready`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
 }
 
 /// The budget's view of one node.

@@ -68,7 +68,7 @@ pub struct SlimStatus {
     pub conditions: Option<Vec<SlimCondition>>,
 }
 
-/// A pod condition, type and status only.
+/// A condition, type and status only (a Pod's, or a Node's in `slim_node`).
 #[derive(Deserialize, Clone, Debug, Default)]
 pub struct SlimCondition {
     /// E.g. `Ready`.
