@@ -53,6 +53,22 @@ use diagnoses::Diagnoses;
 use gate::Gates;
 use held::{Held, Where};
 
+/// The shortest wait of the pump timer. An empty bucket at a high rate would wake the actor
+/// for each token (a thousand times a second at `--eviction-rate 1000`); waking for a few at a
+/// time sends the same evictions at the same rate with a fraction of the timers. At nmo's
+/// default rate (50/s) a token takes 20 ms, so this changes nothing there.
+const PUMP_GRANULARITY: Duration = Duration::from_millis(5);
+
+/// When to pump, asked at `now` to pump after `after` while a pump is `pending` at that time:
+/// None keeps the pending one (it comes no later).
+fn next_pump(now: Instant, after: Duration, pending: Option<Instant>) -> Option<Instant> {
+    let at = now + after.max(PUMP_GRANULARITY);
+    match pending {
+        Some(due) if due <= at => None,
+        _ => Some(at),
+    }
+}
+
 /// The eviction actor.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EvictionActor;
@@ -80,6 +96,8 @@ pub struct EvictionState {
     bucket: TokenBucket,
     throttle: Throttle,
     pump_timer: TaskSlot,
+    /// When the pump timer fires, while one is set.
+    pump_at: Option<Instant>,
     /// The eviction calls in flight: aborted and awaited when the actor stops.
     calls: TaskSet,
     stats: EvictionStats,
@@ -104,9 +122,17 @@ impl EvictionState {
         move |failures| backoff(base, max, failures, retry_after)
     }
 
+    /// Pumps again after `after` (at least [`PUMP_GRANULARITY`]), unless a pump already due
+    /// by then is scheduled: every request and answer pumps, and at a high rate each found the
+    /// bucket empty and replaced the timer (a timer task spawned and one aborted per eviction).
     fn schedule_pump(&mut self, myself: &ActorRef<EvictionMsg>, after: Duration) {
-        self.pump_timer
-            .set(myself.send_after(after, || EvictionMsg::Pump));
+        let now = Instant::now();
+        let pending = self.pump_at.filter(|_| self.pump_timer.is_set());
+        if let Some(at) = next_pump(now, after, pending) {
+            self.pump_at = Some(at);
+            self.pump_timer
+                .set(myself.send_after(at - now, || EvictionMsg::Pump));
+        }
     }
 
     /// Sends what the throttle, the rate limit and the in-flight cap allow, oldest first.
@@ -264,6 +290,7 @@ impl Actor for EvictionActor {
             bucket,
             throttle: Throttle::default(),
             pump_timer: TaskSlot::default(),
+            pump_at: None,
             calls: TaskSet::default(),
             stats: EvictionStats::default(),
             budgets: BudgetGates::default(),
@@ -309,6 +336,7 @@ impl Actor for EvictionActor {
             EvictionMsg::Cancel { maintenance } => state.cancel(&maintenance),
             EvictionMsg::Pump => {
                 state.pump_timer.finished();
+                state.pump_at = None;
                 state.pump(&myself);
             }
             EvictionMsg::GateOpen(key) => state.open_gate(&myself, &key),

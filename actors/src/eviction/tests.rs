@@ -137,3 +137,18 @@ async fn cancelled_requests_leave_no_budget_or_pod_behind() {
     evictor.stop(None);
     collector.stop(None);
 }
+
+#[test]
+fn a_pump_already_due_in_time_is_kept_and_waits_are_at_least_the_granularity() {
+    let now = Instant::now();
+    let ms = Duration::from_millis;
+    assert_eq!(next_pump(now, ms(1), None), Some(now + PUMP_GRANULARITY));
+    assert_eq!(next_pump(now, ms(40), None), Some(now + ms(40)));
+    assert_eq!(next_pump(now, ms(40), Some(now + ms(10))), None, "kept");
+    assert_eq!(next_pump(now, ms(40), Some(now + ms(40))), None, "kept");
+    assert_eq!(
+        next_pump(now, ms(20), Some(now + ms(40))),
+        Some(now + ms(20)),
+        "a sooner pump replaces a later one"
+    );
+}
