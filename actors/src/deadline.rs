@@ -17,7 +17,7 @@ use crate::budget::BudgetPod;
 use crate::budget::{BudgetChange, LabelSelector};
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
-    NodeSummaryEvent, PodInfo,
+    NodeSummaryEvent, PodList,
 };
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
 
@@ -134,11 +134,11 @@ impl Cluster for Bounded {
             .await
     }
 
-    async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError> {
+    async fn list_pods(&self, node: &str) -> Result<PodList, ClusterError> {
         self.within("list pods", self.inner.list_pods(node)).await
     }
 
-    fn watch_pods(&self, node: &str) -> BoxStream<'static, Vec<PodInfo>> {
+    fn watch_pods(&self, node: &str) -> BoxStream<'static, PodList> {
         self.inner.watch_pods(node)
     }
 

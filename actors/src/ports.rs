@@ -10,7 +10,7 @@ use crate::budget::BudgetPod;
 use crate::budget::{BudgetChange, LabelSelector};
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
-    NodeSummaryEvent, PodInfo,
+    NodeSummaryEvent, PodList,
 };
 
 /// A failed cluster operation.
@@ -161,11 +161,11 @@ pub trait Cluster: Send + Sync + 'static {
     // --- Pods -----------------------------------------------------------------------------
 
     /// Lists every pod on a node (`fieldSelector=spec.nodeName=<node>`).
-    async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError>;
+    async fn list_pods(&self, node: &str) -> Result<PodList, ClusterError>;
 
     /// Watches the pods of a node (`fieldSelector=spec.nodeName=<node>`): yields the complete
     /// list at start and after every change. Same retry contract as [`Cluster::watch_node`].
-    fn watch_pods(&self, node: &str) -> BoxStream<'static, Vec<PodInfo>>;
+    fn watch_pods(&self, node: &str) -> BoxStream<'static, PodList>;
 
     /// Whether a DaemonSet exists (to tell an orphan DaemonSet pod from a managed one).
     async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError>;

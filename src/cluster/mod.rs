@@ -39,7 +39,7 @@ use nmo_actors::budget::BudgetPod;
 use nmo_actors::budget::{BudgetChange, LabelSelector};
 use nmo_actors::model::{
     Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, NodeSummaryEvent, PodInfo,
+    NodeState, NodeSummaryEvent, PodList,
 };
 use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
 use serde_json::json;
@@ -467,22 +467,22 @@ impl Cluster for KubeCluster {
         .await
     }
 
-    async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError> {
+    async fn list_pods(&self, node: &str) -> Result<PodList, ClusterError> {
         let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
         let pods = Api::<SlimPod>::all(self.client.clone())
             .list(&params)
             .await
             .map_err(to_cluster_error)?;
-        Ok(pods.items.iter().map(slim_pod::pod_info).collect())
+        Ok(pods.items.iter().map(slim_pod::shared_pod_info).collect())
     }
 
-    fn watch_pods(&self, node: &str) -> BoxStream<'static, Vec<PodInfo>> {
+    fn watch_pods(&self, node: &str) -> BoxStream<'static, PodList> {
         let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
         watch::snapshots(
             Api::<SlimPod>::all(self.client.clone()),
             config,
             self.initial_lists.clone(),
-            slim_pod::pod_info,
+            slim_pod::shared_pod_info,
         )
     }
 

@@ -10,6 +10,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
@@ -153,6 +154,11 @@ fn slim_meta<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D
         deletion_timestamp: meta.deletion_timestamp,
         ..ObjectMeta::default()
     })
+}
+
+/// The drain's view of a pod, shared (see [`nmo_actors::model::PodList`]).
+pub fn shared_pod_info(pod: &SlimPod) -> Arc<PodInfo> {
+    Arc::new(pod_info(pod))
 }
 
 /// The drain's view of a pod.

@@ -5,6 +5,7 @@
 //! short method per port call, each mirroring the kube adapter's.)
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -17,7 +18,7 @@ use crate::budget::BudgetPod;
 use crate::budget::{BudgetChange, LabelSelector};
 use crate::model::{
     EXCLUDE_LABEL, Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, NodeSummaryEvent, PodInfo, PodRef, RecordWrite,
+    NodeState, NodeSummaryEvent, PodInfo, PodList, PodRef, RecordWrite,
 };
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
 
@@ -27,6 +28,11 @@ fn snapshots<T: Send + 'static>(
 ) -> BoxStream<'static, T> {
     let rest = stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|v| (v, rx)) });
     stream::once(async move { initial }).chain(rest).boxed()
+}
+
+/// A pod list as the port hands it out (every pod a fresh allocation, as after a relist).
+fn shared(pods: Vec<PodInfo>) -> PodList {
+    pods.into_iter().map(Arc::new).collect()
 }
 
 #[async_trait]
@@ -305,20 +311,22 @@ impl Cluster for FakeCluster {
         Ok(())
     }
 
-    async fn list_pods(&self, node: &str) -> Result<Vec<PodInfo>, ClusterError> {
+    async fn list_pods(&self, node: &str) -> Result<PodList, ClusterError> {
         let mut inner = self.enter("list_pods", format!("list_pods {node}")).await;
         if let Some(err) = inner.take_error("list_pods") {
             return Err(err);
         }
-        Ok(inner.pods.get(node).cloned().unwrap_or_default())
+        Ok(shared(inner.pods.get(node).cloned().unwrap_or_default()))
     }
 
-    fn watch_pods(&self, node: &str) -> BoxStream<'static, Vec<PodInfo>> {
+    fn watch_pods(&self, node: &str) -> BoxStream<'static, PodList> {
         let mut inner = self.record(format!("watch_pods {node}"));
         inner.maybe_panic("watch_pods");
         let (tx, rx) = mpsc::unbounded_channel();
         inner.pod_watchers.push((node.to_string(), tx));
         snapshots(inner.pods.get(node).cloned().unwrap_or_default(), rx)
+            .map(shared)
+            .boxed()
     }
 
     async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {

@@ -22,4 +22,4 @@ pub use node::{
     Lease, NodeOwner, NodePatch, NodeRecord, NodeState, NodeSummary, NodeSummaryEvent, RecordWrite,
     Taint,
 };
-pub use pod::{Labels, OwnerRef, PodInfo, PodPhase};
+pub use pod::{Labels, OwnerRef, PodInfo, PodList, PodPhase};

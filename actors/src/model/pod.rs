@@ -22,9 +22,15 @@ pub enum PodPhase {
     Unknown,
 }
 
-/// The controller owner reference of a pod.
 /// A pod's labels, shared by every copy of the pod (cloning one is a reference count).
 pub type Labels = Arc<BTreeMap<String, String>>;
+
+/// A node's pods as listed or watched. Each pod is shared: the pod watch hands out a fresh
+/// list on every change and a drain pass takes it, so copying one copies pointers, not pods,
+/// and a pod unchanged since the last list is the same allocation (`Arc::ptr_eq`).
+pub type PodList = Vec<Arc<PodInfo>>;
+
+/// The controller owner reference of a pod.
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnerRef {

@@ -103,7 +103,10 @@ mod tests {
     }
 
     fn pending(name: &str) -> PendingPod {
-        PendingPod::of(&crate::model::PodInfo::test("app", name), PodAction::Evict)
+        PendingPod::of(
+            &std::sync::Arc::new(crate::model::PodInfo::test("app", name)),
+            PodAction::Evict,
+        )
     }
 
     fn reason(blocker: Blocker) -> PodReason {

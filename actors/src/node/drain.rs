@@ -2,7 +2,8 @@
 //! eviction actor holds, and why each is still there. Decisions only; the node actor sends the
 //! eviction requests and the status.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
@@ -14,7 +15,7 @@ use super::pending::{PendingPod, PendingReason, PodReason};
 use super::status;
 use crate::diagnosis::Blocker;
 use crate::eviction::EvictionReport;
-use crate::model::{MaintenanceStatus, PodInfo, PodRef};
+use crate::model::{MaintenanceStatus, PodInfo, PodList, PodRef};
 use crate::plan::PodAction;
 use crate::task::TaskSlot;
 
@@ -31,7 +32,7 @@ pub(super) enum DrainEnd {
 #[derive(Debug)]
 pub(super) struct Drain {
     /// The pod watch's latest list (None until its first snapshot, or without a watch).
-    pub(super) pods: Option<Vec<PodInfo>>,
+    pub(super) pods: Option<PodList>,
     /// The last pass's pending pods and their actions.
     pending: Vec<PendingPod>,
     /// Uids of pods whose eviction was accepted or which were deleted: a watch snapshot that
@@ -118,7 +119,7 @@ impl Drain {
 
     /// The pods to classify next (the watch's latest list, None = list them) and the uids
     /// already handled.
-    pub(super) fn next_pass(&self) -> (Option<Vec<PodInfo>>, HashSet<String>) {
+    pub(super) fn next_pass(&self) -> (Option<PodList>, HashSet<String>) {
         (self.pods.clone(), self.handled.clone())
     }
 
@@ -127,11 +128,21 @@ impl Drain {
     pub(super) fn apply(&mut self, pass: DrainPass) -> Vec<PendingPod> {
         self.errors = pass.errors;
         self.handled.extend(pass.deleted);
+        // A pass runs on every change of the node's pods, and most pods are as they were: a
+        // pod that is the same allocation as last pass (the pod watch shares unchanged pods)
+        // with the same action keeps its entry instead of a fresh copy of its names.
+        let mut before: HashMap<*const PodInfo, PendingPod> = std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|p| (Arc::as_ptr(&p.source), p))
+            .collect();
         self.pending = pass
             .pods
             .iter()
             .filter(|(_, action)| action.is_pending())
-            .map(|(pod, action)| PendingPod::of(pod, *action))
+            .map(|(pod, action)| match before.remove(&Arc::as_ptr(pod)) {
+                Some(kept) if kept.action == *action => kept,
+                _ => PendingPod::of(pod, *action),
+            })
             .collect();
         let present: HashSet<&PodRef> = self.pending.iter().map(|p| &p.pod).collect();
         let uids: HashSet<&String> = pass.pods.iter().map(|(p, _)| &p.uid).collect();
@@ -203,8 +214,8 @@ mod tests {
     use super::*;
     use crate::eviction::EvictionReply;
 
-    fn pod(name: &str) -> PodInfo {
-        PodInfo::test("app", name).unmanaged()
+    fn pod(name: &str) -> Arc<PodInfo> {
+        Arc::new(PodInfo::test("app", name).unmanaged())
     }
 
     fn pass(pods: &[(&str, PodAction)]) -> DrainPass {
@@ -267,6 +278,36 @@ mod tests {
         ));
         let again = drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)]));
         assert_eq!(names(&again), ["a"]);
+    }
+
+    #[test]
+    fn a_pod_unchanged_since_the_last_pass_keeps_its_entry_and_a_changed_one_is_read_again() {
+        let mut drain = Drain::begin(&tracing::Span::none(), 1);
+        let first = pod("a");
+        let mut same = pass(&[]);
+        same.pods = vec![(Arc::clone(&first), PodAction::Evict)];
+        drain.apply(same);
+        let mut again = pass(&[]);
+        again.pods = vec![(Arc::clone(&first), PodAction::Evict)];
+        drain.apply(again);
+        assert!(Arc::ptr_eq(&drain.pending[0].source, &first));
+
+        let changed = Arc::new(PodInfo {
+            grace_period_seconds: Some(5),
+            ..(*first).clone()
+        });
+        let mut newer = pass(&[]);
+        newer.pods = vec![(Arc::clone(&changed), PodAction::Evict)];
+        drain.apply(newer);
+        assert_eq!(drain.pending[0].grace, Some(5), "the newer pod is read");
+        let mut terminating = pass(&[]);
+        terminating.pods = vec![(changed, PodAction::Wait)];
+        drain.apply(terminating);
+        assert_eq!(
+            drain.pending[0].action,
+            PodAction::Wait,
+            "a new action is taken"
+        );
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! [`NodeMsg::Eviction`] (so the eviction actor needs no knowledge of this enum).
 
 use crate::eviction::EvictionReport;
-use crate::model::{Lease, Maintenance, MaintenanceStatus, NodeState, PodInfo};
+use crate::model::{Lease, Maintenance, MaintenanceStatus, NodeState, PodList};
 use crate::ports::ClusterError;
 
 use super::errors::LeaseError;
@@ -42,7 +42,7 @@ pub enum NodeMsg {
     /// The Node changed (None = it does not exist).
     NodeChanged(Option<NodeState>),
     /// The node's pods changed (complete list).
-    PodsChanged(Vec<PodInfo>),
+    PodsChanged(PodList),
     /// A watch stream ended; re-subscribe later.
     WatchEnded(WatchKind),
     /// Internal: re-subscribe a watch.

@@ -2,15 +2,18 @@
 //! carries the reason's text).
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::diagnosis::Blocker;
 use crate::eviction::EvictionReply;
-use crate::model::{PendingPodReason, PodPhase, PodRef, conditions};
+use crate::model::{PendingPodReason, PodInfo, PodPhase, PodRef, conditions};
 use crate::plan::PodAction;
 
 /// A pod the drain still waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct PendingPod {
+    /// The pod as the pass that made this entry saw it.
+    pub(super) source: Arc<PodInfo>,
     pub(super) pod: PodRef,
     pub(super) uid: String,
     pub(super) action: PodAction,
@@ -27,8 +30,9 @@ pub(super) struct PendingPod {
 
 impl PendingPod {
     /// What the eviction actor needs of a pod besides its name.
-    pub(super) fn of(pod: &crate::model::PodInfo, action: PodAction) -> Self {
+    pub(super) fn of(pod: &Arc<PodInfo>, action: PodAction) -> Self {
         PendingPod {
+            source: Arc::clone(pod),
             pod: pod.pod_ref(),
             uid: pod.uid.clone(),
             action,
@@ -205,6 +209,20 @@ impl PodReason {
         }
     }
 
+    /// Whether `entry` is the status entry [`Self::to_status`] makes for `pod` (without
+    /// making one, but for a blocked pod, whose message is the diagnosis's text).
+    pub(super) fn describes(&self, pod: &PodRef, entry: &PendingPodReason) -> bool {
+        entry.namespace == pod.namespace
+            && entry.name == pod.name
+            && entry.reason == self.reason.as_str()
+            && entry.pdb == self.pdb
+            && entry.diagnosis.as_deref() == self.blocker.as_ref().map(Blocker::reason)
+            && match &self.blocker {
+                Some(blocker) => entry.message == blocker.to_string(),
+                None => entry.message == self.message,
+            }
+    }
+
     /// The status entry for `pod`.
     pub(super) fn to_status(&self, pod: &PodRef) -> PendingPodReason {
         PendingPodReason {
@@ -226,6 +244,47 @@ impl PodReason {
 mod tests {
     use super::*;
     use crate::plan::SkipReason;
+
+    #[test]
+    fn a_reason_describes_its_own_status_entry_and_no_other() {
+        let pod = PodRef {
+            namespace: "app".into(),
+            name: "web-1".into(),
+        };
+        let other = PodRef {
+            namespace: "app".into(),
+            name: "web-2".into(),
+        };
+        let reasons = [
+            PodReason::of_action(PodAction::Evict),
+            PodReason::of_action(PodAction::Wait),
+            PodReason::of_reply(EvictionReply::Done),
+            PodReason::of_reply(EvictionReply::Failed("boom".into())),
+            PodReason::of_reply(EvictionReply::Blocked {
+                pdb: Some("web".into()),
+                message: "needs 2".into(),
+                blocker: None,
+            }),
+            PodReason::of_reply(EvictionReply::Blocked {
+                pdb: Some("web".into()),
+                message: "needs 3".into(),
+                blocker: None,
+            }),
+        ];
+        for (i, reason) in reasons.iter().enumerate() {
+            let entry = reason.to_status(&pod);
+            assert!(reason.describes(&pod, &entry), "{reason:?}");
+            assert!(!reason.describes(&other, &entry), "another pod: {reason:?}");
+            for (j, different) in reasons.iter().enumerate() {
+                if i != j {
+                    assert!(
+                        !different.describes(&pod, &entry),
+                        "{different:?} vs {entry:?}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn eviction_replies_become_reasons_with_their_detail() {

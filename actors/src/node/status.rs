@@ -3,6 +3,7 @@
 //! (Over 400 lines only with its unit tests below: the code is 293 lines, one decision
 //! kept with the cases that pin it.)
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -183,27 +184,30 @@ pub(super) fn drain(
     );
     keep_or_replace(
         &mut status.pending_pods,
-        pending.iter().map(|p| p.pod.name.clone()).collect(),
+        pending,
+        |name, p| *name == p.pod.name,
+        |p| p.pod.name.clone(),
     );
     keep_or_replace(
         &mut status.pending_pods_refs,
-        pending.iter().map(|p| p.pod.clone()).collect(),
+        pending,
+        |pod, p| *pod == p.pod,
+        |p| p.pod.clone(),
     );
-    let why: Vec<(&PodRef, PodReason)> = pending
+    let why: Vec<(&PodRef, Cow<'_, PodReason>)> = pending
         .iter()
         .map(|p| {
             let reason = reasons
                 .get(&p.pod)
-                .cloned()
-                .unwrap_or_else(|| PodReason::of_action(p.action));
+                .map_or_else(|| Cow::Owned(PodReason::of_action(p.action)), Cow::Borrowed);
             (&p.pod, reason)
         })
         .collect();
     keep_or_replace(
         &mut status.pending_pods_reasons,
-        why.iter()
-            .map(|(pod, reason)| reason.to_status(pod))
-            .collect(),
+        &why,
+        |entry, (pod, reason)| reason.describes(pod, entry),
+        |(pod, reason)| reason.to_status(pod),
     );
     let blocked = why
         .iter()
@@ -288,11 +292,19 @@ fn not_blocked(status: &mut MaintenanceStatus) {
 
 /// Failed because `spec.drainTimeout` passed: `Drained` says so with its own reason, and
 /// `DrainBlocked` keeps what blocked the drain.
-/// Puts `fresh` in `list` unless `list` already says the same: an unchanged list stays shared
-/// with the copies of the status being written and written.
-fn keep_or_replace<T: PartialEq>(list: &mut Arc<[T]>, fresh: Vec<T>) {
-    if **list != *fresh {
-        *list = fresh.into();
+/// Makes `list` say what `source` does (each entry as `make` makes it) unless it already says
+/// the same (as `same` compares): an unchanged list is neither rebuilt (a drain pass runs on
+/// every change of the node's pods, and most change nothing here) nor copied (it stays shared
+/// with the copies of the status being written and written).
+fn keep_or_replace<T, S>(
+    list: &mut Arc<[T]>,
+    source: &[S],
+    same: impl Fn(&T, &S) -> bool,
+    make: impl Fn(&S) -> T,
+) {
+    let unchanged = list.len() == source.len() && list.iter().zip(source).all(|(t, s)| same(t, s));
+    if !unchanged {
+        *list = source.iter().map(make).collect();
     }
 }
 
@@ -325,19 +337,8 @@ mod tests {
     }
 
     fn pending(name: &str, action: PodAction) -> PendingPod {
-        PendingPod {
-            pod: PodRef {
-                namespace: "app".into(),
-                name: name.into(),
-            },
-            uid: format!("uid-{name}"),
-            action,
-            grace: None,
-            labels: crate::model::Labels::default(),
-            healthy: true,
-            unstarted: false,
-            controller: None,
-        }
+        let pod = crate::model::PodInfo::test("app", name).unmanaged();
+        PendingPod::of(&std::sync::Arc::new(pod), action)
     }
 
     fn running(eviction_pods: i32) -> MaintenanceStatus {

@@ -13,7 +13,7 @@ use super::state::NodeActorState;
 use super::status;
 use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
 use crate::model::{
-    EventType, Lease, Maintenance, MaintenanceStatus, NodeState, Phase, PodInfo, reasons,
+    EventType, Lease, Maintenance, MaintenanceStatus, NodeState, Phase, PodList, reasons,
 };
 use crate::plan;
 use crate::ports::ClusterError;
@@ -354,7 +354,7 @@ impl NodeActorState {
     }
 
     /// The node's pods changed.
-    pub(super) fn on_pods_changed(&mut self, myself: &ActorRef<NodeMsg>, pods: Vec<PodInfo>) {
+    pub(super) fn on_pods_changed(&mut self, myself: &ActorRef<NodeMsg>, pods: PodList) {
         if let Some(drain) = self.stage.drain_mut() {
             drain.pods = Some(pods);
             self.kick(myself);

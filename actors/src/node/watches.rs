@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use super::messages::{NodeMsg, WatchKind};
 use super::seen::{Seen, SeenNode};
-use crate::model::{NodeState, PodInfo};
+use crate::model::{NodeState, PodList};
 use crate::ports::Cluster;
 use crate::task::TaskSlot;
 
@@ -27,10 +27,10 @@ pub(super) struct Watches {
     /// The Node as last delivered, kept after its watch stops (the undo starts from it).
     node_seen: watch::Sender<Option<Option<NodeState>>>,
     /// The first pod list of the pod watch running now.
-    first_pods: watch::Sender<Option<Vec<PodInfo>>>,
+    first_pods: watch::Sender<Option<PodList>>,
     /// The pod list as last delivered while no drain ran (a drain that starts after the watch
     /// did begins with it).
-    pods_seen: Option<Vec<PodInfo>>,
+    pods_seen: Option<PodList>,
 }
 
 impl Default for Watches {
@@ -135,19 +135,19 @@ impl Watches {
     }
 
     /// The first pod list of the running pod watch.
-    pub(super) fn first_pods(&self) -> Seen<Vec<PodInfo>> {
+    pub(super) fn first_pods(&self) -> Seen<PodList> {
         self.first_pods.subscribe()
     }
 
     /// Keeps the pod list the running pod watch delivered while no drain takes it.
-    pub(super) fn keep_pods(&mut self, pods: Vec<PodInfo>) {
+    pub(super) fn keep_pods(&mut self, pods: PodList) {
         if self.pods.is_set() {
             self.pods_seen = Some(pods);
         }
     }
 
     /// The pod list the running pod watch last delivered, for a drain that starts now.
-    pub(super) fn take_pods(&mut self) -> Option<Vec<PodInfo>> {
+    pub(super) fn take_pods(&mut self) -> Option<PodList> {
         self.pods_seen.take()
     }
 

@@ -2,12 +2,13 @@
 //! asks the eviction actor for the rest.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use tracing::Instrument;
 
 use super::ctx::OpCtx;
-use crate::model::PodInfo;
+use crate::model::{PodInfo, PodList};
 use crate::node::errors::DrainError;
 use crate::plan::{self, PodAction};
 use crate::ports::ClusterError;
@@ -19,7 +20,7 @@ pub type DaemonSets = HashMap<(String, String), bool>;
 #[derive(Debug, Default)]
 pub struct DrainPass {
     /// Every pod on the node with what the drain does with it.
-    pub pods: Vec<(PodInfo, PodAction)>,
+    pub pods: Vec<(Arc<PodInfo>, PodAction)>,
     /// DaemonSet existence learned in this pass.
     pub daemonsets: DaemonSets,
     /// Failures (listing, deleting), for `lastError`.
@@ -31,11 +32,11 @@ pub struct DrainPass {
 /// Classifies pods, looking up the DaemonSets it does not know yet.
 pub(super) async fn classify_all(
     ctx: &OpCtx,
-    pods: Vec<PodInfo>,
+    pods: PodList,
     known: &DaemonSets,
     learned: &mut DaemonSets,
     errors: &mut Vec<DrainError>,
-) -> Vec<(PodInfo, PodAction)> {
+) -> Vec<(Arc<PodInfo>, PodAction)> {
     let mut out = Vec::with_capacity(pods.len());
     for pod in pods {
         let mut action = plan::classify(&pod, None);
@@ -70,7 +71,7 @@ pub(super) async fn classify_all(
 /// One drain pass over `snapshot` (the pod watch's latest list; None = list them).
 pub(crate) async fn drain_pass(
     ctx: OpCtx,
-    snapshot: Option<Vec<PodInfo>>,
+    snapshot: Option<PodList>,
     known_daemonsets: DaemonSets,
     handled: HashSet<String>,
 ) -> DrainPass {

@@ -14,7 +14,7 @@ use tracing::Instrument;
 use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
 use super::drain_pass::{DaemonSets, classify_all};
 use super::lease::acquire_lease;
-use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodInfo, PodRef, reasons};
+use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodList, PodRef, reasons};
 use crate::node::errors::ReconcileError;
 use crate::node::seen::{Seen, SeenNode, first_seen};
 use crate::node::status::InitialCounts;
@@ -35,7 +35,7 @@ pub(crate) struct ReconcileInput {
     /// The Node as its watch delivers it: read instead of a GET.
     pub node: SeenNode,
     /// The pod watch's first list (when `first_time`): the first counts without a LIST.
-    pub first_pods: Option<Seen<Vec<PodInfo>>>,
+    pub first_pods: Option<Seen<PodList>>,
 }
 
 /// How long a reconcile waits for a watch's first delivery before asking the API itself
@@ -165,7 +165,7 @@ async fn steps(
 /// now), and those the drain removes.
 async fn count_pods(
     ctx: &OpCtx,
-    watched: Option<Vec<PodInfo>>,
+    watched: Option<PodList>,
     known_daemonsets: &DaemonSets,
 ) -> Result<InitialCounts, ReconcileError> {
     let pods = match watched {
