@@ -1,7 +1,7 @@
 //! One drain pass: classify the node's pods, delete the finished and orphaned ones; the actor
 //! asks the eviction actor for the rest.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -9,6 +9,7 @@ use tracing::Instrument;
 
 use super::ctx::OpCtx;
 use crate::model::{PodInfo, PodList};
+use crate::node::drain::Hashed;
 use crate::node::errors::DrainError;
 use crate::plan::{self, PodAction};
 use crate::ports::ClusterError;
@@ -73,7 +74,7 @@ pub(crate) async fn drain_pass(
     ctx: OpCtx,
     snapshot: Option<PodList>,
     known_daemonsets: DaemonSets,
-    handled: HashSet<String>,
+    handled: Hashed<String>,
 ) -> DrainPass {
     let mut pass = DrainPass::default();
     let pods = match snapshot {
