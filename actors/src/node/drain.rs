@@ -139,10 +139,11 @@ impl Drain {
         // A pass runs on every change of the node's pods, and most pods are as they were: a
         // pod that is the same allocation as last pass (the pod watch shares unchanged pods)
         // with the same action keeps its entry instead of a fresh copy of its names.
-        let mut before: HashMap<*const PodInfo, PendingPod, FastHash> = std::mem::take(&mut self.pending)
-            .into_iter()
-            .map(|p| (Arc::as_ptr(&p.source), p))
-            .collect();
+        let mut before: HashMap<*const PodInfo, PendingPod, FastHash> =
+            std::mem::take(&mut self.pending)
+                .into_iter()
+                .map(|p| (Arc::as_ptr(&p.source), p))
+                .collect();
         self.pending = pass
             .pods
             .iter()
