@@ -45,6 +45,11 @@ impl OpRunner {
         tasks.spawn_cast_back(actor, span, work, into_msg);
     }
 
+    /// Whether an operation runs now.
+    pub(crate) fn running(&self) -> bool {
+        self.running
+    }
+
     /// The running operation's result arrived.
     pub(crate) fn finished(&mut self) {
         self.running = false;

@@ -8,6 +8,7 @@ use super::drain::Drain;
 use super::errors::UndoError;
 use super::messages::{NodeMsg, WatchKind};
 use super::ops::{DrainPass, Reconciled};
+use super::pending::PendingPod;
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
 use super::status;
@@ -215,11 +216,23 @@ impl NodeActorState {
         self.daemonsets.extend(std::mem::take(&mut pass.daemonsets));
         let failed = !pass.errors.is_empty();
         let to_ask = drain.apply(pass);
-        // Evictions wait while the lease is about to lapse.
-        let to_ask = if self.lease.paused() {
-            Vec::new()
+        self.ask_evictions(to_ask);
+        if failed {
+            self.step_failed(myself);
         } else {
-            to_ask
+            self.step_succeeded();
+        }
+        self.update_drain_status(myself);
+    }
+
+    /// Hands the drain's pods `to_ask` to the eviction actor, unless the lease is about to
+    /// lapse (evictions wait for its renewal then).
+    fn ask_evictions(&mut self, to_ask: Vec<PendingPod>) {
+        if self.lease.paused() {
+            return;
+        }
+        let Some(drain) = self.stage.drain() else {
+            return;
         };
         let span = drain.span().clone();
         for pending in to_ask {
@@ -240,12 +253,6 @@ impl NodeActorState {
                 drain.asked(pending.pod);
             }
         }
-        if failed {
-            self.step_failed(myself);
-        } else {
-            self.step_succeeded();
-        }
-        self.update_drain_status(myself);
     }
 
     /// An answer of the eviction actor.
@@ -356,8 +363,21 @@ impl NodeActorState {
     /// The node's pods changed.
     pub(super) fn on_pods_changed(&mut self, myself: &ActorRef<NodeMsg>, pods: PodList) {
         if let Some(drain) = self.stage.drain_mut() {
+            // While an operation runs, the pass after it takes the list in: trimming now
+            // would be undone by the running pass's older list.
+            let departures = if self.ops.running() {
+                None
+            } else {
+                drain.take_departures(&pods)
+            };
             drain.pods = Some(pods);
-            self.kick(myself);
+            match departures {
+                Some(to_ask) => {
+                    self.ask_evictions(to_ask);
+                    self.update_drain_status(myself);
+                }
+                None => self.kick(myself),
+            }
         } else {
             // Watched since the start: the drain begins with the latest list.
             self.watches.keep_pods(pods);
