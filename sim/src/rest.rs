@@ -1269,7 +1269,7 @@ impl Api {
         let Some(o) = self.store.get(def, ns, name) else {
             return Ok(());
         };
-        if !self.store.dependents(&o.uid).is_empty() {
+        if self.store.has_dependents(&o.uid) {
             return Ok(());
         }
         let v = o.value()?;

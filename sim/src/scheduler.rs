@@ -45,14 +45,14 @@ fn node_info(v: &Value) -> NodeInfo {
 
 /// Whether a pod fits a node (schedulable, taints tolerated, nodeSelector matched).
 pub fn node_fits(pod: &Value, node: &Value) -> bool {
-    fits(pod, &node_info(node))
+    fits(&PodNeeds::of(pod), &node_info(node))
 }
 
 /// Whether a toleration tolerates a taint (the real matching rules).
 pub fn tolerates(tol: &Value, taint: &Value) -> bool {
-    let s = |v: &Value, k: &str| {
+    let s = |v: &Value, k: &str| -> String {
         v.get(k)
-            .and_then(|x| x.as_str())
+            .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string()
     };
@@ -75,27 +75,37 @@ pub fn tolerates(tol: &Value, taint: &Value) -> bool {
     }
 }
 
-fn fits(pod: &Value, node: &NodeInfo) -> bool {
+/// What a pod asks of a node, read once per pod: a pod is tried against every node.
+struct PodNeeds<'a> {
+    tolerations: &'a [Value],
+    selector: Option<&'a serde_json::Map<String, Value>>,
+}
+
+impl<'a> PodNeeds<'a> {
+    fn of(pod: &'a Value) -> Self {
+        PodNeeds {
+            tolerations: pod
+                .pointer("/spec/tolerations")
+                .and_then(Value::as_array)
+                .map_or(&[], Vec::as_slice),
+            selector: pod.pointer("/spec/nodeSelector").and_then(Value::as_object),
+        }
+    }
+}
+
+fn fits(needs: &PodNeeds<'_>, node: &NodeInfo) -> bool {
     if node.unschedulable {
         return false;
     }
-    let tols = pod
-        .pointer("/spec/tolerations")
-        .and_then(|t| t.as_array())
-        .cloned()
-        .unwrap_or_default();
     for t in &node.taints {
         let effect = t.get("effect").and_then(|e| e.as_str()).unwrap_or_default();
         if (effect == "NoSchedule" || effect == "NoExecute")
-            && !tols.iter().any(|tol| tolerates(tol, t))
+            && !needs.tolerations.iter().any(|tol| tolerates(tol, t))
         {
             return false;
         }
     }
-    if let Some(sel) = pod
-        .pointer("/spec/nodeSelector")
-        .and_then(|s| s.as_object())
-    {
+    if let Some(sel) = needs.selector {
         for (k, v) in sel {
             if !node
                 .labels
@@ -170,10 +180,11 @@ impl Scheduler {
                 self.pending.remove(&key);
                 continue;
             }
+            let needs = PodNeeds::of(&v);
             let best = self
                 .nodes
                 .iter()
-                .filter(|(_, n)| fits(&v, n))
+                .filter(|(_, n)| fits(&needs, n))
                 .min_by_key(|(name, _)| sizes.get(name.as_str()).copied().unwrap_or(0))
                 .map(|(name, _)| name.clone());
             if let Some(b) = &best {

@@ -29,13 +29,7 @@ fn owned_pods(api: &Api, ns: &str, uid: &str) -> Vec<Arc<StoredObject>> {
     let Ok(pods) = api.def(names::PODS) else {
         return Vec::new();
     };
-    let pods_key = pods.key();
-    api.store
-        .dependents(uid)
-        .into_iter()
-        .filter(|(t, k)| *t == pods_key && k.0 == ns)
-        .filter_map(|(_, k)| api.store.get(&pods, &k.0, &k.1))
-        .collect()
+    api.store.dependents_of(&pods, ns, uid)
 }
 
 fn sync_rs(api: &Api, key: &Key) {
@@ -283,6 +277,12 @@ pub async fn run(api: Arc<Api>, mut shutdown: watch::Receiver<bool>) {
             } else if gp == names::NODES && ev.kind != crate::store::EventType::Modified {
                 ds_dirty.extend(all_keys(&api, names::DAEMONSETS));
             } else if gp == names::PODS {
+                // A pod still active after a change (scheduled, started, a new status) was
+                // active before it too (an ended or terminating pod never comes back): only a
+                // pod's arrival, its end or its removal changes what its owner must do.
+                if ev.kind == crate::store::EventType::Modified && active(&ev.obj) {
+                    continue;
+                }
                 for uid in &ev.obj.owner_uids {
                     if let Some((t, k)) = api.store.lookup_uid(uid) {
                         if t == rs_key {
