@@ -42,6 +42,22 @@ impl TokenBucket {
         Some(Duration::from_secs_f64((1.0 - self.tokens) / rate))
     }
 
+    /// None when `n` tokens are there (`n` is capped at the burst, which the bucket never
+    /// exceeds); else how long until they are.
+    pub(super) fn wait_for(&self, n: f64) -> Option<Duration> {
+        let n = n.min(self.burst).max(1.0);
+        if self.tokens >= n {
+            return None;
+        }
+        let rate = self.rate_per_sec.max(0.001);
+        Some(Duration::from_secs_f64((n - self.tokens) / rate))
+    }
+
+    /// How many tokens the bucket earns in `period` (at least one).
+    pub(super) fn earned_in(&self, period: Duration) -> f64 {
+        (self.rate_per_sec * period.as_secs_f64()).max(1.0)
+    }
+
     /// Spends one token (the caller checked [`TokenBucket::wait`]).
     pub(super) fn take(&mut self) {
         self.tokens -= 1.0;

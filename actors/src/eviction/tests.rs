@@ -152,3 +152,36 @@ fn a_pump_already_due_in_time_is_kept_and_waits_are_at_least_the_granularity() {
         "a sooner pump replaces a later one"
     );
 }
+
+#[test]
+fn a_rate_limited_pump_waits_for_a_batch_or_for_what_the_queue_needs() {
+    let start = Instant::now();
+    let ms = Duration::from_millis;
+    let mut fast = TokenBucket::new(1000.0, 100, start);
+    assert_eq!(batch_wait(&fast, 50), None, "a full bucket sends at once");
+    for _ in 0..100 {
+        fast.take();
+    }
+    assert_eq!(batch_wait(&fast, 0), None, "nothing to send");
+    let granule = fast.earned_in(PUMP_GRANULARITY);
+    assert_eq!(granule, 20.0);
+    assert_eq!(
+        batch_wait(&fast, 500),
+        Some(ms(20)),
+        "one token per answer no more: a granule's worth"
+    );
+    assert_eq!(
+        batch_wait(&fast, 3),
+        Some(ms(3)),
+        "only what the queue needs"
+    );
+    fast.refill(start + ms(20));
+    assert_eq!(batch_wait(&fast, 500), None);
+
+    // nmo's default rate earns one token per granule: one at a time, as before.
+    let mut slow = TokenBucket::new(50.0, 100, start);
+    for _ in 0..100 {
+        slow.take();
+    }
+    assert_eq!(batch_wait(&slow, 500), Some(ms(20)));
+}
