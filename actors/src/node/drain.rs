@@ -14,7 +14,7 @@ use super::ops::DrainPass;
 use super::pending::{PendingPod, PendingReason, PodReason};
 use super::status;
 use crate::diagnosis::Blocker;
-use crate::eviction::EvictionReport;
+use crate::eviction::{EvictionReply, EvictionReport};
 use crate::model::{MaintenanceStatus, PodInfo, PodList, PodRef};
 use crate::plan::PodAction;
 use crate::task::TaskSlot;
@@ -69,6 +69,9 @@ pub(super) struct Drain {
     handled: Hashed<String>,
     /// Pods handed to the eviction actor and not finally answered.
     asked: Hashed<PodRef>,
+    /// Pods the eviction actor refused (its queue was full): asked again on the retry tick,
+    /// not on every change of the node's pods, which only brought another refusal.
+    refused: Hashed<PodRef>,
     reasons: BTreeMap<PodRef, PodReason>,
     errors: Vec<DrainError>,
     /// The drain's span: parent of every eviction attempt and pod deletion.
@@ -99,6 +102,7 @@ impl Drain {
             passed: None,
             handled: Hashed::default(),
             asked: Hashed::default(),
+            refused: Hashed::default(),
             reasons: BTreeMap::new(),
             errors: Vec::new(),
             span,
@@ -215,12 +219,14 @@ impl Drain {
     fn settle(&mut self) -> Vec<PendingPod> {
         let present: Hashed<&PodRef> = self.pending.iter().map(|p| &p.pod).collect();
         self.asked.retain(|p| present.contains(p));
+        self.refused.retain(|p| present.contains(p));
         self.reasons.retain(|p, _| present.contains(p));
         self.pending
             .iter()
             .filter(|p| {
                 p.action == PodAction::Evict
                     && !self.asked.contains(&p.pod)
+                    && !self.refused.contains(&p.pod)
                     && !self.handled.contains(&p.uid)
             })
             .cloned()
@@ -233,6 +239,11 @@ impl Drain {
         self.asked.clear();
     }
 
+    /// The retry tick: pods the eviction actor refused are asked for again by the next pass.
+    pub(super) fn retry_refused(&mut self) {
+        self.refused.clear();
+    }
+
     /// The eviction actor took the request for `pod`.
     pub(super) fn asked(&mut self, pod: PodRef) {
         self.asked.insert(pod);
@@ -243,6 +254,9 @@ impl Drain {
         let EvictionReport { pod, reply } = report;
         if reply.is_final() {
             self.asked.remove(&pod);
+        }
+        if reply == EvictionReply::Refused {
+            self.refused.insert(pod.clone());
         }
         let reason = PodReason::of_reply(reply);
         let Some(pending) = self.pending.iter().find(|p| p.pod == pod) else {
@@ -279,7 +293,6 @@ impl Drain {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::eviction::EvictionReply;
 
     fn pod(name: &str) -> Arc<PodInfo> {
         Arc::new(PodInfo::test("app", name).unmanaged())
@@ -329,12 +342,12 @@ mod tests {
     }
 
     #[test]
-    fn a_final_refusal_is_asked_again_on_the_next_pass_but_a_blocked_one_is_held() {
+    fn a_failed_call_is_asked_again_on_the_next_pass_but_a_blocked_one_is_held() {
         let mut drain = Drain::begin(&tracing::Span::none(), 2);
         for p in drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)])) {
             drain.asked(p.pod);
         }
-        drain.report(report("a", EvictionReply::Refused));
+        drain.report(report("a", EvictionReply::Failed("timeout".into())));
         drain.report(report(
             "b",
             EvictionReply::Blocked {
@@ -343,6 +356,24 @@ mod tests {
                 blocker: None,
             },
         ));
+        let again = drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)]));
+        assert_eq!(names(&again), ["a"]);
+    }
+
+    #[test]
+    fn a_pod_refused_by_a_full_queue_is_asked_again_on_the_retry_tick_only() {
+        let mut drain = Drain::begin(&tracing::Span::none(), 2);
+        for p in drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)])) {
+            drain.asked(p.pod);
+        }
+        drain.report(report("a", EvictionReply::Refused));
+        let again = drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)]));
+        assert!(
+            again.is_empty(),
+            "the queue was full a moment ago: {:?}",
+            names(&again)
+        );
+        drain.retry_refused();
         let again = drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)]));
         assert_eq!(names(&again), ["a"]);
     }
@@ -397,7 +428,7 @@ mod tests {
         for p in drain.apply(first) {
             drain.asked(p.pod);
         }
-        drain.report(report("c", EvictionReply::Refused));
+        drain.report(report("c", EvictionReply::Failed("timeout".into())));
 
         assert!(
             drain
@@ -422,7 +453,7 @@ mod tests {
         assert_eq!(
             names(&ask),
             ["c"],
-            "the refused pod is asked again, as a pass would"
+            "the pod whose call failed is asked again, as a pass would"
         );
         let ask = drain.take_departures(&list(&[&ds])).expect("a and c left");
         assert!(ask.is_empty() && drain.pending.is_empty());

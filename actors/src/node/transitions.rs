@@ -60,6 +60,9 @@ impl NodeActorState {
             return;
         }
         self.flush_status(myself);
+        if let Some(drain) = self.stage.drain_mut() {
+            drain.retry_refused();
+        }
         if decide::retries_on_tick(&self.stage) && !self.held() {
             self.kick(myself);
         }
