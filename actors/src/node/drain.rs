@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use super::blocked::{self, Blockage, Change};
 use super::errors::DrainError;
-use super::ops::DrainPass;
+use super::ops::{DaemonSets, DrainPass, classify_known};
 use super::pending::{PendingPod, PendingReason, PodReason};
 use super::status;
 use crate::diagnosis::Blocker;
@@ -62,8 +62,8 @@ pub(super) struct Drain {
     pub(super) pods: Option<PodList>,
     /// The last pass's pending pods and their actions.
     pending: Vec<PendingPod>,
-    /// Every pod the last pass classified (None before the first pass).
-    passed: Option<Hashed<SamePod>>,
+    /// Every pod the last pass classified, with its action (None before the first pass).
+    passed: Option<HashMap<SamePod, PodAction, FastHash>>,
     /// Uids of pods whose eviction was accepted or which were deleted: a watch snapshot that
     /// still shows them (it may lag) must not cause a second call.
     handled: Hashed<String>,
@@ -157,28 +157,38 @@ impl Drain {
         (self.pods.clone(), self.handled.clone())
     }
 
-    /// Takes in the node's pods as the watch now lists them when, since the last pass, pods
-    /// only left (the same allocations, fewer of them) and that pass had no errors: what a
-    /// pass would decide is then known without one (each pod left keeps its action), so the
-    /// pending pods are trimmed here and the pods to ask the eviction actor for again are
-    /// returned. None when a pass must look: a new or changed pod, or no pass yet. At 2,000
-    /// nodes, where evictions are paced and each node loses its pods one by one, this saves
-    /// most passes (each a task, a classification and a message back).
-    pub(super) fn take_departures(&mut self, pods: &PodList) -> Option<Vec<PendingPod>> {
+    /// Takes in the node's pods as the watch now lists them without a pass, when no call is
+    /// needed to classify them: a pod unchanged since the last pass (the same allocation)
+    /// keeps its action, any other is classified from the DaemonSets `known`. Returns the pods
+    /// to ask the eviction actor for, as [`Drain::apply`] does. None when a pass must run: no
+    /// pass yet, the last one had errors, a pod needs a DaemonSet lookup or a deletion (both
+    /// calls). At 2,000 nodes, where evictions are paced and each node loses its pods one or
+    /// two at a time (each first turns terminating, then goes), this saves most passes, each a
+    /// task, a classification of every pod and a message back.
+    pub(super) fn take_without_pass(
+        &mut self,
+        pods: &PodList,
+        known: &DaemonSets,
+    ) -> Option<Vec<PendingPod>> {
         let passed = self.passed.as_ref()?;
         if !self.errors.is_empty() {
             return None;
         }
-        let present: Hashed<SamePod> = pods.iter().map(|p| SamePod(Arc::clone(p))).collect();
-        if !present.iter().all(|pod| passed.contains(pod)) {
-            return None;
+        let mut classified = Vec::with_capacity(pods.len());
+        for pod in pods {
+            let action = match passed.get(&SamePod(Arc::clone(pod))) {
+                Some(action) => *action,
+                None => classify_known(pod, known)?,
+            };
+            if action == PodAction::Delete && !self.handled.contains(&pod.uid) {
+                return None;
+            }
+            classified.push((Arc::clone(pod), action));
         }
-        self.pending
-            .retain(|p| present.contains(&SamePod(Arc::clone(&p.source))));
-        let uids: Hashed<&String> = pods.iter().map(|p| &p.uid).collect();
-        self.handled.retain(|uid| uids.contains(uid));
-        self.passed = Some(present);
-        Some(self.settle())
+        Some(self.apply(DrainPass {
+            pods: classified,
+            ..DrainPass::default()
+        }))
     }
 
     /// Takes in a pass; returns the pods to ask the eviction actor for (to evict, not asked
@@ -189,7 +199,7 @@ impl Drain {
         self.passed = Some(
             pass.pods
                 .iter()
-                .map(|(pod, _)| SamePod(Arc::clone(pod)))
+                .map(|(pod, action)| (SamePod(Arc::clone(pod)), *action))
                 .collect(),
         );
         // A pass runs on every change of the node's pods, and most pods are as they were: a
@@ -409,12 +419,16 @@ mod tests {
     }
 
     #[test]
-    fn pods_that_only_left_are_taken_in_without_a_pass_and_anything_else_needs_one() {
+    fn pod_changes_that_need_no_call_are_taken_in_without_a_pass() {
         let mut drain = Drain::begin(&tracing::Span::none(), 3);
+        let known = DaemonSets::new();
         let (a, b, c, ds) = (pod("a"), pod("b"), pod("c"), pod("ds"));
         let list =
             |pods: &[&Arc<PodInfo>]| -> PodList { pods.iter().map(|p| Arc::clone(p)).collect() };
-        assert!(drain.take_departures(&list(&[&a])).is_none(), "no pass yet");
+        assert!(
+            drain.take_without_pass(&list(&[&a]), &known).is_none(),
+            "no pass yet"
+        );
         let mut first = pass(&[]);
         first.pods = vec![
             (Arc::clone(&a), PodAction::Evict),
@@ -430,37 +444,67 @@ mod tests {
         }
         drain.report(report("c", EvictionReply::Failed("timeout".into())));
 
-        assert!(
-            drain
-                .take_departures(&list(&[&a, &b, &ds, &pod("new")]))
-                .is_none()
-        );
-        let changed = Arc::new(PodInfo {
-            grace_period_seconds: Some(5),
+        // b left, a turned terminating, a new pod came: no call needed.
+        let terminating = Arc::new(PodInfo {
+            terminating: true,
             ..(*a).clone()
         });
-        assert!(
-            drain
-                .take_departures(&list(&[&changed, &b, &c, &ds]))
-                .is_none(),
-            "a changed pod is a new allocation: a pass looks at it"
-        );
-
+        let new = pod("new");
         let ask = drain
-            .take_departures(&list(&[&a, &c, &ds]))
-            .expect("b only left");
-        assert_eq!(names(&drain.pending), ["a", "c"]);
+            .take_without_pass(&list(&[&terminating, &c, &ds, &new]), &known)
+            .expect("nothing to look up or delete");
+        assert_eq!(names(&drain.pending), ["a", "c", "new"]);
+        assert_eq!(drain.pending[0].action, PodAction::Wait);
         assert_eq!(
             names(&ask),
-            ["c"],
-            "the pod whose call failed is asked again, as a pass would"
+            ["c", "new"],
+            "the pod whose call failed is asked again, the new one asked, as a pass would"
         );
-        let ask = drain.take_departures(&list(&[&ds])).expect("a and c left");
+        for p in ask {
+            drain.asked(p.pod);
+        }
+        let ask = drain
+            .take_without_pass(&list(&[&ds]), &known)
+            .expect("the rest left");
         assert!(ask.is_empty() && drain.pending.is_empty());
         let mut status = MaintenanceStatus::default();
         assert!(
             drain.write_status(&mut status, DateTime::<Utc>::UNIX_EPOCH),
             "drained"
+        );
+    }
+
+    #[test]
+    fn a_pod_that_needs_a_lookup_or_a_deletion_gets_a_pass() {
+        let mut drain = Drain::begin(&tracing::Span::none(), 1);
+        let a = pod("a");
+        let mut first = pass(&[]);
+        first.pods = vec![(Arc::clone(&a), PodAction::Evict)];
+        drain.apply(first);
+        let mut known = DaemonSets::new();
+        let agent = Arc::new(PodInfo::test("app", "agent-x").controlled_by("DaemonSet", "agent"));
+        let with_agent: PodList = vec![Arc::clone(&a), Arc::clone(&agent)];
+        assert!(
+            drain.take_without_pass(&with_agent, &known).is_none(),
+            "a DaemonSet not known yet: look it up"
+        );
+        known.insert(("app".into(), "agent".into()), false);
+        assert!(
+            drain.take_without_pass(&with_agent, &known).is_none(),
+            "an orphan: delete it"
+        );
+        known.insert(("app".into(), "agent".into()), true);
+        assert!(
+            drain.take_without_pass(&with_agent, &known).is_some(),
+            "a managed one stays"
+        );
+        let finished = Arc::new(PodInfo {
+            phase: crate::model::PodPhase::Succeeded,
+            ..(*a).clone()
+        });
+        assert!(
+            drain.take_without_pass(&vec![finished], &known).is_none(),
+            "a finished pod is deleted"
         );
     }
 
@@ -474,7 +518,11 @@ mod tests {
             "x".into(),
         ))];
         drain.apply(failed);
-        assert!(drain.take_departures(&vec![Arc::clone(&a)]).is_none());
+        assert!(
+            drain
+                .take_without_pass(&vec![Arc::clone(&a)], &DaemonSets::new())
+                .is_none()
+        );
     }
 
     #[test]

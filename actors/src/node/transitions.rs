@@ -371,7 +371,7 @@ impl NodeActorState {
             let departures = if self.ops.running() {
                 None
             } else {
-                drain.take_departures(&pods)
+                drain.take_without_pass(&pods, &self.daemonsets)
             };
             drain.pods = Some(pods);
             match departures {

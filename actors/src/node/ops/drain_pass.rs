@@ -30,6 +30,18 @@ pub struct DrainPass {
     pub deleted: Vec<String>,
 }
 
+/// The action for `pod` from the DaemonSets `known`, without a call; None when it takes a
+/// lookup (a pod of a DaemonSet not known yet).
+pub(crate) fn classify_known(pod: &PodInfo, known: &DaemonSets) -> Option<PodAction> {
+    match plan::classify(pod, None) {
+        PodAction::CheckDaemonSet => {
+            let exists = known.get(&plan::daemonset_of(pod)?)?;
+            Some(plan::classify(pod, Some(*exists)))
+        }
+        action => Some(action),
+    }
+}
+
 /// Classifies pods, looking up the DaemonSets it does not know yet.
 pub(super) async fn classify_all(
     ctx: &OpCtx,

@@ -13,8 +13,8 @@ mod reconcile;
 mod undo;
 
 pub(crate) use ctx::{OpCtx, emit, nm_event};
-pub(crate) use drain_pass::drain_pass;
 pub use drain_pass::{DaemonSets, DrainPass};
+pub(crate) use drain_pass::{classify_known, drain_pass};
 pub(crate) use lease::acquire_lease;
 pub(crate) use reconcile::{ReconcileInput, reconcile};
 pub use reconcile::{ReconcileOutcome, Reconciled};
