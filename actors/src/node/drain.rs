@@ -202,7 +202,7 @@ impl Drain {
                 .map(|(pod, action)| (SamePod(Arc::clone(pod)), *action))
                 .collect(),
         );
-        // A pass runs on every change of the node's pods, and most pods are as they were: a
+        // Passes (and changes taken in without one) come often, and most pods are as they were: a
         // pod that is the same allocation as last pass (the pod watch shares unchanged pods)
         // with the same action keeps its entry instead of a fresh copy of its names.
         let mut before: HashMap<*const PodInfo, PendingPod, FastHash> =

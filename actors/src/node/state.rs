@@ -157,7 +157,7 @@ impl NodeActorState {
             return;
         };
         let (snapshot, handled) = drain.next_pass();
-        // A pass runs on every pod change and every retry tick: it gets no span of its own
+        // A pass runs on pod changes that need a call and on every retry tick: no span of its own
         // (hours of a blocked drain would make thousands); what it does (deleting pods) is
         // recorded inside the drain's span.
         let span = drain.span().clone();
