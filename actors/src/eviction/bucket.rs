@@ -34,21 +34,17 @@ impl TokenBucket {
 
     /// None when a token is there; else how long until one is (at the last refill's level).
     pub(super) fn wait(&self) -> Option<Duration> {
-        if self.tokens >= 1.0 {
-            return None;
-        }
-        // A rate of zero would never refill: look again every 1000 s rather than never.
-        let rate = self.rate_per_sec.max(0.001);
-        Some(Duration::from_secs_f64((1.0 - self.tokens) / rate))
+        self.wait_for(1.0)
     }
 
     /// None when `n` tokens are there (`n` is capped at the burst, which the bucket never
-    /// exceeds); else how long until they are.
+    /// exceeds, and is at least one); else how long until they are.
     pub(super) fn wait_for(&self, n: f64) -> Option<Duration> {
         let n = n.min(self.burst).max(1.0);
         if self.tokens >= n {
             return None;
         }
+        // A rate of zero would never refill: look again every 1000 s rather than never.
         let rate = self.rate_per_sec.max(0.001);
         Some(Duration::from_secs_f64((n - self.tokens) / rate))
     }

@@ -205,19 +205,20 @@ impl Drain {
         // Passes (and changes taken in without one) come often, and most pods are as they were: a
         // pod that is the same allocation as last pass (the pod watch shares unchanged pods)
         // with the same action keeps its entry instead of a fresh copy of its names.
-        let mut before: HashMap<*const PodInfo, PendingPod, FastHash> =
-            std::mem::take(&mut self.pending)
-                .into_iter()
-                .map(|p| (Arc::as_ptr(&p.source), p))
-                .collect();
+        let mut before: HashMap<SamePod, PendingPod, FastHash> = std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|p| (SamePod(Arc::clone(&p.source)), p))
+            .collect();
         self.pending = pass
             .pods
             .iter()
             .filter(|(_, action)| action.is_pending())
-            .map(|(pod, action)| match before.remove(&Arc::as_ptr(pod)) {
-                Some(kept) if kept.action == *action => kept,
-                _ => PendingPod::of(pod, *action),
-            })
+            .map(
+                |(pod, action)| match before.remove(&SamePod(Arc::clone(pod))) {
+                    Some(kept) if kept.action == *action => kept,
+                    _ => PendingPod::of(pod, *action),
+                },
+            )
             .collect();
         let uids: Hashed<&String> = pass.pods.iter().map(|(p, _)| &p.uid).collect();
         self.handled.retain(|uid| uids.contains(uid));
@@ -315,6 +316,19 @@ mod tests {
         }
     }
 
+    /// A pass over these very pods (the same allocations).
+    fn pass_of(pods: &[(&Arc<PodInfo>, PodAction)]) -> DrainPass {
+        DrainPass {
+            pods: pods.iter().map(|(p, a)| (Arc::clone(p), *a)).collect(),
+            ..DrainPass::default()
+        }
+    }
+
+    /// A pod list of these very pods.
+    fn list(pods: &[&Arc<PodInfo>]) -> PodList {
+        pods.iter().map(|p| Arc::clone(p)).collect()
+    }
+
     fn report(name: &str, reply: EvictionReply) -> EvictionReport {
         EvictionReport {
             pod: pod(name).pod_ref(),
@@ -392,25 +406,17 @@ mod tests {
     fn a_pod_unchanged_since_the_last_pass_keeps_its_entry_and_a_changed_one_is_read_again() {
         let mut drain = Drain::begin(&tracing::Span::none(), 1);
         let first = pod("a");
-        let mut same = pass(&[]);
-        same.pods = vec![(Arc::clone(&first), PodAction::Evict)];
-        drain.apply(same);
-        let mut again = pass(&[]);
-        again.pods = vec![(Arc::clone(&first), PodAction::Evict)];
-        drain.apply(again);
+        drain.apply(pass_of(&[(&first, PodAction::Evict)]));
+        drain.apply(pass_of(&[(&first, PodAction::Evict)]));
         assert!(Arc::ptr_eq(&drain.pending[0].source, &first));
 
         let changed = Arc::new(PodInfo {
             grace_period_seconds: Some(5),
             ..(*first).clone()
         });
-        let mut newer = pass(&[]);
-        newer.pods = vec![(Arc::clone(&changed), PodAction::Evict)];
-        drain.apply(newer);
+        drain.apply(pass_of(&[(&changed, PodAction::Evict)]));
         assert_eq!(drain.pending[0].grace, Some(5), "the newer pod is read");
-        let mut terminating = pass(&[]);
-        terminating.pods = vec![(changed, PodAction::Wait)];
-        drain.apply(terminating);
+        drain.apply(pass_of(&[(&changed, PodAction::Wait)]));
         assert_eq!(
             drain.pending[0].action,
             PodAction::Wait,
@@ -423,22 +429,16 @@ mod tests {
         let mut drain = Drain::begin(&tracing::Span::none(), 3);
         let known = DaemonSets::new();
         let (a, b, c, ds) = (pod("a"), pod("b"), pod("c"), pod("ds"));
-        let list =
-            |pods: &[&Arc<PodInfo>]| -> PodList { pods.iter().map(|p| Arc::clone(p)).collect() };
         assert!(
             drain.take_without_pass(&list(&[&a]), &known).is_none(),
             "no pass yet"
         );
-        let mut first = pass(&[]);
-        first.pods = vec![
-            (Arc::clone(&a), PodAction::Evict),
-            (Arc::clone(&b), PodAction::Evict),
-            (Arc::clone(&c), PodAction::Evict),
-            (
-                Arc::clone(&ds),
-                PodAction::Skip(crate::plan::SkipReason::DaemonSet),
-            ),
-        ];
+        let first = pass_of(&[
+            (&a, PodAction::Evict),
+            (&b, PodAction::Evict),
+            (&c, PodAction::Evict),
+            (&ds, PodAction::Skip(crate::plan::SkipReason::DaemonSet)),
+        ]);
         for p in drain.apply(first) {
             drain.asked(p.pod);
         }
@@ -478,12 +478,10 @@ mod tests {
     fn a_pod_that_needs_a_lookup_or_a_deletion_gets_a_pass() {
         let mut drain = Drain::begin(&tracing::Span::none(), 1);
         let a = pod("a");
-        let mut first = pass(&[]);
-        first.pods = vec![(Arc::clone(&a), PodAction::Evict)];
-        drain.apply(first);
+        drain.apply(pass_of(&[(&a, PodAction::Evict)]));
         let mut known = DaemonSets::new();
         let agent = Arc::new(PodInfo::test("app", "agent-x").controlled_by("DaemonSet", "agent"));
-        let with_agent: PodList = vec![Arc::clone(&a), Arc::clone(&agent)];
+        let with_agent = list(&[&a, &agent]);
         assert!(
             drain.take_without_pass(&with_agent, &known).is_none(),
             "a DaemonSet not known yet: look it up"
@@ -503,7 +501,9 @@ mod tests {
             ..(*a).clone()
         });
         assert!(
-            drain.take_without_pass(&vec![finished], &known).is_none(),
+            drain
+                .take_without_pass(&list(&[&finished]), &known)
+                .is_none(),
             "a finished pod is deleted"
         );
     }
@@ -512,15 +512,14 @@ mod tests {
     fn after_a_pass_with_errors_every_change_gets_a_pass() {
         let mut drain = Drain::begin(&tracing::Span::none(), 1);
         let a = pod("a");
-        let mut failed = pass(&[]);
-        failed.pods = vec![(Arc::clone(&a), PodAction::Delete)];
+        let mut failed = pass_of(&[(&a, PodAction::Delete)]);
         failed.errors = vec![DrainError::ListPods(crate::ports::ClusterError::Transient(
             "x".into(),
         ))];
         drain.apply(failed);
         assert!(
             drain
-                .take_without_pass(&vec![Arc::clone(&a)], &DaemonSets::new())
+                .take_without_pass(&list(&[&a]), &DaemonSets::new())
                 .is_none()
         );
     }

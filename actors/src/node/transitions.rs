@@ -366,15 +366,15 @@ impl NodeActorState {
     /// The node's pods changed.
     pub(super) fn on_pods_changed(&mut self, myself: &ActorRef<NodeMsg>, pods: PodList) {
         if let Some(drain) = self.stage.drain_mut() {
-            // While an operation runs, the pass after it takes the list in: trimming now
+            // While an operation runs, the pass after it takes the list in: taking it in now
             // would be undone by the running pass's older list.
-            let departures = if self.ops.running() {
+            let taken = if self.ops.running() {
                 None
             } else {
                 drain.take_without_pass(&pods, &self.daemonsets)
             };
             drain.pods = Some(pods);
-            match departures {
+            match taken {
                 Some(to_ask) => {
                     self.ask_evictions(to_ask);
                     self.update_drain_status(myself);
