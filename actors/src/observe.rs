@@ -149,6 +149,11 @@ pub trait Observer: Send + Sync + 'static {
     /// A drain finished (every evictable pod gone) after `took` since it began in this process.
     fn drain_finished(&self, _took: Duration) {}
 
+    /// A drain pass began: a classification of every pod of a node, with the API calls it
+    /// needs (DaemonSet lookups, deletions). Pod changes and retry ticks that need no call are
+    /// taken in without one.
+    fn drain_pass(&self) {}
+
     /// A lease operation ended.
     fn lease_operation(&self, _op: LeaseOp, _result: LeaseResult) {}
 

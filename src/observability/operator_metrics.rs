@@ -49,6 +49,7 @@ pub struct OperatorMetrics {
     evictions: Family<EvictionLabels, Counter>,
     maintenances: Family<PhaseLabels, Gauge>,
     drain_duration: Histogram,
+    drain_passes: Counter,
     queue_depth: Gauge,
     in_flight: Gauge,
     lease_operations: Family<LeaseLabels, Counter<u64, AtomicU64>>,
@@ -63,6 +64,7 @@ impl Default for OperatorMetrics {
             maintenances: Family::default(),
             // 1 s .. about 4.5 h: a drain takes seconds without budgets, hours behind a tight one.
             drain_duration: Histogram::new(exponential_buckets(1.0, 2.0, 15)),
+            drain_passes: Counter::default(),
             queue_depth: Gauge::default(),
             in_flight: Gauge::default(),
             lease_operations: Family::default(),
@@ -89,6 +91,11 @@ impl OperatorMetrics {
             "nmo_drain_duration_seconds",
             "Time from the start of a drain to no evictable pod left",
             self.drain_duration.clone(),
+        );
+        registry.register(
+            "nmo_drain_passes",
+            "Drain passes run: classifications of every pod of a node, with the calls they need (pod changes and retry ticks that need none are taken in without a pass)",
+            self.drain_passes.clone(),
         );
         registry.register(
             "nmo_eviction_queue_depth",
@@ -206,6 +213,10 @@ impl Observer for ProcessObserver {
 
     fn drain_finished(&self, took: Duration) {
         self.metrics.drain_duration.observe(took.as_secs_f64());
+    }
+
+    fn drain_pass(&self) {
+        self.metrics.drain_passes.inc();
     }
 
     fn lease_operation(&self, op: LeaseOp, result: LeaseResult) {

@@ -66,6 +66,7 @@ async fn metrics_after_a_drain_count_what_happened() {
     assert_eq!(value(&text, "nmo_maintenances{phase=\"Succeeded\"}"), 1.0);
     assert_eq!(value(&text, "nmo_maintenances{phase=\"Running\"}"), 0.0);
     assert_eq!(value(&text, "nmo_drain_duration_seconds_count"), 1.0);
+    assert!(value(&text, "nmo_drain_passes_total") >= 1.0);
     let took = value(&text, "nmo_drain_duration_seconds_sum");
     assert!(took > 0.0 && took < 10.0, "drain took {took} s");
     assert_eq!(

@@ -161,6 +161,7 @@ impl NodeActorState {
         // (hours of a blocked drain would make thousands); what it does (deleting pods) is
         // recorded inside the drain's span.
         let span = drain.span().clone();
+        self.ctx.config.observer.drain_pass();
         let work = ops::drain_pass(self.ctx.clone(), snapshot, self.daemonsets.clone(), handled);
         self.ops.run(&mut self.tasks, myself, span, work, |pass| {
             NodeMsg::Op(OpResult::Drained(pass))

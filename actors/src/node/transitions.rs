@@ -64,7 +64,7 @@ impl NodeActorState {
             drain.retry_refused();
         }
         if decide::retries_on_tick(&self.stage) && !self.held() {
-            self.kick(myself);
+            self.take_in_or_pass(myself);
         }
     }
 
@@ -366,24 +366,40 @@ impl NodeActorState {
     /// The node's pods changed.
     pub(super) fn on_pods_changed(&mut self, myself: &ActorRef<NodeMsg>, pods: PodList) {
         if let Some(drain) = self.stage.drain_mut() {
-            // While an operation runs, the pass after it takes the list in: taking it in now
-            // would be undone by the running pass's older list.
-            let taken = if self.ops.running() {
-                None
-            } else {
-                drain.take_without_pass(&pods, &self.daemonsets)
-            };
             drain.pods = Some(pods);
-            match taken {
-                Some(to_ask) => {
-                    self.ask_evictions(to_ask);
-                    self.update_drain_status(myself);
-                }
-                None => self.kick(myself),
-            }
+            self.take_in_or_pass(myself);
         } else {
             // Watched since the start: the drain begins with the latest list.
             self.watches.keep_pods(pods);
+        }
+    }
+
+    /// Takes the drain's latest pod list in where it is when no call is needed (see
+    /// [`Drain::take_without_pass`]), else runs a pass. Pod changes come this way, and so
+    /// does the retry tick: at 2,000 nodes a drain waits seconds for its paced evictions, and a
+    /// pass on every tick classified every pod again to ask for the few the queue refused.
+    fn take_in_or_pass(&mut self, myself: &ActorRef<NodeMsg>) {
+        // While an operation runs, the pass after it takes the list in: taking it in now would
+        // be undone by the running pass's older list. A repair due or a lease about to lapse
+        // goes to `kick`, which repairs first or waits (the status says evictions are paused).
+        let wait = self.ops.running() || self.repair_due || self.lease.paused();
+        let taken = match self.stage.drain_mut() {
+            Some(drain) if !wait => {
+                let pods = drain.pods.take();
+                let taken = pods
+                    .as_ref()
+                    .and_then(|pods| drain.take_without_pass(pods, &self.daemonsets));
+                drain.pods = pods;
+                taken
+            }
+            _ => None,
+        };
+        match taken {
+            Some(to_ask) => {
+                self.ask_evictions(to_ask);
+                self.update_drain_status(myself);
+            }
+            None => self.kick(myself),
         }
     }
 

@@ -71,6 +71,17 @@ async fn evictions_pause_while_the_lease_is_about_to_expire() {
         "{:?}",
         cluster.status("nm1").last_error
     );
+    // A pod arriving meanwhile changes nothing: no eviction, and the status still says why.
+    cluster.add_pod("n1", "app", "late");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        cluster
+            .status("nm1")
+            .last_error
+            .is_some_and(|e| e.contains("evictions paused")),
+        "{:?}",
+        cluster.status("nm1").last_error
+    );
     // The budget would allow the eviction now, but the lease may be someone else's soon.
     cluster.set_pdb_allowed("app", "web", 1);
     let calls = cluster.count_calls("evict_pod");
@@ -80,7 +91,7 @@ async fn evictions_pause_while_the_lease_is_about_to_expire() {
         calls,
         "no eviction without the lease"
     );
-    assert_eq!(cluster.pods("n1").len(), 1);
+    assert_eq!(cluster.pods("n1").len(), 2);
     // The API recovers: the lease is renewed and the drain goes on.
     cluster.clear_scripts();
     assert!(

@@ -39,6 +39,50 @@ impl crate::observe::Observer for Recorder {
     fn lease_operation(&self, op: crate::observe::LeaseOp, result: crate::observe::LeaseResult) {
         self.push(format!("lease {} {}", op.as_str(), result.as_str()));
     }
+
+    fn drain_pass(&self) {
+        self.push("drain pass".to_string());
+    }
+}
+
+/// A pod the full eviction queue refused is asked for again on every retry tick, and nothing
+/// in the node's pod list needs a call: the tick takes the list in without a drain pass (at
+/// 2,000 nodes, a pass per tick per waiting drain classified every pod again).
+#[tokio::test(start_paused = true)]
+async fn a_retry_tick_asks_for_refused_pods_again_without_a_drain_pass() {
+    let cluster = FakeCluster::with_node("n1", 2);
+    let recorder = Arc::new(Recorder::default());
+    let observer = recorder.clone();
+    let h = Harness::paused(&cluster, move |c| {
+        c.observer = observer;
+        c.eviction_queue_bound = 0;
+    })
+    .await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(30), || recorder
+            .count("eviction queue_full")
+            >= 2)
+        .await
+    );
+    let passes = recorder.count("drain pass");
+    let refused = recorder.count("eviction queue_full");
+    assert!(passes >= 1, "{:?}", recorder.seen());
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    // Six ticks of 5 s, each asking for both pods again.
+    assert!(
+        recorder.count("eviction queue_full") >= refused + 10,
+        "{:?}",
+        recorder.seen()
+    );
+    assert_eq!(
+        recorder.count("drain pass"),
+        passes,
+        "{:?}",
+        recorder.seen()
+    );
+    assert_eq!(cluster.count_calls("evict_pod"), 0);
+    h.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
