@@ -385,6 +385,7 @@ impl NodeActorState {
         let wait = self.ops.running() || self.repair_due || self.lease.paused();
         let taken = match self.stage.drain_mut() {
             Some(drain) if !wait => {
+                // Out for the call, which changes the drain while reading the list.
                 let pods = drain.pods.take();
                 let taken = pods
                     .as_ref()

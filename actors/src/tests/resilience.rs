@@ -41,6 +41,17 @@ async fn a_failed_renewal_is_retried_within_seconds() {
     h.stop().await;
 }
 
+/// nm1's status says its evictions are paused.
+fn assert_evictions_paused(cluster: &FakeCluster) {
+    let last_error = cluster.status("nm1").last_error;
+    assert!(
+        last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("evictions paused")),
+        "{last_error:?}"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn evictions_pause_while_the_lease_is_about_to_expire() {
     let cluster = FakeCluster::with_node("n1", 1);
@@ -63,25 +74,11 @@ async fn evictions_pause_while_the_lease_is_about_to_expire() {
     // Renewals fail from now on; the lease is ours until about 60 s after it was taken.
     cluster.fail_next("update_lease", transient(1000));
     tokio::time::sleep(Duration::from_secs(57)).await;
-    assert!(
-        cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("evictions paused")),
-        "{:?}",
-        cluster.status("nm1").last_error
-    );
+    assert_evictions_paused(&cluster);
     // A pod arriving meanwhile changes nothing: no eviction, and the status still says why.
     cluster.add_pod("n1", "app", "late");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(
-        cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("evictions paused")),
-        "{:?}",
-        cluster.status("nm1").last_error
-    );
+    assert_evictions_paused(&cluster);
     // The budget would allow the eviction now, but the lease may be someone else's soon.
     cluster.set_pdb_allowed("app", "web", 1);
     let calls = cluster.count_calls("evict_pod");

@@ -45,19 +45,29 @@ impl crate::observe::Observer for Recorder {
     }
 }
 
+/// A paused harness over `cluster`, configured by `configure`, whose observer is the returned
+/// recorder.
+async fn recorded(
+    cluster: &FakeCluster,
+    configure: impl FnOnce(&mut crate::config::Config) + Send + 'static,
+) -> (Harness, Arc<Recorder>) {
+    let recorder = Arc::new(Recorder::default());
+    let observer: Arc<dyn crate::observe::Observer> = recorder.clone();
+    let h = Harness::paused(cluster, move |c| {
+        c.observer = observer;
+        configure(c);
+    })
+    .await;
+    (h, recorder)
+}
+
 /// A pod the full eviction queue refused is asked for again on every retry tick, and nothing
 /// in the node's pod list needs a call: the tick takes the list in without a drain pass (at
 /// 2,000 nodes, a pass per tick per waiting drain classified every pod again).
 #[tokio::test(start_paused = true)]
 async fn a_retry_tick_asks_for_refused_pods_again_without_a_drain_pass() {
     let cluster = FakeCluster::with_node("n1", 2);
-    let recorder = Arc::new(Recorder::default());
-    let observer = recorder.clone();
-    let h = Harness::paused(&cluster, move |c| {
-        c.observer = observer;
-        c.eviction_queue_bound = 0;
-    })
-    .await;
+    let (h, recorder) = recorded(&cluster, |c| c.eviction_queue_bound = 0).await;
     cluster.create_maintenance("nm1", "n1", t0());
     assert!(
         eventually(Duration::from_secs(30), || recorder
@@ -104,10 +114,7 @@ async fn status_written_only_when_it_changes() {
 async fn the_observer_hears_evictions_phases_drain_and_lease_operations() {
     let cluster = FakeCluster::with_node("n1", 3);
     cluster.add_pdb("app", "web", &["n1-p2"], 0);
-    let recorder = Arc::new(Recorder::default());
-    let observer = recorder.clone();
-    let h = Harness::paused(&cluster, move |c| {
-        c.observer = observer;
+    let (h, recorder) = recorded(&cluster, |c| {
         c.lease_renew_interval = Duration::from_secs(600);
     })
     .await;
