@@ -13,12 +13,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use crate::budget::BudgetPod;
-use crate::budget::{BudgetChange, LabelSelector};
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
     NodeSummaryEvent, PodList,
 };
+use crate::pdb::PdbPod;
+use crate::pdb::{LabelSelector, PdbChange};
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
 
 /// [`Cluster`] with every call cut off after `limit`.
@@ -176,15 +176,15 @@ impl Cluster for Bounded {
         .await
     }
 
-    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
-        self.inner.watch_budgets()
+    fn watch_pdbs(&self) -> BoxStream<'static, PdbChange> {
+        self.inner.watch_pdbs()
     }
 
     async fn list_selected_pods(
         &self,
         namespace: &str,
         selector: &LabelSelector,
-    ) -> Result<Vec<BudgetPod>, ClusterError> {
+    ) -> Result<Vec<PdbPod>, ClusterError> {
         self.within(
             "list a budget's pods",
             self.inner.list_selected_pods(namespace, selector),

@@ -1,21 +1,21 @@
 //! The eviction actor: the only caller of `Cluster::evict_pod`.
 //!
-//! - Per-PodDisruptionBudget gates (`gate`): after a 429 naming a budget, the pods behind it
-//!   are parked and the budget is probed with ONE eviction after an exponential backoff (with
+//! - Per-PodDisruptionBudget gates (`gate`): after a 429 naming a PDB, the pods behind it
+//!   are parked and the PDB is probed with ONE eviction after an exponential backoff (with
 //!   jitter, honouring Retry-After); a success sends the next one at once, one at a time.
 //! - A cluster-wide token bucket (`bucket`) and a cap on calls in flight protect the API
-//!   server; a 429 without a budget (API throttling) pauses everything for a backoff.
+//!   server; a 429 without a PDB (API throttling) pauses everything for a backoff.
 //! - A bounded set of held requests: beyond it, requests are refused back to the asker, who asks
 //!   again on its retry tick.
 //!
-//! - Budget-driven gating (`budgets`, `budget_flow`): one shared PodDisruptionBudget watch
-//!   tells how many disruptions each budget allows; a pod whose budget allows none is not sent
-//!   but waits on its budget, and when the budget's status changes exactly as many waiting pods
+//! - PDB-driven gating (`pdb_gates`, `pdb_flow`): one shared PodDisruptionBudget watch
+//!   tells how many disruptions each PDB allows; a pod whose PDB allows none is not sent
+//!   but waits on its PDB, and when the PDB's status changes exactly as many waiting pods
 //!   go as it allows, across every node's requests. The 429 gates above are the fallback for
-//!   what the status cannot tell (no list yet, a stale status, a budget that refused anyway).
-//! - Diagnosis (`diagnoses`): why a budget blocks (waiting for a named replacement, the
-//!   replacement cannot be scheduled, a cross-node deadlock, a budget that never allows, several
-//!   budgets), found once per blocked budget with a few bounded reads, and told to every asker
+//!   what the status cannot tell (no list yet, a stale status, a PDB that refused anyway).
+//! - Diagnosis (`diagnoses`): why a PDB blocks (waiting for a named replacement, the
+//!   replacement cannot be scheduled, a cross-node deadlock, a PDB that never allows, several
+//!   PDBs), found once per blocked PDB with a few bounded reads, and told to every asker
 //!   waiting on it.
 //!
 //! Askers get their answers as [`EvictionReport`]s through the `reply_to` of their request: the
@@ -24,13 +24,13 @@
 mod answers;
 pub(crate) mod backoff;
 mod bucket;
-mod budget_flow;
-mod budgets;
 mod diagnoses;
 mod gate;
 mod held;
 mod messages;
 mod outcome;
+mod pdb_flow;
+mod pdb_gates;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -48,10 +48,10 @@ use crate::ports::Cluster;
 use crate::task::{TaskSet, TaskSlot};
 use backoff::{Throttle, backoff};
 use bucket::TokenBucket;
-use budgets::BudgetGates;
 use diagnoses::Diagnoses;
 use gate::Gates;
 use held::{Held, Where};
+use pdb_gates::PdbGates;
 
 /// The shortest wait of the pump timer, and the period whose tokens it sends together (see
 /// [`batch_wait`]). An empty bucket at a high rate would wake the actor for each token (a
@@ -113,15 +113,15 @@ pub struct EvictionState {
     /// The eviction calls in flight: aborted and awaited when the actor stops.
     calls: TaskSet,
     stats: EvictionStats,
-    /// The watched budgets and the pods waiting on them.
-    budgets: BudgetGates,
-    /// Why each blocked budget blocks, and when to look again.
+    /// The watched PDBs and the pods waiting on them.
+    pdbs: PdbGates,
+    /// Why each blocked PDB blocks, and when to look again.
     diagnoses: Diagnoses,
-    /// The `Diagnose` timer of each blocked budget.
+    /// The `Diagnose` timer of each blocked PDB.
     diagnosis_timers: HashMap<String, TaskSlot>,
-    /// The task forwarding the budget watch.
-    budget_watch: TaskSlot,
-    /// The `Expire` timer (accepted evictions the budgets' status never showed).
+    /// The task forwarding the PDB watch.
+    pdb_watch: TaskSlot,
+    /// The `Expire` timer (accepted evictions the PDBs' status never showed).
     expire_timer: TaskSlot,
     /// Arrival counter of requests.
     next_seq: u64,
@@ -175,7 +175,7 @@ impl EvictionState {
             }
             held.at = Where::InFlight;
             held.attempts = held.attempts.saturating_add(1);
-            held.sent_at_change = self.budgets.changes();
+            held.sent_at_change = self.pdbs.changes();
             self.bucket.take();
             self.in_flight += 1;
             self.stats.calls += 1;
@@ -220,7 +220,7 @@ impl EvictionState {
         }
         let pod = req.pod.clone();
         self.next_seq += 1;
-        // A pod already known to sit behind a closed budget waits with the others.
+        // A pod already known to sit behind a closed PDB waits with the others.
         if self.gates.park_if_closed(&pod) {
             let mut held = Held::new(req, Where::Parked);
             held.seq = self.next_seq;
@@ -253,7 +253,7 @@ impl EvictionState {
 
     fn cancel(&mut self, maintenance: &str) {
         // In-flight calls cannot be recalled; their outcome is dropped (no reply). A request
-        // cancelled before its call went out frees its place in its budget.
+        // cancelled before its call went out frees its place in its PDB.
         let cancelled_unsent: Vec<PodRef> = self
             .held
             .iter()
@@ -272,9 +272,9 @@ impl EvictionState {
         for key in self.gates.prune(|pod| held.contains_key(pod)) {
             self.gate_timers.remove(&key);
         }
-        self.budgets.retain_waiting(|pod| held.contains_key(pod));
+        self.pdbs.retain_waiting(|pod| held.contains_key(pod));
         for pod in cancelled_unsent {
-            self.budgets.forget(&pod);
+            self.pdbs.forget(&pod);
         }
         self.forget_unblocked();
     }
@@ -309,10 +309,10 @@ impl Actor for EvictionActor {
             pump_at: None,
             calls: TaskSet::default(),
             stats: EvictionStats::default(),
-            budgets: BudgetGates::default(),
+            pdbs: PdbGates::default(),
             diagnoses: Diagnoses::default(),
             diagnosis_timers: HashMap::new(),
-            budget_watch: TaskSlot::default(),
+            pdb_watch: TaskSlot::default(),
             expire_timer: TaskSlot::default(),
             next_seq: 0,
         })
@@ -323,7 +323,7 @@ impl Actor for EvictionActor {
         myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.watch_budgets(&myself);
+        state.watch_pdbs(&myself);
         Ok(())
     }
 
@@ -336,7 +336,7 @@ impl Actor for EvictionActor {
         state.gate_timers.clear();
         state.calls.cancel_all().await;
         state.diagnosis_timers.clear();
-        state.budget_watch.clear();
+        state.pdb_watch.clear();
         state.expire_timer.clear();
         Ok(())
     }
@@ -363,8 +363,8 @@ impl Actor for EvictionActor {
                 (stats.gates, stats.gated_pods) = state.gates.sizes();
                 let _ = port.send(stats);
             }
-            EvictionMsg::Budgets(change) => state.on_budgets(&myself, change),
-            EvictionMsg::WatchBudgets => state.watch_budgets(&myself),
+            EvictionMsg::Pdbs(change) => state.on_pdbs(&myself, change),
+            EvictionMsg::WatchPdbs => state.watch_pdbs(&myself),
             EvictionMsg::Diagnose(key) => state.diagnose(&myself, &key),
             EvictionMsg::Diagnosed { key, investigation } => {
                 state.diagnosed(&myself, &key, investigation);

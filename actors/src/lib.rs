@@ -3,7 +3,6 @@
 //! Kubernetes is reached only through the [`ports::Cluster`] trait, so this crate knows no
 //! Kubernetes client.
 
-pub mod budget;
 pub mod config;
 pub mod deadline;
 pub mod diagnosis;
@@ -15,6 +14,7 @@ pub mod model;
 pub mod node;
 pub mod observe;
 mod op_runner;
+pub mod pdb;
 pub mod plan;
 pub mod ports;
 mod retry;

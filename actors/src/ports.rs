@@ -6,12 +6,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
-use crate::budget::BudgetPod;
-use crate::budget::{BudgetChange, LabelSelector};
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
     NodeSummaryEvent, PodList,
 };
+use crate::pdb::PdbPod;
+use crate::pdb::{LabelSelector, PdbChange};
 
 /// A failed cluster operation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -52,7 +52,7 @@ pub enum EvictionOutcome {
     NotFound,
     /// 429 with a disruption budget cause: evicting now would violate a PodDisruptionBudget.
     BlockedByPdb {
-        /// The budget's name when the API names it (cause / message), else None.
+        /// The PDB's name when the API names it (cause / message), else None.
         pdb: Option<String>,
         /// The API's cause text, e.g. "The disruption budget web needs 2 healthy pods and has 2
         /// currently".
@@ -130,7 +130,7 @@ pub trait Cluster: Send + Sync + 'static {
 
     /// Watches every node, reduced to a [`crate::model::NodeSummary`] each (the cluster
     /// maintenance budget counts unavailable nodes): a `Listed` after every (re)list, then the
-    /// changes. Only ever called when a budget needs it. The kube adapter serves it from the
+    /// changes. Only ever called when a PDB needs it. The kube adapter serves it from the
     /// same shared watch of all Nodes as [`Cluster::watch_node`] (listed in pages, each Node
     /// kept only as the little nmo reads), and retries watch errors itself; the stream ends
     /// only if it gives up.
@@ -187,20 +187,20 @@ pub trait Cluster: Send + Sync + 'static {
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError>;
 
-    // --- Drain policy: budgets and why a drain is blocked -----------------------------------
+    // --- Drain policy: PDBs and why a drain is blocked -----------------------------------
 
-    /// Watches every PodDisruptionBudget (one shared watch: budgets are few): the complete
-    /// list first and after every relist ([`BudgetChange::Listed`]), then each change. Same
+    /// Watches every PodDisruptionBudget (one shared watch: PDBs are few): the complete
+    /// list first and after every relist ([`PdbChange::Listed`]), then each change. Same
     /// retry contract as [`Cluster::watch_node`].
-    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange>;
+    fn watch_pdbs(&self) -> BoxStream<'static, PdbChange>;
 
-    /// Lists the pods of `namespace` that `selector` selects (a budget's pods), to find the
-    /// one a blocked budget waits for. One bounded LIST.
+    /// Lists the pods of `namespace` that `selector` selects (a PDB's pods), to find the
+    /// one a blocked PDB waits for. One bounded LIST.
     async fn list_selected_pods(
         &self,
         namespace: &str,
         selector: &LabelSelector,
-    ) -> Result<Vec<BudgetPod>, ClusterError>;
+    ) -> Result<Vec<PdbPod>, ClusterError>;
 
     /// Lists the nodes carrying nmo's maintenance label
     /// ([`crate::model::EXCLUDE_LABEL`]): the nodes cordoned by maintenances (and those the

@@ -13,8 +13,8 @@
 //!   its share, as in the simulator. Mirror pods are created owned by their Node.
 //! - DaemonSets are created and their controller makes one pod per scenario node (their
 //!   templates select the scenario's nodes), which the scheduler binds.
-//! - Budgets are created last, and seeding waits until their status is computed (the Eviction
-//!   API refuses every eviction under a budget whose status is not), until every ReplicaSet
+//! - PDBs are created last, and seeding waits until their status is computed (the Eviction
+//!   API refuses every eviction under a PDB whose status is not), until every ReplicaSet
 //!   and DaemonSet counts its pods ready, and until every pod runs (the finished ones:
 //!   Succeeded).
 //!
@@ -373,7 +373,7 @@ pub async fn seed(
             .replicasets
             .push((s.workload_namespace.clone(), CACHE_REPLICASET.into()));
     }
-    let budgets = resource(
+    let pdbs = resource(
         "policy",
         "v1",
         "PodDisruptionBudget",
@@ -382,7 +382,7 @@ pub async fn seed(
     for r in 0..rs_count {
         let (app, _, _) = spread_replicaset(r);
         if let Some(pdb) = scenario::pdb(s, &app) {
-            create(client, &budgets, Some(&s.workload_namespace), &pdb).await?;
+            create(client, &pdbs, Some(&s.workload_namespace), &pdb).await?;
         }
     }
 
@@ -456,7 +456,7 @@ async fn running_pods(client: &Client, s: &Scenario) -> Result<usize, SeedError>
     Ok(running)
 }
 
-/// `Ok(())` once the owners count their pods ready, every pod runs and every budget has its
+/// `Ok(())` once the owners count their pods ready, every pod runs and every PDB has its
 /// status; else what is still awaited.
 async fn settled(
     client: &Client,
@@ -502,7 +502,7 @@ async fn settled(
         }
     }
     if !report.pdbs.is_empty() {
-        let budgets = list(
+        let pdbs = list(
             client,
             &resource(
                 "policy",
@@ -513,7 +513,7 @@ async fn settled(
             &s.workload_namespace,
         )
         .await?;
-        for pdb in &budgets {
+        for pdb in &pdbs {
             if !generation_seen(pdb) || pdb["status"]["observedGeneration"].is_null() {
                 waiting.push(format!("the status of budget {}", pdb["metadata"]["name"]));
             }

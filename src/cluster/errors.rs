@@ -9,7 +9,7 @@ use nmo_actors::ports::{ClusterError, EvictionOutcome};
 const DISRUPTION_BUDGET_CAUSE: &str = "DisruptionBudget";
 /// The cause type of a refusal because the pod's namespace is being deleted.
 const NAMESPACE_TERMINATING_CAUSE: &str = "NamespaceTerminating";
-/// The phrase of the 500 the eviction subresource returns when several budgets match a pod.
+/// The phrase of the 500 the eviction subresource returns when several PDBs match a pod.
 const MORE_THAN_ONE_PDB: &str = "more than one PodDisruptionBudget";
 
 /// Maps a kube client error to the port's error, keeping the server's message.
@@ -86,7 +86,7 @@ pub fn eviction_outcome(
         404 => Ok(EvictionOutcome::NotFound),
         429 => match causes.iter().find(|c| c.reason == DISRUPTION_BUDGET_CAUSE) {
             Some(cause) => Ok(EvictionOutcome::BlockedByPdb {
-                pdb: budget_name(&cause.message),
+                pdb: pdb_name(&cause.message),
                 message: cause.message.clone(),
                 retry_after,
             }),
@@ -112,9 +112,9 @@ pub fn eviction_outcome(
     }
 }
 
-/// The budget's name from the cause text `The disruption budget <name> needs ...` or
+/// The PDB's name from the cause text `The disruption budget <name> needs ...` or
 /// `The disruption budget <name> is still being processed by the server.`.
-fn budget_name(cause: &str) -> Option<String> {
+fn pdb_name(cause: &str) -> Option<String> {
     let rest = cause.strip_prefix("The disruption budget ")?;
     let name = rest.split_whitespace().next()?;
     Some(name.to_string())
@@ -143,7 +143,7 @@ mod tests {
     }
 
     #[test]
-    fn a_pdb_refusal_names_the_budget_and_keeps_its_numbers() {
+    fn a_pdb_refusal_names_the_pdb_and_keeps_its_numbers() {
         let cause = StatusCause {
             reason: "DisruptionBudget".into(),
             message: "The disruption budget web needs 2 healthy pods and has 2 currently".into(),
@@ -166,7 +166,7 @@ mod tests {
     }
 
     #[test]
-    fn a_429_without_a_budget_is_throttling() {
+    fn a_429_without_a_pdb_is_throttling() {
         let outcome = eviction_outcome(Err(refusal(429, "Too many requests", vec![])));
         assert_eq!(
             outcome,
@@ -175,7 +175,7 @@ mod tests {
     }
 
     #[test]
-    fn several_budgets_and_missing_pods_are_told_apart() {
+    fn several_pdbs_and_missing_pods_are_told_apart() {
         let several = eviction_outcome(Err(refusal(
             500,
             "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",

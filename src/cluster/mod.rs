@@ -10,12 +10,12 @@
 //! the actors bound each port call (`nmo_actors::deadline`), and the shared DaemonSet lookup
 //! is bounded here, inside the cache every caller waits on.
 
-pub(crate) mod budgets;
 pub(crate) mod convert;
 mod daemonsets;
 mod errors;
 pub(crate) mod node_hub;
 mod node_patch;
+pub(crate) mod pdbs;
 mod shared_labels;
 pub(crate) mod slim_node;
 mod slim_pod;
@@ -35,12 +35,12 @@ use kube::api::{
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
-use nmo_actors::budget::BudgetPod;
-use nmo_actors::budget::{BudgetChange, LabelSelector};
 use nmo_actors::model::{
     Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
     NodeState, NodeSummaryEvent, PodList,
 };
+use nmo_actors::pdb::PdbPod;
+use nmo_actors::pdb::{LabelSelector, PdbChange};
 use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
 use serde_json::json;
 
@@ -546,23 +546,23 @@ impl Cluster for KubeCluster {
         .await
     }
 
-    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
-        budgets::watch_budgets(self.client.clone())
+    fn watch_pdbs(&self) -> BoxStream<'static, PdbChange> {
+        pdbs::watch_pdbs(self.client.clone())
     }
 
     async fn list_selected_pods(
         &self,
         namespace: &str,
         selector: &LabelSelector,
-    ) -> Result<Vec<BudgetPod>, ClusterError> {
-        budgets::selected_pods(self.client.clone(), namespace, selector).await
+    ) -> Result<Vec<PdbPod>, ClusterError> {
+        pdbs::selected_pods(self.client.clone(), namespace, selector).await
     }
 
     async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
-        budgets::maintained_nodes(self.client.clone()).await
+        pdbs::maintained_nodes(self.client.clone()).await
     }
 
     async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
-        budgets::maintenances(self.client.clone()).await
+        pdbs::maintenances(self.client.clone()).await
     }
 }

@@ -1,15 +1,15 @@
 //! The plan itself: a pure function of what was read. Each pod is classified exactly as the
-//! drain will (the actors' `classify`), each evicted pod gets its budgets and their headroom,
+//! drain will (the actors' `classify`), each evicted pod gets its PDBs and their headroom,
 //! and the blockers are predicted by rules simple enough to explain in one sentence each.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nmo_actors::budget::{Budget, structural};
 use nmo_actors::model::PodPhase;
+use nmo_actors::pdb::{Pdb, structural};
 use nmo_actors::plan::{PodAction, SkipReason, classify, daemonset_of};
 
 use super::model::{
-    Action, Blocker, BudgetHeadroom, NodeFacts, NodePlan, Plan, PlanInput, PodFacts, PodPlan,
+    Action, Blocker, NodeFacts, NodePlan, PdbHeadroom, Plan, PlanInput, PodFacts, PodPlan,
 };
 use crate::crd::{NodeMaintenance, NodeMaintenanceSpec};
 use crate::webhook::rules::{self, EtcdGuard};
@@ -22,7 +22,7 @@ pub fn analyse(input: &PlanInput) -> Plan {
     let planned: BTreeSet<&str> = input.planned.iter().map(String::as_str).collect();
     let mut blockers = Vec::new();
 
-    // What the drain does with each pod; the evicted ones are the budgets' business.
+    // What the drain does with each pod; the evicted ones are the PDBs' business.
     let mut classified: Vec<(&str, Vec<Classified<'_>>)> = Vec::new();
     for node in &input.planned {
         if !input.nodes.contains_key(node) {
@@ -41,11 +41,11 @@ pub fn analyse(input: &PlanInput) -> Plan {
         .filter(|(_, action, _)| *action == Action::Evict)
         .map(|(pod, _, _)| *pod)
         .collect();
-    // Each budget with its evicted pods on the planned nodes.
+    // Each PDB with its evicted pods on the planned nodes.
     let mut covered: BTreeMap<usize, Vec<&PodFacts>> = BTreeMap::new();
     for pod in &evicted {
         let matching: Vec<usize> = input
-            .budgets
+            .pdbs
             .iter()
             .enumerate()
             .filter(|(_, b)| b.selects(&pod.info.namespace, &pod.info.labels))
@@ -54,7 +54,7 @@ pub fn analyse(input: &PlanInput) -> Plan {
         if matching.len() > 1 {
             blockers.push(Blocker::SeveralBudgets {
                 pod: pod_id(pod),
-                budgets: matching.iter().map(|i| input.budgets[*i].key()).collect(),
+                pdbs: matching.iter().map(|i| input.pdbs[*i].key()).collect(),
             });
         }
         for i in matching {
@@ -63,16 +63,16 @@ pub fn analyse(input: &PlanInput) -> Plan {
     }
     let left = schedulable_left(&input.nodes, &planned);
     for (i, pods) in &covered {
-        let budget = &input.budgets[*i];
-        if let Some(why) = structural(budget) {
+        let pdb = &input.pdbs[*i];
+        if let Some(why) = structural(pdb) {
             blockers.push(Blocker::StructuralBudget {
-                budget: budget.key(),
+                pdb: pdb.key(),
                 why: why.to_string(),
                 pods: pods.iter().map(|p| pod_id(p)).collect(),
             });
-        } else if let Some(why) = nowhere_to_go(budget, pods, left, planned.len()) {
+        } else if let Some(why) = nowhere_to_go(pdb, pods, left, planned.len()) {
             blockers.push(Blocker::NowhereToGo {
-                budget: budget.key(),
+                pdb: pdb.key(),
                 why,
             });
         }
@@ -94,7 +94,7 @@ pub fn analyse(input: &PlanInput) -> Plan {
                     name: pod.info.name.clone(),
                     action,
                     why,
-                    budgets: if action == Action::Evict {
+                    pdbs: if action == Action::Evict {
                         headroom(pod, input, &covered)
                     } else {
                         Vec::new()
@@ -180,23 +180,23 @@ fn headroom(
     pod: &PodFacts,
     input: &PlanInput,
     covered: &BTreeMap<usize, Vec<&PodFacts>>,
-) -> Vec<BudgetHeadroom> {
+) -> Vec<PdbHeadroom> {
     input
-        .budgets
+        .pdbs
         .iter()
         .enumerate()
         .filter(|(_, b)| b.selects(&pod.info.namespace, &pod.info.labels))
-        .map(|(i, b)| BudgetHeadroom {
-            budget: b.key(),
+        .map(|(i, b)| PdbHeadroom {
+            pdb: b.key(),
             disruptions_allowed: disruptions_allowed(b),
             pods_on_planned_nodes: covered.get(&i).map_or(0, Vec::len),
         })
         .collect()
 }
 
-/// The disruptions `budget` allows now (none before its controller wrote a status).
-fn disruptions_allowed(budget: &Budget) -> i32 {
-    budget.status.as_ref().map_or(0, |s| s.disruptions_allowed)
+/// The disruptions `pdb` allows now (none before its controller wrote a status).
+fn disruptions_allowed(pdb: &Pdb) -> i32 {
+    pdb.status.as_ref().map_or(0, |s| s.disruptions_allowed)
 }
 
 /// Schedulable nodes outside the planned ones.
@@ -207,19 +207,14 @@ fn schedulable_left(nodes: &BTreeMap<String, NodeFacts>, planned: &BTreeSet<&str
         .count()
 }
 
-/// A budget whose evictions must wait for replacements (it allows fewer than it has pods on
+/// A PDB whose evictions must wait for replacements (it allows fewer than it has pods on
 /// the planned nodes) while the replacements cannot start once those nodes are cordoned
 /// together: no schedulable node is left, or its pods need a node each and too few are left.
-fn nowhere_to_go(
-    budget: &Budget,
-    pods: &[&PodFacts],
-    left: usize,
-    planned: usize,
-) -> Option<String> {
+fn nowhere_to_go(pdb: &Pdb, pods: &[&PodFacts], left: usize, planned: usize) -> Option<String> {
     let on_planned = pods.len();
-    let allowed = usize::try_from(disruptions_allowed(budget).max(0)).unwrap_or(0);
+    let allowed = usize::try_from(disruptions_allowed(pdb).max(0)).unwrap_or(0);
     if on_planned <= allowed {
-        return None; // every eviction fits the budget now: nothing waits for a replacement
+        return None; // every eviction fits the PDB now: nothing waits for a replacement
     }
     let waiting = format!(
         "it allows {allowed} disruption(s) now and has {on_planned} pods on these nodes, so evictions wait for replacements to become healthy"
@@ -229,7 +224,7 @@ fn nowhere_to_go(
             "{waiting}, but no schedulable node is left once these {planned} nodes are cordoned together"
         ));
     }
-    let expected = budget.status.as_ref().map_or(0, |status| {
+    let expected = pdb.status.as_ref().map_or(0, |status| {
         usize::try_from(status.expected_pods.max(0)).unwrap_or(0)
     });
     if pods.iter().any(|p| p.one_per_node) && expected > left {
@@ -332,8 +327,8 @@ fn guard_allows(input: &PlanInput) -> usize {
 mod tests {
     use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-    use nmo_actors::budget::{BudgetStatus, IntOrPercent, LabelSelector};
     use nmo_actors::model::{OwnerRef, PodInfo};
+    use nmo_actors::pdb::{IntOrPercent, LabelSelector, PdbStatus};
 
     use super::*;
 
@@ -355,10 +350,10 @@ mod tests {
         }
     }
 
-    /// Budget `shop/<name>` over `app=<app>`, `maxUnavailable: 1`, with the status the
+    /// PDB `shop/<name>` over `app=<app>`, `maxUnavailable: 1`, with the status the
     /// disruption controller writes for `expected` pods allowing `allowed` disruptions.
-    fn budget(name: &str, app: &str, allowed: i32, expected: i32) -> Budget {
-        Budget {
+    fn pdb(name: &str, app: &str, allowed: i32, expected: i32) -> Pdb {
+        Pdb {
             namespace: "shop".into(),
             name: name.into(),
             generation: 1,
@@ -366,13 +361,13 @@ mod tests {
             min_available: None,
             max_unavailable: Some(IntOrPercent::Int(1)),
             always_allow_unhealthy: false,
-            status: Some(BudgetStatus {
+            status: Some(PdbStatus {
                 observed_generation: 1,
                 disruptions_allowed: allowed,
                 current_healthy: expected - 1 + allowed,
                 desired_healthy: expected - 1,
                 expected_pods: expected,
-                ..BudgetStatus::default()
+                ..PdbStatus::default()
             }),
         }
     }
@@ -394,17 +389,17 @@ mod tests {
     }
 
     #[test]
-    fn a_budget_with_room_and_nodes_left_blocks_nothing() {
+    fn a_pdb_with_room_and_nodes_left_blocks_nothing() {
         let mut input = cluster(4, 2);
-        input.budgets.push(budget("web", "web", 1, 4));
+        input.pdbs.push(pdb("web", "web", 1, 4));
         let plan = analyse(&input);
         assert!(plan.clear(), "{:?}", plan.blockers);
         let web = &plan.nodes[0].pods[0];
         assert_eq!(web.action, Action::Evict);
         assert_eq!(
-            web.budgets,
-            [BudgetHeadroom {
-                budget: "shop/web".into(),
+            web.pdbs,
+            [PdbHeadroom {
+                pdb: "shop/web".into(),
                 disruptions_allowed: 1,
                 pods_on_planned_nodes: 2
             }]
@@ -413,17 +408,17 @@ mod tests {
     }
 
     #[test]
-    fn a_structural_budget_is_predicted_with_its_pods() {
+    fn a_structural_pdb_is_predicted_with_its_pods() {
         let mut input = cluster(4, 1);
-        input.budgets.push(Budget {
+        input.pdbs.push(Pdb {
             max_unavailable: Some(IntOrPercent::Int(0)),
-            ..budget("web", "web", 0, 4)
+            ..pdb("web", "web", 0, 4)
         });
         let plan = analyse(&input);
         assert_eq!(
             plan.blockers,
             [Blocker::StructuralBudget {
-                budget: "shop/web".into(),
+                pdb: "shop/web".into(),
                 why: "maxUnavailable is 0: it never allows a disruption".into(),
                 pods: vec!["shop/web-0".into()]
             }]
@@ -436,29 +431,29 @@ mod tests {
     }
 
     #[test]
-    fn a_pod_under_two_budgets_is_predicted() {
+    fn a_pod_under_two_pdbs_is_predicted() {
         let mut input = cluster(4, 1);
-        input.budgets.push(budget("web", "web", 1, 4));
-        input.budgets.push(budget("web-too", "web", 1, 4));
+        input.pdbs.push(pdb("web", "web", 1, 4));
+        input.pdbs.push(pdb("web-too", "web", 1, 4));
         let plan = analyse(&input);
         assert_eq!(
             plan.blockers,
             [Blocker::SeveralBudgets {
                 pod: "shop/web-0".into(),
-                budgets: vec!["shop/web".into(), "shop/web-too".into()]
+                pdbs: vec!["shop/web".into(), "shop/web-too".into()]
             }]
         );
     }
 
     #[test]
     fn replacements_with_nowhere_to_go_are_a_cross_node_deadlock() {
-        // Every node planned: a budget allowing 1 with 3 pods on them waits for replacements
+        // Every node planned: a PDB allowing 1 with 3 pods on them waits for replacements
         // that no node can take.
         let mut input = cluster(3, 3);
-        input.budgets.push(budget("web", "web", 1, 3));
+        input.pdbs.push(pdb("web", "web", 1, 3));
         let plan = analyse(&input);
         assert_eq!(plan.blockers.len(), 1, "{:?}", plan.blockers);
-        let Blocker::NowhereToGo { budget: name, why } = &plan.blockers[0] else {
+        let Blocker::NowhereToGo { pdb: name, why } = &plan.blockers[0] else {
             panic!("{:?}", plan.blockers);
         };
         assert_eq!(name, "shop/web");
@@ -468,14 +463,14 @@ mod tests {
         );
         // One node left that can take them: no deadlock.
         let mut input = cluster(4, 3);
-        input.budgets.push(budget("web", "web", 1, 3));
+        input.pdbs.push(pdb("web", "web", 1, 3));
         assert!(analyse(&input).clear());
         // ...unless that node is cordoned or NotReady.
         input.nodes.get_mut("n3").unwrap().unschedulable = true;
         assert!(!analyse(&input).clear());
-        // A budget allowing all of them at once never waits for a replacement.
+        // A PDB allowing all of them at once never waits for a replacement.
         let mut input = cluster(3, 3);
-        input.budgets.push(budget("web", "web", 3, 3));
+        input.pdbs.push(pdb("web", "web", 3, 3));
         assert!(analyse(&input).clear());
     }
 
@@ -486,7 +481,7 @@ mod tests {
             pods[0].one_per_node = true;
         }
         // 5 replicas, one per node, 3 nodes planned: 3 left < 5.
-        input.budgets.push(budget("web", "web", 1, 5));
+        input.pdbs.push(pdb("web", "web", 1, 5));
         let plan = analyse(&input);
         let Blocker::NowhereToGo { why, .. } = &plan.blockers[0] else {
             panic!("{:?}", plan.blockers);
@@ -497,7 +492,7 @@ mod tests {
         for pods in input.pods.values_mut() {
             pods[0].one_per_node = true;
         }
-        input.budgets.push(budget("web", "web", 1, 5));
+        input.pdbs.push(pdb("web", "web", 1, 5));
         assert!(analyse(&input).clear(), "5 left for 5 replicas");
     }
 

@@ -4,14 +4,14 @@
 //! Per node, each pod and what the drain would do with it (evict, skip, delete, wait) and why,
 //! classified by the same function the drain uses; each evicted pod's PodDisruptionBudgets
 //! with the disruptions they allow now; and the blockers that can be predicted already: a
-//! budget that can never allow a disruption, a pod under two budgets, replacements with
+//! PDB that can never allow a disruption, a pod under two PDBs, replacements with
 //! nowhere to go once all these nodes are cordoned together (a cross-node deadlock), and the
 //! control-plane quorum rules of the webhook. Exit status: [`EXIT_CLEAR`] when nothing is
 //! predicted to block, [`EXIT_BLOCKED`] when something will, [`EXIT_ERROR`] when no plan
 //! could be made (and clap's 2 for a bad command line).
 //!
-//! - `snapshot`: the reads; `analysis`: the plan, a pure function of them (budgets are read
-//!   as the drain reads them, with `nmo_actors::budget`); `model`: both sides' types;
+//! - `snapshot`: the reads; `analysis`: the plan, a pure function of them (PDBs are read
+//!   as the drain reads them, with `nmo_actors::pdb`); `model`: both sides' types;
 //!   `render`: table and JSON; `error`: why no plan could be made.
 
 mod analysis;

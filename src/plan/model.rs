@@ -6,8 +6,8 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use nmo_actors::budget::Budget;
 use nmo_actors::model::PodInfo;
+use nmo_actors::pdb::Pdb;
 use serde::Serialize;
 
 use crate::crd::NodeMaintenance;
@@ -39,7 +39,7 @@ impl NodeFacts {
 #[derive(Debug, Clone)]
 pub struct PodFacts {
     /// What the drain reads of it, labels included (the actors' own classification and
-    /// budget matching use this).
+    /// PDB matching use this).
     pub info: PodInfo,
     /// It requires one pod of its kind per node (a required pod anti-affinity on
     /// `kubernetes.io/hostname` that selects its own labels).
@@ -56,7 +56,7 @@ pub struct PlanInput {
     /// The pods on each planned node.
     pub pods: BTreeMap<String, Vec<PodFacts>>,
     /// Every PodDisruptionBudget, as the drain's eviction gating reads them.
-    pub budgets: Vec<Budget>,
+    pub pdbs: Vec<Pdb>,
     /// The DaemonSets (`namespace`, `name`) that own pods on the planned nodes and exist.
     pub daemonsets: BTreeSet<(String, String)>,
     /// The NodeMaintenances that exist (the control-plane rule counts them).
@@ -72,7 +72,7 @@ pub struct PlanInput {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub enum Action {
-    /// Evicted through the Eviction API (budgets apply).
+    /// Evicted through the Eviction API (PDBs apply).
     Evict,
     /// Deleted without ceremony (finished, or an orphan of a gone DaemonSet).
     Delete,
@@ -93,12 +93,13 @@ impl fmt::Display for Action {
     }
 }
 
-/// A budget covering a pod, with its headroom now.
+/// A PDB covering a pod, with its headroom now.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BudgetHeadroom {
+pub struct PdbHeadroom {
     /// `namespace/name`.
-    pub budget: String,
+    #[serde(rename = "budget")]
+    pub pdb: String,
     /// Disruptions it allows now.
     pub disruptions_allowed: i32,
     /// Its pods on the planned nodes: more than it allows means evictions wait for
@@ -118,8 +119,9 @@ pub struct PodPlan {
     pub action: Action,
     /// Why, in words.
     pub why: String,
-    /// The budgets that cover it (only for evicted pods).
-    pub budgets: Vec<BudgetHeadroom>,
+    /// The PDBs that cover it (only for evicted pods).
+    #[serde(rename = "budgets")]
+    pub pdbs: Vec<PdbHeadroom>,
 }
 
 /// One planned node.
@@ -143,28 +145,31 @@ pub enum Blocker {
         /// The node.
         node: String,
     },
-    /// A budget that can never allow a disruption as it is written or as its pods are.
+    /// A PDB that can never allow a disruption as it is written or as its pods are.
     StructuralBudget {
         /// `namespace/name`.
-        budget: String,
+        #[serde(rename = "budget")]
+        pdb: String,
         /// Why.
         why: String,
         /// Its pods on the planned nodes.
         pods: Vec<String>,
     },
-    /// A pod covered by several budgets: the Eviction API refuses it (500) whatever they
+    /// A pod covered by several PDBs: the Eviction API refuses it (500) whatever they
     /// allow.
     SeveralBudgets {
         /// `namespace/name` of the pod.
         pod: String,
-        /// The budgets.
-        budgets: Vec<String>,
+        /// The PDBs.
+        #[serde(rename = "budgets")]
+        pdbs: Vec<String>,
     },
     /// Evictions wait for replacements that cannot start once the planned nodes are cordoned
     /// together: a cross-node deadlock.
     NowhereToGo {
-        /// `namespace/name` of the budget.
-        budget: String,
+        /// `namespace/name` of the PDB.
+        #[serde(rename = "budget")]
+        pdb: String,
         /// Why the replacements cannot start.
         why: String,
     },
@@ -187,21 +192,20 @@ impl fmt::Display for Blocker {
                     "node {node} does not exist: its NodeMaintenance is refused"
                 )
             }
-            Blocker::StructuralBudget { budget, why, pods } => write!(
+            Blocker::StructuralBudget { pdb, why, pods } => write!(
                 f,
-                "PodDisruptionBudget {budget}: {why}, so {} cannot be evicted (a person must change the budget or move the workload)",
+                "PodDisruptionBudget {pdb}: {why}, so {} cannot be evicted (a person must change the budget or move the workload)",
                 pods.join(", ")
             ),
-            Blocker::SeveralBudgets { pod, budgets } => write!(
+            Blocker::SeveralBudgets { pod, pdbs } => write!(
                 f,
                 "pod {pod} is covered by {} PodDisruptionBudgets ({}): the Eviction API refuses pods under more than one",
-                budgets.len(),
-                budgets.join(", ")
+                pdbs.len(),
+                pdbs.join(", ")
             ),
-            Blocker::NowhereToGo { budget, why } => write!(
-                f,
-                "cross-node deadlock on PodDisruptionBudget {budget}: {why}"
-            ),
+            Blocker::NowhereToGo { pdb, why } => {
+                write!(f, "cross-node deadlock on PodDisruptionBudget {pdb}: {why}")
+            }
             Blocker::Quorum { node, message } => write!(f, "control-plane node {node}: {message}"),
         }
     }

@@ -34,7 +34,7 @@ fn table(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// The plan as text: per node its pods (what happens, the budget and its headroom, why),
+/// The plan as text: per node its pods (what happens, the PDB and its headroom, why),
 /// then the blockers and what the exit status will be.
 pub fn text(plan: &Plan) -> String {
     let mut out = String::new();
@@ -51,15 +51,15 @@ pub fn text(plan: &Plan) -> String {
             "WHY".to_string(),
         ]];
         for pod in &node.pods {
-            let budgets = if pod.budgets.is_empty() {
+            let pdbs = if pod.pdbs.is_empty() {
                 "-".to_string()
             } else {
-                pod.budgets
+                pod.pdbs
                     .iter()
                     .map(|b| {
                         format!(
                             "{} ({}, {})",
-                            b.budget, b.disruptions_allowed, b.pods_on_planned_nodes
+                            b.pdb, b.disruptions_allowed, b.pods_on_planned_nodes
                         )
                     })
                     .collect::<Vec<_>>()
@@ -68,7 +68,7 @@ pub fn text(plan: &Plan) -> String {
             rows.push(vec![
                 format!("{}/{}", pod.namespace, pod.name),
                 pod.action.to_string(),
-                budgets,
+                pdbs,
                 pod.why.clone(),
             ]);
         }
@@ -101,7 +101,7 @@ struct JsonPlan<'a> {
     blockers: Vec<JsonBlocker<'a>>,
 }
 
-/// The plan as JSON: `blocked`, `nodes` (each pod's action, why, budgets and headroom) and
+/// The plan as JSON: `blocked`, `nodes` (each pod's action, why, PDBs and headroom) and
 /// `blockers` (each with its `kind`, its fields and a `message`).
 pub fn json(plan: &Plan) -> Result<String, serde_json::Error> {
     let out = JsonPlan {
@@ -122,7 +122,7 @@ pub fn json(plan: &Plan) -> Result<String, serde_json::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::model::{Action, BudgetHeadroom, NodePlan, PodPlan};
+    use crate::plan::model::{Action, NodePlan, PdbHeadroom, PodPlan};
 
     fn plan() -> Plan {
         Plan {
@@ -134,8 +134,8 @@ mod tests {
                     name: "web-0".into(),
                     action: Action::Evict,
                     why: "owned by ReplicaSet web".into(),
-                    budgets: vec![BudgetHeadroom {
-                        budget: "shop/web".into(),
+                    pdbs: vec![PdbHeadroom {
+                        pdb: "shop/web".into(),
                         disruptions_allowed: 0,
                         pods_on_planned_nodes: 1,
                     }],
@@ -148,7 +148,7 @@ mod tests {
     }
 
     #[test]
-    fn the_table_names_each_pod_its_budget_and_the_blockers() {
+    fn the_table_names_each_pod_its_pdb_and_the_blockers() {
         let text = text(&plan());
         assert!(text.starts_with("node n0 (Ready)\n"), "{text}");
         assert!(

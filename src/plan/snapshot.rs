@@ -206,14 +206,17 @@ pub async fn read(client: &Client, request: &PlanRequest) -> Result<PlanInput, P
     }
 
     let pdbs_api: Api<PodDisruptionBudget> = Api::all(client.clone());
-    let pdbs = list_all(
+    let listed = list_all(
         &pdbs_api,
         ListParams::default(),
         "list PodDisruptionBudgets",
     )
     .await?;
-    let budgets = pdbs.iter().map(crate::cluster::budgets::budget).collect();
-    let etcd_pdbs: Vec<PodDisruptionBudget> = pdbs
+    let pdbs = listed
+        .iter()
+        .map(crate::cluster::pdbs::domain_pdb)
+        .collect();
+    let etcd_pdbs: Vec<PodDisruptionBudget> = listed
         .into_iter()
         .filter(|pdb| pdb.namespace().as_deref() == Some(ETCD_NAMESPACE))
         .collect();
@@ -237,7 +240,7 @@ pub async fn read(client: &Client, request: &PlanRequest) -> Result<PlanInput, P
         planned,
         nodes,
         pods,
-        budgets,
+        pdbs,
         daemonsets: existing,
         maintenances,
         etcd_pdbs,

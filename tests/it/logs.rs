@@ -13,7 +13,7 @@ use serde_json::Value;
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::obs_support::{
-    FakeOperator, NODE, cluster_with_guarded_pod, drain_through_the_budget, end_maintenance,
+    FakeOperator, NODE, cluster_with_guarded_pod, drain_through_the_pdb, end_maintenance,
 };
 
 const NM: &str = "nm-logged";
@@ -89,7 +89,7 @@ async fn log_lines_inside_a_maintenance_carry_node_and_trace_id() {
 
     let cluster = cluster_with_guarded_pod();
     let operator = FakeOperator::start(cluster.clone(), ProcessObserver::default().shared()).await;
-    drain_through_the_budget(&cluster, NM).await;
+    drain_through_the_pdb(&cluster, NM).await;
     end_maintenance(&cluster, NM).await;
     operator.stop().await;
     drop(guard);

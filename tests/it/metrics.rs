@@ -9,7 +9,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 
 use crate::obs_support::{
-    FakeOperator, PODS, blocked_attempts, cluster_with_guarded_pod, drain_through_the_budget,
+    FakeOperator, PODS, blocked_attempts, cluster_with_guarded_pod, drain_through_the_pdb,
     end_maintenance, http_get,
 };
 
@@ -49,7 +49,7 @@ async fn metrics_after_a_drain_count_what_happened() {
     let cluster = cluster_with_guarded_pod();
     let operator =
         FakeOperator::start(cluster.clone(), ProcessObserver::new(metrics).shared()).await;
-    drain_through_the_budget(&cluster, NM).await;
+    drain_through_the_pdb(&cluster, NM).await;
     let refusals = blocked_attempts(&cluster) - 1;
 
     let (status, text) = http_get(address, "/metrics").await;

@@ -71,7 +71,7 @@ pub fn blocked_attempts(cluster: &FakeCluster) -> usize {
 
 /// Puts the node into maintenance through `name`; the budget refuses [`REFUSALS`] evictions,
 /// then opens; returns once the maintenance Succeeded.
-pub async fn drain_through_the_budget(cluster: &FakeCluster, name: &str) {
+pub async fn drain_through_the_pdb(cluster: &FakeCluster, name: &str) {
     cluster.create_maintenance(name, NODE, Utc::now());
     eventually("the budget to refuse evictions", WAIT, async || {
         blocked_attempts(cluster) >= REFUSALS

@@ -43,8 +43,8 @@ async fn two_web_pods(backend: Backend) -> TestEnv {
         .await
 }
 
-/// Waits for the simulator's disruption controller to fill in a budget's status.
-async fn budget_counted(env: &TestEnv, name: &str) {
+/// Waits for the simulator's disruption controller to fill in a PDB's status.
+async fn pdb_counted(env: &TestEnv, name: &str) {
     crate::support::eventually(
         &format!("the status of PodDisruptionBudget {name}"),
         std::time::Duration::from_secs(10),
@@ -57,10 +57,10 @@ async fn budget_counted(env: &TestEnv, name: &str) {
     .await;
 }
 
-async fn a_budget_that_never_allows_a_disruption_is_predicted_and_exits_3(backend: Backend) {
+async fn a_pdb_that_never_allows_a_disruption_is_predicted_and_exits_3(backend: Backend) {
     let env = two_web_pods(backend).await;
     env.create_pdb("shop", "web", "web", 2).await;
-    budget_counted(&env, "web").await;
+    pdb_counted(&env, "web").await;
     let before = env.node("node-0").await;
     let (node, shop) = (env.name("node-0"), env.ns("shop"));
     let plan = plan(&env.admin_client(), &request(&env, &["node-0"]))
@@ -69,14 +69,14 @@ async fn a_budget_that_never_allows_a_disruption_is_predicted_and_exits_3(backen
     assert_eq!(
         plan.blockers,
         [Blocker::StructuralBudget {
-            budget: format!("{shop}/web"),
+            pdb: format!("{shop}/web"),
             why: "minAvailable 2 covers all 2 expected pods: it never allows a disruption".into(),
             pods: vec![format!("{shop}/web-0")],
         }]
     );
     let web = &plan.nodes[0].pods[0];
     assert_eq!(
-        (web.name.as_str(), web.budgets[0].disruptions_allowed),
+        (web.name.as_str(), web.pdbs[0].disruptions_allowed),
         ("web-0", 0)
     );
 
@@ -99,13 +99,13 @@ async fn a_budget_that_never_allows_a_disruption_is_predicted_and_exits_3(backen
     assert_eq!(env.node("node-0").await["spec"], before["spec"]);
     assert!(env.pod_exists("shop", "web-0").await);
 }
-both_backends!(a_budget_that_never_allows_a_disruption_is_predicted_and_exits_3);
+both_backends!(a_pdb_that_never_allows_a_disruption_is_predicted_and_exits_3);
 
-async fn a_pod_under_two_budgets_is_predicted(backend: Backend) {
+async fn a_pod_under_two_pdbs_is_predicted(backend: Backend) {
     let env = two_web_pods(backend).await;
     env.create_pdb("shop", "web", "web", 0).await;
     env.create_pdb("shop", "web-again", "web", 0).await;
-    budget_counted(&env, "web").await;
+    pdb_counted(&env, "web").await;
     let plan = plan(&env.admin_client(), &request(&env, &["node-1"]))
         .await
         .expect("a plan");
@@ -113,14 +113,14 @@ async fn a_pod_under_two_budgets_is_predicted(backend: Backend) {
         plan.blockers,
         [Blocker::SeveralBudgets {
             pod: format!("{}/web-1", env.ns("shop")),
-            budgets: vec![
+            pdbs: vec![
                 format!("{}/web", env.ns("shop")),
                 format!("{}/web-again", env.ns("shop")),
             ],
         }]
     );
 }
-both_backends!(a_pod_under_two_budgets_is_predicted);
+both_backends!(a_pod_under_two_pdbs_is_predicted);
 
 async fn replacements_with_nowhere_to_go_are_a_cross_node_deadlock(backend: Backend) {
     // Three nodes, three ReplicaSets spread one pod per node, each under maxUnavailable: 1.
@@ -130,7 +130,7 @@ async fn replacements_with_nowhere_to_go_are_a_cross_node_deadlock(backend: Back
         .start()
         .await;
     let dir = tempfile::tempdir().expect("a scratch directory");
-    // One node at a time: the budgets allow one each, the others take the replacements.
+    // One node at a time: the PDBs allow one each, the others take the replacements.
     let one = nmo_plan(&env, dir.path(), &[&env.name("node-0"), "-o", "json"]);
     let value: Value = serde_json::from_slice(&one.stdout).expect("JSON");
     assert_eq!(one.status.code(), Some(0), "{value:#}");

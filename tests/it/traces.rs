@@ -16,7 +16,7 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use crate::obs_support::{
     BLOCKED, FakeOperator, NODE, NS, PDB, PODS, REFUSALS, WAIT, blocked_attempts,
-    cluster_with_guarded_pod, drain_through_the_budget, end_maintenance,
+    cluster_with_guarded_pod, drain_through_the_pdb, end_maintenance,
 };
 use crate::otlp_receiver::{ReceivedSpan, Receiver};
 use crate::support::eventually;
@@ -315,7 +315,7 @@ async fn a_drain_is_one_trace_ended_at_success_and_what_follows_linked_traces() 
 
     let cluster = cluster_with_guarded_pod();
     let operator = FakeOperator::start(cluster.clone(), ProcessObserver::default().shared()).await;
-    drain_through_the_budget(&cluster, NM).await;
+    drain_through_the_pdb(&cluster, NM).await;
     // Succeeded: the maintenance's root has ended (it is exported), though the node stays in
     // maintenance until the NodeMaintenance is deleted.
     until_exported(&provider, &receiver, "the maintenance's root", |spans| {
@@ -408,7 +408,7 @@ async fn a_drain_is_exported_over_otlp_http_too() {
 
     let cluster = cluster_with_guarded_pod();
     let operator = FakeOperator::start(cluster.clone(), ProcessObserver::default().shared()).await;
-    drain_through_the_budget(&cluster, NM).await;
+    drain_through_the_pdb(&cluster, NM).await;
     let calls_to_blocked = blocked_attempts(&cluster);
     end_maintenance(&cluster, NM).await;
     operator.stop().await;

@@ -2,8 +2,8 @@
 
 use std::fmt;
 
-use crate::budget::Structural;
 use crate::model::PodRef;
+use crate::pdb::Structural;
 
 /// A maintenance cordoning a node that a replacement would fit.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -17,11 +17,11 @@ pub struct Cordoned {
 /// Why a pod's eviction cannot happen now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Blocker {
-    /// The budget waits for one of its pods (usually the replacement of an evicted one) to
+    /// The PDB waits for one of its pods (usually the replacement of an evicted one) to
     /// become ready: transient.
     WaitingForReplacement {
-        /// The budget.
-        budget: String,
+        /// The PDB.
+        pdb: String,
         /// The pod it waits for, when one was found.
         replacement: Option<PodRef>,
         /// `status.currentHealthy`.
@@ -29,43 +29,43 @@ pub enum Blocker {
         /// `status.desiredHealthy`.
         desired: i32,
     },
-    /// The pod the budget waits for cannot be scheduled.
+    /// The pod the PDB waits for cannot be scheduled.
     ReplacementUnschedulable {
-        /// The budget.
-        budget: String,
+        /// The PDB.
+        pdb: String,
         /// The pod.
         replacement: PodRef,
         /// The scheduler's words, or what else keeps it off every node.
         why: String,
     },
-    /// The pod the budget waits for would fit only nodes cordoned by other maintenances, which
+    /// The pod the PDB waits for would fit only nodes cordoned by other maintenances, which
     /// may well wait for this one: none can finish until a person steps in.
     CrossNodeDeadlock {
-        /// The budget.
-        budget: String,
+        /// The PDB.
+        pdb: String,
         /// The pod.
         replacement: PodRef,
         /// The maintenances whose nodes it would fit.
         maintenances: Vec<Cordoned>,
     },
-    /// The budget can never allow a disruption as it stands.
+    /// The PDB can never allow a disruption as it stands.
     StructuralBudget {
-        /// The budget.
-        budget: String,
+        /// The PDB.
+        pdb: String,
         /// Why.
         why: Structural,
     },
-    /// More than one budget selects the pod: the Eviction API refuses it.
+    /// More than one PDB selects the pod: the Eviction API refuses it.
     MultipleBudgets {
-        /// The budgets, when known.
-        budgets: Vec<String>,
+        /// The PDBs, when known.
+        pdbs: Vec<String>,
     },
-    /// The budget allows no disruption now and nothing more is known yet (its status is stale
+    /// The PDB allows no disruption now and nothing more is known yet (its status is stale
     /// or not watched).
     BudgetExhausted {
-        /// The budget, when known.
-        budget: Option<String>,
-        /// The API's or the budget's numbers.
+        /// The PDB, when known.
+        pdb: Option<String>,
+        /// The API's or the PDB's numbers.
         message: String,
     },
 }
@@ -94,7 +94,7 @@ impl Blocker {
     ];
 
     /// How much a person is needed: the maintenance as a whole shows its pods' most severe
-    /// blocker (a deadlock or a structural budget never resolves by waiting).
+    /// blocker (a deadlock or a structural PDB never resolves by waiting).
     pub fn severity(&self) -> u8 {
         match self {
             Blocker::CrossNodeDeadlock { .. } => 5,
@@ -111,14 +111,14 @@ impl Blocker {
         self.severity() >= 2
     }
 
-    /// The budget concerned, when one is.
-    pub fn budget(&self) -> Option<&str> {
+    /// The PDB concerned, when one is.
+    pub fn pdb(&self) -> Option<&str> {
         match self {
-            Blocker::WaitingForReplacement { budget, .. }
-            | Blocker::ReplacementUnschedulable { budget, .. }
-            | Blocker::CrossNodeDeadlock { budget, .. }
-            | Blocker::StructuralBudget { budget, .. } => Some(budget),
-            Blocker::BudgetExhausted { budget, .. } => budget.as_deref(),
+            Blocker::WaitingForReplacement { pdb, .. }
+            | Blocker::ReplacementUnschedulable { pdb, .. }
+            | Blocker::CrossNodeDeadlock { pdb, .. }
+            | Blocker::StructuralBudget { pdb, .. } => Some(pdb),
+            Blocker::BudgetExhausted { pdb, .. } => pdb.as_deref(),
             Blocker::MultipleBudgets { .. } => None,
         }
     }
@@ -129,7 +129,7 @@ impl Blocker {
     pub fn seen_by(self, own: &str) -> Blocker {
         match self {
             Blocker::CrossNodeDeadlock {
-                budget,
+                pdb,
                 replacement,
                 maintenances,
             } => {
@@ -138,13 +138,13 @@ impl Blocker {
                 if others.is_empty() {
                     let node = mine.first().map(|c| c.node.clone()).unwrap_or_default();
                     Blocker::ReplacementUnschedulable {
-                        budget,
+                        pdb,
                         replacement,
                         why: format!("it fits only node {node}, which this maintenance cordons"),
                     }
                 } else {
                     Blocker::CrossNodeDeadlock {
-                        budget,
+                        pdb,
                         replacement,
                         maintenances: others,
                     }
@@ -163,14 +163,14 @@ impl fmt::Display for Blocker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Blocker::WaitingForReplacement {
-                budget,
+                pdb,
                 replacement,
                 healthy,
                 desired,
             } => {
                 write!(
                     f,
-                    "PodDisruptionBudget {budget} allows no disruption ({healthy} healthy, {desired} needed): "
+                    "PodDisruptionBudget {pdb} allows no disruption ({healthy} healthy, {desired} needed): "
                 )?;
                 match replacement {
                     Some(pod) => write!(f, "waiting for pod {} to become ready", pod_name(pod)),
@@ -178,16 +178,16 @@ impl fmt::Display for Blocker {
                 }
             }
             Blocker::ReplacementUnschedulable {
-                budget,
+                pdb,
                 replacement,
                 why,
             } => write!(
                 f,
-                "PodDisruptionBudget {budget} waits for pod {}, which cannot be scheduled: {why}",
+                "PodDisruptionBudget {pdb} waits for pod {}, which cannot be scheduled: {why}",
                 pod_name(replacement)
             ),
             Blocker::CrossNodeDeadlock {
-                budget,
+                pdb,
                 replacement,
                 maintenances,
             } => {
@@ -197,26 +197,26 @@ impl fmt::Display for Blocker {
                     .collect();
                 write!(
                     f,
-                    "cross-node deadlock: PodDisruptionBudget {budget} waits for pod {}, which fits only nodes cordoned by other maintenances: {}; end one of them or relax the budget",
+                    "cross-node deadlock: PodDisruptionBudget {pdb} waits for pod {}, which fits only nodes cordoned by other maintenances: {}; end one of them or relax the budget",
                     pod_name(replacement),
                     names.join(", ")
                 )
             }
-            Blocker::StructuralBudget { budget, why } => {
-                write!(f, "PodDisruptionBudget {budget} can never allow a disruption: {why}")
+            Blocker::StructuralBudget { pdb, why } => {
+                write!(f, "PodDisruptionBudget {pdb} can never allow a disruption: {why}")
             }
-            Blocker::MultipleBudgets { budgets } if budgets.is_empty() => f.write_str(
+            Blocker::MultipleBudgets { pdbs } if pdbs.is_empty() => f.write_str(
                 "the pod has more than one PodDisruptionBudget, which the Eviction API does not support",
             ),
-            Blocker::MultipleBudgets { budgets } => write!(
+            Blocker::MultipleBudgets { pdbs } => write!(
                 f,
                 "the pod has more than one PodDisruptionBudget ({}), which the Eviction API does not support",
-                budgets.join(", ")
+                pdbs.join(", ")
             ),
-            Blocker::BudgetExhausted { budget, message } => match budget {
-                Some(budget) => write!(
+            Blocker::BudgetExhausted { pdb, message } => match pdb {
+                Some(pdb) => write!(
                     f,
-                    "PodDisruptionBudget {budget} allows no disruption now: {message}"
+                    "PodDisruptionBudget {pdb} allows no disruption now: {message}"
                 ),
                 None => write!(f, "a PodDisruptionBudget allows no disruption now: {message}"),
             },
@@ -244,7 +244,7 @@ mod tests {
 
     fn deadlock(maintenances: Vec<Cordoned>) -> Blocker {
         Blocker::CrossNodeDeadlock {
-            budget: "web".into(),
+            pdb: "web".into(),
             replacement: pod("web-x"),
             maintenances,
         }
@@ -270,7 +270,7 @@ mod tests {
     #[test]
     fn severity_puts_what_needs_a_person_first() {
         let waiting = Blocker::WaitingForReplacement {
-            budget: "web".into(),
+            pdb: "web".into(),
             replacement: Some(pod("web-x")),
             healthy: 2,
             desired: 2,
@@ -282,14 +282,14 @@ mod tests {
             "PodDisruptionBudget web allows no disruption (2 healthy, 2 needed): waiting for pod app/web-x to become ready"
         );
         let several = Blocker::MultipleBudgets {
-            budgets: vec!["a".into(), "b".into()],
+            pdbs: vec!["a".into(), "b".into()],
         };
         assert!(
             several
                 .to_string()
                 .contains("more than one PodDisruptionBudget (a, b)")
         );
-        assert_eq!(several.budget(), None);
+        assert_eq!(several.pdb(), None);
         assert_eq!(Blocker::REASONS.len(), 6);
     }
 }

@@ -1,14 +1,14 @@
-//! The reads that explain a blocked budget: its pods (to find the one it waits for), and only
+//! The reads that explain a blocked PDB: its pods (to find the one it waits for), and only
 //! when that pod cannot be scheduled, the nodes in maintenance and the NodeMaintenances (to
-//! tell a cross-node deadlock). At most three LISTs, each bounded: by the budget's pods, by the
+//! tell a cross-node deadlock). At most three LISTs, each bounded: by the PDB's pods, by the
 //! nodes in maintenance, by the NodeMaintenances.
 
 use std::collections::BTreeMap;
 
 use super::blocker::{Blocker, Cordoned};
 use super::placement::{fits_if_uncordoned, waited_for};
-use crate::budget::{Budget, structural};
 use crate::model::OwnerRef;
+use crate::pdb::{Pdb, structural};
 use crate::ports::{Cluster, ClusterError};
 
 /// What an investigation found, and what it cost.
@@ -20,46 +20,44 @@ pub struct Investigation {
     pub reads: u32,
 }
 
-/// Explains why `budget` allows no disruption now, for a pod controlled by `blocked_owner`.
+/// Explains why `pdb` allows no disruption now, for a pod controlled by `blocked_owner`.
 pub async fn investigate(
     cluster: &dyn Cluster,
-    budget: &Budget,
+    pdb: &Pdb,
     blocked_owner: Option<&OwnerRef>,
 ) -> Investigation {
     let mut reads = 0;
-    let blocker = explain(cluster, budget, blocked_owner, &mut reads).await;
+    let blocker = explain(cluster, pdb, blocked_owner, &mut reads).await;
     Investigation { blocker, reads }
 }
 
 async fn explain(
     cluster: &dyn Cluster,
-    budget: &Budget,
+    pdb: &Pdb,
     blocked_owner: Option<&OwnerRef>,
     reads: &mut u32,
 ) -> Result<Blocker, ClusterError> {
-    if let Some(why) = structural(budget) {
+    if let Some(why) = structural(pdb) {
         return Ok(Blocker::StructuralBudget {
-            budget: budget.name.clone(),
+            pdb: pdb.name.clone(),
             why,
         });
     }
-    let (healthy, desired) = budget
+    let (healthy, desired) = pdb
         .status
         .as_ref()
         .map_or((0, 0), |s| (s.current_healthy, s.desired_healthy));
     let waiting = |replacement| Blocker::WaitingForReplacement {
-        budget: budget.name.clone(),
+        pdb: pdb.name.clone(),
         replacement,
         healthy,
         desired,
     };
-    let Some(selector) = &budget.selector else {
+    let Some(selector) = &pdb.selector else {
         return Ok(waiting(None));
     };
     *reads += 1;
-    let pods = cluster
-        .list_selected_pods(&budget.namespace, selector)
-        .await?;
+    let pods = cluster.list_selected_pods(&pdb.namespace, selector).await?;
     let Some(awaited) = waited_for(&pods, blocked_owner) else {
         return Ok(waiting(None));
     };
@@ -87,13 +85,13 @@ async fn explain(
     cordoned.sort();
     if cordoned.is_empty() {
         return Ok(Blocker::ReplacementUnschedulable {
-            budget: budget.name.clone(),
+            pdb: pdb.name.clone(),
             replacement: awaited.pod_ref(),
             why: scheduler_says.clone(),
         });
     }
     Ok(Blocker::CrossNodeDeadlock {
-        budget: budget.name.clone(),
+        pdb: pdb.name.clone(),
         replacement: awaited.pod_ref(),
         maintenances: cordoned,
     })

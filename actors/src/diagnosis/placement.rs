@@ -1,16 +1,16 @@
-//! Which pod a budget waits for, and whether it would fit a node if that node were not in
+//! Which pod a PDB waits for, and whether it would fit a node if that node were not in
 //! maintenance (pure).
 
-use crate::budget::BudgetPod;
 use crate::model::{NO_SCHEDULE, NodeState, OwnerRef};
+use crate::pdb::PdbPod;
 use crate::plan;
 
-/// The pod a blocked budget waits for, among the pods it selects: one the scheduler cannot
+/// The pod a blocked PDB waits for, among the pods it selects: one the scheduler cannot
 /// place comes first (it will not resolve by itself), then one of the same controller as the
 /// blocked pod (its replacement, most likely), then any other pod that is not ready yet. None
 /// when every pod is ready (e.g. the replacement is not even created yet).
-pub fn waited_for<'a>(pods: &'a [BudgetPod], blocked: Option<&OwnerRef>) -> Option<&'a BudgetPod> {
-    let rank = |p: &BudgetPod| {
+pub fn waited_for<'a>(pods: &'a [PdbPod], blocked: Option<&OwnerRef>) -> Option<&'a PdbPod> {
+    let rank = |p: &PdbPod| {
         (
             p.unschedulable.is_none(),
             blocked.is_none_or(|owner| p.controller.as_ref() != Some(owner)),
@@ -24,7 +24,7 @@ pub fn waited_for<'a>(pods: &'a [BudgetPod], blocked: Option<&OwnerRef>) -> Opti
 /// cordon are ignored; every other NoSchedule/NoExecute taint must be tolerated and the node
 /// must carry the pod's nodeSelector labels. (Resources and affinity are the scheduler's and
 /// not judged here.)
-pub fn fits_if_uncordoned(pod: &BudgetPod, node: &NodeState) -> bool {
+pub fn fits_if_uncordoned(pod: &PdbPod, node: &NodeState) -> bool {
     let taints = plan::without_maintenance_taints(&node.taints);
     let tolerated = taints
         .iter()
@@ -42,11 +42,11 @@ mod tests {
     use std::collections::BTreeMap;
 
     use super::*;
-    use crate::budget::Toleration;
     use crate::model::{PodPhase, Taint};
+    use crate::pdb::Toleration;
 
-    fn pod(name: &str, ready: bool) -> BudgetPod {
-        BudgetPod {
+    fn pod(name: &str, ready: bool) -> PdbPod {
+        PdbPod {
             namespace: "app".into(),
             name: name.into(),
             controller: Some(OwnerRef {

@@ -1,5 +1,5 @@
 //! The eviction actor's answers: what each eviction call's outcome does to the asker (done,
-//! blocked, refused, failed), to the budget's gate and bookkeeping, and to the throttle.
+//! blocked, refused, failed), to the PDB's gate and bookkeeping, and to the throttle.
 
 use std::time::Duration;
 
@@ -19,8 +19,8 @@ fn duration_ms(delay: Duration) -> u64 {
 }
 
 impl EvictionState {
-    /// `pod` is evicted or gone: the budget that refused it before accepts again.
-    fn budget_accepted(&mut self, myself: &ActorRef<EvictionMsg>, pod: &PodRef) {
+    /// `pod` is evicted or gone: the PDB that refused it before accepts again.
+    fn pdb_accepted(&mut self, myself: &ActorRef<EvictionMsg>, pod: &PodRef) {
         match self.gates.accepted(pod) {
             Accepted::NoGate => {}
             Accepted::Released(key) => {
@@ -35,7 +35,7 @@ impl EvictionState {
         }
     }
 
-    /// The answer to `pod`'s eviction call: reply to its asker, and update the budget's
+    /// The answer to `pod`'s eviction call: reply to its asker, and update the PDB's
     /// bookkeeping, the gates and the throttle by what the answer says.
     pub(super) fn done(
         &mut self,
@@ -63,20 +63,20 @@ impl EvictionState {
         }
         let now = Instant::now();
         match &result {
-            Ok(EvictionOutcome::Evicted) => self.budgets.answered(&pod, true, now),
-            // Throttled: not answered, the pod keeps its place; a 429 of its budget is handled
-            // below; anything else did not count against the budget.
+            Ok(EvictionOutcome::Evicted) => self.pdbs.answered(&pod, true, now),
+            // Throttled: not answered, the pod keeps its place; a 429 of its PDB is handled
+            // below; anything else did not count against the PDB.
             Ok(EvictionOutcome::Throttled { .. } | EvictionOutcome::BlockedByPdb { .. }) => {}
             // The call may or may not have reached the API: counted until the TTL.
-            Err(_) => self.budgets.answered(&pod, true, now),
-            Ok(_) => self.budgets.answered(&pod, false, now),
+            Err(_) => self.pdbs.answered(&pod, true, now),
+            Ok(_) => self.pdbs.answered(&pod, false, now),
         }
         if matches!(&result, Ok(EvictionOutcome::Evicted) | Err(_)) {
             self.schedule_expiry(myself);
         }
         match result {
             Ok(EvictionOutcome::Evicted | EvictionOutcome::NotFound) => {
-                self.budget_accepted(myself, &pod);
+                self.pdb_accepted(myself, &pod);
                 self.throttle.passed();
                 if let Some(h) = held {
                     h.reply(EvictionReply::Done);
@@ -89,8 +89,8 @@ impl EvictionState {
             }) => {
                 self.stats.blocked += 1;
                 // Refused although the watched status allowed: the status is behind, the
-                // budget takes the 429 path until its status changes.
-                self.budgets.refused(&pod);
+                // PDB takes the 429 path until its status changes.
+                self.pdbs.refused(&pod);
                 let backoff = self.backoff(retry_after);
                 let (key, delay) =
                     self.gates
@@ -121,8 +121,8 @@ impl EvictionState {
                     self.gates.park(&key, pod.clone());
                     self.held.insert(pod, h);
                     self.note_blocked(myself, &key);
-                    if self.budgets.changed_since(&key, sent_at_change) {
-                        // The budget's status changed while the call was out (a real API
+                    if self.pdbs.changed_since(&key, sent_at_change) {
+                        // The PDB's status changed while the call was out (a real API
                         // server's controller writes it a moment after the spec changed): the
                         // refusal judged the old one. Decide on the new status now, as had it
                         // come after the refusal, rather than after the refusal's backoff.
@@ -171,7 +171,7 @@ impl EvictionState {
     }
 
     /// `pod`'s request ended without an eviction: unless it was asked again meanwhile, its
-    /// budget gate need not remember it.
+    /// PDB gate need not remember it.
     fn forget(&mut self, pod: &PodRef) {
         if self.held.contains_key(pod) {
             return;

@@ -1,5 +1,5 @@
 //! How long to wait after a refusal: exponential backoff with jitter, and the global pause that
-//! API throttling (a 429 naming no budget) puts on every eviction.
+//! API throttling (a 429 naming no PDB) puts on every eviction.
 
 use std::time::Duration;
 

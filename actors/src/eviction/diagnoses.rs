@@ -1,8 +1,8 @@
-//! When to explain a blocked budget (pure; time is passed in). Explaining costs reads, so a
-//! budget is looked at only once it has been blocked for [`FIRST_LOOK`] (most waits for a
+//! When to explain a blocked PDB (pure; time is passed in). Explaining costs reads, so a
+//! PDB is looked at only once it has been blocked for [`FIRST_LOOK`] (most waits for a
 //! replacement end sooner), then again at growing intervals while nothing changes, and soon
 //! after each change of its status; never twice at once. One explanation serves every pod
-//! waiting on the budget, whichever node it is on.
+//! waiting on the PDB, whichever node it is on.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -11,9 +11,9 @@ use tokio::time::Instant;
 
 use crate::diagnosis::Blocker;
 
-/// How long a budget is blocked before its pods are read.
+/// How long a PDB is blocked before its pods are read.
 pub(super) const FIRST_LOOK: Duration = Duration::from_secs(3);
-/// The longest interval between two looks at a budget that stays blocked.
+/// The longest interval between two looks at a PDB that stays blocked.
 pub(super) const LONGEST_INTERVAL: Duration = Duration::from_secs(60);
 
 #[derive(Debug)]
@@ -24,20 +24,20 @@ struct Watch {
     last: Option<Blocker>,
 }
 
-/// The diagnosis schedule of every blocked budget, and what each was found to be.
+/// The diagnosis schedule of every blocked PDB, and what each was found to be.
 #[derive(Debug, Default)]
 pub(super) struct Diagnoses {
-    budgets: HashMap<String, Watch>,
+    pdbs: HashMap<String, Watch>,
 }
 
 impl Diagnoses {
-    /// Budget `key` has pods waiting; returns when to look at it if a look must be scheduled.
+    /// PDB `key` has pods waiting; returns when to look at it if a look must be scheduled.
     pub(super) fn blocked(&mut self, key: &str, now: Instant) -> Option<Instant> {
-        if self.budgets.contains_key(key) {
+        if self.pdbs.contains_key(key) {
             return None;
         }
         let next_at = now + FIRST_LOOK;
-        self.budgets.insert(
+        self.pdbs.insert(
             key.to_string(),
             Watch {
                 next_at,
@@ -51,13 +51,13 @@ impl Diagnoses {
 
     /// Nothing waits on `key` any more: forget it.
     pub(super) fn unblocked(&mut self, key: &str) {
-        self.budgets.remove(key);
+        self.pdbs.remove(key);
     }
 
     /// The status of `key` changed while blocked: look again soon (returns when, if sooner
     /// than planned).
     pub(super) fn changed(&mut self, key: &str, now: Instant) -> Option<Instant> {
-        let watch = self.budgets.get_mut(key)?;
+        let watch = self.pdbs.get_mut(key)?;
         watch.interval = FIRST_LOOK;
         let soon = now + FIRST_LOOK;
         if watch.next_at > soon {
@@ -69,7 +69,7 @@ impl Diagnoses {
 
     /// Whether to look at `key` now (its time came and no look is out); marks it looking.
     pub(super) fn start(&mut self, key: &str, now: Instant) -> bool {
-        match self.budgets.get_mut(key) {
+        match self.pdbs.get_mut(key) {
             Some(watch) if !watch.in_flight && watch.next_at <= now => {
                 watch.in_flight = true;
                 true
@@ -86,7 +86,7 @@ impl Diagnoses {
         blocker: Option<Blocker>,
         now: Instant,
     ) -> (bool, Option<Instant>) {
-        let Some(watch) = self.budgets.get_mut(key) else {
+        let Some(watch) = self.pdbs.get_mut(key) else {
             return (false, None);
         };
         watch.in_flight = false;
@@ -101,7 +101,7 @@ impl Diagnoses {
 
     /// What `key` was last found to be.
     pub(super) fn last(&self, key: &str) -> Option<&Blocker> {
-        self.budgets.get(key).and_then(|w| w.last.as_ref())
+        self.pdbs.get(key).and_then(|w| w.last.as_ref())
     }
 }
 
@@ -111,7 +111,7 @@ mod tests {
 
     fn waiting() -> Blocker {
         Blocker::WaitingForReplacement {
-            budget: "web".into(),
+            pdb: "web".into(),
             replacement: None,
             healthy: 2,
             desired: 2,
@@ -119,7 +119,7 @@ mod tests {
     }
 
     #[test]
-    fn a_budget_is_looked_at_after_the_first_delay_then_less_and_less_often() {
+    fn a_pdb_is_looked_at_after_the_first_delay_then_less_and_less_often() {
         let t = Instant::now();
         let mut d = Diagnoses::default();
         assert_eq!(d.blocked("app/web", t), Some(t + FIRST_LOOK));

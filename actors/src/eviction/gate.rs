@@ -1,6 +1,6 @@
-//! Per-PodDisruptionBudget gates (pure; time is passed in). After a 429 naming a budget, the
-//! pods behind it are parked and the budget is probed with ONE eviction once its backoff
-//! elapsed; an accepted probe lets the next pod go at once, one at a time. A tight budget so
+//! Per-PodDisruptionBudget gates (pure; time is passed in). After a 429 naming a PDB, the
+//! pods behind it are parked and the PDB is probed with ONE eviction once its backoff
+//! elapsed; an accepted probe lets the next pod go at once, one at a time. A tight PDB so
 //! costs one call per backoff step, not one per pod.
 
 use std::collections::{HashMap, VecDeque};
@@ -10,8 +10,8 @@ use tokio::time::Instant;
 
 use crate::model::PodRef;
 
-/// The gate of a budget: `<namespace>/<pdb>`, or `<namespace>/<unknown-pdb>` when the API did
-/// not name the budget (the namespace's refusals then share one backoff).
+/// The gate of a PDB: `<namespace>/<pdb>`, or `<namespace>/<unknown-pdb>` when the API did
+/// not name the PDB (the namespace's refusals then share one backoff).
 pub(super) fn gate_key(pod: &PodRef, pdb: Option<&str>) -> String {
     match pdb {
         Some(name) => format!("{}/{}", pod.namespace, name),
@@ -19,7 +19,7 @@ pub(super) fn gate_key(pod: &PodRef, pdb: Option<&str>) -> String {
     }
 }
 
-/// Backoff state of one budget.
+/// Backoff state of one PDB.
 #[derive(Debug, Default)]
 struct Gate {
     failures: u32,
@@ -36,19 +36,19 @@ impl Gate {
     }
 }
 
-/// What an accepted eviction does to the gate of the budget that refused the pod before.
+/// What an accepted eviction does to the gate of the PDB that refused the pod before.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Accepted {
     /// The pod was never refused (or its gate is gone): nothing.
     NoGate,
-    /// Nothing waits behind the budget any more: its gate is gone.
+    /// Nothing waits behind the PDB any more: its gate is gone.
     Released(String),
-    /// Pods wait behind the budget: its backoff is reset and the next one goes at once (see
+    /// Pods wait behind the PDB: its backoff is reset and the next one goes at once (see
     /// [`Gates::open`]).
     Reopened(String),
 }
 
-/// Every budget's gate, and which gate each refused pod sits behind.
+/// Every PDB's gate, and which gate each refused pod sits behind.
 #[derive(Debug, Default)]
 pub(super) struct Gates {
     gates: HashMap<String, Gate>,
@@ -56,7 +56,7 @@ pub(super) struct Gates {
 }
 
 impl Gates {
-    /// Parks `pod` if a budget refused it before and its gate is still closed or probing: true
+    /// Parks `pod` if a PDB refused it before and its gate is still closed or probing: true
     /// when parked (the request waits with the others).
     pub(super) fn park_if_closed(&mut self, pod: &PodRef) -> bool {
         let gate = self
@@ -73,9 +73,9 @@ impl Gates {
         }
     }
 
-    /// A budget refused `pod`: closes its gate for `backoff(failures so far)`. Returns the
+    /// A PDB refused `pod`: closes its gate for `backoff(failures so far)`. Returns the
     /// gate, and the backoff when newly chosen: refusals of calls that were already in flight
-    /// when the gate closed do not lengthen it (the budget failed once, not once per pod).
+    /// when the gate closed do not lengthen it (the PDB failed once, not once per pod).
     pub(super) fn refused(
         &mut self,
         pod: &PodRef,
@@ -104,8 +104,8 @@ impl Gates {
         }
     }
 
-    /// Gate `key` may open (its backoff elapsed, or its budget accepted): the one pod to probe
-    /// the budget with, taken from the parked ones for which `still_parked` holds (the rest
+    /// Gate `key` may open (its backoff elapsed, or its PDB accepted): the one pod to probe
+    /// the PDB with, taken from the parked ones for which `still_parked` holds (the rest
     /// stay parked until the probe is accepted). None while the backoff runs or a probe is out.
     pub(super) fn open(
         &mut self,
@@ -126,16 +126,16 @@ impl Gates {
             }
         }
         if !gate.probing && gate.parked.is_empty() {
-            // Nothing waits behind this budget any more; forget its backoff only once a call
+            // Nothing waits behind this PDB any more; forget its backoff only once a call
             // succeeds (a new request for a known pod would otherwise hammer it again).
             gate.open_at = None;
         }
         probe
     }
 
-    /// `pod` was evicted (or is gone). If a budget refused it before, that budget accepts
+    /// `pod` was evicted (or is gone). If a PDB refused it before, that PDB accepts
     /// again: its parked pods go on one at a time, the next at once with the backoff reset.
-    /// Releasing them all together would earn a 429 for every pod but one whenever the budget
+    /// Releasing them all together would earn a 429 for every pod but one whenever the PDB
     /// allows a single disruption, the usual `maxUnavailable: 1`.
     pub(super) fn accepted(&mut self, pod: &PodRef) -> Accepted {
         let Some(key) = self.pod_gate.remove(pod) else {
@@ -154,7 +154,7 @@ impl Gates {
         Accepted::Reopened(key)
     }
 
-    /// The status of budget `key` changed: its backoff is over and every pod parked behind it
+    /// The status of PDB `key` changed: its backoff is over and every pod parked behind it
     /// is handed back (to be decided on the status again).
     pub(super) fn release(&mut self, key: &str) -> Vec<PodRef> {
         let Some(gate) = self.gates.remove(key) else {
@@ -164,12 +164,12 @@ impl Gates {
         gate.parked.into()
     }
 
-    /// Whether pods are parked behind budget `key`.
+    /// Whether pods are parked behind PDB `key`.
     pub(super) fn has_parked(&self, key: &str) -> bool {
         self.gates.get(key).is_some_and(|g| !g.parked.is_empty())
     }
 
-    /// The pods parked behind budget `key`.
+    /// The pods parked behind PDB `key`.
     pub(super) fn parked(&self, key: &str) -> impl Iterator<Item = &PodRef> {
         self.gates
             .get(key)
@@ -187,7 +187,7 @@ impl Gates {
     /// Forgets every pod for which `held` does not hold (its request was cancelled or ended),
     /// and every gate no held pod sits behind any more; returns the gates forgotten (their
     /// timers can go). Without this, a long run would remember every pod ever refused and
-    /// every budget that ever refused one.
+    /// every PDB that ever refused one.
     pub(super) fn prune(&mut self, mut held: impl FnMut(&PodRef) -> bool) -> Vec<String> {
         self.pod_gate.retain(|pod, _| held(pod));
         self.retain_parked(&mut held);
@@ -217,7 +217,7 @@ impl Gates {
         Some(key)
     }
 
-    /// How many budgets and pods are remembered (introspection, tests).
+    /// How many PDBs and pods are remembered (introspection, tests).
     pub(super) fn sizes(&self) -> (usize, usize) {
         (self.gates.len(), self.pod_gate.len())
     }
@@ -239,7 +239,7 @@ mod tests {
     }
 
     #[test]
-    fn gate_key_names_the_budget_or_the_namespace() {
+    fn gate_key_names_the_pdb_or_the_namespace() {
         let pod = pod("p");
         assert_eq!(gate_key(&pod, Some("web")), "ns/web");
         assert_eq!(gate_key(&pod, None), "ns/<unknown-pdb>");
@@ -301,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn a_budget_with_nothing_parked_is_released_when_it_accepts() {
+    fn a_pdb_with_nothing_parked_is_released_when_it_accepts() {
         let now = Instant::now();
         let mut gates = Gates::default();
         gates.refused(&pod("a"), Some("web"), now, secs);
@@ -314,7 +314,7 @@ mod tests {
     }
 
     #[test]
-    fn pruning_forgets_pods_no_longer_held_and_their_budgets() {
+    fn pruning_forgets_pods_no_longer_held_and_their_pdbs() {
         let now = Instant::now();
         let mut gates = Gates::default();
         let (web, _) = gates.refused(&pod("a"), Some("web"), now, secs);
@@ -331,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn forgetting_a_pod_forgets_its_budget_when_nothing_else_waits_behind_it() {
+    fn forgetting_a_pod_forgets_its_pdb_when_nothing_else_waits_behind_it() {
         let now = Instant::now();
         let mut gates = Gates::default();
         let (web, _) = gates.refused(&pod("a"), Some("web"), now, secs);

@@ -7,9 +7,9 @@ use super::messages::{EvictionReply, EvictionReport, EvictionRequest};
 pub(super) enum Where {
     /// In the queue, sent when the rate limit allows.
     Ready,
-    /// Behind a budget's 429 backoff (the fallback).
+    /// Behind a PDB's 429 backoff (the fallback).
     Parked,
-    /// Waiting for its budget's watched status to allow it.
+    /// Waiting for its PDB's watched status to allow it.
     Waiting,
     /// The call is out.
     InFlight,
@@ -24,7 +24,7 @@ pub(super) struct Held {
     pub(super) attempt_span: Option<tracing::Span>,
     /// Arrival order: pods released together go oldest first.
     pub(super) seq: u64,
-    /// The budget watch's change count when the last call was sent: a refusal of a budget
+    /// The PDB watch's change count when the last call was sent: a refusal of a PDB
     /// whose status changed since was answered on a status already replaced.
     pub(super) sent_at_change: u64,
     /// The last `Blocked` told to the asker (not repeated while it says the same).

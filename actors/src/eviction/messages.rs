@@ -2,9 +2,9 @@
 
 use ractor::{DerivedActorRef, RpcReplyPort};
 
-use crate::budget::BudgetChange;
 use crate::diagnosis::{Blocker, Investigation};
 use crate::model::{OwnerRef, PodRef};
+use crate::pdb::PdbChange;
 use crate::ports::{ClusterError, EvictionOutcome};
 
 /// Messages to the eviction actor.
@@ -30,20 +30,20 @@ pub enum EvictionMsg {
     },
     /// Counters (introspection, tests).
     Stats(RpcReplyPort<EvictionStats>),
-    /// Internal: the budget watch reported a change.
-    Budgets(BudgetChange),
-    /// Internal: the budget watch ended; subscribe again.
-    WatchBudgets,
-    /// Internal: time to look at why this budget (key) blocks.
+    /// Internal: the PDB watch reported a change.
+    Pdbs(PdbChange),
+    /// Internal: the PDB watch ended; subscribe again.
+    WatchPdbs,
+    /// Internal: time to look at why this PDB (key) blocks.
     Diagnose(String),
-    /// Internal: a look at a blocked budget ended.
+    /// Internal: a look at a blocked PDB ended.
     Diagnosed {
-        /// The budget's key.
+        /// The PDB's key.
         key: String,
         /// What was found.
         investigation: Investigation,
     },
-    /// Internal: accepted evictions the budgets' status never showed stop counting.
+    /// Internal: accepted evictions the PDBs' status never showed stop counting.
     Expire,
 }
 
@@ -62,11 +62,11 @@ pub struct EvictionRequest {
     /// as one trace (set explicitly: ractor's message span propagation would use whatever span
     /// the sender happened to be in).
     pub span: tracing::Span,
-    /// The pod's labels: which budgets select it.
+    /// The pod's labels: which PDBs select it.
     pub labels: crate::model::Labels,
-    /// Running and Ready: its budget counts it as healthy.
+    /// Running and Ready: its PDB counts it as healthy.
     pub healthy: bool,
-    /// Pending: the Eviction API deletes it without asking its budget.
+    /// Pending: the Eviction API deletes it without asking its PDB.
     pub unstarted: bool,
     /// The pod's controller (the diagnosis looks for its replacement).
     pub controller: Option<OwnerRef>,
@@ -87,12 +87,12 @@ pub struct EvictionReport {
 pub enum EvictionReply {
     /// Evicted, or already gone.
     Done,
-    /// Its budget allows no disruption now (by its watched status, or a 429); still held, sent
-    /// when the budget allows. Sent again when the diagnosis changes.
+    /// Its PDB allows no disruption now (by its watched status, or a 429); still held, sent
+    /// when the PDB allows. Sent again when the diagnosis changes.
     Blocked {
-        /// The budget, when known.
+        /// The PDB, when known.
         pdb: Option<String>,
-        /// The API's explanation (with the budget's numbers).
+        /// The API's explanation (with the PDB's numbers).
         message: String,
         /// Why, as diagnosed (as the asking maintenance sees it), when known.
         blocker: Option<Blocker>,
@@ -133,10 +133,10 @@ pub struct EvictionStats {
     pub held: usize,
     /// PodDisruptionBudgets remembered (their backoff), i.e. with a held pod behind them.
     pub gates: usize,
-    /// Pods remembered as refused by a budget.
+    /// Pods remembered as refused by a PDB.
     pub gated_pods: usize,
-    /// Requests that waited on a budget's status instead of being sent.
-    pub budget_waits: u64,
-    /// API reads made to explain blocked budgets.
+    /// Requests that waited on a PDB's status instead of being sent.
+    pub pdb_waits: u64,
+    /// API reads made to explain blocked PDBs.
     pub diagnosis_reads: u64,
 }

@@ -86,7 +86,7 @@ async fn a_request_made_again_while_its_cancelled_call_is_out_is_answered() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn cancelled_requests_leave_no_budget_or_pod_behind() {
+async fn cancelled_requests_leave_no_pdb_or_pod_behind() {
     let cluster = FakeCluster::with_node("n1", 3);
     cluster.add_pdb("app", "web", &["n1-p0", "n1-p1"], 0);
     cluster.add_pdb("app", "db", &["n1-p2"], 0);
@@ -126,7 +126,7 @@ async fn cancelled_requests_leave_no_budget_or_pod_behind() {
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
     assert_eq!((stats.held, stats.gates, stats.gated_pods), (3, 2, 3));
     // The maintenance is deleted: nothing of its requests may stay (a long run would
-    // otherwise remember every pod and budget that ever refused an eviction).
+    // otherwise remember every pod and PDB that ever refused an eviction).
     evictor
         .cast(EvictionMsg::Cancel {
             maintenance: "nm1".into(),

@@ -7,15 +7,15 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 
-use crate::budget::BudgetPod;
-use crate::budget::{Budget, BudgetStatus};
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodeState, PodInfo, PodRef,
 };
+use crate::pdb::PdbPod;
+use crate::pdb::{Pdb, PdbStatus};
 use crate::ports::{ClusterError, EvictionOutcome};
 
 pub use super::objects::MaintenanceChange;
-use super::objects::{Inner, Pdb};
+use super::objects::{Inner, UnwatchedPdb};
 
 /// The in-memory cluster. Cheap to clone (shared state).
 #[derive(Clone, Default)]
@@ -132,7 +132,7 @@ impl FakeCluster {
     /// Adds a PodDisruptionBudget covering `pods` (names in `namespace`) allowing `allowed`
     /// disruptions; each eviction consumes one.
     pub fn add_pdb(&self, namespace: &str, name: &str, pods: &[&str], allowed: u32) {
-        self.lock().pdbs.push(Pdb {
+        self.lock().pdbs.push(UnwatchedPdb {
             name: name.to_string(),
             namespace: namespace.to_string(),
             pods: pods.iter().map(|p| p.to_string()).collect(),
@@ -140,41 +140,45 @@ impl FakeCluster {
         });
     }
 
-    /// Adds or replaces a watched PodDisruptionBudget (the budget watch reports it); the fake's
+    /// Adds or replaces a watched PodDisruptionBudget (the PDB watch reports it); the fake's
     /// Eviction API checks it like the real one: evicting a pod it selects takes one off
     /// `disruptionsAllowed` and records the pod in `disruptedPods`, a stale status refuses.
-    pub fn put_budget(&self, budget: Budget) {
-        self.lock().store_budget(budget);
+    pub fn put_watched_pdb(&self, pdb: Pdb) {
+        self.lock().store_watched_pdb(pdb);
     }
 
-    /// Plays the disruption controller: budget `namespace/name` allows `allowed` disruptions
+    /// Plays the disruption controller: PDB `namespace/name` allows `allowed` disruptions
     /// now (a fresh status; the evictions it recorded are seen through).
-    pub fn set_budget_allowed(&self, namespace: &str, name: &str, allowed: i32) {
+    pub fn set_watched_pdb_allowed(&self, namespace: &str, name: &str, allowed: i32) {
         let mut inner = self.lock();
-        let Some(mut budget) = inner.budgets.get(&format!("{namespace}/{name}")).cloned() else {
+        let Some(mut pdb) = inner
+            .watched_pdbs
+            .get(&format!("{namespace}/{name}"))
+            .cloned()
+        else {
             return;
         };
-        let status = budget.status.get_or_insert_with(BudgetStatus::default);
-        status.observed_generation = budget.generation;
+        let status = pdb.status.get_or_insert_with(PdbStatus::default);
+        status.observed_generation = pdb.generation;
         status.disruptions_allowed = allowed;
         status.disrupted_pods.clear();
-        inner.store_budget(budget);
+        inner.store_watched_pdb(pdb);
     }
 
-    /// A watched budget as the fake has it now.
-    pub fn budget(&self, namespace: &str, name: &str) -> Option<Budget> {
+    /// A watched PDB as the fake has it now.
+    pub fn pdb(&self, namespace: &str, name: &str) -> Option<Pdb> {
         self.lock()
-            .budgets
+            .watched_pdbs
             .get(&format!("{namespace}/{name}"))
             .cloned()
     }
 
     /// Adds a pod that is on no node (a replacement the scheduler could not place, say).
-    pub fn add_unplaced_pod(&self, pod: BudgetPod) {
+    pub fn add_unplaced_pod(&self, pod: PdbPod) {
         self.lock().unplaced.push(pod);
     }
 
-    /// Sets how many disruptions a budget allows now.
+    /// Sets how many disruptions a PDB allows now.
     pub fn set_pdb_allowed(&self, namespace: &str, name: &str, allowed: u32) {
         let mut inner = self.lock();
         for pdb in inner

@@ -135,7 +135,7 @@ impl PodInfo {
         self
     }
 
-    /// Running but not Ready (a budget does not count it as healthy).
+    /// Running but not Ready (a PDB does not count it as healthy).
     pub fn not_ready(self) -> Self {
         PodInfo {
             ready: false,

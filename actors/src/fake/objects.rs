@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-use crate::budget::BudgetPod;
-use crate::budget::{Budget, BudgetChange};
 use crate::model::{
     Event, Lease, Maintenance, NodeOwner, NodeState, NodeSummary, NodeSummaryEvent, PodInfo, PodRef,
 };
+use crate::pdb::PdbPod;
+use crate::pdb::{Pdb, PdbChange};
 use crate::ports::{ClusterError, EvictionOutcome};
 
 /// A change of a NodeMaintenance, as the controller's watch reports it.
@@ -32,7 +32,7 @@ pub enum MaintenanceChange {
 
 /// A PodDisruptionBudget simulation: refuses evictions of its pods while `allowed` is 0.
 #[derive(Debug, Clone)]
-pub(super) struct Pdb {
+pub(super) struct UnwatchedPdb {
     pub(super) name: String,
     pub(super) namespace: String,
     pub(super) pods: HashSet<String>,
@@ -57,7 +57,7 @@ pub(super) struct Inner {
     /// Per operation: how many of its next calls panic (a bug in an adapter, say).
     pub(super) panics: HashMap<String, usize>,
     pub(super) evictions: HashMap<PodRef, VecDeque<EvictionOutcome>>,
-    pub(super) pdbs: Vec<Pdb>,
+    pub(super) pdbs: Vec<UnwatchedPdb>,
     /// Evicted pods are removed at once unless this is set (then they only become terminating).
     pub(super) evicted_pods_linger: bool,
     pub(super) version: u64,
@@ -65,10 +65,10 @@ pub(super) struct Inner {
     pub(super) pod_watchers: Vec<(String, mpsc::UnboundedSender<Vec<PodInfo>>)>,
     pub(super) nm_watchers: Vec<mpsc::UnboundedSender<MaintenanceChange>>,
     /// Watched PodDisruptionBudgets (the domain view), by `<namespace>/<name>`.
-    pub(super) budgets: BTreeMap<String, Budget>,
-    pub(super) budget_watchers: Vec<mpsc::UnboundedSender<BudgetChange>>,
+    pub(super) watched_pdbs: BTreeMap<String, Pdb>,
+    pub(super) pdb_watchers: Vec<mpsc::UnboundedSender<PdbChange>>,
     /// Pods on no node (e.g. replacements the scheduler cannot place).
-    pub(super) unplaced: Vec<BudgetPod>,
+    pub(super) unplaced: Vec<PdbPod>,
     /// Nodes whose `Ready` condition is not True.
     pub(super) not_ready: HashSet<String>,
     pub(super) summary_watchers: Vec<mpsc::UnboundedSender<NodeSummaryEvent>>,
@@ -144,15 +144,15 @@ impl Inner {
         }
     }
 
-    pub(super) fn notify_budgets(&mut self, change: &BudgetChange) {
-        self.budget_watchers
+    pub(super) fn notify_pdbs(&mut self, change: &PdbChange) {
+        self.pdb_watchers
             .retain(|tx| tx.send(change.clone()).is_ok());
     }
 
-    /// Stores `budget` and tells the budget watchers.
-    pub(super) fn store_budget(&mut self, budget: Budget) {
-        self.budgets.insert(budget.key(), budget.clone());
-        self.notify_budgets(&BudgetChange::Applied(budget));
+    /// Stores `pdb` and tells the PDB watchers.
+    pub(super) fn store_watched_pdb(&mut self, pdb: Pdb) {
+        self.watched_pdbs.insert(pdb.key(), pdb.clone());
+        self.notify_pdbs(&PdbChange::Applied(pdb));
     }
 
     pub(super) fn find_pod(&self, namespace: &str, name: &str) -> Option<(String, usize)> {

@@ -13,13 +13,13 @@ use futures::stream::{self, BoxStream, StreamExt};
 use tokio::sync::mpsc;
 
 use super::cluster::FakeCluster;
-use super::objects::Pdb;
-use crate::budget::BudgetPod;
-use crate::budget::{BudgetChange, LabelSelector};
+use super::objects::UnwatchedPdb;
 use crate::model::{
     EXCLUDE_LABEL, Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
     NodeState, NodeSummaryEvent, PodInfo, PodList, PodRef, RecordWrite,
 };
+use crate::pdb::PdbPod;
+use crate::pdb::{LabelSelector, PdbChange};
 use crate::ports::{Cluster, ClusterError, EvictionOutcome};
 
 fn snapshots<T: Send + 'static>(
@@ -392,7 +392,7 @@ impl Cluster for FakeCluster {
             .map(|p| p.labels.clone())
             .unwrap_or_default();
         let selecting: Vec<String> = inner
-            .budgets
+            .watched_pdbs
             .values()
             .filter(|b| b.selects(namespace, &labels))
             .map(|b| b.key())
@@ -405,26 +405,26 @@ impl Cluster for FakeCluster {
             });
         }
         if let Some(key) = selecting.first()
-            && let Some(mut budget) = inner.budgets.get(key).cloned()
+            && let Some(mut pdb) = inner.watched_pdbs.get(key).cloned()
         {
-            let fresh = budget.fresh_status().is_some();
-            let message = budget.refusal_message();
-            match budget.status.as_mut() {
+            let fresh = pdb.fresh_status().is_some();
+            let message = pdb.refusal_message();
+            match pdb.status.as_mut() {
                 Some(status) if fresh && status.disruptions_allowed > 0 => {
                     status.disruptions_allowed -= 1;
                     status.disrupted_pods.insert(name.to_string());
-                    inner.store_budget(budget);
+                    inner.store_watched_pdb(pdb);
                 }
                 _ => {
                     return Ok(EvictionOutcome::BlockedByPdb {
-                        pdb: Some(budget.name.clone()),
+                        pdb: Some(pdb.name.clone()),
                         message,
                         retry_after: None,
                     });
                 }
             }
         }
-        let mut pdbs: Vec<&mut Pdb> = inner
+        let mut pdbs: Vec<&mut UnwatchedPdb> = inner
             .pdbs
             .iter_mut()
             .filter(|p| p.namespace == namespace && p.pods.contains(name))
@@ -464,11 +464,11 @@ impl Cluster for FakeCluster {
         Ok(EvictionOutcome::Evicted)
     }
 
-    fn watch_budgets(&self) -> BoxStream<'static, BudgetChange> {
+    fn watch_pdbs(&self) -> BoxStream<'static, PdbChange> {
         let mut inner = self.record("watch_budgets".to_string());
         let (tx, rx) = mpsc::unbounded_channel();
-        inner.budget_watchers.push(tx);
-        let listed = BudgetChange::Listed(inner.budgets.values().cloned().collect());
+        inner.pdb_watchers.push(tx);
+        let listed = PdbChange::Listed(inner.watched_pdbs.values().cloned().collect());
         snapshots(listed, rx)
     }
 
@@ -476,17 +476,17 @@ impl Cluster for FakeCluster {
         &self,
         namespace: &str,
         selector: &LabelSelector,
-    ) -> Result<Vec<BudgetPod>, ClusterError> {
+    ) -> Result<Vec<PdbPod>, ClusterError> {
         let mut inner = self.record(format!("list_selected_pods {namespace}"));
         if let Some(err) = inner.take_error("list_selected_pods") {
             return Err(err);
         }
-        let mut pods: Vec<BudgetPod> = inner
+        let mut pods: Vec<PdbPod> = inner
             .pods
             .iter()
             .flat_map(|(node, pods)| pods.iter().map(move |p| (node, p)))
             .filter(|(_, p)| p.namespace == namespace && selector.matches(&p.labels))
-            .map(|(node, p)| BudgetPod {
+            .map(|(node, p)| PdbPod {
                 namespace: p.namespace.clone(),
                 name: p.name.clone(),
                 controller: p.controller.clone(),

@@ -14,7 +14,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 
-use super::budget::{FleetBudget, Limit};
+use super::limits::{FleetBudget, Limit};
 use super::nodes::NodeView;
 
 /// A NodeMaintenance that waits for the budget.

@@ -2,7 +2,7 @@
 //! (`--max-parallel-maintenances`) and how many nodes may be out of service at once, whoever
 //! took them out (`--max-unavailable-nodes`). The rest wait, oldest first, touching nothing.
 //!
-//! Everything here is pure: the budget and its parsing (`budget`), the compact view of the
+//! Everything here is pure: the budget and its parsing (`limits`), the compact view of the
 //! cluster's nodes it counts with (`nodes`), the decision of who starts and who waits where
 //! (`admission`), and what a waiting maintenance's status says (`queue_status`). The
 //! supervisor feeds these and acts on their answers.
@@ -13,11 +13,11 @@
 //! and is not Failed; it keeps the slot while Succeeded and while its undo runs.
 
 mod admission;
-mod budget;
+mod limits;
 mod nodes;
 mod queue_status;
 
 pub use admission::{Candidate, Decision, WaitReason, Waiting, decide};
-pub use budget::{FleetBudget, Limit, LimitError};
+pub use limits::{FleetBudget, Limit, LimitError};
 pub use nodes::NodeView;
 pub use queue_status::{awaiting_start, mark_queued, mark_started};

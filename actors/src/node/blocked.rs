@@ -79,7 +79,7 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
-    use crate::budget::Structural;
+    use crate::pdb::Structural;
     use crate::plan::PodAction;
 
     fn at(s: i64) -> DateTime<Utc> {
@@ -88,7 +88,7 @@ mod tests {
 
     fn waiting() -> Blocker {
         Blocker::WaitingForReplacement {
-            budget: "web".into(),
+            pdb: "web".into(),
             replacement: None,
             healthy: 1,
             desired: 1,
@@ -97,7 +97,7 @@ mod tests {
 
     fn structural() -> Blocker {
         Blocker::StructuralBudget {
-            budget: "db".into(),
+            pdb: "db".into(),
             why: Structural::MaxUnavailableZero { value: "0".into() },
         }
     }

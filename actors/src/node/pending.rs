@@ -18,11 +18,11 @@ pub(super) struct PendingPod {
     pub(super) uid: String,
     pub(super) action: PodAction,
     pub(super) grace: Option<i64>,
-    /// Its labels (which budgets select it).
+    /// Its labels (which PDBs select it).
     pub(super) labels: crate::model::Labels,
-    /// Counted as healthy by a budget (Running and Ready).
+    /// Counted as healthy by a PDB (Running and Ready).
     pub(super) healthy: bool,
-    /// Pending: the Eviction API deletes it without asking its budget.
+    /// Pending: the Eviction API deletes it without asking its PDB.
     pub(super) unstarted: bool,
     /// Its controller (the diagnosis looks for its replacement).
     pub(super) controller: Option<crate::model::OwnerRef>,
@@ -130,11 +130,11 @@ impl fmt::Display for PendingReason {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct PodReason {
     pub(super) reason: PendingReason,
-    /// The budget refusing the eviction, when known.
+    /// The PDB refusing the eviction, when known.
     pub(super) pdb: Option<String>,
-    /// The detail (for a budget: the API's message with its numbers).
+    /// The detail (for a PDB: the API's message with its numbers).
     pub(super) message: String,
-    /// Why the budget blocks it, as diagnosed.
+    /// Why the PDB blocks it, as diagnosed.
     pub(super) blocker: Option<Blocker>,
 }
 
@@ -158,7 +158,7 @@ impl PodReason {
                 };
                 let blocker = blocker.or_else(|| {
                     Some(Blocker::BudgetExhausted {
-                        budget: pdb.clone(),
+                        pdb: pdb.clone(),
                         message: message.clone(),
                     })
                 });
@@ -174,9 +174,7 @@ impl PodReason {
                     reason: PendingReason::TooManyPdbs,
                     pdb: None,
                     message,
-                    blocker: Some(Blocker::MultipleBudgets {
-                        budgets: Vec::new(),
-                    }),
+                    blocker: Some(Blocker::MultipleBudgets { pdbs: Vec::new() }),
                 };
             }
             EvictionReply::NamespaceTerminating => (

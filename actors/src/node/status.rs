@@ -267,22 +267,22 @@ pub(super) fn drain(
     false
 }
 
-/// `lastError` for a pod its budget blocks: the API's refusal, naming the budget, while nothing
+/// `lastError` for a pod its PDB blocks: the API's refusal, naming the PDB, while nothing
 /// more is known; the diagnosis once there is one.
 fn blocked_error(pod: &PodRef, blocker: &Blocker) -> String {
     match blocker {
         Blocker::BudgetExhausted {
-            budget: Some(budget),
+            pdb: Some(pdb),
             message,
         } => format!(
-            "pod {}/{} is blocked by PodDisruptionBudget {budget}: {message}",
+            "pod {}/{} is blocked by PodDisruptionBudget {pdb}: {message}",
             pod.namespace, pod.name
         ),
         other => format!("cannot evict pod {}/{}: {other}", pod.namespace, pod.name),
     }
 }
 
-/// No pod waits on a budget: no `DrainBlocked` condition (so that `kubectl get nm -o wide`,
+/// No pod waits on a PDB: no `DrainBlocked` condition (so that `kubectl get nm -o wide`,
 /// whose column reads the condition's reason, shows nothing for a drain that is not stuck).
 fn not_blocked(status: &mut MaintenanceStatus) {
     status
@@ -385,7 +385,7 @@ mod tests {
     }
 
     #[test]
-    fn a_blocked_pod_names_its_budget_in_last_error_and_the_condition() {
+    fn a_blocked_pod_names_its_pdb_in_last_error_and_the_condition() {
         let mut status = running(2);
         let pods = [
             pending("web-0", PodAction::Evict),
@@ -416,7 +416,7 @@ mod tests {
     }
 
     #[test]
-    fn drain_blocked_is_there_while_a_budget_blocks_and_gone_after() {
+    fn drain_blocked_is_there_while_a_pdb_blocks_and_gone_after() {
         let mut status = running(1);
         let pods = [pending("db-0", PodAction::Evict)];
         let reasons = BTreeMap::from([(
@@ -425,8 +425,8 @@ mod tests {
                 pdb: Some("db".into()),
                 message: "needs 1".into(),
                 blocker: Some(crate::diagnosis::Blocker::StructuralBudget {
-                    budget: "db".into(),
-                    why: crate::budget::Structural::MaxUnavailableZero { value: "0".into() },
+                    pdb: "db".into(),
+                    why: crate::pdb::Structural::MaxUnavailableZero { value: "0".into() },
                 }),
             }),
         )]);
@@ -465,7 +465,7 @@ mod tests {
     }
 
     #[test]
-    fn a_problem_other_than_a_budget_is_named() {
+    fn a_problem_other_than_a_pdb_is_named() {
         let mut status = running(1);
         let pods = [pending("p", PodAction::Evict)];
         let reasons = BTreeMap::from([(

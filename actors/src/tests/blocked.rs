@@ -3,15 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use super::budgets::{condition, web_budget, web_cluster};
+use super::pdbs::{condition, web_cluster, web_pdb};
 use super::*;
-use crate::budget::BudgetPod;
-use crate::budget::{Budget, IntOrPercent};
 use crate::model::{Event, OnDrainTimeout, OwnerRef};
+use crate::pdb::PdbPod;
+use crate::pdb::{IntOrPercent, Pdb};
 
 /// A replacement of `web` that can run only on node `only` and is not scheduled.
-fn stuck_replacement(only: &str) -> BudgetPod {
-    BudgetPod {
+fn stuck_replacement(only: &str) -> PdbPod {
+    PdbPod {
         namespace: "app".into(),
         name: "web-new".into(),
         controller: Some(OwnerRef {
@@ -41,7 +41,7 @@ async fn a_replacement_fitting_only_a_node_another_maintenance_cordons_is_a_dead
     cluster.set_node(hostname_node("n1"));
     cluster.set_node(hostname_node("n2"));
     cluster.add_unplaced_pod(stuck_replacement("n2"));
-    cluster.put_budget(web_budget(0));
+    cluster.put_watched_pdb(web_pdb(0));
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create_maintenance("nm1", "n1", t0());
     cluster.create_maintenance("nm2", "n2", t0());
@@ -94,7 +94,7 @@ async fn a_replacement_that_fits_no_maintained_node_is_unschedulable() {
     let cluster = web_cluster(&["n1"], 1);
     cluster.set_node(hostname_node("n1"));
     cluster.add_unplaced_pod(stuck_replacement("gone"));
-    cluster.put_budget(web_budget(0));
+    cluster.put_watched_pdb(web_pdb(0));
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create_maintenance("nm1", "n1", t0());
     assert!(
@@ -112,19 +112,19 @@ async fn a_replacement_that_fits_no_maintained_node_is_unschedulable() {
     h.stop().await;
 }
 
-/// Budget `db` with `maxUnavailable: 0` over `app=web`: it never allows a disruption.
-fn structural_budget() -> Budget {
-    Budget {
+/// PDB `db` with `maxUnavailable: 0` over `app=web`: it never allows a disruption.
+fn structural_pdb() -> Pdb {
+    Pdb {
         name: "db".into(),
         max_unavailable: Some(IntOrPercent::Int(0)),
-        ..web_budget(0)
+        ..web_pdb(0)
     }
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_budget_that_never_allows_is_named_structural_at_once() {
+async fn a_pdb_that_never_allows_is_named_structural_at_once() {
     let cluster = web_cluster(&["n1"], 1);
-    cluster.put_budget(structural_budget());
+    cluster.put_watched_pdb(structural_pdb());
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create_maintenance("nm1", "n1", t0());
     assert!(
@@ -144,7 +144,7 @@ async fn a_budget_that_never_allows_is_named_structural_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_passed_deadline_holds_the_node_cordoned_and_deletes_no_pod() {
     let cluster = web_cluster(&["n1"], 1);
-    cluster.put_budget(structural_budget());
+    cluster.put_watched_pdb(structural_pdb());
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create(
         Maintenance::test("nm1")
@@ -191,11 +191,11 @@ async fn a_passed_deadline_holds_the_node_cordoned_and_deletes_no_pod() {
     h.stop().await;
 }
 
-/// `nm1` on `n1`, whose drain a structural budget blocks, Failed once its `drainTimeout` of
+/// `nm1` on `n1`, whose drain a structural PDB blocks, Failed once its `drainTimeout` of
 /// `secs` passed with `policy`.
 async fn failed_past_its_deadline(secs: u64, policy: OnDrainTimeout) -> (FakeCluster, Harness) {
     let cluster = web_cluster(&["n1"], 1);
-    cluster.put_budget(structural_budget());
+    cluster.put_watched_pdb(structural_pdb());
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create(
         Maintenance::test("nm1")
@@ -247,7 +247,7 @@ async fn a_passed_deadline_with_undo_gives_the_node_back() {
 #[tokio::test(start_paused = true)]
 async fn without_a_timeout_nothing_changes() {
     let cluster = web_cluster(&["n1"], 1);
-    cluster.put_budget(structural_budget());
+    cluster.put_watched_pdb(structural_pdb());
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create_maintenance("nm1", "n1", t0());
     tokio::time::sleep(Duration::from_secs(3600)).await;

@@ -43,19 +43,19 @@ async fn pdb_blocked_pods_are_retried_as_one_unit() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_budget_allowing_one_disruption_releases_its_pods_one_at_a_time() {
+async fn a_pdb_allowing_one_disruption_releases_its_pods_one_at_a_time() {
     let cluster = FakeCluster::with_node("n1", 6);
     let names: Vec<String> = (0..6).map(|i| format!("n1-p{i}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
     cluster.add_pdb("app", "one", &refs, 0);
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create_maintenance("nm1", "n1", t0());
-    // A replacement becomes Ready every 2 s: the budget allows one more disruption.
-    let budget = cluster.clone();
+    // A replacement becomes Ready every 2 s: the PDB allows one more disruption.
+    let pdb = cluster.clone();
     let replenish = tokio::spawn(async move {
         loop {
             tokio::time::sleep(Duration::from_secs(2)).await;
-            budget.set_pdb_allowed("app", "one", 1);
+            pdb.set_pdb_allowed("app", "one", 1);
         }
     });
     assert!(

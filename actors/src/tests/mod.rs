@@ -3,13 +3,13 @@
 //! are [`crate::fake`]'s, shared with the operator's integration tests.
 
 mod blocked;
-mod budgets;
 mod drain;
 mod eviction;
 mod faults;
 mod fleet;
 mod lease;
 mod lifecycle;
+mod pdbs;
 mod races;
 mod reads;
 mod resilience;

@@ -59,7 +59,7 @@ async fn evictions_pause_while_the_lease_is_about_to_expire() {
     let h = Harness::paused(&cluster, |c| {
         c.lease_duration = Duration::from_secs(60);
         c.lease_renew_interval = Duration::from_secs(20);
-        // The budget is probed at least every 2 s.
+        // The PDB is probed at least every 2 s.
         c.backoff_max = Duration::from_secs(2);
     })
     .await;
@@ -79,7 +79,7 @@ async fn evictions_pause_while_the_lease_is_about_to_expire() {
     cluster.add_pod("n1", "app", "late");
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_evictions_paused(&cluster);
-    // The budget would allow the eviction now, but the lease may be someone else's soon.
+    // The PDB would allow the eviction now, but the lease may be someone else's soon.
     cluster.set_pdb_allowed("app", "web", 1);
     let calls = cluster.count_calls("evict_pod");
     tokio::time::sleep(Duration::from_secs(10)).await;

@@ -1,6 +1,6 @@
 //! Registered nodes and the controllers around them: the node lifecycle controller keeps
 //! heartbeating nodes Ready and loses the others; ReplicaSets make pods, the scheduler binds
-//! them to registered nodes, the disruption controller fills budgets' status, the garbage
+//! them to registered nodes, the disruption controller fills PDBs' status, the garbage
 //! collector deletes dependents.
 
 use std::time::Duration;
@@ -100,7 +100,7 @@ async fn heartbeating_nodes_stay_ready_and_silent_ones_are_lost() {
 }
 
 #[tokio::test]
-async fn replicasets_are_scheduled_budgeted_and_collected() {
+async fn replicasets_are_scheduled_guarded_by_pdbs_and_collected() {
     let client = cluster().admin_client().unwrap();
     let node = unique_name("worker");
     cluster().register_node(&node, &[]).await.unwrap();
@@ -127,16 +127,13 @@ async fn replicasets_are_scheduled_budgeted_and_collected() {
         .create(&PostParams::default(), &replica_set)
         .await
         .unwrap();
-    let budget: PodDisruptionBudget = serde_json::from_value(json!({
+    let pdb: PodDisruptionBudget = serde_json::from_value(json!({
         "metadata": {"name": "web"},
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": {"app": "web"}}},
     }))
     .unwrap();
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
-    budgets
-        .create(&PostParams::default(), &budget)
-        .await
-        .unwrap();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), &namespace);
+    pdbs.create(&PostParams::default(), &pdb).await.unwrap();
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let bound = eventually("2 pods bound to the node", Duration::from_secs(60), || {
@@ -162,11 +159,11 @@ async fn replicasets_are_scheduled_budgeted_and_collected() {
             .as_ref()
             .is_some_and(|owners| owners.iter().any(|owner| owner.kind == "ReplicaSet"))
     }));
-    // No kubelet: the pods are bound but never ready, so the budget expects 2 and allows none.
+    // No kubelet: the pods are bound but never ready, so the PDB expects 2 and allows none.
     let status = eventually("the budget's status", Duration::from_secs(60), || {
-        let budgets = budgets.clone();
+        let pdbs = pdbs.clone();
         async move {
-            let status = budgets.get("web").await.ok()?.status?;
+            let status = pdbs.get("web").await.ok()?.status?;
             (status.expected_pods == 2).then_some(status)
         }
     })

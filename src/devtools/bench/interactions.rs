@@ -97,7 +97,7 @@ fn replica_set(namespace: &str, app: &str, replicas: usize, node_selector: Value
     })
 }
 
-fn budget(namespace: &str, app: &str, max_unavailable: u32) -> Value {
+fn pdb_manifest(namespace: &str, app: &str, max_unavailable: u32) -> Value {
     json!({
         "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
         "metadata": {"name": app, "namespace": namespace},
@@ -157,7 +157,7 @@ pub async fn set_up(
             .create(&post, &rs)
             .await
             .map_err(setup("a ReplicaSet"))?;
-        let pdb: PodDisruptionBudget = object(budget(ns, app, max_unavailable))?;
+        let pdb: PodDisruptionBudget = object(pdb_manifest(ns, app, max_unavailable))?;
         Api::<PodDisruptionBudget>::namespaced(client.clone(), ns)
             .create(&post, &pdb)
             .await

@@ -3,12 +3,12 @@
 //! benchmark's process (which counts the operator's requests under its own user) or, with
 //! `--backend real`, a real control plane (`real`: its audit log counts them).
 
-pub mod budget_clock;
 pub mod cli;
 pub mod error;
 pub mod figures;
 pub mod fleet;
 pub mod interactions;
+pub mod pdb_clock;
 pub mod policy;
 pub mod process;
 pub mod procstat;

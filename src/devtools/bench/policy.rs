@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::budget_clock::BudgetTimes;
 use super::figures::{Target, percentile, target};
 use super::interactions::ExpectedBlock;
+use super::pdb_clock::PdbTimes;
 use crate::devtools::demo::tracker::Tracked;
 
 /// Refused evictions allowed per evicted pod in c.
@@ -77,7 +77,7 @@ pub struct PolicyInputs<'a> {
     /// Pods evicted.
     pub evicted_pods: u64,
     /// The budget clock's measurements.
-    pub times: BudgetTimes,
+    pub times: PdbTimes,
     /// The most pods of one drainable budget on the maintained nodes.
     pub pods_per_budget: usize,
     /// Start-up time of a replacement.

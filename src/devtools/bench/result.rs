@@ -113,7 +113,7 @@ impl ScenarioResult {
 /// The targets of issue 7 that apply to a scenario.
 fn targets(r: &ScenarioResult) -> Vec<Target> {
     let mut out = Vec::new();
-    let budget_constrained =
+    let pdb_constrained =
         r.requests.too_many_requests > 0 || r.scenario == "c" || r.policy.is_some();
     if r.scenario.starts_with('a') {
         out.push(target(
@@ -137,7 +137,7 @@ fn targets(r: &ScenarioResult) -> Vec<Target> {
             r.peak_rss_mib < 150.0,
         ));
     }
-    if !budget_constrained {
+    if !pdb_constrained {
         let allowed = r.evicted_pods as f64 + OTHER_REQUESTS_PER_NODE * r.maintenance as f64;
         out.push(target(
             "requests per drained node",

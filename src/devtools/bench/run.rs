@@ -6,9 +6,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::budget_clock::BudgetClock;
 use super::error::BenchError;
 use super::interactions::{self, ExpectedBlock};
+use super::pdb_clock::PdbClock;
 use super::policy::{self, PolicyFigures, PolicyInputs};
 use super::process::{self, OperatorProcess};
 use super::result::ScenarioResult;
@@ -56,7 +56,7 @@ async fn measure(
     sim.write_kubeconfig_with_token(&kubeconfig, OPERATOR_TOKEN)?;
     let log = dir.join(format!("{}.nmo.log", scenario.name));
     // A budgeted scenario reads nmo's own count of diagnosis reads from its metrics.
-    let metrics = scenario.budgeted().then(process::free_local_addr).flatten();
+    let metrics = scenario.has_pdbs().then(process::free_local_addr).flatten();
     let mut operator =
         OperatorProcess::spawn(nmo, &kubeconfig, scenario.eviction_rate, metrics, &log)?;
     let ours = Query::all().user(OPERATOR_USER);
@@ -75,11 +75,9 @@ async fn measure(
     let before = operator.usage()?;
     let nodes = scenario.maintained_nodes();
     let expected = scenario.expected_blocks();
-    let pods_per_budget = pods_per_drainable_budget(sim, &nodes);
+    let pods_per_budget = pods_per_drainable_pdb(sim, &nodes);
     let started = Instant::now();
-    let clock = scenario
-        .budgeted()
-        .then(|| BudgetClock::start(sim, started));
+    let clock = scenario.has_pdbs().then(|| PdbClock::start(sim, started));
     let names = maintenance::create_all(&client, &tracker, &nodes, "benchmark").await?;
     let must_succeed: Vec<String> = names
         .iter()
@@ -97,7 +95,7 @@ async fn measure(
     let requests = RequestTotals::of(sim, &ours);
     let state = tracker.snapshot();
     watch_task.abort();
-    let times = clock.map(BudgetClock::finish);
+    let times = clock.map(PdbClock::finish);
     let diagnosis_reads = match metrics {
         Some(addr) => process::scrape_counter(addr, "nmo_drain_diagnosis_reads_total").await,
         None => None,
@@ -165,7 +163,7 @@ fn all_shown(
 /// The most pods that one budget which can drain at all (`maxUnavailable` above 0, outside the
 /// scenario's traps) has on the maintained `nodes`: its pods leave one replacement start-up
 /// apart, so this sets the drain's floor.
-fn pods_per_drainable_budget(sim: &SimHandle, nodes: &[String]) -> usize {
+fn pods_per_drainable_pdb(sim: &SimHandle, nodes: &[String]) -> usize {
     let traps = [interactions::STRUCTURAL_NS, interactions::PAIR_NS];
     let pods = sim.list_json("", "pods", "");
     sim.list_json("policy", "poddisruptionbudgets", "")

@@ -93,7 +93,7 @@ impl BenchScenario {
     }
 
     /// Whether budgets drive this scenario (its drain policy figures are printed).
-    pub fn budgeted(&self) -> bool {
+    pub fn has_pdbs(&self) -> bool {
         self.pdb_max_unavailable.is_some() || self.traps.is_some()
     }
 
@@ -257,7 +257,7 @@ mod tests {
     }
 
     #[test]
-    fn d_expects_a_structural_budget_and_a_deadlock_naming_each_other() {
+    fn d_expects_a_structural_pdb_and_a_deadlock_naming_each_other() {
         let d = interacting();
         let expected = d.expected_blocks();
         let reasons: Vec<(&str, &str, &str)> = expected
@@ -273,7 +273,7 @@ mod tests {
             ]
         );
         assert!(d.maintained_nodes().contains(&"node-6".to_string()));
-        assert!(d.budgeted() && !all_at_once().budgeted());
+        assert!(d.has_pdbs() && !all_at_once().has_pdbs());
     }
 
     #[test]

@@ -121,18 +121,18 @@ mod tests {
     }
 
     #[test]
-    fn budgets_with_every_node_in_maintenance_are_refused() {
+    fn pdbs_with_every_node_in_maintenance_are_refused() {
         let options = DemoOptions {
             nodes: 3,
             maintenance: 3,
             ..DemoOptions::default()
         };
         assert!(matches!(options.validate(), Err(DemoError::Options(_))));
-        let without_budgets = DemoOptions {
+        let without_pdbs = DemoOptions {
             pdb_max_unavailable: 0,
             ..options
         };
-        assert!(without_budgets.validate().is_ok());
+        assert!(without_pdbs.validate().is_ok());
     }
 
     #[test]

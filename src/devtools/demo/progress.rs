@@ -72,7 +72,7 @@ struct Aggregate {
     failed: usize,
     running: usize,
     pods_left: usize,
-    blocked_by_budget: usize,
+    blocked_by_pdb: usize,
 }
 
 fn aggregate(state: &BTreeMap<String, Tracked>, names: &[String]) -> Aggregate {
@@ -88,7 +88,7 @@ fn aggregate(state: &BTreeMap<String, Tracked>, names: &[String]) -> Aggregate {
             .blocking_reason()
             .is_some_and(|r| r.contains("PDB "))
         {
-            total.blocked_by_budget += 1;
+            total.blocked_by_pdb += 1;
         }
     }
     total
@@ -102,7 +102,7 @@ fn aggregate_line(a: &Aggregate, total: usize, started: Instant) -> String {
         a.running,
         a.failed,
         a.pods_left,
-        a.blocked_by_budget
+        a.blocked_by_pdb
     )
 }
 
@@ -243,7 +243,7 @@ mod tests {
                 failed: 1,
                 running: 1,
                 pods_left: 4,
-                blocked_by_budget: 0
+                blocked_by_pdb: 0
             }
         );
     }

@@ -240,7 +240,7 @@ mod tests {
     use crate::crd::PendingPodReason;
 
     #[test]
-    fn the_blocking_reason_prefers_a_budget_over_other_pending_pods() {
+    fn the_blocking_reason_prefers_a_pdb_over_other_pending_pods() {
         let tracked = Tracked {
             status: NodeMaintenanceStatus {
                 pending_pods_reasons: Some(vec![

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::support::{Backend, TestEnv, both_backends, eventually};
 
-/// How long a diagnosis may take to show (budgets are looked at 3 s after they block).
+/// How long a diagnosis may take to show (PDBs are looked at 3 s after they block).
 const DIAGNOSED: Duration = Duration::from_secs(20);
 
 /// Waits until `nm`'s `DrainBlocked` condition is True with `reason` and a message saying
@@ -101,7 +101,7 @@ async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_rea
     .await;
     assert_reported(&env, "nm-0", "WaitingForReplacement", &[&web_new, "web"]).await;
 
-    // It becomes ready: the budget allows one disruption, and web-0 goes at once.
+    // It becomes ready: the PDB allows one disruption, and web-0 goes at once.
     let now = chrono::Utc::now().to_rfc3339();
     env.patch_pod_status(
         "shop",
@@ -189,7 +189,7 @@ both_backends!(
     a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross_node_deadlock
 );
 
-async fn a_budget_that_can_never_allow_is_structural(backend: Backend) {
+async fn a_pdb_that_can_never_allow_is_structural(backend: Backend) {
     let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 1).pdb(None))
         .namespace("precious")
@@ -223,9 +223,9 @@ async fn a_budget_that_can_never_allow_is_structural(backend: Backend) {
     );
     env.stop_operator().await.expect("clean stop");
 }
-both_backends!(a_budget_that_can_never_allow_is_structural);
+both_backends!(a_pdb_that_can_never_allow_is_structural);
 
-async fn a_pod_under_two_budgets_names_both(backend: Backend) {
+async fn a_pod_under_two_pdbs_names_both(backend: Backend) {
     let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 1).pdb(None))
         .namespace("precious")
@@ -253,4 +253,4 @@ async fn a_pod_under_two_budgets_names_both(backend: Backend) {
     );
     env.stop_operator().await.expect("clean stop");
 }
-both_backends!(a_pod_under_two_budgets_names_both);
+both_backends!(a_pod_under_two_pdbs_names_both);

@@ -16,7 +16,7 @@ fn cluster_with_a_blocked_pod(backend: Backend) -> TestEnvBuilder {
         .pdb("precious", "db-budget", "db", 1)
 }
 
-async fn a_blocked_drain_names_the_budget_then_finishes_when_it_is_relaxed(backend: Backend) {
+async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend: Backend) {
     let mut env = cluster_with_a_blocked_pod(backend).start().await;
     env.create_maintenance("nm-0", "node-0").await;
 
@@ -108,7 +108,7 @@ async fn deleting_a_blocked_maintenance_undoes_it_within_seconds(backend: Backen
     env.stop_operator().await.expect("clean stop");
 }
 
-async fn a_pod_under_two_budgets_is_reported_as_such(backend: Backend) {
+async fn a_pod_under_two_pdbs_is_reported_as_such(backend: Backend) {
     let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 2).pdb(None))
         .namespace("precious")
@@ -137,8 +137,8 @@ async fn a_pod_under_two_budgets_is_reported_as_such(backend: Backend) {
 }
 
 both_backends!(
-    a_blocked_drain_names_the_budget_then_finishes_when_it_is_relaxed,
+    a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed,
     a_blocked_maintenance_does_not_delay_another,
     deleting_a_blocked_maintenance_undoes_it_within_seconds,
-    a_pod_under_two_budgets_is_reported_as_such,
+    a_pod_under_two_pdbs_is_reported_as_such,
 );

@@ -328,7 +328,7 @@ fn observability_sends_nmo_traces_to_its_jaeger() {
 }
 
 #[test]
-fn nmo_replicas_spread_over_nodes_and_a_budget_keeps_one_running() {
+fn nmo_replicas_spread_over_nodes_and_a_pdb_keeps_one_running() {
     let objects = build("");
     let deployment = deployment(&objects);
     let spec = &deployment["spec"];
@@ -351,14 +351,14 @@ fn nmo_replicas_spread_over_nodes_and_a_budget_keeps_one_running() {
     assert_eq!(spread["nodeTaintsPolicy"], "Honor");
     assert!(selects_nmo(&spread["labelSelector"]));
 
-    let budget = find(&objects, "PodDisruptionBudget", "nmo");
+    let pdb = find(&objects, "PodDisruptionBudget", "nmo");
     assert_eq!(
-        budget["metadata"]["namespace"],
+        pdb["metadata"]["namespace"],
         deployment["metadata"]["namespace"]
     );
-    assert!(selects_nmo(&budget["spec"]["selector"]));
-    assert_eq!(budget["spec"]["maxUnavailable"], 1);
-    assert_eq!(budget["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow");
+    assert!(selects_nmo(&pdb["spec"]["selector"]));
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1);
+    assert_eq!(pdb["spec"]["unhealthyPodEvictionPolicy"], "AlwaysAllow");
 
     // As the Go operator: tolerated on control-plane and infra nodes, and preferring them.
     let tolerations = pod["tolerations"].as_array().expect("tolerations");

@@ -7,7 +7,7 @@
 //!   ServiceAccount `nmo-system/nmo` has exactly those rights under the real RBAC authorizer.
 //!   nmo always runs as that ServiceAccount here, in its namespace `nmo-system`.
 //! - One test at a time: nmo watches every NodeMaintenance in the cluster, counts cordoned
-//!   nodes and watches budgets cluster wide, so two operators of two tests would act on each
+//!   nodes and watches PDBs cluster wide, so two operators of two tests would act on each
 //!   other's objects. A test takes the binary's turn when it starts its environment and gives
 //!   it back when the environment is dropped (the simulator's tests meanwhile run in parallel).
 //! - Names: the test's nodes, NodeMaintenances and namespaces get a prefix unique to it
@@ -45,7 +45,7 @@ use super::names::Names;
 pub const TEST_LABEL: &str = "nmo-test/env";
 /// nmo's ServiceAccount (deploy/base/serviceaccount.yaml), the subject of deploy/base's RBAC.
 const OPERATOR_ACCOUNT: &str = "nmo";
-/// How long a scenario may take to settle (pods running, owners and budgets up to date).
+/// How long a scenario may take to settle (pods running, owners and PDBs up to date).
 const SETTLE: Duration = Duration::from_secs(60);
 /// The deadline of one clean-up call.
 const CALL_DEADLINE: Duration = Duration::from_secs(15);
@@ -393,7 +393,7 @@ async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
 }
 
 /// Removes nmo's own workload from its shared namespace, as a test that installs nmo's
-/// Deployment leaves it (self_placement: its ReplicaSet, its pods, its budget): nothing else
+/// Deployment leaves it (self_placement: its ReplicaSet, its pods, its PDB): nothing else
 /// runs there on the real backend, where nmo runs in-process.
 async fn sweep_operator_workload(admin: &kube::Client) {
     let everything = ListParams::default();
@@ -403,10 +403,10 @@ async fn sweep_operator_workload(admin: &kube::Client) {
         replicasets.delete_collection(&DeleteParams::default(), &everything),
     )
     .await;
-    let budgets: Api<PodDisruptionBudget> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);
     best_effort(
         format!("deleting the PodDisruptionBudgets of {OPERATOR_NAMESPACE}"),
-        budgets.delete_collection(&DeleteParams::default(), &everything),
+        pdbs.delete_collection(&DeleteParams::default(), &everything),
     )
     .await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), OPERATOR_NAMESPACE);

@@ -1,9 +1,9 @@
 //! The Eviction API (policy/v1) under PodDisruptionBudgets: allowed, refused (429), several
-//! budgets (500), a missing pod (404).
+//! PDBs (500), a missing pod (404).
 
 use serde_json::json;
 
-use super::fixtures::{budget, running_pods};
+use super::fixtures::{create_pdb, running_pods};
 use super::harness::{Pair, Req, compare};
 
 const SA: &str = "see crud::a_created_pod_is_defaulted_alike";
@@ -17,11 +17,11 @@ fn eviction(name: &str) -> Req {
 }
 
 #[tokio::test]
-async fn an_eviction_the_budget_allows_is_a_201_and_deletes_gracefully() {
+async fn an_eviction_the_pdb_allows_is_a_201_and_deletes_gracefully() {
     let pair = Pair::start().await;
     running_pods(&pair, &["web-0", "web-1"], "web").await;
     // (`maxUnavailable` needs the pods' controller to count them: these have none.)
-    budget(&pair, "web", "web", json!({"minAvailable": 1}), 2).await;
+    create_pdb(&pair, "web", "web", json!({"minAvailable": 1}), 2).await;
     let (sim, real) = pair.both(eviction("web-0")).await;
     compare("an allowed eviction", &sim, &real).same();
     // The pod is now terminating, with the grace period of its spec.
@@ -31,7 +31,7 @@ async fn an_eviction_the_budget_allows_is_a_201_and_deletes_gracefully() {
     compare("the evicted pod", &sim, &real)
         .known("/spec/serviceAccountName", SA)
         .same();
-    // And the budget counts it as a disruption.
+    // And the PDB counts it as a disruption.
     let (sim, real) = pair
         .both(Req::get(
             "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets/web",
@@ -46,20 +46,20 @@ async fn an_eviction_the_budget_allows_is_a_201_and_deletes_gracefully() {
 }
 
 #[tokio::test]
-async fn an_eviction_the_budget_refuses_is_a_429_naming_it() {
+async fn an_eviction_the_pdb_refuses_is_a_429_naming_it() {
     let pair = Pair::start().await;
     running_pods(&pair, &["web-0", "web-1"], "web").await;
-    budget(&pair, "web", "web", json!({"minAvailable": 2}), 2).await;
+    create_pdb(&pair, "web", "web", json!({"minAvailable": 2}), 2).await;
     let (sim, real) = pair.both(eviction("web-0")).await;
     compare("a refused eviction", &sim, &real).same();
 }
 
 #[tokio::test]
-async fn an_eviction_under_two_budgets_is_a_500() {
+async fn an_eviction_under_two_pdbs_is_a_500() {
     let pair = Pair::start().await;
     running_pods(&pair, &["web-0"], "web").await;
-    budget(&pair, "web-a", "web", json!({"minAvailable": 0}), 1).await;
-    budget(&pair, "web-b", "web", json!({"minAvailable": 0}), 1).await;
+    create_pdb(&pair, "web-a", "web", json!({"minAvailable": 0}), 1).await;
+    create_pdb(&pair, "web-b", "web", json!({"minAvailable": 0}), 1).await;
     let (sim, real) = pair.both(eviction("web-0")).await;
     compare("an eviction under two budgets", &sim, &real).same();
 }
@@ -72,7 +72,7 @@ async fn an_eviction_of_a_missing_pod_is_a_404() {
 }
 
 #[tokio::test]
-async fn an_eviction_without_a_budget_is_a_201() {
+async fn an_eviction_without_a_pdb_is_a_201() {
     let pair = Pair::start().await;
     running_pods(&pair, &["web-0"], "web").await;
     let (sim, real) = pair.both(eviction("web-0")).await;

@@ -51,15 +51,15 @@ pub async fn running_pods(pair: &Pair, names: &[&str], app: &str) {
     }
 }
 
-/// A budget over `app` with `spec` (e.g. `{"minAvailable": 1}`).
+/// A PDB over `app` with `spec` (e.g. `{"minAvailable": 1}`).
 pub fn pdb(name: &str, app: &str, mut spec: Value) -> Value {
     spec["selector"] = json!({"matchLabels": {"app": app}});
     json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
            "metadata": {"name": name}, "spec": spec})
 }
 
-/// Creates the budget on both and waits until both report its status for `pods` healthy pods.
-pub async fn budget(pair: &Pair, name: &str, app: &str, spec: Value, pods: i64) {
+/// Creates the PDB on both and waits until both report its status for `pods` healthy pods.
+pub async fn create_pdb(pair: &Pair, name: &str, app: &str, spec: Value, pods: i64) {
     pair.seed(Req::post(
         "/apis/policy/v1/namespaces/{ns}/poddisruptionbudgets",
         pdb(name, app, spec),

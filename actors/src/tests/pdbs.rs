@@ -1,14 +1,14 @@
-//! Budget-driven eviction, against the fake cluster: the shared budget watch gates evictions
-//! on each budget's observed status. (Why a drain is blocked, and its deadline: `blocked`.)
+//! PDB-driven eviction, against the fake cluster: the shared PDB watch gates evictions
+//! on each PDB's observed status. (Why a drain is blocked, and its deadline: `blocked`.)
 
 use super::*;
-use crate::budget::{Budget, BudgetStatus, IntOrPercent, LabelSelector};
+use crate::pdb::{IntOrPercent, LabelSelector, Pdb, PdbStatus};
 
-/// Budget `web` over `app=web` in namespace `app`, `maxUnavailable: 1`, whose fresh status
+/// PDB `web` over `app=web` in namespace `app`, `maxUnavailable: 1`, whose fresh status
 /// allows `allowed` disruptions (as the disruption controller computes it: 4 expected pods, 3
 /// wanted healthy, so `3 + allowed` are healthy).
-pub(super) fn web_budget(allowed: i32) -> Budget {
-    Budget {
+pub(super) fn web_pdb(allowed: i32) -> Pdb {
+    Pdb {
         namespace: "app".into(),
         name: "web".into(),
         generation: 1,
@@ -16,13 +16,13 @@ pub(super) fn web_budget(allowed: i32) -> Budget {
         min_available: None,
         max_unavailable: Some(IntOrPercent::Int(1)),
         always_allow_unhealthy: false,
-        status: Some(BudgetStatus {
+        status: Some(PdbStatus {
             observed_generation: 1,
             disruptions_allowed: allowed,
             current_healthy: 3 + allowed,
             desired_healthy: 3,
             expected_pods: 4,
-            ..BudgetStatus::default()
+            ..PdbStatus::default()
         }),
     }
 }
@@ -49,9 +49,9 @@ pub(super) fn condition(
 }
 
 #[tokio::test(start_paused = true)]
-async fn two_nodes_share_one_budgets_allowance_without_a_refusal() {
+async fn two_nodes_share_one_pdbs_allowance_without_a_refusal() {
     let cluster = web_cluster(&["n1", "n2"], 2);
-    cluster.put_budget(web_budget(1));
+    cluster.put_watched_pdb(web_pdb(1));
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create_maintenance("nm1", "n1", t0());
     cluster.create_maintenance("nm2", "n2", t0());
@@ -63,7 +63,7 @@ async fn two_nodes_share_one_budgets_allowance_without_a_refusal() {
     );
     for evicted in 2..=4 {
         // The disruption controller saw a replacement become ready: one more disruption.
-        cluster.set_budget_allowed("app", "web", 1);
+        cluster.set_watched_pdb_allowed("app", "web", 1);
         assert!(
             eventually(Duration::from_millis(500), || cluster
                 .count_calls("evict_pod")
@@ -89,9 +89,9 @@ async fn two_nodes_share_one_budgets_allowance_without_a_refusal() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_budget_allowing_none_gets_no_call_and_its_pods_go_when_its_status_changes() {
+async fn a_pdb_allowing_none_gets_no_call_and_its_pods_go_when_its_status_changes() {
     let cluster = web_cluster(&["n1"], 3);
-    cluster.put_budget(web_budget(0));
+    cluster.put_watched_pdb(web_pdb(0));
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create_maintenance("nm1", "n1", t0());
     tokio::time::sleep(Duration::from_secs(120)).await;
@@ -109,7 +109,7 @@ async fn a_budget_allowing_none_gets_no_call_and_its_pods_go_when_its_status_cha
             .all(|r| r.reason == "BlockedByPodDisruptionBudget" && r.pdb.as_deref() == Some("web")),
         "{status:?}"
     );
-    cluster.set_budget_allowed("app", "web", 2);
+    cluster.set_watched_pdb_allowed("app", "web", 2);
     assert!(
         eventually(Duration::from_millis(100), || cluster
             .count_calls("evict_pod")
@@ -123,7 +123,7 @@ async fn a_budget_allowing_none_gets_no_call_and_its_pods_go_when_its_status_cha
         2,
         "exactly as many as it allows"
     );
-    cluster.set_budget_allowed("app", "web", 1);
+    cluster.set_watched_pdb_allowed("app", "web", 1);
     assert!(
         h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(5))
             .await
@@ -135,9 +135,9 @@ async fn a_budget_allowing_none_gets_no_call_and_its_pods_go_when_its_status_cha
 #[tokio::test(start_paused = true)]
 async fn a_stale_status_falls_back_to_the_429_backoff() {
     let cluster = web_cluster(&["n1"], 2);
-    let mut stale = web_budget(2);
+    let mut stale = web_pdb(2);
     stale.generation = 2; // the controller has not seen the new spec yet
-    cluster.put_budget(stale);
+    cluster.put_watched_pdb(stale);
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create_maintenance("nm1", "n1", t0());
     tokio::time::sleep(Duration::from_secs(20)).await;
@@ -148,7 +148,7 @@ async fn a_stale_status_falls_back_to_the_429_backoff() {
     );
     assert!(refused < 12, "and refusals backed off: {refused} in 20 s");
     assert_eq!(phase(&cluster, "nm1"), Some(Phase::Running));
-    cluster.set_budget_allowed("app", "web", 2);
+    cluster.set_watched_pdb_allowed("app", "web", 2);
     assert!(
         h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(5))
             .await
@@ -162,10 +162,10 @@ async fn a_stale_status_falls_back_to_the_429_backoff() {
 #[tokio::test(start_paused = true)]
 async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once() {
     let cluster = web_cluster(&["n1"], 1);
-    let mut stale = web_budget(1);
+    let mut stale = web_pdb(1);
     stale.generation = 2; // the controller has not seen the new spec yet
-    cluster.put_budget(stale);
-    // The probe is answered a second late, refused as the API refuses a stale budget (with
+    cluster.put_watched_pdb(stale);
+    // The probe is answered a second late, refused as the API refuses a stale PDB (with
     // its `Retry-After: 10`).
     cluster.delay_next("evict_pod", 1, Duration::from_secs(1));
     cluster.script_evictions(
@@ -186,7 +186,7 @@ async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once()
         "the probe goes"
     );
     // Meanwhile the controller catches up: the new spec allows one disruption.
-    cluster.set_budget_allowed("app", "web", 1);
+    cluster.set_watched_pdb_allowed("app", "web", 1);
     assert!(
         h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(3))
             .await,
@@ -198,10 +198,10 @@ async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once()
 }
 
 #[tokio::test(start_paused = true)]
-async fn pods_no_budget_selects_go_at_once() {
+async fn pods_no_pdb_selects_go_at_once() {
     let cluster = web_cluster(&["n1"], 1);
     cluster.add_pod("n1", "app", "lonely");
-    cluster.put_budget(web_budget(0));
+    cluster.put_watched_pdb(web_pdb(0));
     let h = Harness::paused(&cluster, |_| {}).await;
     cluster.create_maintenance("nm1", "n1", t0());
     assert!(

@@ -25,9 +25,9 @@ impl IntOrPercent {
     }
 }
 
-/// `status` of a budget as the disruption controller last wrote it.
+/// `status` of a PDB as the disruption controller last wrote it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BudgetStatus {
+pub struct PdbStatus {
     /// `observedGeneration`: the spec generation the numbers were computed for.
     pub observed_generation: i64,
     /// `disruptionsAllowed`.
@@ -41,14 +41,14 @@ pub struct BudgetStatus {
     /// Names of the pods in `disruptedPods`: evictions the API accepted (and already took off
     /// `disruptionsAllowed`) that the controller has not seen through yet.
     pub disrupted_pods: BTreeSet<String>,
-    /// The controller cannot compute the budget (condition `DisruptionAllowed` with reason
-    /// `SyncFailed`): its message. Such a budget allows nothing until fixed.
+    /// The controller cannot compute the PDB (condition `DisruptionAllowed` with reason
+    /// `SyncFailed`): its message. Such a PDB allows nothing until fixed.
     pub sync_failed: Option<String>,
 }
 
 /// A PodDisruptionBudget.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Budget {
+pub struct Pdb {
     /// Namespace.
     pub namespace: String,
     /// Name.
@@ -64,16 +64,16 @@ pub struct Budget {
     /// `spec.unhealthyPodEvictionPolicy: AlwaysAllow`: unready pods may always be evicted.
     pub always_allow_unhealthy: bool,
     /// `status`, once the controller wrote one.
-    pub status: Option<BudgetStatus>,
+    pub status: Option<PdbStatus>,
 }
 
-impl Budget {
-    /// `<namespace>/<name>`: the budget's identity in gates and diagnoses.
+impl Pdb {
+    /// `<namespace>/<name>`: the PDB's identity in gates and diagnoses.
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
 
-    /// Whether the Eviction API checks this budget for a pod with `labels` in `namespace`. As
+    /// Whether the Eviction API checks this PDB for a pod with `labels` in `namespace`. As
     /// the API's eviction registry does, a null or empty selector selects nothing (the
     /// disruption controller reads an empty one as "everything", the eviction does not).
     pub fn selects(&self, namespace: &str, labels: &BTreeMap<String, String>) -> bool {
@@ -87,13 +87,13 @@ impl Budget {
     /// The status when it describes the current spec (`observedGeneration >= generation`);
     /// None when there is none or it is stale, i.e. the Eviction API itself would refuse with
     /// "still being processed".
-    pub fn fresh_status(&self) -> Option<&BudgetStatus> {
+    pub fn fresh_status(&self) -> Option<&PdbStatus> {
         self.status
             .as_ref()
             .filter(|s| s.observed_generation >= self.generation)
     }
 
-    /// The budget's numbers as the Eviction API's refusal words them.
+    /// The PDB's numbers as the Eviction API's refusal words them.
     pub fn refusal_message(&self) -> String {
         match &self.status {
             Some(status) => format!(
@@ -108,14 +108,14 @@ impl Budget {
     }
 }
 
-/// What the shared budget watch reports.
+/// What the shared PDB watch reports.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BudgetChange {
-    /// Every budget, after the initial list or a relist: replaces what was known.
-    Listed(Vec<Budget>),
-    /// A budget was created or changed.
-    Applied(Budget),
-    /// A budget was deleted.
+pub enum PdbChange {
+    /// Every PDB, after the initial list or a relist: replaces what was known.
+    Listed(Vec<Pdb>),
+    /// A PDB was created or changed.
+    Applied(Pdb),
+    /// A PDB was deleted.
     Deleted {
         /// Namespace.
         namespace: String,
@@ -128,8 +128,8 @@ pub enum BudgetChange {
 mod tests {
     use super::*;
 
-    fn budget(generation: i64, observed: i64) -> Budget {
-        Budget {
+    fn pdb(generation: i64, observed: i64) -> Pdb {
+        Pdb {
             namespace: "app".into(),
             name: "web".into(),
             generation,
@@ -137,22 +137,22 @@ mod tests {
             min_available: None,
             max_unavailable: Some(IntOrPercent::Int(1)),
             always_allow_unhealthy: false,
-            status: Some(BudgetStatus {
+            status: Some(PdbStatus {
                 observed_generation: observed,
                 disruptions_allowed: 1,
                 current_healthy: 3,
                 desired_healthy: 2,
                 expected_pods: 3,
-                ..BudgetStatus::default()
+                ..PdbStatus::default()
             }),
         }
     }
 
     #[test]
     fn a_status_for_an_older_spec_is_stale() {
-        assert!(budget(2, 2).fresh_status().is_some());
-        assert!(budget(2, 1).fresh_status().is_none());
-        let mut unsynced = budget(1, 1);
+        assert!(pdb(2, 2).fresh_status().is_some());
+        assert!(pdb(2, 1).fresh_status().is_none());
+        let mut unsynced = pdb(1, 1);
         unsynced.status = None;
         assert!(unsynced.fresh_status().is_none());
     }
@@ -160,7 +160,7 @@ mod tests {
     #[test]
     fn an_empty_or_null_selector_selects_nothing_for_eviction() {
         let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
-        let mut b = budget(1, 1);
+        let mut b = pdb(1, 1);
         assert!(b.selects("app", &labels));
         assert!(!b.selects("other", &labels), "only its own namespace");
         b.selector = Some(LabelSelector::default());
@@ -172,7 +172,7 @@ mod tests {
     #[test]
     fn the_refusal_message_has_the_apis_words() {
         assert_eq!(
-            budget(1, 1).refusal_message(),
+            pdb(1, 1).refusal_message(),
             "The disruption budget web needs 2 healthy pods and has 3 currently"
         );
         assert_eq!(IntOrPercent::Percent(50).text(), "50%");

@@ -1,11 +1,11 @@
-//! What a budget's spec and status say on their own: whether it can ever allow a disruption.
+//! What a PDB's spec and status say on their own: whether it can ever allow a disruption.
 
 use std::fmt;
 
-use super::types::{Budget, IntOrPercent};
+use super::types::{IntOrPercent, Pdb};
 
-/// Why a budget can never allow a disruption: no amount of waiting helps, a person must relax
-/// the budget, scale the workload or fix its pods.
+/// Why a PDB can never allow a disruption: no amount of waiting helps, a person must relax
+/// the PDB, scale the workload or fix its pods.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Structural {
     /// `maxUnavailable: 0` (or `0%`).
@@ -13,14 +13,14 @@ pub enum Structural {
         /// As written.
         value: String,
     },
-    /// `minAvailable` is at least the number of pods the budget expects.
+    /// `minAvailable` is at least the number of pods the PDB expects.
     MinAvailableAllPods {
         /// As written.
         value: String,
         /// `status.expectedPods`.
         expected: i32,
     },
-    /// The budget wants every pod it expects healthy (e.g. `maxUnavailable: 10%` of three pods
+    /// The PDB wants every pod it expects healthy (e.g. `maxUnavailable: 10%` of three pods
     /// rounds down to none), so not one may go.
     NeedsEveryPodHealthy {
         /// `status.desiredHealthy`.
@@ -28,13 +28,13 @@ pub enum Structural {
         /// `status.expectedPods`.
         expected: i32,
     },
-    /// None of the budget's pods is healthy, so none may go (unless its unhealthy pods may
+    /// None of the PDB's pods is healthy, so none may go (unless its unhealthy pods may
     /// always be evicted).
     NoHealthyPods {
         /// `status.expectedPods`.
         expected: i32,
     },
-    /// The disruption controller cannot compute the budget (e.g. `maxUnavailable` over pods
+    /// The disruption controller cannot compute the PDB (e.g. `maxUnavailable` over pods
     /// without a controller): it allows nothing until that is fixed.
     SyncFailed {
         /// The controller's message.
@@ -67,22 +67,21 @@ impl fmt::Display for Structural {
     }
 }
 
-/// Whether `budget` can never allow a disruption as it stands, and why. Only a fresh status is
+/// Whether `pdb` can never allow a disruption as it stands, and why. Only a fresh status is
 /// read (a stale one may describe an older spec).
-pub fn structural(budget: &Budget) -> Option<Structural> {
-    if let Some(value @ (IntOrPercent::Int(0) | IntOrPercent::Percent(0))) = &budget.max_unavailable
-    {
+pub fn structural(pdb: &Pdb) -> Option<Structural> {
+    if let Some(value @ (IntOrPercent::Int(0) | IntOrPercent::Percent(0))) = &pdb.max_unavailable {
         return Some(Structural::MaxUnavailableZero {
             value: value.text(),
         });
     }
-    let status = budget.fresh_status()?;
+    let status = pdb.fresh_status()?;
     if let Some(message) = &status.sync_failed {
         return Some(Structural::SyncFailed {
             message: message.clone(),
         });
     }
-    if let Some(min) = &budget.min_available {
+    if let Some(min) = &pdb.min_available {
         let covers_all = match min {
             IntOrPercent::Int(n) => *n >= status.expected_pods,
             IntOrPercent::Percent(p) => *p >= 100,
@@ -104,7 +103,7 @@ pub fn structural(budget: &Budget) -> Option<Structural> {
     if status.expected_pods > 0
         && status.current_healthy == 0
         && status.desired_healthy > 0
-        && !budget.always_allow_unhealthy
+        && !pdb.always_allow_unhealthy
     {
         return Some(Structural::NoHealthyPods {
             expected: status.expected_pods,
@@ -116,15 +115,15 @@ pub fn structural(budget: &Budget) -> Option<Structural> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::{BudgetStatus, LabelSelector};
+    use crate::pdb::{LabelSelector, PdbStatus};
 
-    fn budget(
+    fn pdb(
         min: Option<IntOrPercent>,
         max: Option<IntOrPercent>,
         healthy: i32,
         expected: i32,
-    ) -> Budget {
-        Budget {
+    ) -> Pdb {
+        Pdb {
             namespace: "app".into(),
             name: "db".into(),
             generation: 1,
@@ -132,40 +131,40 @@ mod tests {
             min_available: min,
             max_unavailable: max,
             always_allow_unhealthy: false,
-            status: Some(BudgetStatus {
+            status: Some(PdbStatus {
                 observed_generation: 1,
                 current_healthy: healthy,
                 desired_healthy: 1,
                 expected_pods: expected,
-                ..BudgetStatus::default()
+                ..PdbStatus::default()
             }),
         }
     }
 
     #[test]
     fn max_unavailable_zero_never_allows() {
-        let b = budget(None, Some(IntOrPercent::Percent(0)), 3, 3);
+        let b = pdb(None, Some(IntOrPercent::Percent(0)), 3, 3);
         assert_eq!(
             structural(&b).map(|s| s.to_string()),
             Some("maxUnavailable is 0%: it never allows a disruption".into())
         );
         assert_eq!(
-            structural(&budget(None, Some(IntOrPercent::Int(1)), 3, 3)),
+            structural(&pdb(None, Some(IntOrPercent::Int(1)), 3, 3)),
             None
         );
     }
 
     #[test]
     fn min_available_of_every_pod_never_allows() {
-        let all = budget(Some(IntOrPercent::Int(1)), None, 1, 1);
+        let all = pdb(Some(IntOrPercent::Int(1)), None, 1, 1);
         assert!(matches!(
             structural(&all),
             Some(Structural::MinAvailableAllPods { expected: 1, .. })
         ));
-        let hundred = budget(Some(IntOrPercent::Percent(100)), None, 3, 3);
+        let hundred = pdb(Some(IntOrPercent::Percent(100)), None, 3, 3);
         assert!(structural(&hundred).is_some());
         assert_eq!(
-            structural(&budget(Some(IntOrPercent::Int(2)), None, 3, 3)),
+            structural(&pdb(Some(IntOrPercent::Int(2)), None, 3, 3)),
             None
         );
     }
@@ -173,10 +172,10 @@ mod tests {
     #[test]
     fn no_healthy_pod_or_a_failed_sync_blocks_too() {
         assert_eq!(
-            structural(&budget(None, Some(IntOrPercent::Int(1)), 0, 3)),
+            structural(&pdb(None, Some(IntOrPercent::Int(1)), 0, 3)),
             Some(Structural::NoHealthyPods { expected: 3 })
         );
-        let mut failed = budget(None, Some(IntOrPercent::Int(1)), 3, 3);
+        let mut failed = pdb(None, Some(IntOrPercent::Int(1)), 3, 3);
         if let Some(status) = failed.status.as_mut() {
             status.sync_failed = Some("found no controller ref for pod \"x\"".into());
         }
@@ -187,9 +186,9 @@ mod tests {
     }
 
     #[test]
-    fn a_budget_needing_every_pod_healthy_never_allows() {
+    fn a_pdb_needing_every_pod_healthy_never_allows() {
         // maxUnavailable 10% of 3 pods rounds down: the controller wants all 3 healthy.
-        let mut rounded = budget(None, Some(IntOrPercent::Percent(10)), 3, 3);
+        let mut rounded = pdb(None, Some(IntOrPercent::Percent(10)), 3, 3);
         if let Some(status) = rounded.status.as_mut() {
             status.desired_healthy = 3;
         }
@@ -204,14 +203,14 @@ mod tests {
 
     #[test]
     fn unhealthy_pods_that_may_always_go_are_not_a_block() {
-        let mut b = budget(None, Some(IntOrPercent::Int(1)), 0, 3);
+        let mut b = pdb(None, Some(IntOrPercent::Int(1)), 0, 3);
         b.always_allow_unhealthy = true;
         assert_eq!(structural(&b), None);
     }
 
     #[test]
     fn a_stale_status_is_not_read() {
-        let mut b = budget(Some(IntOrPercent::Int(1)), None, 1, 1);
+        let mut b = pdb(Some(IntOrPercent::Int(1)), None, 1, 1);
         b.generation = 2;
         assert_eq!(structural(&b), None);
     }

@@ -16,7 +16,7 @@ use tokio::task::JoinHandle;
 
 /// What was measured.
 #[derive(Debug, Clone, Default)]
-pub struct BudgetTimes {
+pub struct PdbTimes {
     /// From "allows" (or from the start, if it allowed already) to each eviction it accepted.
     pub allow_to_evict: Vec<Duration>,
     /// When the last eviction was accepted.
@@ -26,14 +26,14 @@ pub struct BudgetTimes {
 }
 
 #[derive(Default)]
-struct Budget {
+struct TrackedPdb {
     allowed_since: Option<Instant>,
     disrupted: BTreeSet<String>,
 }
 
 /// Records from now on, counting from `start` at the earliest.
-pub struct BudgetClock {
-    times: Arc<Mutex<BudgetTimes>>,
+pub struct PdbClock {
+    times: Arc<Mutex<PdbTimes>>,
     task: JoinHandle<()>,
 }
 
@@ -50,12 +50,12 @@ fn status_of(pdb: &Value) -> (i64, BTreeSet<String>) {
     (allowed, disrupted)
 }
 
-impl BudgetClock {
+impl PdbClock {
     /// Starts following `sim`'s store; budgets allowing already count from `start`.
-    pub fn start(sim: &SimHandle, start: Instant) -> BudgetClock {
+    pub fn start(sim: &SimHandle, start: Instant) -> PdbClock {
         let mut events = sim.store().subscribe();
-        let times = Arc::new(Mutex::new(BudgetTimes::default()));
-        let mut budgets: BTreeMap<String, Budget> = BTreeMap::new();
+        let times = Arc::new(Mutex::new(PdbTimes::default()));
+        let mut tracked_pdbs: BTreeMap<String, TrackedPdb> = BTreeMap::new();
         for pdb in sim.list_json("policy", "poddisruptionbudgets", "") {
             let key = format!(
                 "{}/{}",
@@ -67,9 +67,9 @@ impl BudgetClock {
                     .unwrap_or("")
             );
             let (allowed, disrupted) = status_of(&pdb);
-            budgets.insert(
+            tracked_pdbs.insert(
                 key,
-                Budget {
+                TrackedPdb {
                     allowed_since: (allowed > 0).then_some(start),
                     disrupted,
                 },
@@ -94,32 +94,32 @@ impl BudgetClock {
                 let Ok(pdb) = event.obj.value() else { continue };
                 let now = Instant::now();
                 let key = format!("{}/{}", event.obj.namespace, event.obj.name);
-                let budget = budgets.entry(key).or_default();
+                let tracked = tracked_pdbs.entry(key).or_default();
                 let (allowed, disrupted) = status_of(&pdb);
-                let accepted = disrupted.difference(&budget.disrupted).count();
+                let accepted = disrupted.difference(&tracked.disrupted).count();
                 if accepted > 0 {
                     let mut times = shared.lock().unwrap_or_else(|e| e.into_inner());
                     times.last_eviction = Some(now);
-                    if let Some(since) = budget.allowed_since {
+                    if let Some(since) = tracked.allowed_since {
                         let waited = now.saturating_duration_since(since.max(start));
                         times
                             .allow_to_evict
                             .extend(std::iter::repeat_n(waited, accepted));
                     }
                 }
-                budget.allowed_since = match (allowed > 0, budget.allowed_since) {
+                tracked.allowed_since = match (allowed > 0, tracked.allowed_since) {
                     (false, _) => None,
                     (true, Some(since)) => Some(since),
                     (true, None) => Some(now),
                 };
-                budget.disrupted = disrupted;
+                tracked.disrupted = disrupted;
             }
         });
-        BudgetClock { times, task }
+        PdbClock { times, task }
     }
 
     /// Stops recording and returns what was measured.
-    pub fn finish(self) -> BudgetTimes {
+    pub fn finish(self) -> PdbTimes {
         self.task.abort();
         self.times.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }

@@ -1,5 +1,5 @@
 //! The drain policy's side of the adapter: the shared PodDisruptionBudget watch and the few
-//! reads that explain a blocked budget, with the conversions to the actors' domain types.
+//! reads that explain a blocked PDB, with the conversions to the actors' domain types.
 
 use std::future::Future;
 use std::time::Duration;
@@ -13,12 +13,11 @@ use kube::api::ListParams;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Api, Client, ResourceExt};
-use nmo_actors::budget::{
-    Budget, BudgetChange, BudgetStatus, IntOrPercent, LabelSelector, SelectorOperator,
-    SelectorRequirement,
-};
-use nmo_actors::budget::{BudgetPod, Toleration};
 use nmo_actors::model::{EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, Maintenance, NodeState};
+use nmo_actors::pdb::{
+    IntOrPercent, LabelSelector, Pdb, PdbChange, PdbStatus, SelectorOperator, SelectorRequirement,
+};
+use nmo_actors::pdb::{PdbPod, Toleration};
 use nmo_actors::ports::ClusterError;
 
 use super::convert;
@@ -27,8 +26,8 @@ use crate::crd::NodeMaintenance;
 
 /// How long one diagnosis read may take.
 const READ_DEADLINE: Duration = Duration::from_secs(10);
-/// At most this many of a budget's pods are read: enough to find the one it waits for.
-const BUDGET_POD_PAGE: u32 = 500;
+/// At most this many of a PDB's pods are read: enough to find the one it waits for.
+const PDB_POD_PAGE: u32 = 500;
 
 async fn with_deadline<T>(
     what: &str,
@@ -45,9 +44,9 @@ async fn with_deadline<T>(
 
 /// Every PodDisruptionBudget: the whole list first and after every relist, then each change.
 /// Watch errors are retried with kube-runtime's backoff (and logged).
-pub fn watch_budgets(client: Client) -> BoxStream<'static, BudgetChange> {
+pub fn watch_pdbs(client: Client) -> BoxStream<'static, PdbChange> {
     let api: Api<PodDisruptionBudget> = Api::all(client);
-    let mut listing: Vec<Budget> = Vec::new();
+    let mut listing: Vec<Pdb> = Vec::new();
     watch(api, watcher::Config::default())
         .default_backoff()
         .filter_map(move |event| {
@@ -57,12 +56,12 @@ pub fn watch_budgets(client: Client) -> BoxStream<'static, BudgetChange> {
                     None
                 }
                 Ok(Event::InitApply(pdb)) => {
-                    listing.push(budget(&pdb));
+                    listing.push(domain_pdb(&pdb));
                     None
                 }
-                Ok(Event::InitDone) => Some(BudgetChange::Listed(std::mem::take(&mut listing))),
-                Ok(Event::Apply(pdb)) => Some(BudgetChange::Applied(budget(&pdb))),
-                Ok(Event::Delete(pdb)) => Some(BudgetChange::Deleted {
+                Ok(Event::InitDone) => Some(PdbChange::Listed(std::mem::take(&mut listing))),
+                Ok(Event::Apply(pdb)) => Some(PdbChange::Applied(domain_pdb(&pdb))),
+                Ok(Event::Delete(pdb)) => Some(PdbChange::Deleted {
                     namespace: pdb.namespace().unwrap_or_default(),
                     name: pdb.name_any(),
                 }),
@@ -81,13 +80,13 @@ pub async fn selected_pods(
     client: Client,
     namespace: &str,
     selector: &LabelSelector,
-) -> Result<Vec<BudgetPod>, ClusterError> {
+) -> Result<Vec<PdbPod>, ClusterError> {
     let api: Api<Pod> = Api::namespaced(client, namespace);
     let params = ListParams::default()
         .labels(&selector.to_query())
-        .limit(BUDGET_POD_PAGE);
+        .limit(PDB_POD_PAGE);
     let pods = with_deadline("listing a budget's pods", api.list(&params)).await?;
-    Ok(pods.items.iter().map(budget_pod).collect())
+    Ok(pods.items.iter().map(pdb_pod).collect())
 }
 
 /// The nodes carrying the maintenance label.
@@ -146,7 +145,7 @@ pub fn selector(value: &KubeSelector) -> Option<LabelSelector> {
 }
 
 /// The domain view of a PodDisruptionBudget.
-pub fn budget(pdb: &PodDisruptionBudget) -> Budget {
+pub fn domain_pdb(pdb: &PodDisruptionBudget) -> Pdb {
     let spec = pdb.spec.as_ref();
     let status = pdb.status.as_ref().map(|s| {
         let sync_failed = s
@@ -155,7 +154,7 @@ pub fn budget(pdb: &PodDisruptionBudget) -> Budget {
             .flatten()
             .find(|c| c.type_ == "DisruptionAllowed" && c.reason == "SyncFailed")
             .map(|c| c.message.clone());
-        BudgetStatus {
+        PdbStatus {
             observed_generation: s.observed_generation.unwrap_or(0),
             disruptions_allowed: s.disruptions_allowed,
             current_healthy: s.current_healthy,
@@ -169,7 +168,7 @@ pub fn budget(pdb: &PodDisruptionBudget) -> Budget {
             sync_failed,
         }
     });
-    Budget {
+    Pdb {
         namespace: pdb.namespace().unwrap_or_default(),
         name: pdb.name_any(),
         generation: pdb.metadata.generation.unwrap_or(0),
@@ -187,13 +186,13 @@ pub fn budget(pdb: &PodDisruptionBudget) -> Budget {
 }
 
 /// A pod as the diagnosis reads it.
-pub fn budget_pod(pod: &Pod) -> BudgetPod {
+pub fn pdb_pod(pod: &Pod) -> PdbPod {
     let info = convert::pod_info(pod);
     let spec = pod.spec.as_ref();
     let unschedulable = convert::pod_condition(pod, "PodScheduled")
         .filter(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
         .map(|c| c.message.clone().unwrap_or_default());
-    BudgetPod {
+    PdbPod {
         namespace: info.namespace,
         name: info.name,
         controller: info.controller,
@@ -226,7 +225,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_budget_keeps_its_numbers_selector_and_disrupted_pods() {
+    fn a_pdb_keeps_its_numbers_selector_and_disrupted_pods() {
         let pdb: PodDisruptionBudget = serde_json::from_value(json!({
             "metadata": {"name": "web", "namespace": "shop", "generation": 3},
             "spec": {
@@ -247,7 +246,7 @@ mod tests {
             }
         }))
         .unwrap();
-        let b = budget(&pdb);
+        let b = domain_pdb(&pdb);
         assert_eq!(b.key(), "shop/web");
         assert_eq!(b.max_unavailable, Some(IntOrPercent::Percent(25)));
         assert!(b.always_allow_unhealthy);
@@ -272,7 +271,7 @@ mod tests {
                 "message": "0/3 nodes are available"}]}
         }))
         .unwrap();
-        let p = budget_pod(&pod);
+        let p = pdb_pod(&pod);
         assert_eq!(p.unschedulable.as_deref(), Some("0/3 nodes are available"));
         assert!(!p.ready);
         assert_eq!(p.node_selector.get("disk").map(String::as_str), Some("ssd"));

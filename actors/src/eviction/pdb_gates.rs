@@ -1,16 +1,16 @@
-//! Gating on the budgets' observed status (pure; time is passed in).
+//! Gating on the PDBs' observed status (pure; time is passed in).
 //!
-//! The shared budget watch tells how many disruptions each PodDisruptionBudget allows. A pod
-//! whose budget allows none is never sent: it waits on its budget, and the moment the budget's
+//! The shared PDB watch tells how many disruptions each PodDisruptionBudget allows. A pod
+//! whose PDB allows none is never sent: it waits on its PDB, and the moment the PDB's
 //! status changes, exactly as many waiting pods go as it allows, oldest first, whichever node
-//! asked (two nodes draining pods of one budget share its allowance). An eviction sent counts
-//! against its budget until the budget's status shows it (the API records each accepted
+//! asked (two nodes draining pods of one PDB share its allowance). An eviction sent counts
+//! against its PDB until the PDB's status shows it (the API records each accepted
 //! eviction in `disruptedPods` and takes it off `disruptionsAllowed` at once), so a burst never
-//! overdraws the budget while the watch catches up.
+//! overdraws the PDB while the watch catches up.
 //!
 //! What the status cannot tell falls back to sending and letting a 429 back off (the caller's
-//! per-budget backoff gates): before the first list, a status older than its spec
-//! (`observedGeneration < generation`), and a budget that refused although its status allowed
+//! per-PDB backoff gates): before the first list, a status older than its spec
+//! (`observedGeneration < generation`), and a PDB that refused although its status allowed
 //! (it is then distrusted until its status changes).
 //!
 //! (Over 400 lines only with its unit tests below: the code is 373 lines, one decision
@@ -21,10 +21,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::budget::{Budget, BudgetChange};
 use crate::model::PodRef;
+use crate::pdb::{Pdb, PdbChange};
 
-/// How long an accepted eviction counts against its budget if the budget's status never shows
+/// How long an accepted eviction counts against its PDB if the PDB's status never shows
 /// it (a relist skipped the event, or the API let an unhealthy pod go without counting it).
 pub(super) const UNCONFIRMED_TTL: Duration = Duration::from_secs(10);
 
@@ -33,22 +33,22 @@ pub(super) const UNCONFIRMED_TTL: Duration = Duration::from_secs(10);
 pub(super) struct PodFacts<'a> {
     /// Its labels.
     pub(super) labels: &'a BTreeMap<String, String>,
-    /// Running and Ready: its budget counts it as healthy.
+    /// Running and Ready: its PDB counts it as healthy.
     pub(super) healthy: bool,
-    /// Pending: the Eviction API deletes it without asking its budget.
+    /// Pending: the Eviction API deletes it without asking its PDB.
     pub(super) unstarted: bool,
 }
 
 /// What to do with an eviction request now.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Admission {
-    /// No budget the Eviction API would check: send.
+    /// No PDB the Eviction API would check: send.
     Free,
-    /// Counted against this budget (key): send.
+    /// Counted against this PDB (key): send.
     Reserved(String),
-    /// This budget (key) allows no disruption now: wait for its status to change.
+    /// This PDB (key) allows no disruption now: wait for its status to change.
     Wait(String),
-    /// Several budgets (names) select the pod, which the API refuses: wait for them to change.
+    /// Several PDBs (names) select the pod, which the API refuses: wait for them to change.
     Several(Vec<String>),
     /// The status cannot tell: send, and let a refusal back off.
     Fallback,
@@ -62,19 +62,19 @@ struct Unconfirmed {
 
 #[derive(Debug)]
 struct Gate {
-    budget: Budget,
+    pdb: Pdb,
     unconfirmed: HashMap<PodRef, Unconfirmed>,
     waiting: VecDeque<PodRef>,
     /// A 429 although the status allowed: the status is behind; fall back until it changes.
     distrusted: bool,
-    /// [`BudgetGates::changes`] when the watch last reported this budget.
+    /// [`PdbGates::changes`] when the watch last reported this PDB.
     changed_at: u64,
 }
 
 impl Gate {
-    fn new(budget: Budget) -> Self {
+    fn new(pdb: Pdb) -> Self {
         Gate {
-            budget,
+            pdb,
             unconfirmed: HashMap::new(),
             waiting: VecDeque::new(),
             distrusted: false,
@@ -85,7 +85,7 @@ impl Gate {
     /// Disruptions left for new evictions: what the status allows minus what was sent since.
     fn allowance(&self) -> i64 {
         let allowed = self
-            .budget
+            .pdb
             .fresh_status()
             .map_or(0, |s| i64::from(s.disruptions_allowed));
         allowed - i64::try_from(self.unconfirmed.len()).unwrap_or(i64::MAX)
@@ -93,32 +93,32 @@ impl Gate {
 
     /// The status shows the evictions it records in `disruptedPods`: they no longer count.
     fn confirm(&mut self) {
-        if let Some(status) = self.budget.status.as_ref() {
+        if let Some(status) = self.pdb.status.as_ref() {
             self.unconfirmed
                 .retain(|pod, _| !status.disrupted_pods.contains(&pod.name));
         }
     }
 }
 
-/// Every watched budget's gate.
+/// Every watched PDB's gate.
 #[derive(Debug, Default)]
-pub(super) struct BudgetGates {
+pub(super) struct PdbGates {
     /// The watch delivered its first list.
     synced: bool,
     gates: BTreeMap<String, Gate>,
-    /// Pods selected by several budgets, waiting for the budgets to change.
+    /// Pods selected by several PDBs, waiting for the PDBs to change.
     contested: VecDeque<PodRef>,
     /// How many changes the watch reported so far.
     changes: u64,
 }
 
-impl BudgetGates {
-    /// The budget of `key`, if watched.
-    pub(super) fn budget(&self, key: &str) -> Option<&Budget> {
-        self.gates.get(key).map(|g| &g.budget)
+impl PdbGates {
+    /// The PDB of `key`, if watched.
+    pub(super) fn pdb(&self, key: &str) -> Option<&Pdb> {
+        self.gates.get(key).map(|g| &g.pdb)
     }
 
-    /// The budget counting an eviction of `pod` (sent or about to be), if any.
+    /// The PDB counting an eviction of `pod` (sent or about to be), if any.
     pub(super) fn reserved_by(&self, pod: &PodRef) -> Option<&str> {
         self.gates
             .iter()
@@ -138,28 +138,28 @@ impl BudgetGates {
         let mut selecting = self
             .gates
             .iter_mut()
-            .filter(|(_, g)| g.budget.selects(&pod.namespace, facts.labels));
+            .filter(|(_, g)| g.pdb.selects(&pod.namespace, facts.labels));
         let Some((key, gate)) = selecting.next() else {
             return Admission::Free;
         };
         if let Some((_, other)) = selecting.next() {
-            let mut names = vec![gate.budget.name.clone(), other.budget.name.clone()];
-            names.extend(selecting.map(|(_, g)| g.budget.name.clone()));
+            let mut names = vec![gate.pdb.name.clone(), other.pdb.name.clone()];
+            names.extend(selecting.map(|(_, g)| g.pdb.name.clone()));
             return Admission::Several(names);
         }
         if facts.unstarted {
             return Admission::Free;
         }
-        let Some(status) = gate.budget.fresh_status() else {
+        let Some(status) = gate.pdb.fresh_status() else {
             return Admission::Fallback;
         };
         if gate.distrusted {
             return Admission::Fallback;
         }
-        let unhealthy_may_go = gate.budget.always_allow_unhealthy
+        let unhealthy_may_go = gate.pdb.always_allow_unhealthy
             || (status.desired_healthy > 0 && status.current_healthy >= status.desired_healthy);
         if !facts.healthy && unhealthy_may_go {
-            // The API deletes it without counting it against the budget.
+            // The API deletes it without counting it against the PDB.
             return Admission::Free;
         }
         // Oldest first: a newcomer never overtakes a pod already waiting.
@@ -171,19 +171,19 @@ impl BudgetGates {
         Admission::Wait(key.clone())
     }
 
-    /// `pod` waits on budget `key` (after [`Admission::Wait`]).
+    /// `pod` waits on PDB `key` (after [`Admission::Wait`]).
     pub(super) fn wait(&mut self, key: &str, pod: PodRef) {
         if let Some(gate) = self.gates.get_mut(key) {
             gate.waiting.push_back(pod);
         }
     }
 
-    /// `pod` waits for its budgets to change (after [`Admission::Several`]).
+    /// `pod` waits for its PDBs to change (after [`Admission::Several`]).
     pub(super) fn contest(&mut self, pod: PodRef) {
         self.contested.push_back(pod);
     }
 
-    /// Pods waiting on budget `key`, oldest first.
+    /// Pods waiting on PDB `key`, oldest first.
     pub(super) fn waiting(&self, key: &str) -> impl Iterator<Item = &PodRef> {
         self.gates
             .get(key)
@@ -191,31 +191,31 @@ impl BudgetGates {
             .flat_map(|g| g.waiting.iter())
     }
 
-    /// How many changes the watch reported so far (a mark for [`BudgetGates::changed_since`]).
+    /// How many changes the watch reported so far (a mark for [`PdbGates::changed_since`]).
     pub(super) fn changes(&self) -> u64 {
         self.changes
     }
 
-    /// Whether the watch reported budget `key` after `mark` (a [`BudgetGates::changes`]).
+    /// Whether the watch reported PDB `key` after `mark` (a [`PdbGates::changes`]).
     pub(super) fn changed_since(&self, key: &str, mark: u64) -> bool {
         self.gates.get(key).is_some_and(|g| g.changed_at > mark)
     }
 
     /// Takes in a change of the watch. Returns the waiting pods to decide again (every pod
-    /// waiting in a namespace whose budgets changed), in no particular order.
-    pub(super) fn apply(&mut self, change: BudgetChange) -> Vec<PodRef> {
+    /// waiting in a namespace whose PDBs changed), in no particular order.
+    pub(super) fn apply(&mut self, change: PdbChange) -> Vec<PodRef> {
         self.changes = self.changes.saturating_add(1);
         let now = self.changes;
         let namespaces: Vec<String> = match change {
-            BudgetChange::Listed(budgets) => {
+            PdbChange::Listed(pdbs) => {
                 self.synced = true;
                 let mut gates = BTreeMap::new();
-                for budget in budgets {
-                    let key = budget.key();
+                for pdb in pdbs {
+                    let key = pdb.key();
                     let mut gate = self.gates.remove(&key).map_or_else(
-                        || Gate::new(budget.clone()),
+                        || Gate::new(pdb.clone()),
                         |mut old| {
-                            old.budget = budget.clone();
+                            old.pdb = pdb.clone();
                             old.distrusted = false;
                             // A relist may skip the events that would confirm what was
                             // answered: those count until the TTL no longer.
@@ -236,19 +236,19 @@ impl BudgetGates {
                 }
                 return readmit;
             }
-            BudgetChange::Applied(budget) => {
-                let namespace = budget.namespace.clone();
+            PdbChange::Applied(pdb) => {
+                let namespace = pdb.namespace.clone();
                 let gate = self
                     .gates
-                    .entry(budget.key())
-                    .or_insert_with(|| Gate::new(budget.clone()));
-                gate.budget = budget;
+                    .entry(pdb.key())
+                    .or_insert_with(|| Gate::new(pdb.clone()));
+                gate.pdb = pdb;
                 gate.distrusted = false;
                 gate.changed_at = now;
                 gate.confirm();
                 vec![namespace]
             }
-            BudgetChange::Deleted { namespace, name } => {
+            PdbChange::Deleted { namespace, name } => {
                 let key = format!("{namespace}/{name}");
                 let mut readmit = Vec::new();
                 if let Some(gone) = self.gates.remove(&key) {
@@ -269,7 +269,7 @@ impl BudgetGates {
         for gate in self
             .gates
             .values_mut()
-            .filter(|g| g.budget.namespace == namespace)
+            .filter(|g| g.pdb.namespace == namespace)
         {
             taken.extend(gate.waiting.drain(..));
         }
@@ -296,8 +296,8 @@ impl BudgetGates {
         }
     }
 
-    /// Budget `key` refused `pod` although its status allowed it: the status is behind. The
-    /// budget is distrusted (its pods take the 429 backoff path) until its status changes.
+    /// PDB `key` refused `pod` although its status allowed it: the status is behind. The
+    /// PDB is distrusted (its pods take the 429 backoff path) until its status changes.
     pub(super) fn refused(&mut self, pod: &PodRef) -> Option<String> {
         let key = self.reserved_by(pod)?.to_string();
         if let Some(gate) = self.gates.get_mut(&key) {
@@ -308,7 +308,7 @@ impl BudgetGates {
     }
 
     /// Evictions answered longer than [`UNCONFIRMED_TTL`] ago stop counting. Returns the
-    /// budgets whose allowance grew and which have waiting pods; and the time of the next
+    /// PDBs whose allowance grew and which have waiting pods; and the time of the next
     /// expiry, if any.
     pub(super) fn expire(&mut self, now: Instant) -> (Vec<String>, Option<Instant>) {
         let mut grew = Vec::new();
@@ -374,7 +374,7 @@ impl BudgetGates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::budget::{BudgetStatus, IntOrPercent, LabelSelector};
+    use crate::pdb::{IntOrPercent, LabelSelector, PdbStatus};
 
     fn pod(name: &str) -> PodRef {
         PodRef {
@@ -395,8 +395,8 @@ mod tests {
         }
     }
 
-    fn budget(name: &str, allowed: i32, disrupted: &[&str]) -> Budget {
-        Budget {
+    fn pdb(name: &str, allowed: i32, disrupted: &[&str]) -> Pdb {
+        Pdb {
             namespace: "app".into(),
             name: name.into(),
             generation: 1,
@@ -404,7 +404,7 @@ mod tests {
             min_available: None,
             max_unavailable: Some(IntOrPercent::Int(1)),
             always_allow_unhealthy: false,
-            status: Some(BudgetStatus {
+            status: Some(PdbStatus {
                 observed_generation: 1,
                 disruptions_allowed: allowed,
                 current_healthy: 3,
@@ -416,22 +416,22 @@ mod tests {
         }
     }
 
-    fn listed(budgets: Vec<Budget>) -> BudgetGates {
-        let mut gates = BudgetGates::default();
-        assert!(gates.apply(BudgetChange::Listed(budgets)).is_empty());
+    fn listed(pdbs: Vec<Pdb>) -> PdbGates {
+        let mut gates = PdbGates::default();
+        assert!(gates.apply(PdbChange::Listed(pdbs)).is_empty());
         gates
     }
 
     #[test]
     fn before_the_first_list_everything_falls_back() {
-        let mut gates = BudgetGates::default();
+        let mut gates = PdbGates::default();
         assert_eq!(gates.admit(&pod("a"), healthy(&web())), Admission::Fallback);
     }
 
     #[test]
-    fn a_budget_releases_exactly_what_it_allows_and_counts_what_was_sent() {
+    fn a_pdb_releases_exactly_what_it_allows_and_counts_what_was_sent() {
         let labels = web();
-        let mut gates = listed(vec![budget("web", 1, &[])]);
+        let mut gates = listed(vec![pdb("web", 1, &[])]);
         assert_eq!(
             gates.admit(&pod("a"), healthy(&labels)),
             Admission::Reserved("app/web".into())
@@ -442,8 +442,8 @@ mod tests {
             Admission::Wait("app/web".into())
         );
         gates.wait("app/web", pod("b"));
-        // The API took `a` off the budget: the status shows it, and allows none.
-        let readmit = gates.apply(BudgetChange::Applied(budget("web", 0, &["a"])));
+        // The API took `a` off the PDB: the status shows it, and allows none.
+        let readmit = gates.apply(PdbChange::Applied(pdb("web", 0, &["a"])));
         assert_eq!(readmit, [pod("b")]);
         assert_eq!(
             gates.admit(&pod("b"), healthy(&labels)),
@@ -451,7 +451,7 @@ mod tests {
         );
         gates.wait("app/web", pod("b"));
         // A replacement became ready: one more disruption.
-        let readmit = gates.apply(BudgetChange::Applied(budget("web", 1, &[])));
+        let readmit = gates.apply(PdbChange::Applied(pdb("web", 1, &[])));
         assert_eq!(readmit, [pod("b")]);
         assert_eq!(
             gates.admit(&pod("b"), healthy(&labels)),
@@ -463,7 +463,7 @@ mod tests {
     fn an_accepted_eviction_the_status_never_shows_stops_counting_after_a_while() {
         let labels = web();
         let start = Instant::now();
-        let mut gates = listed(vec![budget("web", 1, &[])]);
+        let mut gates = listed(vec![pdb("web", 1, &[])]);
         gates.admit(&pod("a"), healthy(&labels));
         gates.answered(&pod("a"), true, start);
         assert!(matches!(
@@ -479,16 +479,16 @@ mod tests {
     }
 
     #[test]
-    fn a_refused_eviction_frees_its_place_and_distrusts_the_budget_until_it_changes() {
+    fn a_refused_eviction_frees_its_place_and_distrusts_the_pdb_until_it_changes() {
         let labels = web();
-        let mut gates = listed(vec![budget("web", 1, &[])]);
+        let mut gates = listed(vec![pdb("web", 1, &[])]);
         gates.admit(&pod("a"), healthy(&labels));
         assert_eq!(gates.refused(&pod("a")), Some("app/web".into()));
         assert_eq!(
             gates.admit(&pod("a"), healthy(&labels)),
             Admission::Fallback
         );
-        gates.apply(BudgetChange::Applied(budget("web", 1, &[])));
+        gates.apply(PdbChange::Applied(pdb("web", 1, &[])));
         assert!(matches!(
             gates.admit(&pod("a"), healthy(&labels)),
             Admission::Reserved(_)
@@ -498,7 +498,7 @@ mod tests {
     #[test]
     fn a_stale_status_falls_back_to_the_429_path() {
         let labels = web();
-        let mut stale = budget("web", 0, &[]);
+        let mut stale = pdb("web", 0, &[]);
         stale.generation = 2;
         let mut gates = listed(vec![stale]);
         assert_eq!(
@@ -508,8 +508,8 @@ mod tests {
     }
 
     #[test]
-    fn pods_no_budget_selects_unstarted_pods_and_spare_unhealthy_pods_go_freely() {
-        let mut gates = listed(vec![budget("web", 0, &[])]);
+    fn pods_no_pdb_selects_unstarted_pods_and_spare_unhealthy_pods_go_freely() {
+        let mut gates = listed(vec![pdb("web", 0, &[])]);
         let other = BTreeMap::from([("app".to_string(), "db".to_string())]);
         assert_eq!(gates.admit(&pod("db-0"), healthy(&other)), Admission::Free);
         let labels = web();
@@ -528,15 +528,15 @@ mod tests {
     }
 
     #[test]
-    fn several_budgets_are_named_and_their_pods_wait_for_a_change() {
+    fn several_pdbs_are_named_and_their_pods_wait_for_a_change() {
         let labels = web();
-        let mut gates = listed(vec![budget("web", 1, &[]), budget("web-too", 1, &[])]);
+        let mut gates = listed(vec![pdb("web", 1, &[]), pdb("web-too", 1, &[])]);
         assert_eq!(
             gates.admit(&pod("a"), healthy(&labels)),
             Admission::Several(vec!["web".into(), "web-too".into()])
         );
         gates.contest(pod("a"));
-        let readmit = gates.apply(BudgetChange::Deleted {
+        let readmit = gates.apply(PdbChange::Deleted {
             namespace: "app".into(),
             name: "web-too".into(),
         });
@@ -550,7 +550,7 @@ mod tests {
     #[test]
     fn a_cancelled_pod_frees_an_unsent_reservation() {
         let labels = web();
-        let mut gates = listed(vec![budget("web", 1, &[])]);
+        let mut gates = listed(vec![pdb("web", 1, &[])]);
         gates.admit(&pod("a"), healthy(&labels));
         gates.forget(&pod("a"));
         assert!(matches!(

@@ -1,4 +1,4 @@
-//! A pod as a budget sees it: what its health and its placement depend on (the diagnosis of a
+//! A pod as a PDB sees it: what its health and its placement depend on (the diagnosis of a
 //! blocked drain reads these; the cluster port delivers them).
 
 use std::collections::BTreeMap;
@@ -34,9 +34,9 @@ impl Toleration {
     }
 }
 
-/// A pod selected by a budget, with what placing it depends on.
+/// A pod selected by a PDB, with what placing it depends on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BudgetPod {
+pub struct PdbPod {
     /// Namespace.
     pub namespace: String,
     /// Name.
@@ -59,7 +59,7 @@ pub struct BudgetPod {
     pub tolerations: Vec<Toleration>,
 }
 
-impl BudgetPod {
+impl PdbPod {
     /// Its `{namespace, name}`.
     pub fn pod_ref(&self) -> PodRef {
         PodRef {
@@ -68,7 +68,7 @@ impl BudgetPod {
         }
     }
 
-    /// Not healthy yet and on its way to be: what a budget short of healthy pods waits for.
+    /// Not healthy yet and on its way to be: what a PDB short of healthy pods waits for.
     pub(crate) fn awaited(&self) -> bool {
         !self.ready
             && !self.terminating

@@ -1,6 +1,6 @@
-//! The eviction actor's budget-driven side: taking in the budget watch, deciding each request
-//! on its budget's status, releasing waiting pods when a status changes, and explaining why a
-//! budget blocks (see [`super::budgets`] and [`super::diagnoses`] for the decisions).
+//! The eviction actor's PDB-driven side: taking in the PDB watch, deciding each request
+//! on its PDB's status, releasing waiting pods when a status changes, and explaining why a
+//! PDB blocks (see [`super::pdb_gates`] and [`super::diagnoses`] for the decisions).
 
 use std::time::Duration;
 
@@ -9,56 +9,56 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 
 use super::EvictionState;
-use super::budgets::{Admission, PodFacts};
 use super::held::Where;
 use super::messages::{EvictionMsg, EvictionReply};
-use crate::budget::{Budget, BudgetChange, structural};
+use super::pdb_gates::{Admission, PodFacts};
 use crate::diagnosis::{Blocker, Investigation, investigate};
 use crate::model::PodRef;
+use crate::pdb::{Pdb, PdbChange, structural};
 
-/// How long before a budget watch that ended is subscribed again.
+/// How long before a PDB watch that ended is subscribed again.
 const WATCH_RETRY: Duration = Duration::from_secs(1);
 
-/// What the budget's own spec and status say, before any read.
-fn first_look(budget: &Budget) -> Blocker {
-    if let Some(why) = structural(budget) {
+/// What the PDB's own spec and status say, before any read.
+fn first_look(pdb: &Pdb) -> Blocker {
+    if let Some(why) = structural(pdb) {
         return Blocker::StructuralBudget {
-            budget: budget.name.clone(),
+            pdb: pdb.name.clone(),
             why,
         };
     }
-    match budget.fresh_status() {
+    match pdb.fresh_status() {
         Some(status) => Blocker::WaitingForReplacement {
-            budget: budget.name.clone(),
+            pdb: pdb.name.clone(),
             replacement: None,
             healthy: status.current_healthy,
             desired: status.desired_healthy,
         },
         None => Blocker::BudgetExhausted {
-            budget: Some(budget.name.clone()),
-            message: budget.refusal_message(),
+            pdb: Some(pdb.name.clone()),
+            message: pdb.refusal_message(),
         },
     }
 }
 
 impl EvictionState {
-    /// Subscribes to the shared budget watch; its changes come back as messages.
-    pub(super) fn watch_budgets(&mut self, myself: &ActorRef<EvictionMsg>) {
-        let mut changes = self.cluster.watch_budgets();
+    /// Subscribes to the shared PDB watch; its changes come back as messages.
+    pub(super) fn watch_pdbs(&mut self, myself: &ActorRef<EvictionMsg>) {
+        let mut changes = self.cluster.watch_pdbs();
         let me = myself.clone();
         let task = tokio::spawn(async move {
             while let Some(change) = changes.next().await {
-                if me.cast(EvictionMsg::Budgets(change)).is_err() {
+                if me.cast(EvictionMsg::Pdbs(change)).is_err() {
                     return;
                 }
             }
             // Ended: subscribe again a little later (the adapter retries errors itself).
-            drop(me.send_after(WATCH_RETRY, || EvictionMsg::WatchBudgets));
+            drop(me.send_after(WATCH_RETRY, || EvictionMsg::WatchPdbs));
         });
-        self.budget_watch.set(task);
+        self.pdb_watch.set(task);
     }
 
-    /// Decides a held request on its budget's status: true when it is to be sent (the caller
+    /// Decides a held request on its PDB's status: true when it is to be sent (the caller
     /// queues it); otherwise it now waits, and its asker was told why.
     pub(super) fn decide(&mut self, myself: &ActorRef<EvictionMsg>, pod: &PodRef) -> bool {
         let Some(held) = self.held.get(pod) else {
@@ -69,7 +69,7 @@ impl EvictionState {
             healthy: held.req.healthy,
             unstarted: held.req.unstarted,
         };
-        match self.budgets.admit(pod, facts) {
+        match self.pdbs.admit(pod, facts) {
             Admission::Free | Admission::Reserved(_) | Admission::Fallback => {
                 if let Some(held) = self.held.get_mut(pod) {
                     held.at = Where::Ready;
@@ -77,9 +77,9 @@ impl EvictionState {
                 true
             }
             Admission::Wait(key) => {
-                self.stats.budget_waits += 1;
-                self.budgets.wait(&key, pod.clone());
-                let reply = self.budgets.budget(&key).map(|b| EvictionReply::Blocked {
+                self.stats.pdb_waits += 1;
+                self.pdbs.wait(&key, pod.clone());
+                let reply = self.pdbs.pdb(&key).map(|b| EvictionReply::Blocked {
                     pdb: Some(b.name.clone()),
                     message: b.refusal_message(),
                     blocker: None,
@@ -98,9 +98,9 @@ impl EvictionState {
                 self.note_blocked(myself, &key);
                 false
             }
-            Admission::Several(budgets) => {
-                self.budgets.contest(pod.clone());
-                let blocker = Blocker::MultipleBudgets { budgets };
+            Admission::Several(pdbs) => {
+                self.pdbs.contest(pod.clone());
+                let blocker = Blocker::MultipleBudgets { pdbs };
                 if let Some(held) = self.held.get_mut(pod) {
                     held.at = Where::Waiting;
                     held.tell_blocked(EvictionReply::Blocked {
@@ -114,17 +114,17 @@ impl EvictionState {
         }
     }
 
-    /// The budget watch reported a change: waiting pods of the namespaces concerned (and pods
-    /// parked behind the 429 backoff of a budget whose status changed) are decided again,
+    /// The PDB watch reported a change: waiting pods of the namespaces concerned (and pods
+    /// parked behind the 429 backoff of a PDB whose status changed) are decided again,
     /// oldest first, and those now allowed go to the front of the queue.
-    pub(super) fn on_budgets(&mut self, myself: &ActorRef<EvictionMsg>, change: BudgetChange) {
+    pub(super) fn on_pdbs(&mut self, myself: &ActorRef<EvictionMsg>, change: PdbChange) {
         let now = Instant::now();
         let changed: Vec<String> = match &change {
-            BudgetChange::Listed(budgets) => budgets.iter().map(Budget::key).collect(),
-            BudgetChange::Applied(budget) => vec![budget.key()],
-            BudgetChange::Deleted { namespace, name } => vec![format!("{namespace}/{name}")],
+            PdbChange::Listed(pdbs) => pdbs.iter().map(Pdb::key).collect(),
+            PdbChange::Applied(pdb) => vec![pdb.key()],
+            PdbChange::Deleted { namespace, name } => vec![format!("{namespace}/{name}")],
         };
-        let mut again = self.budgets.apply(change);
+        let mut again = self.pdbs.apply(change);
         for key in &changed {
             again.extend(self.gates.release(key));
             if let Some(timer) = self.gate_timers.get_mut(key) {
@@ -139,8 +139,8 @@ impl EvictionState {
         self.pump(myself);
     }
 
-    /// Budget `key`'s status changed while a call it refused was out: the pods parked behind
-    /// its backoff are decided again on the status now known, as [`Self::on_budgets`] does.
+    /// PDB `key`'s status changed while a call it refused was out: the pods parked behind
+    /// its backoff are decided again on the status now known, as [`Self::on_pdbs`] does.
     pub(super) fn status_changed_under(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
         let again = self.gates.release(key);
         if let Some(timer) = self.gate_timers.get_mut(key) {
@@ -151,7 +151,7 @@ impl EvictionState {
     }
 
     /// Decides `pods` again, oldest first; the ones to send go to the front of the queue in
-    /// that order (a budget's allowance is not left waiting behind unrelated requests).
+    /// that order (a PDB's allowance is not left waiting behind unrelated requests).
     fn decide_again(&mut self, myself: &ActorRef<EvictionMsg>, mut pods: Vec<PodRef>) {
         pods.retain(|pod| {
             self.held
@@ -171,18 +171,18 @@ impl EvictionState {
         }
     }
 
-    /// What is known of why budget `key` blocks: the last diagnosis, else what its spec and
+    /// What is known of why PDB `key` blocks: the last diagnosis, else what its spec and
     /// status say on their own.
     pub(super) fn blocker_for(&self, key: &str) -> Option<Blocker> {
         if let Some(found) = self.diagnoses.last(key) {
             return Some(found.clone());
         }
-        self.budgets.budget(key).map(first_look)
+        self.pdbs.pdb(key).map(first_look)
     }
 
-    /// Pods wait on budget `key` (its status, or its 429 backoff): plan a look at why.
+    /// Pods wait on PDB `key` (its status, or its 429 backoff): plan a look at why.
     pub(super) fn note_blocked(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
-        if self.budgets.budget(key).is_none() {
+        if self.pdbs.pdb(key).is_none() {
             return; // Not watched (yet): nothing to read about it.
         }
         if let Some(at) = self.diagnoses.blocked(key, Instant::now()) {
@@ -190,7 +190,7 @@ impl EvictionState {
         }
     }
 
-    /// Forgets the diagnoses of budgets nothing waits on any more.
+    /// Forgets the diagnoses of PDBs nothing waits on any more.
     pub(super) fn forget_unblocked(&mut self) {
         let blocked: Vec<String> = self.diagnosis_timers.keys().cloned().collect();
         for key in blocked {
@@ -202,7 +202,7 @@ impl EvictionState {
     }
 
     fn is_blocked(&self, key: &str) -> bool {
-        self.budgets.waiting(key).next().is_some() || self.gates.has_parked(key)
+        self.pdbs.waiting(key).next().is_some() || self.gates.has_parked(key)
     }
 
     fn schedule_diagnosis(&mut self, myself: &ActorRef<EvictionMsg>, key: &str, at: Instant) {
@@ -214,7 +214,7 @@ impl EvictionState {
             .set(myself.send_after(after, move || EvictionMsg::Diagnose(timer_key)));
     }
 
-    /// Time to look at why budget `key` blocks: the reads run in a task of their own.
+    /// Time to look at why PDB `key` blocks: the reads run in a task of their own.
     pub(super) fn diagnose(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
         if let Some(timer) = self.diagnosis_timers.get_mut(key) {
             timer.finished();
@@ -224,7 +224,7 @@ impl EvictionState {
             self.diagnosis_timers.remove(key);
             return;
         }
-        let Some(budget) = self.budgets.budget(key).cloned() else {
+        let Some(pdb) = self.pdbs.pdb(key).cloned() else {
             return;
         };
         if !self.diagnoses.start(key, Instant::now()) {
@@ -232,25 +232,25 @@ impl EvictionState {
         }
         // The replacement most likely belongs to the controller of the oldest blocked pod.
         let owner = self
-            .budgets
+            .pdbs
             .waiting(key)
             .chain(self.gates.parked(key))
             .find_map(|pod| self.held.get(pod))
             .and_then(|h| h.req.controller.clone());
         let cluster = self.cluster.clone();
         let key = key.to_string();
-        let span = tracing::debug_span!("diagnose_budget", pdb = %budget.key());
+        let span = tracing::debug_span!("diagnose_budget", pdb = %pdb.key());
         // A task of the actor's: aborted and awaited with its eviction calls when it stops.
         self.calls.spawn_cast_back(
             myself,
             span,
-            async move { investigate(cluster.as_ref(), &budget, owner.as_ref()).await },
+            async move { investigate(cluster.as_ref(), &pdb, owner.as_ref()).await },
             move |investigation| EvictionMsg::Diagnosed { key, investigation },
         );
     }
 
-    /// A look at budget `key` ended: when it found something new, every request waiting on
-    /// the budget is told.
+    /// A look at PDB `key` ended: when it found something new, every request waiting on
+    /// the PDB is told.
     pub(super) fn diagnosed(
         &mut self,
         myself: &ActorRef<EvictionMsg>,
@@ -277,15 +277,15 @@ impl EvictionState {
         }
     }
 
-    /// Tells every request waiting on budget `key` what is known of why.
+    /// Tells every request waiting on PDB `key` what is known of why.
     fn tell_blocked_on(&mut self, key: &str) {
-        let Some(budget) = self.budgets.budget(key) else {
+        let Some(pdb) = self.pdbs.pdb(key) else {
             return;
         };
-        let (pdb, message) = (budget.name.clone(), budget.refusal_message());
+        let (pdb, message) = (pdb.name.clone(), pdb.refusal_message());
         let blocker = self.blocker_for(key);
         let pods: Vec<PodRef> = self
-            .budgets
+            .pdbs
             .waiting(key)
             .chain(self.gates.parked(key))
             .cloned()
@@ -306,21 +306,21 @@ impl EvictionState {
         if self.expire_timer.is_set() {
             return;
         }
-        if let Some(at) = self.budgets.next_expiry() {
+        if let Some(at) = self.pdbs.next_expiry() {
             let after = at.saturating_duration_since(Instant::now());
             self.expire_timer
                 .set(myself.send_after(after, || EvictionMsg::Expire));
         }
     }
 
-    /// Accepted evictions the status never showed stop counting: their budgets' waiting pods
+    /// Accepted evictions the status never showed stop counting: their PDBs' waiting pods
     /// are decided again.
     pub(super) fn expire(&mut self, myself: &ActorRef<EvictionMsg>) {
         self.expire_timer.finished();
-        let (grew, _) = self.budgets.expire(Instant::now());
+        let (grew, _) = self.pdbs.expire(Instant::now());
         let mut again = Vec::new();
         for key in grew {
-            again.extend(self.budgets.take_waiting(&key));
+            again.extend(self.pdbs.take_waiting(&key));
         }
         self.decide_again(myself, again);
         self.schedule_expiry(myself);

@@ -67,8 +67,8 @@ impl LabelSelector {
     }
 
     /// Whether `labels` satisfy the selector. An empty selector matches everything here; the
-    /// Eviction API's rule (an empty budget selector matches nothing) is the caller's, see
-    /// [`crate::budget::Budget::selects`].
+    /// Eviction API's rule (an empty PDB selector matches nothing) is the caller's, see
+    /// [`crate::pdb::Pdb::selects`].
     pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
         self.match_labels
             .iter()
