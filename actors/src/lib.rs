@@ -1,10 +1,11 @@
 //! nmo's maintenance logic: a supervisor keeps one node actor per NodeMaintenance, every eviction
-//! goes through one shared eviction actor, and all decisions are pure functions in [`plan`].
+//! goes through one shared eviction actor, and all decisions are pure functions in [`decisions`].
 //! Kubernetes is reached only through the [`ports::Cluster`] trait, so this crate knows no
 //! Kubernetes client.
 
 pub mod config;
 pub mod deadline;
+pub mod decisions;
 pub mod diagnosis;
 pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
@@ -15,7 +16,6 @@ pub mod node;
 pub mod observe;
 mod op_runner;
 pub mod pdb;
-pub mod plan;
 pub mod ports;
 mod retry;
 pub mod stop;

@@ -11,8 +11,8 @@
 //! mailbox (deletion included).
 //!
 //! Under faults: the first change to the node writes nmo's record of what was there before in
-//! the same patch, and the undo restores exactly that (`crate::plan::maintenance_patch`,
-//! `crate::plan::undo_patch`); every cluster call has a deadline (`crate::deadline`); every
+//! the same patch, and the undo restores exactly that (`crate::decisions::maintenance_patch`,
+//! `crate::decisions::undo_patch`); every cluster call has a deadline (`crate::deadline`); every
 //! task the actor starts is aborted and awaited when it stops (`crate::task::TaskSet`), so
 //! nothing it began can land after a leader handover; a failing step waits out a growing
 //! backoff (`state::NodeActorState::step_failed`); the lease keeper retries a failed renewal

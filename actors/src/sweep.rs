@@ -10,16 +10,16 @@
 //! after it exists, so one that marked a node read here is in that list unless it is gone.
 //! Other medik8s operators' leases (holder `node-healthcheck`, ...) are never touched, and a
 //! node whose lease another operator validly holds keeps its cordon (see
-//! [`crate::plan::undo_patch`]).
+//! [`crate::decisions::undo_patch`]).
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use crate::config::Config;
+use crate::decisions::{self, Undoer};
 use crate::node::UndoError;
 use crate::node::ops::{Known, OpCtx, restore};
-use crate::plan::{self, Undoer};
 use crate::ports::{Cluster, ClusterError};
 
 /// The sweep could not look.
@@ -62,13 +62,13 @@ pub(crate) async fn sweep(
         .map_err(SweepError::ListLeases)?;
     let mut suspects: BTreeSet<String> = marked
         .iter()
-        .filter(|node| plan::marked_by(node, Undoer::Sweep))
+        .filter(|node| decisions::marked_by(node, Undoer::Sweep))
         .map(|node| node.name.clone())
         .collect();
     suspects.extend(
         leases
             .iter()
-            .filter(|lease| plan::lease_is_ours(lease))
+            .filter(|lease| decisions::lease_is_ours(lease))
             .filter_map(|lease| lease.name.strip_prefix("node-").map(str::to_string)),
     );
     if suspects.is_empty() {

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use nmo_actors::decisions::{PodAction, SkipReason, classify, daemonset_of};
 use nmo_actors::model::PodPhase;
 use nmo_actors::pdb::{Pdb, structural};
-use nmo_actors::plan::{PodAction, SkipReason, classify, daemonset_of};
 
 use super::model::{
     Action, Blocker, NodeFacts, NodePlan, PdbHeadroom, Plan, PlanInput, PodFacts, PodPlan,

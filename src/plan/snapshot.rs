@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::ListParams;
 use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, Resource, ResourceExt};
-use nmo_actors::plan::daemonset_of;
+use nmo_actors::decisions::daemonset_of;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 

@@ -1,9 +1,9 @@
 //! Which pod a PDB waits for, and whether it would fit a node if that node were not in
 //! maintenance (pure).
 
+use crate::decisions;
 use crate::model::{NO_SCHEDULE, NodeState, OwnerRef};
 use crate::pdb::PdbPod;
-use crate::plan;
 
 /// The pod a blocked PDB waits for, among the pods it selects: one the scheduler cannot
 /// place comes first (it will not resolve by itself), then one of the same controller as the
@@ -25,7 +25,7 @@ pub fn waited_for<'a>(pods: &'a [PdbPod], blocked: Option<&OwnerRef>) -> Option<
 /// must carry the pod's nodeSelector labels. (Resources and affinity are the scheduler's and
 /// not judged here.)
 pub fn fits_if_uncordoned(pod: &PdbPod, node: &NodeState) -> bool {
-    let taints = plan::without_maintenance_taints(&node.taints);
+    let taints = decisions::without_maintenance_taints(&node.taints);
     let tolerated = taints
         .iter()
         .filter(|t| t.effect == NO_SCHEDULE || t.effect == "NoExecute")
@@ -121,7 +121,7 @@ mod tests {
         };
         let maintained = NodeState {
             unschedulable: true,
-            taints: plan::maintenance_taints(None).to_vec(),
+            taints: decisions::maintenance_taints(None).to_vec(),
             ..node("n1")
         };
         assert!(fits_if_uncordoned(&pinned, &maintained));

@@ -6,11 +6,11 @@ use chrono::{DateTime, TimeZone, Utc};
 
 use super::cluster::FakeCluster;
 use crate::config::defaults;
+use crate::decisions;
 use crate::model::{
     DrainPolicy, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, Lease, Maintenance,
     MaintenanceStatus, NodeState, OnDrainTimeout, OwnerRef, PodInfo, PodPhase, Taint,
 };
-use crate::plan;
 
 /// The wall time every test starts at (tests anchor their clock here, see
 /// [`super::paused_config`]).
@@ -201,7 +201,7 @@ impl NodeState {
         labels.insert(EXCLUDE_LABEL.to_string(), EXCLUDE_LABEL_VALUE.to_string());
         NodeState {
             unschedulable: true,
-            taints: plan::with_maintenance_taints(&self.taints, at),
+            taints: decisions::with_maintenance_taints(&self.taints, at),
             labels,
             ..self
         }
@@ -234,7 +234,7 @@ impl Lease {
     pub fn test(node: &str, holder: &str) -> Self {
         Lease {
             namespace: defaults::LEASE_NAMESPACE.to_string(),
-            name: plan::lease_name(node),
+            name: decisions::lease_name(node),
             holder_identity: Some(holder.to_string()),
             lease_duration_seconds: Some(3600),
             acquire_time: Some(t0()),

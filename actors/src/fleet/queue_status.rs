@@ -3,14 +3,14 @@
 use chrono::{DateTime, Utc};
 
 use super::admission::Waiting;
+use crate::decisions;
 use crate::model::{MaintenanceStatus, Phase, QueuePlace, conditions};
-use crate::plan;
 
 /// True while the maintenance has not started: no phase yet, or waiting in the queue (the
 /// first-time counts are still to be taken).
 pub fn awaiting_start(status: &MaintenanceStatus) -> bool {
     status.phase.is_none()
-        || plan::condition(status, conditions::QUEUED).is_some_and(|c| c.status == "True")
+        || decisions::condition(status, conditions::QUEUED).is_some_and(|c| c.status == "True")
 }
 
 /// Waiting for the budget: `phase: Running` (as NMO reports a maintenance it has not finished),
@@ -25,7 +25,7 @@ pub fn mark_queued(status: &mut MaintenanceStatus, waiting: &Waiting, now: DateT
         "position {} in the maintenance queue, {}; nothing on the node is touched until it starts",
         waiting.position, waiting.reason
     );
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::QUEUED,
         true,
@@ -40,8 +40,8 @@ pub fn mark_queued(status: &mut MaintenanceStatus, waiting: &Waiting, now: DateT
 /// False (so "it waited" stays visible); one that never waited gets none.
 pub fn mark_started(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
     status.queue = None;
-    if plan::condition(status, conditions::QUEUED).is_some() {
-        plan::set_condition(
+    if decisions::condition(status, conditions::QUEUED).is_some() {
+        decisions::set_condition(
             &mut status.conditions,
             conditions::QUEUED,
             false,
@@ -88,7 +88,7 @@ mod tests {
                 waiting_for: "max-parallel-maintenances: 2 of 2 running".into()
             })
         );
-        let queued = plan::condition(&status, conditions::QUEUED).unwrap();
+        let queued = decisions::condition(&status, conditions::QUEUED).unwrap();
         assert_eq!(
             (queued.status.as_str(), queued.reason.as_str()),
             ("True", conditions::WAITING_FOR_BUDGET)
@@ -110,7 +110,7 @@ mod tests {
         mark_queued(&mut status, &third(), now());
         mark_started(&mut status, now());
         assert_eq!(status.queue, None);
-        let queued = plan::condition(&status, conditions::QUEUED).unwrap();
+        let queued = decisions::condition(&status, conditions::QUEUED).unwrap();
         assert_eq!(
             (queued.status.as_str(), queued.reason.as_str()),
             ("False", conditions::STARTED)
@@ -126,6 +126,6 @@ mod tests {
         };
         assert!(!awaiting_start(&status), "NMO's Running status: started");
         mark_started(&mut status, now());
-        assert!(plan::condition(&status, conditions::QUEUED).is_none());
+        assert!(decisions::condition(&status, conditions::QUEUED).is_none());
     }
 }

@@ -79,8 +79,8 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
+    use crate::decisions::PodAction;
     use crate::pdb::Structural;
-    use crate::plan::PodAction;
 
     fn at(s: i64) -> DateTime<Utc> {
         Utc.timestamp_opt(1_700_000_000 + s, 0).single().unwrap()

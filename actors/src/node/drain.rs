@@ -13,10 +13,10 @@ use super::errors::DrainError;
 use super::ops::{DaemonSets, DrainPass, classify_known};
 use super::pending::{PendingPod, PendingReason, PodReason};
 use super::status;
+use crate::decisions::PodAction;
 use crate::diagnosis::Blocker;
 use crate::eviction::{EvictionReply, EvictionReport};
 use crate::model::{MaintenanceStatus, PodInfo, PodList, PodRef};
-use crate::plan::PodAction;
 use crate::task::TaskSlot;
 
 /// The hasher of the sets a drain pass fills and looks up for each pod: foldhash, not std's
@@ -437,7 +437,10 @@ mod tests {
             (&a, PodAction::Evict),
             (&b, PodAction::Evict),
             (&c, PodAction::Evict),
-            (&ds, PodAction::Skip(crate::plan::SkipReason::DaemonSet)),
+            (
+                &ds,
+                PodAction::Skip(crate::decisions::SkipReason::DaemonSet),
+            ),
         ]);
         for p in drain.apply(first) {
             drain.asked(p.pod);

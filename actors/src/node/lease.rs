@@ -16,8 +16,8 @@ use ractor::ActorRef;
 use tokio::time::Instant;
 
 use super::messages::NodeMsg;
+use crate::decisions::{self, LeaseFailure};
 use crate::model::Lease;
-use crate::plan::{self, LeaseFailure};
 use crate::retry::Backoff;
 use crate::task::TaskSlot;
 
@@ -158,7 +158,7 @@ impl LeaseKeeper {
                 give_up: false,
             };
         }
-        let counted = plan::lease_failure(count, self.held_once);
+        let counted = decisions::lease_failure(count, self.held_once);
         self.counted_this_interval = self.held_once;
         counted
     }

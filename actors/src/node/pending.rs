@@ -4,10 +4,10 @@
 use std::fmt;
 use std::sync::Arc;
 
+use crate::decisions::PodAction;
 use crate::diagnosis::Blocker;
 use crate::eviction::EvictionReply;
 use crate::model::{PendingPodReason, PodInfo, PodPhase, PodRef, conditions};
-use crate::plan::PodAction;
 
 /// A pod the drain still waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -241,7 +241,7 @@ impl PodReason {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::SkipReason;
+    use crate::decisions::SkipReason;
 
     #[test]
     fn a_reason_describes_its_own_status_entry_and_no_other() {

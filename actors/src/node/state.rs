@@ -16,11 +16,11 @@ use super::stage::Stage;
 use super::status_writer::{Flush, StatusWriter, Windows};
 use super::trace::TraceState;
 use super::watches::Watches;
+use crate::decisions;
 use crate::eviction::{EvictionMsg, EvictionReport};
 use crate::model::{EventType, Maintenance, Phase};
 use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
-use crate::plan;
 use crate::retry::Backoff;
 use crate::task::{TaskSet, TaskSlot};
 
@@ -316,7 +316,7 @@ impl NodeActorState {
 
     /// The lease's margin before expiry at which evictions pause.
     pub(super) fn pause_margin(&self) -> std::time::Duration {
-        plan::eviction_pause_margin(self.ctx.config.lease_duration)
+        decisions::eviction_pause_margin(self.ctx.config.lease_duration)
     }
 
     /// Deleted: from now on only the undo runs, in a trace of its own.

@@ -12,9 +12,9 @@ use chrono::{DateTime, Utc};
 use super::blocked;
 use super::errors::{DrainError, LeaseLost};
 use super::pending::{PendingPod, PendingReason, PodReason};
+use crate::decisions;
 use crate::diagnosis::Blocker;
 use crate::model::{MaintenanceStatus, Phase, PodRef, conditions};
-use crate::plan;
 
 /// Pod counts taken the first time a maintenance runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -34,9 +34,9 @@ pub(super) fn begin(status: &mut MaintenanceStatus, initial: &InitialCounts, now
     status.eviction_pods = initial.eviction;
     status.pending_pods = initial.pending.iter().map(|p| p.name.clone()).collect();
     status.pending_pods_refs = initial.pending.as_slice().into();
-    status.drain_progress = plan::progress(initial.eviction, initial.pending.len(), 0, true);
+    status.drain_progress = decisions::progress(initial.eviction, initial.pending.len(), 0, true);
     crate::fleet::mark_started(status, now);
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::LEASE_ACQUIRED,
         false,
@@ -44,7 +44,7 @@ pub(super) fn begin(status: &mut MaintenanceStatus, initial: &InitialCounts, now
         "taking the node lease",
         now,
     );
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::DRAINED,
         false,
@@ -57,12 +57,12 @@ pub(super) fn begin(status: &mut MaintenanceStatus, initial: &InitialCounts, now
 /// The lease is ours.
 pub(super) fn lease_acquired(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
     status.error_on_lease_count = 0;
-    let was_waiting = plan::condition(status, conditions::LEASE_ACQUIRED)
+    let was_waiting = decisions::condition(status, conditions::LEASE_ACQUIRED)
         .is_some_and(|c| c.reason == conditions::LEASE_HELD_BY_OTHER);
     if was_waiting {
         status.last_error = None;
     }
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::LEASE_ACQUIRED,
         true,
@@ -82,7 +82,7 @@ pub(super) fn waiting_for_lease(
     let until = until.map_or_else(String::new, |t| format!(" until {}", t.to_rfc3339()));
     let message = format!("node lease is held by {holder}{until}; waiting for it");
     status.last_error = Some(message.clone());
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::LEASE_ACQUIRED,
         false,
@@ -95,7 +95,7 @@ pub(super) fn waiting_for_lease(
 /// Failed, with the reason.
 pub(super) fn fail(status: &mut MaintenanceStatus, error: String, now: DateTime<Utc>) {
     status.phase = Some(Phase::Failed);
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::DRAINED,
         false,
@@ -109,7 +109,7 @@ pub(super) fn fail(status: &mut MaintenanceStatus, error: String, now: DateTime<
 /// Gave up and the node changes are to be undone: said in the status (with the Failed phase)
 /// before the undo starts, so that a restart in between still undoes.
 pub(super) fn undo_due(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::NODE_RESTORED,
         false,
@@ -121,7 +121,7 @@ pub(super) fn undo_due(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
 
 /// The node changes of a maintenance that gave up are undone.
 pub(super) fn restored(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::NODE_RESTORED,
         true,
@@ -138,7 +138,7 @@ pub(super) fn undo_pending(status: &MaintenanceStatus) -> bool {
     if status.phase != Some(Phase::Failed) {
         return false;
     }
-    match plan::condition(status, conditions::NODE_RESTORED) {
+    match decisions::condition(status, conditions::NODE_RESTORED) {
         Some(condition) => condition.status == "False",
         None => status
             .last_error
@@ -164,7 +164,7 @@ pub(super) fn drain(
         status.pending_pods_refs = Arc::default();
         status.pending_pods_reasons = Arc::default();
         status.last_error = None;
-        plan::set_condition(
+        decisions::set_condition(
             &mut status.conditions,
             conditions::DRAINED,
             true,
@@ -176,7 +176,7 @@ pub(super) fn drain(
         return true;
     }
     status.phase = Some(Phase::Running);
-    status.drain_progress = plan::progress(
+    status.drain_progress = decisions::progress(
         status.eviction_pods,
         pending.len(),
         status.drain_progress,
@@ -245,7 +245,7 @@ pub(super) fn drain(
             )
         })
     };
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::DRAINED,
         false,
@@ -254,7 +254,7 @@ pub(super) fn drain(
         now,
     );
     match worst {
-        Some((pod, blocker)) => plan::set_condition(
+        Some((pod, blocker)) => decisions::set_condition(
             &mut status.conditions,
             conditions::DRAIN_BLOCKED,
             true,
@@ -312,7 +312,7 @@ pub(super) fn drain_timed_out(status: &mut MaintenanceStatus, error: String, now
     status.phase = Some(Phase::Failed);
     status.drain_deadline = None;
     status.drain_time_remaining = None;
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::DRAINED,
         false,
@@ -328,8 +328,8 @@ mod tests {
     use chrono::TimeZone;
 
     use super::*;
+    use crate::decisions::PodAction;
     use crate::eviction::EvictionReply;
-    use crate::plan::PodAction;
     use crate::ports::ClusterError;
 
     fn now() -> DateTime<Utc> {
@@ -411,7 +411,7 @@ mod tests {
             .map(|r| r.reason.as_str())
             .collect();
         assert_eq!(reasons, ["BlockedByPodDisruptionBudget", "Terminating"]);
-        let drained = plan::condition(&status, conditions::DRAINED).unwrap();
+        let drained = decisions::condition(&status, conditions::DRAINED).unwrap();
         assert_eq!(drained.reason, conditions::BLOCKED_BY_PDB);
     }
 
@@ -431,7 +431,7 @@ mod tests {
             }),
         )]);
         drain(&mut status, &pods, &reasons, &[], now());
-        let blocked = plan::condition(&status, conditions::DRAIN_BLOCKED).unwrap();
+        let blocked = decisions::condition(&status, conditions::DRAIN_BLOCKED).unwrap();
         assert_eq!(
             (blocked.status.as_str(), blocked.reason.as_str()),
             ("True", "StructuralBudget")
@@ -447,7 +447,7 @@ mod tests {
             Some("StructuralBudget")
         );
         drain(&mut status, &pods, &BTreeMap::new(), &[], now());
-        assert!(plan::condition(&status, conditions::DRAIN_BLOCKED).is_none());
+        assert!(decisions::condition(&status, conditions::DRAIN_BLOCKED).is_none());
     }
 
     #[test]
@@ -460,7 +460,7 @@ mod tests {
             status.last_error.as_deref(),
             Some("cannot list pods: transient: x")
         );
-        let drained = plan::condition(&status, conditions::DRAINED).unwrap();
+        let drained = decisions::condition(&status, conditions::DRAINED).unwrap();
         assert_eq!(drained.message, "1 pods still on the node");
     }
 

@@ -15,8 +15,8 @@ use tokio::time::Instant;
 
 use super::pending::PendingReason;
 use crate::config::Config;
+use crate::decisions;
 use crate::model::{MaintenanceStatus, conditions};
-use crate::plan;
 use crate::retry::Backoff;
 
 /// What to do about the status now.
@@ -160,7 +160,7 @@ impl StatusWriter {
                 None => Flush::Nothing,
             };
         };
-        if self.wanted.phase.is_none() || !plan::status_differs(&self.wanted, written) {
+        if self.wanted.phase.is_none() || !decisions::status_differs(&self.wanted, written) {
             return Flush::Nothing;
         }
         if written.phase != self.wanted.phase {
@@ -330,7 +330,7 @@ mod tests {
         // A condition's message is news, but for the count of pods left (a drain that starts
         // is progress too).
         let at = now + WINDOWS.news;
-        plan::set_condition(
+        decisions::set_condition(
             &mut writer.wanted.conditions,
             conditions::DRAINED,
             false,
@@ -340,7 +340,7 @@ mod tests {
         );
         let written = writer.begin(at, wall());
         writer.ended(Some(written));
-        plan::set_condition(
+        decisions::set_condition(
             &mut writer.wanted.conditions,
             conditions::DRAINED,
             false,
@@ -351,7 +351,7 @@ mod tests {
         assert_eq!(writer.decide(at, WINDOWS), Flush::Later(WINDOWS.progress));
         let written = writer.begin(at, wall());
         writer.ended(Some(written));
-        plan::set_condition(
+        decisions::set_condition(
             &mut writer.wanted.conditions,
             conditions::DRAINED,
             false,
@@ -360,7 +360,7 @@ mod tests {
             wall(),
         );
         assert_eq!(writer.decide(at, WINDOWS), Flush::Later(WINDOWS.progress));
-        plan::set_condition(
+        decisions::set_condition(
             &mut writer.wanted.conditions,
             conditions::DRAIN_BLOCKED,
             true,

@@ -12,11 +12,11 @@ use super::pending::PendingPod;
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
 use super::status;
+use crate::decisions;
 use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
 use crate::model::{
     EventType, Lease, Maintenance, MaintenanceStatus, NodeState, Phase, PodList, reasons,
 };
-use crate::plan;
 use crate::ports::ClusterError;
 use crate::stop::StopReason;
 
@@ -354,7 +354,7 @@ impl NodeActorState {
     pub(super) fn on_node_changed(&mut self, myself: &ActorRef<NodeMsg>, node: Option<NodeState>) {
         if let Some(node) = node
             && self.stage.guards_node()
-            && plan::maintenance_patch(&node, &self.ctx.nm_uid, self.now()).is_some()
+            && decisions::maintenance_patch(&node, &self.ctx.nm_uid, self.now()).is_some()
         {
             self.span
                 .in_scope(|| tracing::info!("node changed under maintenance, repairing"));

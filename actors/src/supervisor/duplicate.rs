@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 
+use crate::decisions;
 use crate::model::{
     Event, EventTarget, EventType, Maintenance, MaintenanceStatus, Phase, conditions, reasons,
 };
-use crate::plan;
 use crate::ports::{Cluster, ClusterError};
 
 /// True for a NodeMaintenance already marked as a duplicate (it stays out of the node's way
@@ -17,7 +17,7 @@ use crate::ports::{Cluster, ClusterError};
 pub(super) fn is_marked(nm: &Maintenance) -> bool {
     nm.status.as_ref().is_some_and(|s| {
         s.phase == Some(Phase::Failed)
-            && plan::condition(s, conditions::DUPLICATE).is_some_and(|c| c.status == "True")
+            && decisions::condition(s, conditions::DUPLICATE).is_some_and(|c| c.status == "True")
     })
 }
 
@@ -60,7 +60,7 @@ pub(super) fn decide(nm: &Maintenance, active: &str, now: DateTime<Utc>) -> Dupl
     status.phase = Some(Phase::Failed);
     status.last_error = Some(error.clone());
     status.last_update = Some(now);
-    plan::set_condition(
+    decisions::set_condition(
         &mut status.conditions,
         conditions::DUPLICATE,
         true,

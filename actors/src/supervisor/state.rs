@@ -13,11 +13,11 @@ use super::duplicate;
 use super::messages::SupervisorMsg;
 use super::queue::Fleet;
 use crate::config::Config;
+use crate::decisions;
 use crate::eviction::EvictionMsg;
 use crate::model::Maintenance;
 use crate::node::{NodeActor, NodeArgs, NodeMsg};
 use crate::op_runner::OpRunner;
-use crate::plan;
 use crate::ports::Cluster;
 use crate::retry::{Backoff, Pacer};
 use crate::stop::StopReason;
@@ -214,7 +214,7 @@ impl SupervisorState {
             // that undo is over (see `node_freed`).
             return;
         };
-        if plan::driver([&other, &nm]).map(|d| &d.uid) == Some(&other.uid) {
+        if decisions::driver([&other, &nm]).map(|d| &d.uid) == Some(&other.uid) {
             self.duplicate(myself, nm, other.name);
             return;
         }
@@ -297,7 +297,7 @@ impl SupervisorState {
             .filter(|nm| !self.duplicates.contains_key(&nm.uid))
             .filter(|nm| !(nm.deleting && (!nm.has_finalizer() || self.finished.contains(&nm.uid))))
             .collect();
-        if let Some(next) = plan::driver(waiting).cloned() {
+        if let Some(next) = decisions::driver(waiting).cloned() {
             self.upsert(myself, next).await;
         }
     }

@@ -233,7 +233,7 @@ async fn a_held_drain_keeps_the_node_lease_renewed() {
 async fn a_passed_deadline_with_undo_gives_the_node_back() {
     let (cluster, h) = failed_past_its_deadline(30, OnDrainTimeout::Undo).await;
     assert!(
-        eventually(Duration::from_secs(10), || !plan::node_in_maintenance(
+        eventually(Duration::from_secs(10), || !decisions::node_in_maintenance(
             &cluster.node("n1").unwrap()
         ))
         .await

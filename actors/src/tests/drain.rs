@@ -30,7 +30,7 @@ async fn pdb_blocked_pods_are_retried_as_one_unit() {
             .iter()
             .any(|r| r.pdb.as_deref() == Some("web") && r.reason == conditions::BLOCKED_BY_PDB)
     );
-    let drained = plan::condition(&status, conditions::DRAINED).unwrap();
+    let drained = decisions::condition(&status, conditions::DRAINED).unwrap();
     assert_eq!(drained.reason, conditions::BLOCKED_BY_PDB);
 
     cluster.set_pdb_allowed("app", "web", 10);

@@ -203,7 +203,7 @@ async fn a_restart_between_giving_up_and_undoing_still_undoes() {
             .await
     );
     let failed = cluster.status("nm1");
-    let restored = plan::condition(&failed, conditions::NODE_RESTORED).unwrap();
+    let restored = decisions::condition(&failed, conditions::NODE_RESTORED).unwrap();
     assert_eq!(
         (restored.status.as_str(), restored.reason.as_str()),
         ("False", conditions::UNDO_DUE)
@@ -223,7 +223,7 @@ async fn a_restart_between_giving_up_and_undoing_still_undoes() {
     );
     assert_released(&cluster, "n1");
     assert!(
-        eventually(Duration::from_secs(10), || plan::condition(
+        eventually(Duration::from_secs(10), || decisions::condition(
             &cluster.status("nm1"),
             conditions::NODE_RESTORED
         )

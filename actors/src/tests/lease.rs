@@ -15,7 +15,7 @@ async fn lease_renewed_over_simulated_hours() {
         tokio::time::sleep(Duration::from_secs(1800)).await;
         let lease = cluster.lease(NS, "node-n1").unwrap();
         assert!(
-            plan::lease_valid(&lease, h.now()),
+            decisions::lease_valid(&lease, h.now()),
             "lease lapsed at {}: {lease:?}",
             h.now()
         );
@@ -43,7 +43,7 @@ async fn foreign_valid_lease_waits_then_proceeds() {
     let status = cluster.status("nm1");
     assert_eq!(status.phase, Some(Phase::Running));
     assert_eq!(status.error_on_lease_count, 0);
-    let cond = plan::condition(&status, conditions::LEASE_ACQUIRED).unwrap();
+    let cond = decisions::condition(&status, conditions::LEASE_ACQUIRED).unwrap();
     assert_eq!(
         (cond.status.as_str(), cond.reason.as_str()),
         ("False", conditions::LEASE_HELD_BY_OTHER)
@@ -66,7 +66,7 @@ async fn foreign_valid_lease_waits_then_proceeds() {
     let status = cluster.status("nm1");
     assert_eq!(status.last_error, None);
     assert_eq!(
-        plan::condition(&status, conditions::LEASE_ACQUIRED)
+        decisions::condition(&status, conditions::LEASE_ACQUIRED)
             .unwrap()
             .status,
         "True"

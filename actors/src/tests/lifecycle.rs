@@ -34,7 +34,7 @@ async fn drains_node_and_succeeds() {
     assert!(status.pending_pods.is_empty() && status.pending_pods_refs.is_empty());
     assert_eq!(status.last_error, None);
     assert!(status.last_update.is_some());
-    let drained = plan::condition(&status, conditions::DRAINED).unwrap();
+    let drained = decisions::condition(&status, conditions::DRAINED).unwrap();
     assert_eq!(drained.status, "True");
     assert!(cluster.maintenance("nm1").unwrap().has_finalizer());
     assert_in_maintenance(&cluster, "n1");
@@ -103,7 +103,7 @@ async fn drift_is_repaired() {
     cluster.set_node(node);
     let start = tokio::time::Instant::now();
     assert!(
-        eventually(Duration::from_secs(5), || plan::node_in_maintenance(
+        eventually(Duration::from_secs(5), || decisions::node_in_maintenance(
             &cluster.node("n1").unwrap()
         ))
         .await

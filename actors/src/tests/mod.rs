@@ -20,13 +20,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::config::defaults::LEASE_NAMESPACE as NS;
+use crate::decisions;
 use crate::fake::{FakeCluster, Harness, eventually, foreign_lease, t0};
 use crate::model::{
     DRAIN_TAINT_KEY, EXCLUDE_LABEL, EventTarget, EventType, LEASE_HOLDER, Lease, Maintenance,
     MaintenanceStatus, NodeState, Phase, PodInfo, PodPhase, PodRef, Taint, UNSCHEDULABLE_TAINT_KEY,
     conditions,
 };
-use crate::plan;
 use crate::ports::{ClusterError, EvictionOutcome};
 
 fn phase(cluster: &FakeCluster, nm: &str) -> Option<Phase> {
@@ -45,7 +45,7 @@ fn foreign_taint() -> Taint {
 fn assert_in_maintenance(cluster: &FakeCluster, node: &str) {
     let n = cluster.node(node).unwrap();
     assert!(
-        plan::node_in_maintenance(&n),
+        decisions::node_in_maintenance(&n),
         "node not in maintenance: {n:?}"
     );
 }

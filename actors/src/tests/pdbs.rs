@@ -45,7 +45,7 @@ pub(super) fn condition(
     nm: &str,
     type_: &str,
 ) -> Option<crate::model::Condition> {
-    plan::condition(&cluster.status(nm), type_).cloned()
+    decisions::condition(&cluster.status(nm), type_).cloned()
 }
 
 #[tokio::test(start_paused = true)]

@@ -29,7 +29,7 @@ async fn a_failed_renewal_is_retried_within_seconds() {
         "retried within seconds, not at the next 20-minute tick"
     );
     let lease = cluster.lease(NS, "node-n1").unwrap();
-    assert!(plan::lease_valid(&lease, h.now()));
+    assert!(decisions::lease_valid(&lease, h.now()));
     assert!(
         eventually(Duration::from_secs(5), || cluster
             .status("nm1")

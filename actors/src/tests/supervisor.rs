@@ -18,7 +18,7 @@ async fn second_maintenance_for_a_node_is_failed_and_never_touches_it() {
     );
     let status = cluster.status("second");
     assert!(status.last_error.unwrap().contains("first"));
-    assert!(plan::condition(&cluster.status("second"), conditions::DUPLICATE).is_some());
+    assert!(decisions::condition(&cluster.status("second"), conditions::DUPLICATE).is_some());
     assert_eq!(h.active().await, vec!["first".to_string()]);
     // Deleting the duplicate only removes its finalizer.
     cluster.delete_maintenance("second");

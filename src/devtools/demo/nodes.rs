@@ -2,8 +2,8 @@
 //! demo's own looking does not count against nmo).
 
 use nmo_actors::config::defaults::LEASE_NAMESPACE;
+use nmo_actors::decisions::lease_name;
 use nmo_actors::model::{DRAIN_TAINT_KEY, EXCLUDE_LABEL, UNSCHEDULABLE_TAINT_KEY};
-use nmo_actors::plan::lease_name;
 use serde::Serialize;
 use serde_json::Value;
 

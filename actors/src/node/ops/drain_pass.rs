@@ -8,10 +8,10 @@ use std::sync::atomic::Ordering;
 use tracing::Instrument;
 
 use super::ctx::OpCtx;
+use crate::decisions::{self, PodAction};
 use crate::model::{PodInfo, PodList};
 use crate::node::drain::Hashed;
 use crate::node::errors::DrainError;
-use crate::plan::{self, PodAction};
 use crate::ports::ClusterError;
 
 /// Which DaemonSets exist, by `(namespace, name)`, as far as known.
@@ -33,10 +33,10 @@ pub struct DrainPass {
 /// The action for `pod` from the DaemonSets `known`, without a call; None when it takes a
 /// lookup (a pod of a DaemonSet not known yet).
 pub(crate) fn classify_known(pod: &PodInfo, known: &DaemonSets) -> Option<PodAction> {
-    match plan::classify(pod, None) {
+    match decisions::classify(pod, None) {
         PodAction::CheckDaemonSet => {
-            let exists = known.get(&plan::daemonset_of(pod)?)?;
-            Some(plan::classify(pod, Some(*exists)))
+            let exists = known.get(&decisions::daemonset_of(pod)?)?;
+            Some(decisions::classify(pod, Some(*exists)))
         }
         action => Some(action),
     }
@@ -52,9 +52,9 @@ pub(super) async fn classify_all(
 ) -> Vec<(Arc<PodInfo>, PodAction)> {
     let mut out = Vec::with_capacity(pods.len());
     for pod in pods {
-        let mut action = plan::classify(&pod, None);
+        let mut action = decisions::classify(&pod, None);
         if action == PodAction::CheckDaemonSet
-            && let Some(key) = plan::daemonset_of(&pod)
+            && let Some(key) = decisions::daemonset_of(&pod)
         {
             let exists = match known.get(&key).or_else(|| learned.get(&key)) {
                 Some(exists) => *exists,
@@ -74,7 +74,7 @@ pub(super) async fn classify_all(
                     }
                 },
             };
-            action = plan::classify(&pod, Some(exists));
+            action = decisions::classify(&pod, Some(exists));
         }
         out.push((pod, action));
     }

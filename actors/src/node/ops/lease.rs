@@ -3,10 +3,10 @@
 use tracing::Instrument;
 
 use super::ctx::{CONFLICT_RETRIES, OpCtx};
+use crate::decisions::{self, LeaseAction};
 use crate::model::{Lease, NodeOwner};
 use crate::node::errors::{LeaseError, ReleaseError};
 use crate::observe::{LeaseOp, LeaseResult};
-use crate::plan::{self, LeaseAction};
 use crate::ports::ClusterError;
 
 /// Takes (`op` Acquire) or renews (`op` Renew) the lease, in a span of its own that says how it
@@ -70,7 +70,7 @@ enum Problem {
 
 async fn try_lease(ctx: &OpCtx, node_uid: &str, probably_absent: bool) -> Result<Lease, Problem> {
     let namespace = &ctx.config.lease_namespace;
-    let name = plan::lease_name(&ctx.node_name);
+    let name = decisions::lease_name(&ctx.node_name);
     let mut last = ClusterError::Other("lease retries exhausted".to_string());
     for attempt in 0..CONFLICT_RETRIES {
         let existing = if attempt == 0 && probably_absent {
@@ -82,7 +82,7 @@ async fn try_lease(ctx: &OpCtx, node_uid: &str, probably_absent: bool) -> Result
                 .map_err(Problem::Api)?
         };
         let now = ctx.config.now();
-        let action = plan::plan_lease(
+        let action = decisions::plan_lease(
             existing.as_ref(),
             namespace,
             &ctx.node_name,
@@ -145,7 +145,7 @@ pub(crate) async fn release_lease(ctx: &OpCtx, read: Option<Lease>) -> Result<()
 /// Deletes our lease; Ok says whether it was ours to delete.
 async fn try_release(ctx: &OpCtx, read: Option<Lease>) -> Result<LeaseResult, ReleaseError> {
     let namespace = &ctx.config.lease_namespace;
-    let name = plan::lease_name(&ctx.node_name);
+    let name = decisions::lease_name(&ctx.node_name);
     let mut read = Some(read);
     for _ in 0..CONFLICT_RETRIES {
         let lease = match read.take() {
@@ -159,7 +159,7 @@ async fn try_release(ctx: &OpCtx, read: Option<Lease>) -> Result<LeaseResult, Re
         let Some(lease) = lease else {
             return Ok(LeaseResult::Ok);
         };
-        if !plan::lease_is_ours(&lease) {
+        if !decisions::lease_is_ours(&lease) {
             tracing::info!(
                 lease = %name,
                 holder = ?lease.holder_identity,

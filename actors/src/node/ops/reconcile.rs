@@ -14,12 +14,12 @@ use tracing::Instrument;
 use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
 use super::drain_pass::{DaemonSets, classify_all};
 use super::lease::acquire_lease;
+use crate::decisions;
 use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodList, PodRef, reasons};
 use crate::node::errors::ReconcileError;
 use crate::node::seen::{Seen, SeenNode, first_seen};
 use crate::node::status::InitialCounts;
 use crate::observe::LeaseOp;
-use crate::plan;
 
 /// What a reconcile starts from.
 #[derive(Debug, Clone)]
@@ -202,9 +202,11 @@ async fn label_taint_cordon(ctx: &OpCtx, node: NodeState) -> Result<NodeState, R
         nmo.patched = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
-    let patched = patch_until_settled(ctx, node, |n| plan::maintenance_patch(n, &ctx.nm_uid, now))
-        .instrument(span.clone())
-        .await;
+    let patched = patch_until_settled(ctx, node, |n| {
+        decisions::maintenance_patch(n, &ctx.nm_uid, now)
+    })
+    .instrument(span.clone())
+    .await;
     match patched {
         Ok((node, changed)) => {
             span.record("nmo.patched", changed);

@@ -5,9 +5,9 @@ use tracing::Instrument;
 
 use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
 use super::lease::release_lease;
+use crate::decisions::{self, Undoer};
 use crate::model::{Event, EventTarget, EventType, Lease, NodeState, reasons};
 use crate::node::errors::{ReleaseError, UndoError};
-use crate::plan::{self, Undoer};
 
 /// What an undo starts from, as the actor last saw it.
 #[derive(Debug, Clone)]
@@ -80,7 +80,7 @@ pub(crate) async fn restore(
             .cluster
             .get_lease(
                 &ctx.config.lease_namespace,
-                &plan::lease_name(&ctx.node_name),
+                &decisions::lease_name(&ctx.node_name),
             )
             .await
             .map_err(|e| UndoError::Release(ReleaseError::Read(e)))?,
@@ -88,11 +88,11 @@ pub(crate) async fn restore(
     let now = ctx.config.now();
     let foreign_holder = lease
         .as_ref()
-        .is_some_and(|l| !plan::lease_is_ours(l) && plan::lease_valid(l, now));
+        .is_some_and(|l| !decisions::lease_is_ours(l) && decisions::lease_valid(l, now));
     let watched = known
         .node
         .flatten()
-        .filter(|n| plan::undo_patch(n, undoer, foreign_holder).is_some());
+        .filter(|n| decisions::undo_patch(n, undoer, foreign_holder).is_some());
     let node = match watched {
         Some(node) => Some(node),
         None => ctx
@@ -104,11 +104,12 @@ pub(crate) async fn restore(
     if let Some(node) = node {
         let uid = node.uid.clone();
         let was_cordoned = node.unschedulable;
-        let (written, patched) =
-            patch_until_settled(ctx, node, |n| plan::undo_patch(n, undoer, foreign_holder))
-                .instrument(tracing::info_span!("uncordon"))
-                .await
-                .map_err(UndoError::Uncordon)?;
+        let (written, patched) = patch_until_settled(ctx, node, |n| {
+            decisions::undo_patch(n, undoer, foreign_holder)
+        })
+        .instrument(tracing::info_span!("uncordon"))
+        .await
+        .map_err(UndoError::Uncordon)?;
         if patched && was_cordoned && !written.unschedulable {
             emit(
                 &ctx.cluster,

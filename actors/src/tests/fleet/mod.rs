@@ -93,7 +93,8 @@ impl Drop for CordonMonitor {
 }
 
 fn queued(cluster: &FakeCluster, name: &str) -> bool {
-    plan::condition(&cluster.status(name), conditions::QUEUED).is_some_and(|c| c.status == "True")
+    decisions::condition(&cluster.status(name), conditions::QUEUED)
+        .is_some_and(|c| c.status == "True")
 }
 
 /// Calls made about a NodeMaintenance or its node.

@@ -73,7 +73,7 @@ async fn beyond_the_budget_maintenances_wait_touching_nothing_and_start_when_a_s
     );
     let status = cluster.status("nm-2");
     assert_eq!(status.queue, None);
-    let condition = plan::condition(&status, conditions::QUEUED).unwrap();
+    let condition = decisions::condition(&status, conditions::QUEUED).unwrap();
     assert_eq!(
         (condition.status.as_str(), condition.reason.as_str()),
         ("False", "Started")
