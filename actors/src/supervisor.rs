@@ -3,14 +3,14 @@
 //! Fed by the controller (`Upsert` on every watch change, `Deleted` when an object is gone). It
 //! restarts a crashed node actor (the restarted actor re-derives everything from the cluster),
 //! lets one that finished normally go, and marks a second NodeMaintenance for an already
-//! driven node Failed with a reason naming the active one (`duplicate`): such a duplicate
+//! driven node Failed with a reason naming the active one (`duplicate_decision`): such a duplicate
 //! never touches the node, and deleting it only removes its finalizer.
 
-mod duplicate;
-mod duplicates;
-mod fleet;
+mod duplicate_decision;
+mod duplicate_tracking;
+mod fleet_admission;
+mod fleet_state;
 mod messages;
-mod queue;
 mod state;
 
 use std::collections::{HashMap, HashSet};
@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
-pub use duplicate::DuplicateError;
+pub use duplicate_decision::DuplicateError;
 pub use messages::{Remembered, SupervisorMsg};
 pub use state::SupervisorState;
 
@@ -30,7 +30,7 @@ use crate::ports::Cluster;
 use crate::retry::{Backoff, Pacer};
 use crate::stop::StopReason;
 use crate::task::{TaskSet, TaskSlot};
-use queue::Fleet;
+use fleet_state::Fleet;
 
 /// How long a stopping supervisor waits for each node actor to stop.
 const CHILD_STOP_TIMEOUT: Duration = Duration::from_secs(30);

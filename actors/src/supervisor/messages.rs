@@ -2,7 +2,7 @@
 
 use ractor::RpcReplyPort;
 
-use super::duplicate::DuplicateError;
+use super::duplicate_decision::DuplicateError;
 use crate::model::{Maintenance, NodeSummaryEvent};
 use crate::ports::ClusterError;
 

@@ -1,6 +1,6 @@
 //! What the supervisor knows and does: its node actors by NodeMaintenance uid, the nodes they
 //! drive, respawns of crashed actors and the orphan sweep. (The cluster maintenance budget's
-//! part of it is in `fleet`, the duplicates' in `duplicates`.)
+//! part of it is in `fleet_state` and `fleet_admission`, the duplicates' in `duplicate_decision` and `duplicate_tracking`.)
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -9,9 +9,9 @@ use std::time::Duration;
 use ractor::{Actor, ActorId, ActorRef};
 use tokio::time::Instant;
 
-use super::duplicate;
+use super::duplicate_decision;
+use super::fleet_state::Fleet;
 use super::messages::SupervisorMsg;
-use super::queue::Fleet;
 use crate::config::Config;
 use crate::decisions;
 use crate::eviction::EvictionMsg;
@@ -179,7 +179,7 @@ impl SupervisorState {
             self.duplicate(myself, nm, active);
             return;
         }
-        if duplicate::is_marked(&nm) {
+        if duplicate_decision::is_marked(&nm) {
             // Marked before a restart: stays out of the node's way for good.
             let active = nm
                 .status

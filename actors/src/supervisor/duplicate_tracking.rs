@@ -1,10 +1,10 @@
-//! The supervisor's side of duplicate NodeMaintenances (decided in [`super::duplicate`]): each
+//! The supervisor's side of duplicate NodeMaintenances (decided in [`super::duplicate_decision`]): each
 //! duplicate's latest version, and its Failed status or finalizer release carried out through
 //! its own op runner, never two at once.
 
 use ractor::ActorRef;
 
-use super::duplicate::{self, DuplicateAction, DuplicateError};
+use super::duplicate_decision::{self, DuplicateAction, DuplicateError};
 use super::messages::SupervisorMsg;
 use super::state::{Duplicate, SupervisorState};
 use crate::model::Maintenance;
@@ -42,11 +42,12 @@ impl SupervisorState {
         let Some(duplicate) = self.duplicates.get_mut(uid) else {
             return;
         };
-        let action = duplicate::decide(&duplicate.latest, &duplicate.active, now);
+        let action = duplicate_decision::decide(&duplicate.latest, &duplicate.active, now);
         if action == DuplicateAction::Nothing {
             return;
         }
-        let work = duplicate::carry_out(self.cluster.clone(), duplicate.latest.clone(), action);
+        let work =
+            duplicate_decision::carry_out(self.cluster.clone(), duplicate.latest.clone(), action);
         let uid = uid.to_string();
         duplicate.ops.run(
             &mut self.tasks,

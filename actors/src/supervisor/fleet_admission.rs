@@ -15,8 +15,8 @@ use futures::StreamExt;
 use ractor::ActorRef;
 use tokio::time::Instant;
 
+use super::fleet_state::Queued;
 use super::messages::SupervisorMsg;
-use super::queue::Queued;
 use super::state::SupervisorState;
 use crate::fleet::{self, Candidate};
 use crate::model::{
