@@ -146,7 +146,7 @@ pub struct Config {
     /// Minimum time between two status writes when the second only reports progress (the
     /// percentage, the pods left, the time to the deadline).
     pub progress_coalesce: Duration,
-    /// How long one API call may take (see [`crate::deadline::Bounded`]).
+    /// How long one API call may take (see [`crate::call_deadline::Bounded`]).
     pub call_timeout: Duration,
     /// First wait before a failing step is tried again (doubling, with jitter).
     pub retry_backoff_base: Duration,

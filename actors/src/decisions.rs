@@ -1,18 +1,18 @@
 //! Pure decisions: the actors ask these functions what to do, then do it. Nothing here touches
 //! the cluster or the clock (time is always passed in).
 
-mod lease;
 mod node;
+mod node_lease;
 mod pods;
 mod status;
 
-pub use lease::{
-    LeaseAction, LeaseFailure, MAX_LEASE_ERRORS, eviction_pause_margin, lease_expiry,
-    lease_failure, lease_is_ours, lease_name, lease_valid, plan_lease,
-};
 pub use node::{
     Undoer, maintenance_patch, maintenance_taints, marked_by, node_in_maintenance, record_of,
     undo_patch, with_maintenance_taints, without_maintenance_taints,
+};
+pub use node_lease::{
+    LeaseAction, LeaseFailure, MAX_LEASE_ERRORS, eviction_pause_margin, lease_expiry,
+    lease_failure, lease_is_ours, lease_name, lease_valid, plan_lease,
 };
 pub use pods::{PodAction, SkipReason, classify, daemonset_of, progress};
 pub use status::{condition, driver, set_condition, status_differs};

@@ -3,8 +3,8 @@
 //! Kubernetes is reached only through the [`ports::Cluster`] trait, so this crate knows no
 //! Kubernetes client.
 
+pub mod call_deadline;
 pub mod config;
-pub mod deadline;
 pub mod decisions;
 pub mod diagnosis;
 pub mod eviction;

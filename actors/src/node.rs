@@ -4,7 +4,7 @@
 //! (who holds it, until when), `Draining` (the drain's own state), `Succeeded`, `Failed` (why,
 //! and whether an undo is due) and `Undoing`. Each concern is a small type of its own: the
 //! drain (`drain`), the status writer (`status_writer`), the single-flight op runner
-//! (`crate::op_runner`, shared with the supervisor), the lease keeper (`lease`) and the
+//! (`crate::op_runner`, shared with the supervisor), the lease keeper (`lease_keeper`) and the
 //! watches (`watches`). The actor decides with pure functions (`decide`, `status`,
 //! `pending`), then acts (`transitions` through `state`); cluster work runs in tasks (`ops`)
 //! whose results come back as messages, so a slow API or a PDB-blocked drain never stalls the
@@ -12,20 +12,20 @@
 //!
 //! Under faults: the first change to the node writes nmo's record of what was there before in
 //! the same patch, and the undo restores exactly that (`crate::decisions::maintenance_patch`,
-//! `crate::decisions::undo_patch`); every cluster call has a deadline (`crate::deadline`); every
+//! `crate::decisions::undo_patch`); every cluster call has a deadline (`crate::call_deadline`); every
 //! task the actor starts is aborted and awaited when it stops (`crate::task::TaskSet`), so
 //! nothing it began can land after a leader handover; a failing step waits out a growing
 //! backoff (`state::NodeActorState::step_failed`); the lease keeper retries a failed renewal
-//! within seconds and pauses evictions while the lease is about to lapse (`lease`); a give-up
+//! within seconds and pauses evictions while the lease is about to lapse (`lease_keeper`); a give-up
 //! is written as Failed with the undo due before the undo runs (`decide::Facts`).
 
 mod blocked;
-mod deadline;
 mod decide;
 mod drain;
+mod drain_deadline;
 mod drain_policy;
 mod errors;
-mod lease;
+mod lease_keeper;
 mod lease_transitions;
 mod messages;
 pub(crate) mod ops;
@@ -59,7 +59,7 @@ use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::retry::Backoff;
 use crate::task::{TaskSet, TaskSlot};
-use lease::LeaseKeeper;
+use lease_keeper::LeaseKeeper;
 use ops::OpCtx;
 use stage::Stage;
 use status_writer::StatusWriter;

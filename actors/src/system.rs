@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use ractor::{Actor, ActorRef, SpawnErr};
 
+use crate::call_deadline::Bounded;
 use crate::config::Config;
-use crate::deadline::Bounded;
 use crate::eviction::{EvictionActor, EvictionArgs, EvictionMsg};
 use crate::ports::Cluster;
 use crate::supervisor::{Supervisor, SupervisorArgs, SupervisorMsg};

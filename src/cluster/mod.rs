@@ -7,7 +7,7 @@
 //! passed to another replica. (A request the API server received before that moment may still
 //! be processed late; the margin between the renew deadline and the lease duration, 5 s by
 //! default, is what covers it, as in client-go.) Every call also has a deadline of its own:
-//! the actors bound each port call (`nmo_actors::deadline`), and the shared DaemonSet lookup
+//! the actors bound each port call (`nmo_actors::call_deadline`), and the shared DaemonSet lookup
 //! is bounded here, inside the cache every caller waits on.
 
 pub(crate) mod convert;

@@ -1,12 +1,12 @@
 //! The node actor's drain policy: the opt-in deadline (`spec.drainTimeout`, `Hold` or `Undo`
 //! when it passes) and what it makes known when its drain is blocked (an event once per change
-//! of the blocker's class, the observer's metric). The decisions are in [`super::deadline`]
+//! of the blocker's class, the observer's metric). The decisions are in [`super::drain_deadline`]
 //! and [`super::blocked`].
 
 use chrono::{DateTime, Utc};
 use ractor::ActorRef;
 
-use super::deadline::{deadline, go_duration, left, remaining_text};
+use super::drain_deadline::{deadline, go_duration, left, remaining_text};
 use super::messages::NodeMsg;
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;

@@ -9,7 +9,7 @@ use tracing::Instrument;
 
 use super::decide::{self, Facts, NextOp, next_op};
 use super::drain::DrainEnd;
-use super::lease::LeaseKeeper;
+use super::lease_keeper::LeaseKeeper;
 use super::messages::{NodeMsg, WatchKind};
 use super::ops::{self, DaemonSets, Known, OpCtx, OpResult, ReconcileInput, UndoInput};
 use super::stage::Stage;

@@ -8,14 +8,14 @@
 
 mod ctx;
 mod drain_pass;
-mod lease;
+mod lease_calls;
 mod reconcile;
 mod undo;
 
 pub(crate) use ctx::{OpCtx, emit, nm_event};
 pub use drain_pass::{DaemonSets, DrainPass};
 pub(crate) use drain_pass::{classify_known, drain_pass};
-pub(crate) use lease::acquire_lease;
+pub(crate) use lease_calls::acquire_lease;
 pub(crate) use reconcile::{ReconcileInput, reconcile};
 pub use reconcile::{ReconcileOutcome, Reconciled};
 pub(crate) use undo::{Known, UndoInput, restore, undo};

@@ -13,7 +13,7 @@ use tracing::Instrument;
 
 use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
 use super::drain_pass::{DaemonSets, classify_all};
-use super::lease::acquire_lease;
+use super::lease_calls::acquire_lease;
 use crate::decisions;
 use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodList, PodRef, reasons};
 use crate::node::errors::ReconcileError;

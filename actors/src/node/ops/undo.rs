@@ -4,7 +4,7 @@
 use tracing::Instrument;
 
 use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
-use super::lease::release_lease;
+use super::lease_calls::release_lease;
 use crate::decisions::{self, Undoer};
 use crate::model::{Event, EventTarget, EventType, Lease, NodeState, reasons};
 use crate::node::errors::{ReleaseError, UndoError};
