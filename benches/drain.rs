@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Parser;
-use nmo::devtools::bench::cli::{BenchArgs, run_all};
+use nmo_devtools::bench::cli::{BenchArgs, run_all};
 
 #[derive(Parser)]
 struct Args {

@@ -6,8 +6,6 @@ pub mod build_info;
 pub mod cli;
 pub mod cluster;
 pub mod crd;
-#[cfg(feature = "devtools")]
-pub mod devtools;
 pub mod drain_timeout;
 pub mod leader;
 pub mod maintenance_watch;

@@ -13,7 +13,7 @@
 pub(crate) mod convert;
 mod daemonsets;
 mod errors;
-pub(crate) mod node_hub;
+pub mod node_hub;
 mod node_patch;
 pub(crate) mod pdbs;
 mod shared_labels;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use nmo::devtools::demo::{self, DemoOptions, Display};
+use nmo_devtools::demo::{self, DemoOptions, Display};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_demo_drains_every_node_then_restores_it() {

@@ -3,7 +3,6 @@
 mod api_requests;
 mod conventions;
 mod crd;
-#[cfg(feature = "devtools")]
 mod demo;
 mod go_command_line;
 mod logs;
@@ -16,7 +15,6 @@ mod otlp_receiver;
 mod packaging;
 mod plan;
 mod probes;
-#[cfg(feature = "devtools")]
 mod soak;
 mod support;
 mod traces;

@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use nmo::devtools::bench::soak::{SoakConfig, run};
+use nmo_devtools::bench::soak::{SoakConfig, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_ci_sized_fault_soak_passes_every_check() {

@@ -81,8 +81,8 @@ fn the_image_is_minimal_non_root_and_runs_as_manager_too() {
     let text = std::fs::read_to_string(repo().join("deploy/Dockerfile")).expect("readable");
     // Built for production: no simulator, demo or benchmark code in the binary.
     assert!(
-        text.contains("cargo build --profile image --locked --no-default-features --bin nmo"),
-        "the image must be built with --no-default-features"
+        text.contains("cargo build --profile image --locked -p nmo --bin nmo"),
+        "the image must build the operator's package alone (not nmo-devtools)"
     );
     let stage = final_stage(&text);
     // Distroless: no shell, no package manager; nothing runs while building this stage.
@@ -126,7 +126,14 @@ fn the_build_context_leaves_out_the_build_output_and_history() {
         assert!(entries.contains(&wanted), "{wanted} is not ignored");
     }
     // What the builds need stays in.
-    for needed in ["src", "actors", "Cargo.toml", "Cargo.lock", "bundle"] {
+    for needed in [
+        "src",
+        "actors",
+        "devtools",
+        "Cargo.toml",
+        "Cargo.lock",
+        "bundle",
+    ] {
         assert!(
             !entries.iter().any(|e| e.trim_end_matches('/') == needed),
             "{needed} is ignored"

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::figures::{Target, percentile, target};
 use super::interactions::ExpectedBlock;
 use super::pdb_clock::PdbTimes;
-use crate::devtools::demo::tracker::Tracked;
+use crate::demo::tracker::Tracked;
 
 /// Refused evictions allowed per evicted pod in c.
 pub const REFUSALS_PER_POD: f64 = 0.5;

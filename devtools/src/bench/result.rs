@@ -9,7 +9,7 @@ use super::figures::{Target, percentile, target};
 use super::policy::PolicyFigures;
 use super::procstat::ProcessUsage;
 use super::scenario::BenchScenario;
-use crate::devtools::demo::requests::RequestTotals;
+use crate::demo::requests::RequestTotals;
 
 /// Non-eviction requests a drained node may cost (issue 7's budget).
 pub const OTHER_REQUESTS_PER_NODE: f64 = 12.0;

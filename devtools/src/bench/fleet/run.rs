@@ -14,13 +14,13 @@ use nmo_sim::{ClientOptions, Query, SimConfig, SimHandle, Simulator};
 use super::observer::Observer;
 use super::result::{FleetResult, Measured};
 use super::scenario::FleetScenario;
-use crate::crd::{NodeMaintenance, NodeMaintenanceSpec};
-use crate::devtools::bench::error::BenchError;
-use crate::devtools::bench::process::OperatorProcess;
-use crate::devtools::bench::run::{OPERATOR_USER, wait_watching};
-use crate::devtools::demo::DemoError;
-use crate::devtools::demo::maintenance::{self, name_for};
-use crate::devtools::demo::requests::RequestTotals;
+use crate::bench::error::BenchError;
+use crate::bench::process::OperatorProcess;
+use crate::bench::run::{OPERATOR_USER, wait_watching};
+use crate::demo::DemoError;
+use crate::demo::maintenance::{self, name_for};
+use crate::demo::requests::RequestTotals;
+use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
 
 const OPERATOR_TOKEN: &str = "fleet-operator-token";
 const DRIVER_TOKEN: &str = "fleet-driver-token";
@@ -38,7 +38,7 @@ pub async fn run(
 ) -> Result<FleetResult, BenchError> {
     let config = SimConfig::default()
         .scenario(scenario.scenario())
-        .crd(&crate::crd::definition())?
+        .crd(&nmo::crd::definition())?
         .token(OPERATOR_TOKEN, OPERATOR_USER)
         .token(DRIVER_TOKEN, DRIVER_USER)
         .time_scale(0.0);

@@ -5,7 +5,7 @@
 pub enum BenchError {
     /// Setting up the cluster or driving the maintenances failed.
     #[error(transparent)]
-    Demo(#[from] crate::devtools::demo::DemoError),
+    Demo(#[from] crate::demo::DemoError),
     /// The simulator failed.
     #[error("simulated cluster: {0}")]
     Sim(#[from] nmo_sim::SimError),

@@ -9,7 +9,7 @@ use kube::{Api, Client};
 
 use super::error::DemoError;
 use super::tracker::Tracker;
-use crate::crd::{NodeMaintenance, NodeMaintenanceSpec};
+use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
 
 /// Requests in flight at once while creating or deleting: "all at once" without opening one
 /// connection per object.

@@ -13,9 +13,9 @@ use super::policy::{self, PolicyFigures, PolicyInputs};
 use super::process::{self, OperatorProcess};
 use super::result::ScenarioResult;
 use super::scenario::BenchScenario;
-use crate::devtools::demo::requests::RequestTotals;
-use crate::devtools::demo::tracker::{self, Tracker};
-use crate::devtools::demo::{DemoError, maintenance};
+use crate::demo::requests::RequestTotals;
+use crate::demo::tracker::{self, Tracker};
+use crate::demo::{DemoError, maintenance};
 use nmo_sim::{ClientOptions, Query, SimConfig, SimHandle, Simulator};
 
 /// The user the operator's token maps to in the simulator: its requests are counted under it.
@@ -36,7 +36,7 @@ pub async fn run(
 ) -> Result<ScenarioResult, BenchError> {
     let mut config = SimConfig::default()
         .scenario(scenario.scenario())
-        .crd(&crate::crd::definition())?
+        .crd(&nmo::crd::definition())?
         .token(OPERATOR_TOKEN, OPERATOR_USER)
         .token(DRIVER_TOKEN, DRIVER_USER);
     config.timing = scenario.timing();

@@ -79,8 +79,8 @@ fn aggregate(state: &BTreeMap<String, Tracked>, names: &[String]) -> Aggregate {
     let mut total = Aggregate::default();
     for tracked in names.iter().filter_map(|n| state.get(n)) {
         match tracked.phase() {
-            Some(crate::crd::MaintenancePhase::Succeeded) => total.succeeded += 1,
-            Some(crate::crd::MaintenancePhase::Failed) => total.failed += 1,
+            Some(nmo::crd::MaintenancePhase::Succeeded) => total.succeeded += 1,
+            Some(nmo::crd::MaintenancePhase::Failed) => total.failed += 1,
             _ => total.running += 1,
         }
         total.pods_left += tracked.pods_left();
@@ -213,7 +213,7 @@ async fn live(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{MaintenancePhase, NodeMaintenanceStatus, PodReference};
+    use nmo::crd::{MaintenancePhase, NodeMaintenanceStatus, PodReference};
 
     fn tracked(phase: MaintenancePhase, left: usize) -> Tracked {
         Tracked {

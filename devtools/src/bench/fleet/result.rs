@@ -7,10 +7,10 @@ use serde::Serialize;
 
 use super::observer::Seen;
 use super::scenario::FleetScenario;
-use crate::devtools::bench::figures::{Target, percentile};
-use crate::devtools::bench::procstat::ProcessUsage;
-use crate::devtools::demo::requests::RequestTotals;
-use crate::devtools::demo::table::Table;
+use crate::bench::figures::{Target, percentile};
+use crate::bench::procstat::ProcessUsage;
+use crate::demo::requests::RequestTotals;
+use crate::demo::table::Table;
 
 /// Upper bound for the time from a slot freeing to the next maintenance starting (the issue's
 /// "within a second").
@@ -221,7 +221,7 @@ pub fn table(results: &[FleetResult]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::devtools::bench::fleet::observer::Track;
+    use crate::bench::fleet::observer::Track;
 
     #[test]
     fn each_freed_slot_pairs_with_the_next_start_in_time_order() {

@@ -18,9 +18,9 @@ use super::error::BenchError;
 use super::process::{self, OperatorProcess};
 use super::result::ScenarioResult;
 use super::scenario::BenchScenario;
-use crate::devtools::demo::requests::RequestTotals;
-use crate::devtools::demo::tracker::{self, Tracker};
-use crate::devtools::demo::{DemoError, maintenance};
+use crate::demo::requests::RequestTotals;
+use crate::demo::tracker::{self, Tracker};
+use crate::demo::{DemoError, maintenance};
 
 /// nmo's ServiceAccount in deploy/base (namespace, name), bound to deploy/base's rules.
 const OPERATOR_ACCOUNT: (&str, &str) = ("nmo-system", "nmo");

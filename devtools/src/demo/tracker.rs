@@ -12,7 +12,7 @@ use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::crd::{MaintenancePhase, NodeMaintenance, NodeMaintenanceStatus};
+use nmo::crd::{MaintenancePhase, NodeMaintenance, NodeMaintenanceStatus};
 
 /// What is known of one NodeMaintenance.
 #[derive(Debug, Clone, Default)]
@@ -237,7 +237,7 @@ pub fn all_gone(state: &BTreeMap<String, Tracked>, names: &[String]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::PendingPodReason;
+    use nmo::crd::PendingPodReason;
 
     #[test]
     fn the_blocking_reason_prefers_a_pdb_over_other_pending_pods() {

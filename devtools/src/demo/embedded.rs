@@ -5,7 +5,7 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use super::error::DemoError;
-use crate::operator::{self, OperatorError, OperatorOptions};
+use nmo::operator::{self, OperatorError, OperatorOptions};
 
 /// A running embedded operator.
 pub struct EmbeddedOperator {

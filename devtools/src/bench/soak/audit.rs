@@ -10,7 +10,7 @@ use nmo_sim::Served;
 use nmo_sim::selectors::LabelSelector;
 use serde_json::Value;
 
-use crate::leader::LEADER_ELECTION_ID;
+use nmo::leader::LEADER_ELECTION_ID;
 
 /// Kept per kind of violation, to show what happened.
 const EXAMPLES: usize = 5;

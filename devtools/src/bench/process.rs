@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use super::error::BenchError;
 use super::procstat::{self, ProcessUsage};
-use crate::devtools::demo::DemoError;
+use crate::demo::DemoError;
 
 /// nmo's switch for h2c to an `http://` API server (`--kube-api-http2-prior-knowledge`).
 const H2C_VARIABLE: &str = "NMO_KUBE_API_HTTP2_PRIOR_KNOWLEDGE";

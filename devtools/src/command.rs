@@ -1,10 +1,10 @@
-//! The development subcommands of `nmo` and how each runs.
+//! The development subcommands of `nmo-dev` and how each runs.
 
-use crate::observability::telemetry::{self, LogFormat};
+use nmo::observability::telemetry::{self, LogFormat};
 
 use super::{bench, demo};
 
-/// The subcommands that exist only with the `devtools` feature.
+/// The development subcommands (`nmo-dev` only).
 #[derive(Debug, clap::Subcommand)]
 pub enum DevCommand {
     /// Serve a simulated cluster (NodeMaintenance CRD installed) and write a kubeconfig for it.
@@ -47,7 +47,7 @@ pub async fn run(command: DevCommand) -> Result<(), DevError> {
     match command {
         DevCommand::Sim(args) => {
             // The simulator knows no CRD of its own: it serves nmo's.
-            let crd = serde_json::to_value(crate::crd::definition())?;
+            let crd = serde_json::to_value(nmo::crd::definition())?;
             nmo_sim::cli::run_with_crds(args, vec![crd]).await?;
             Ok(())
         }

@@ -26,12 +26,12 @@ use nmo_sim::{ClientOptions, FaultRule, Query, SimConfig, SimHandle, Simulator};
 use serde_json::Value;
 
 use super::error::BenchError;
-use crate::crd::{NodeMaintenance, NodeMaintenanceSpec};
-use crate::leader::LEADER_ELECTION_ID;
 use audit::Audit;
 pub use config::SoakConfig;
 use config::nm_name;
 use end_state::EndState;
+use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
+use nmo::leader::LEADER_ELECTION_ID;
 use replicas::Replicas;
 pub use report::{Check, SoakReport};
 
@@ -54,7 +54,7 @@ const REVIVE_ANYWAY: Duration = Duration::from_secs(30);
 pub async fn run(config: &SoakConfig, nmo: &Path, dir: &Path) -> Result<SoakReport, BenchError> {
     let mut sim_config = SimConfig::default()
         .scenario(config.scenario())
-        .crd(&crate::crd::definition())?
+        .crd(&nmo::crd::definition())?
         .token(DRIVER_TOKEN, DRIVER_USER);
     for (_, user, token) in REPLICAS {
         sim_config = sim_config.token(token, user);

@@ -14,7 +14,7 @@ use nmo_sim::SimHandle;
 use serde_json::{Value, json};
 
 use super::error::BenchError;
-use crate::devtools::demo::{DemoError, maintenance};
+use crate::demo::{DemoError, maintenance};
 
 /// The namespace of the budget that never allows a disruption.
 pub const STRUCTURAL_NS: &str = "bench-structural";

@@ -76,7 +76,7 @@ pub async fn run(
     let scenario = options.scenario();
     let mut config = SimConfig::default()
         .scenario(scenario.clone())
-        .crd(&crate::crd::definition())?;
+        .crd(&nmo::crd::definition())?;
     config.timing = options.timing();
     let sim = Simulator::start(config).await?;
     let outcome = drive(&sim, options, display, out, keep_until).await;
@@ -138,7 +138,7 @@ async fn drive(
             .wait_until(options.timeout(), |state| {
                 names.iter().all(|n| {
                     state.get(n).is_some_and(|t| {
-                        t.succeeded() || t.phase() == Some(crate::crd::MaintenancePhase::Failed)
+                        t.succeeded() || t.phase() == Some(nmo::crd::MaintenancePhase::Failed)
                     })
                 })
             })

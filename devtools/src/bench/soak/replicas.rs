@@ -7,8 +7,8 @@
 use std::path::{Path, PathBuf};
 
 use super::audit::Audit;
-use crate::devtools::bench::error::BenchError;
-use crate::devtools::bench::process::OperatorProcess;
+use crate::bench::error::BenchError;
+use crate::bench::process::OperatorProcess;
 
 /// One replica slot: its identity towards the API server and its current process.
 struct Replica {

@@ -13,9 +13,9 @@ use nmo_actors::model::NodeSummaryEvent;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::cluster::node_hub::NodeHub;
-use crate::cluster::watch::InitialLists;
-use crate::crd::{FINALIZER, MaintenancePhase, NodeMaintenance};
+use nmo::cluster::node_hub::NodeHub;
+use nmo::cluster::watch::InitialLists;
+use nmo::crd::{FINALIZER, MaintenancePhase, NodeMaintenance};
 
 /// One NodeMaintenance as the driver saw it.
 #[derive(Debug, Clone, Default)]

@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use super::figures::Target;
 use super::result::ScenarioResult;
-use crate::devtools::demo::table::Table;
+use crate::demo::table::Table;
 
 /// The figures of every scenario as a table.
 pub fn figures_table(results: &[ScenarioResult]) -> String {
