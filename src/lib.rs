@@ -12,4 +12,5 @@ pub mod maintenance_watch;
 pub mod observability;
 pub mod operator;
 pub mod plan;
+pub mod serving_cert;
 pub mod webhook;

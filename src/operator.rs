@@ -26,6 +26,7 @@ use crate::observability::endpoints::{self, Readiness};
 use crate::observability::http::{self, parse_bind_address};
 use crate::observability::operator_metrics::{OperatorMetrics, ProcessObserver};
 use crate::observability::process_metrics::{Leadership, ProcessCollector, register_build_info};
+use crate::serving_cert::{self, Lifetimes, ServingCertConfig};
 use crate::webhook::{self, WebhookConfig, WebhookError, WebhookMetrics};
 
 /// The operator's flags (the Go operator's names where it has them).
@@ -88,6 +89,22 @@ pub struct OperatorOptions {
     /// controller-runtime's (`$TMPDIR/k8s-webhook-server/serving-certs`) when that is absent.
     #[arg(long, default_value = webhook::DEFAULT_CERT_DIR)]
     pub webhook_cert_dir: PathBuf,
+    /// Manage the webhook's serving certificate in this Secret of nmo's namespace (a CA and a
+    /// certificate for `--webhook-service`, renewed before they expire, the CA published in
+    /// `--webhook-configuration`) instead of reading `--webhook-cert-dir`. Empty: read the
+    /// directory (cert-manager, OLM).
+    #[arg(long, env = "NMO_WEBHOOK_CERT_SECRET", default_value = "")]
+    pub webhook_cert_secret: String,
+    /// The webhook's Service (its DNS names go into a certificate nmo manages).
+    #[arg(long, default_value = "nmo-webhook")]
+    pub webhook_service: String,
+    /// The ValidatingWebhookConfiguration that gets the CA of a certificate nmo manages.
+    #[arg(long, default_value = "nmo-validating-webhook")]
+    pub webhook_configuration: String,
+    /// nmo's namespace (the downward API's metadata.namespace); unset: the client's default
+    /// namespace (a pod's service account namespace).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub pod_namespace: Option<String>,
     /// This replica's pod name (default: HOSTNAME, which a pod's is): the start of its leader
     /// election identity and the instance its events are reported by.
     #[arg(long, env = "POD_NAME")]
@@ -122,6 +139,10 @@ impl Default for OperatorOptions {
             // Embedded operators (tests, the demo) have no serving certificate.
             webhook_port: 0,
             webhook_cert_dir: PathBuf::from(webhook::DEFAULT_CERT_DIR),
+            webhook_cert_secret: String::new(),
+            webhook_service: "nmo-webhook".into(),
+            webhook_configuration: "nmo-validating-webhook".into(),
+            pod_namespace: None,
             pod_name: None,
             max_parallel_maintenances: None,
             max_unavailable_nodes: None,
@@ -225,6 +246,15 @@ impl OperatorOptions {
             retry_period: self.leader_elect_retry_period,
             ..LeaderConfig::new(namespace, leader_identity(self.pod_name()))
         }
+    }
+
+    /// nmo's namespace: `--pod-namespace` (POD_NAMESPACE, the downward API), else the client's
+    /// default namespace (the service account's, in a pod).
+    pub fn own_namespace(&self, client: &Client) -> String {
+        self.pod_namespace
+            .clone()
+            .filter(|ns| !ns.trim().is_empty())
+            .unwrap_or_else(|| client.default_namespace().to_string())
     }
 
     /// This replica's pod name: `--pod-name`, else HOSTNAME.
@@ -397,6 +427,7 @@ pub async fn run(
     let registry = Arc::new(registry);
     // Every request nmo makes (watches, election, events) is counted.
     let client = api_metrics::count_requests(client, api_requests);
+    tokio::pin!(shutdown);
     let (stop_servers, servers_stopped) = watch::channel(false);
     let stopped = move || {
         let mut receiver = servers_stopped.clone();
@@ -424,10 +455,18 @@ pub async fn run(
     }
 
     // The webhook runs on every replica, leader or not: its Service sends to all of them.
+    let certificate = tokio::select! {
+        () = &mut shutdown => {
+            let _ = stop_servers.send(true);
+            return Ok(());
+        }
+        certificate = serving_certificate(&client, &options, stopped()) => certificate,
+    };
     let webhook_config = WebhookConfig {
         port: options.webhook_port,
         cert_dir: options.webhook_cert_dir.clone(),
         enable_http2: options.enable_http2,
+        certificate,
     };
     // Bound before anything else starts: without its certificate nmo refuses to start.
     let webhook_task = match webhook::bind_port(&webhook_config, client.clone()).await {
@@ -452,7 +491,6 @@ pub async fn run(
     };
     tokio::pin!(webhook_failed);
 
-    tokio::pin!(shutdown);
     let elector = if options.leader_elect {
         let elector = LeaderElector::new(client.clone(), leader_config);
         // A standby is ready: it serves probes and waits; only the leader watches.
@@ -516,6 +554,35 @@ pub async fn run(
     }
     let _ = stop_servers.send(true);
     outcome
+}
+
+/// The webhook's certificate when nmo manages it (`--webhook-cert-secret`): waits for a first
+/// one, then keeps it renewed and its CA published in the background until `stopped`.
+async fn serving_certificate(
+    client: &Client,
+    options: &OperatorOptions,
+    stopped: impl Future<Output = ()> + Send + 'static,
+) -> Option<webhook::SharedCert> {
+    if options.webhook_port == 0 || options.webhook_cert_secret.is_empty() {
+        return None;
+    }
+    let config = ServingCertConfig {
+        secret: options.webhook_cert_secret.clone(),
+        namespace: options.own_namespace(client),
+        service: options.webhook_service.clone(),
+        webhook_configuration: options.webhook_configuration.clone(),
+        lifetimes: Lifetimes::default(),
+        check_interval: Duration::from_secs(60),
+        call_timeout: options.api_call_timeout,
+    };
+    let shared = serving_cert::obtain(client, &config).await;
+    tokio::spawn(serving_cert::keep(
+        client.clone(),
+        config,
+        shared.clone(),
+        stopped,
+    ));
+    Some(shared)
 }
 
 /// Makes sure the node leases' namespace exists before any maintenance runs (one read when it

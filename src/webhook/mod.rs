@@ -27,7 +27,7 @@ use tracing::info;
 pub use error::WebhookError;
 pub use metrics::WebhookMetrics;
 pub use server::VALIDATE_PATH;
-pub use tls::{DEFAULT_CERT_DIR, TlsError};
+pub use tls::{DEFAULT_CERT_DIR, SharedCert, TlsError};
 
 /// The Go operator's webhook port (controller-runtime's default).
 pub const DEFAULT_PORT: u16 = 9443;
@@ -43,6 +43,9 @@ pub struct WebhookConfig {
     pub cert_dir: PathBuf,
     /// Offer HTTP/2 (ALPN `h2`); off by default, as in the Go operator.
     pub enable_http2: bool,
+    /// A certificate held in memory (nmo manages its own, `serving_cert`): served instead of
+    /// the files of `cert_dir`.
+    pub certificate: Option<SharedCert>,
 }
 
 impl Default for WebhookConfig {
@@ -51,6 +54,7 @@ impl Default for WebhookConfig {
             port: DEFAULT_PORT,
             cert_dir: PathBuf::from(DEFAULT_CERT_DIR),
             enable_http2: false,
+            certificate: None,
         }
     }
 }
@@ -79,7 +83,11 @@ impl Webhook {
         address: SocketAddr,
         client: Client,
     ) -> Result<Self, WebhookError> {
-        let tls = tls::server_config(&config.cert_dir, config.enable_http2)?;
+        let tls = tls::server_config(
+            &config.cert_dir,
+            config.certificate.as_ref(),
+            config.enable_http2,
+        )?;
         let listener = server::bind(address).await?;
         Ok(Self {
             listener,

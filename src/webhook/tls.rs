@@ -303,19 +303,104 @@ impl ResolvesServerCert for ReloadingCert {
     }
 }
 
+/// A serving certificate held in memory and replaced whole by its owner (nmo's own
+/// certificate manager, `serving_cert`), for the webhook to serve without any file: every
+/// handshake gets the latest one.
+#[derive(Clone)]
+pub struct SharedCert {
+    current: Arc<std::sync::RwLock<Arc<CertifiedKey>>>,
+}
+
+impl fmt::Debug for SharedCert {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedCert").finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for SharedCert {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.current, &other.current)
+    }
+}
+
+impl Eq for SharedCert {}
+
+impl SharedCert {
+    /// A certificate from its PEM chain (leaf first) and PEM private key.
+    pub fn from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<Self, TlsError> {
+        let key = certified_key_from_pem(cert_pem, key_pem)?;
+        Ok(Self {
+            current: Arc::new(std::sync::RwLock::new(Arc::new(key))),
+        })
+    }
+
+    /// Serves this certificate from the next handshake on; a bad one is refused and the
+    /// previous one stays.
+    pub fn replace_pem(&self, cert_pem: &[u8], key_pem: &[u8]) -> Result<(), TlsError> {
+        let key = Arc::new(certified_key_from_pem(cert_pem, key_pem)?);
+        // A panic while holding the lock leaves consistent data (the value is replaced whole).
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = key;
+        Ok(())
+    }
+
+    fn current(&self) -> Arc<CertifiedKey> {
+        Arc::clone(&self.current.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
+impl ResolvesServerCert for SharedCert {
+    fn resolve(&self, _client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.current())
+    }
+}
+
+/// Where a certificate held in memory is said to come from in errors.
+const IN_MEMORY: &str = "(the webhook certificate secret)";
+
+fn certified_key_from_pem(cert_pem: &[u8], key_pem: &[u8]) -> Result<CertifiedKey, TlsError> {
+    let provider = rustls::crypto::ring::default_provider();
+    let path = || PathBuf::from(IN_MEMORY);
+    let chain = CertificateDer::pem_slice_iter(cert_pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|source| TlsError::Pem {
+            path: path(),
+            what: "certificate chain",
+            source,
+        })?;
+    let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|source| TlsError::Pem {
+        path: path(),
+        what: "private key",
+        source,
+    })?;
+    CertifiedKey::from_der(chain, key, &provider).map_err(|source| TlsError::Key {
+        cert: path(),
+        key: path(),
+        source,
+    })
+}
+
 /// The rustls server configuration: TLS 1.2+, no client certificates (the API server does not
 /// send one by default), ALPN `http/1.1`, plus `h2` only when HTTP/2 is enabled (it is off by
 /// default, as in the Go operator, because of the HTTP/2 rapid-reset attacks). The certificate
-/// is looked for in [`cert_dirs`]`(cert_dir)`.
-pub fn server_config(cert_dir: &Path, enable_http2: bool) -> Result<ServerConfig, TlsError> {
+/// is `shared` when given, else looked for in [`cert_dirs`]`(cert_dir)`.
+pub fn server_config(
+    cert_dir: &Path,
+    shared: Option<&SharedCert>,
+    enable_http2: bool,
+) -> Result<ServerConfig, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let files = CertFiles::find_in(&cert_dirs(cert_dir))?;
-    let resolver = ReloadingCert::new(files, Arc::clone(&provider))?;
+    let resolver: Arc<dyn ResolvesServerCert> = match shared {
+        Some(shared) => Arc::new(shared.clone()),
+        None => {
+            let files = CertFiles::find_in(&cert_dirs(cert_dir))?;
+            Arc::new(ReloadingCert::new(files, Arc::clone(&provider))?)
+        }
+    };
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(TlsError::Config)?
         .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
+        .with_cert_resolver(resolver);
     config.alpn_protocols = if enable_http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {
@@ -406,7 +491,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("tls.crt"), "not a certificate").unwrap();
         std::fs::write(dir.path().join("tls.key"), "not a key").unwrap();
-        let error = server_config(dir.path(), false).unwrap_err();
+        let error = server_config(dir.path(), None, false).unwrap_err();
         assert!(matches!(error, TlsError::Pem { .. }), "{error}");
         assert!(error.to_string().contains("tls.crt"), "{error}");
     }

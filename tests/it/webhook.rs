@@ -215,6 +215,7 @@ impl Harness {
             port: 0,
             cert_dir: cert_dir.path().to_path_buf(),
             enable_http2,
+            ..WebhookConfig::default()
         };
         let webhook = Webhook::bind(&config, "127.0.0.1:0".parse().unwrap(), client)
             .await
@@ -925,6 +926,7 @@ async fn cert_manager_file_names_are_accepted() {
         port: 0,
         cert_dir: dir.path().to_path_buf(),
         enable_http2: false,
+        ..WebhookConfig::default()
     };
     let webhook = Webhook::bind(&config, "127.0.0.1:0".parse().unwrap(), client).await;
     assert!(webhook.is_ok(), "{:?}", webhook.err());
@@ -938,6 +940,7 @@ async fn a_missing_certificate_fails_startup_naming_the_path() {
         port: 9443,
         cert_dir: dir.path().join("certificates"),
         enable_http2: false,
+        ..WebhookConfig::default()
     };
     let error = webhook::serve(config, client, std::future::pending())
         .await

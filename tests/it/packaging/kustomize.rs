@@ -23,9 +23,19 @@ const ENTRY_POINTS: &[&str] = &[
     "samples",
     "default",
     "webhook",
+    "cert-manager",
 ];
 
-const COMPONENTS: &[&str] = &["cert-manager", "monitoring", "gke-critical-pods"];
+/// The components that add objects (each is checked to add some).
+const COMPONENTS: &[&str] = &[
+    "cert-manager",
+    "webhook-cert",
+    "monitoring",
+    "gke-critical-pods",
+];
+
+/// The components that only change what is there (lease-namespace_follows_lease_namespace).
+const TRANSFORMING_COMPONENTS: &[&str] = &["lease-namespace"];
 
 fn assert_valid(label: &str, objects: &[Value]) {
     assert!(!objects.is_empty(), "{label} builds nothing");
@@ -72,8 +82,9 @@ fn kustomizations() -> Vec<(String, bool)> {
 fn every_entry_point_and_component_is_listed_here() {
     for (dir, is_component) in kustomizations() {
         let known = if is_component {
-            dir.strip_prefix("components/")
-                .is_some_and(|name| COMPONENTS.contains(&name))
+            dir.strip_prefix("components/").is_some_and(|name| {
+                COMPONENTS.contains(&name) || TRANSFORMING_COMPONENTS.contains(&name)
+            })
         } else {
             dir == "base" || ENTRY_POINTS.contains(&dir.as_str())
         };
@@ -163,69 +174,106 @@ fn deploy_and_its_uninstall_leave_the_shared_lease_namespace_alone() {
 #[test]
 fn leases_are_granted_only_in_their_two_namespaces() {
     let objects = build("");
-    let deployment = deployment(&objects);
-    let account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+    let own_namespace = deployment(&objects)["metadata"]["namespace"]
         .as_str()
-        .expect("a service account");
-    let own_namespace = deployment["metadata"]["namespace"].as_str().expect("ns");
+        .expect("ns")
+        .to_string();
     let lease_namespace = env(&objects, "LEASE_NAMESPACE").expect("LEASE_NAMESPACE");
-    let grants_leases = |role: &Value| {
-        role["rules"].as_array().into_iter().flatten().any(|rule| {
-            rule["apiGroups"]
-                .as_array()
-                .is_some_and(|g| g.iter().any(|g| g == "coordination.k8s.io" || g == "*"))
-        })
-    };
-    for role in find_all(&objects, "ClusterRole") {
-        assert!(
-            !grants_leases(role),
-            "{:?} grants leases cluster wide",
-            kind_of(role)
-        );
-    }
-    let mut lease_namespaces: Vec<&str> = find_all(&objects, "Role")
-        .into_iter()
-        .filter(|role| grants_leases(role))
-        .map(|role| {
-            let namespace = role["metadata"]["namespace"].as_str().expect("ns");
-            let name = role["metadata"]["name"].as_str().expect("name");
-            // Bound to nmo's service account in that namespace.
-            let bound = find_all(&objects, "RoleBinding").into_iter().any(|b| {
-                b["metadata"]["namespace"] == namespace
-                    && b["roleRef"]["kind"] == "Role"
-                    && b["roleRef"]["name"] == name
-                    && b["subjects"].as_array().into_iter().flatten().any(|s| {
-                        s["kind"] == "ServiceAccount"
-                            && s["name"] == account
-                            && s["namespace"] == own_namespace
-                    })
-            });
-            assert!(bound, "Role {namespace}/{name} is not bound to nmo");
-            namespace
-        })
-        .collect();
-    lease_namespaces.sort();
-    let mut expected = vec![own_namespace, lease_namespace.as_str()];
+    let mut expected = vec![own_namespace, lease_namespace];
     expected.sort();
-    assert_eq!(lease_namespaces, expected);
+    assert_eq!(
+        role_namespaces_granting(&objects, "coordination.k8s.io"),
+        expected
+    );
 }
 
-#[test]
-fn deploy_has_the_webhook_with_its_certificate_from_cert_manager() {
-    let objects = build("");
+/// The webhook configuration and the Service it calls, checked to fit together.
+fn webhook_and_service(objects: &[Value]) -> (&Value, &Value) {
     let webhook = find(
-        &objects,
+        objects,
         "ValidatingWebhookConfiguration",
         "nmo-validating-webhook",
     );
     let client = &webhook["webhooks"][0]["clientConfig"]["service"];
     let service = find(
-        &objects,
+        objects,
         "Service",
         client["name"].as_str().expect("a service"),
     );
     assert_eq!(service["metadata"]["namespace"], client["namespace"]);
     assert_eq!(service["spec"]["ports"][0]["port"], client["port"]);
+    // nmo serves on the Service's target port (no --webhook-port: its default).
+    let container = &deployment(objects)["spec"]["template"]["spec"]["containers"][0];
+    assert!(
+        container["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .any(|p| p["containerPort"] == service["spec"]["ports"][0]["targetPort"])
+    );
+    assert!(!args(objects).iter().any(|a| a.starts_with("--webhook")));
+    (webhook, service)
+}
+
+/// The default install needs nothing on the cluster: nmo manages its certificate in a Secret
+/// it may read and replace, publishes the CA in the one webhook configuration it may patch,
+/// and the webhook lets NodeMaintenances through until then (Ignore), then fails closed.
+#[test]
+fn deploy_has_the_webhook_with_a_certificate_nmo_manages_itself() {
+    let objects = build("");
+    let (webhook, service) = webhook_and_service(&objects);
+    assert_eq!(webhook["webhooks"][0]["failurePolicy"], "Ignore");
+    assert_eq!(
+        webhook["metadata"]["annotations"][nmo::serving_cert::FAILURE_POLICY_ANNOTATION],
+        "Fail"
+    );
+    let secret = env(&objects, "NMO_WEBHOOK_CERT_SECRET").expect("the certificate's Secret");
+    let container = &deployment(&objects)["spec"]["template"]["spec"]["containers"][0];
+    let pod_namespace = container["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .find(|e| e["name"] == "POD_NAMESPACE")
+        .expect("POD_NAMESPACE");
+    assert_eq!(
+        pod_namespace["valueFrom"]["fieldRef"]["fieldPath"],
+        "metadata.namespace"
+    );
+    for kind in ["Certificate", "Issuer"] {
+        assert!(
+            find_all(&objects, kind).is_empty(),
+            "no cert-manager {kind}"
+        );
+    }
+    let namespace = service["metadata"]["namespace"].as_str().expect("ns");
+    let role = find(&objects, "Role", "nmo-webhook-cert");
+    assert_eq!(role["metadata"]["namespace"], namespace);
+    let named = role["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .find(|r| {
+            r["verbs"]
+                .as_array()
+                .is_some_and(|v| v.contains(&"update".into()))
+        })
+        .expect("a rule to replace the Secret");
+    assert_eq!(named["resourceNames"], serde_json::json!([secret]));
+    let cluster_role = find(&objects, "ClusterRole", "nmo-webhook-cert");
+    assert_eq!(
+        cluster_role["rules"][0]["resourceNames"],
+        serde_json::json!([webhook["metadata"]["name"]])
+    );
+}
+
+#[test]
+fn cert_manager_gives_the_webhook_its_certificate_as_an_option() {
+    let objects = build("cert-manager");
+    let (webhook, _) = webhook_and_service(&objects);
+    let client = &webhook["webhooks"][0]["clientConfig"]["service"];
+    assert_eq!(webhook["webhooks"][0]["failurePolicy"], "Fail");
+    assert!(env(&objects, "NMO_WEBHOOK_CERT_SECRET").is_none());
+    assert!(!has(&objects, "Role", "nmo-webhook-cert"));
     let certificate = find(&objects, "Certificate", "nmo-webhook");
     let inject = format!(
         "{}/{}",
@@ -248,18 +296,9 @@ fn deploy_has_the_webhook_with_its_certificate_from_cert_manager() {
             .contains(&Value::from(dns.clone())),
         "the certificate does not cover {dns}"
     );
-    // nmo serves on the Service's target port and reads the certificate's secret where it
-    // looks by default (no --webhook-cert-dir, no --webhook-port: their defaults).
+    // nmo reads the certificate's secret where it looks by default (no --webhook-cert-dir).
     let pod = &deployment(&objects)["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
-    assert!(
-        container["ports"]
-            .as_array()
-            .expect("ports")
-            .iter()
-            .any(|p| p["containerPort"] == service["spec"]["ports"][0]["targetPort"])
-    );
-    assert!(!args(&objects).iter().any(|a| a.starts_with("--webhook")));
     let volume = pod["volumes"]
         .as_array()
         .expect("volumes")
@@ -273,6 +312,94 @@ fn deploy_has_the_webhook_with_its_certificate_from_cert_manager() {
         .find(|m| m["name"] == volume["name"])
         .expect("mounted");
     assert_eq!(mount["mountPath"], "/apiserver.local.config/certificates");
+}
+
+/// The namespaces in which a Role bound to nmo's service account grants something of
+/// `group`; panics on a ClusterRole that grants it.
+fn role_namespaces_granting(objects: &[Value], group: &str) -> Vec<String> {
+    let deployment = deployment(objects);
+    let account = deployment["spec"]["template"]["spec"]["serviceAccountName"]
+        .as_str()
+        .expect("a service account");
+    let own_namespace = deployment["metadata"]["namespace"].as_str().expect("ns");
+    let grants = |role: &Value| {
+        role["rules"].as_array().into_iter().flatten().any(|rule| {
+            rule["apiGroups"]
+                .as_array()
+                .is_some_and(|g| g.iter().any(|g| g == group || g == "*"))
+        })
+    };
+    for role in find_all(objects, "ClusterRole") {
+        assert!(
+            !grants(role),
+            "{:?} grants {group} cluster wide",
+            kind_of(role)
+        );
+    }
+    let mut namespaces: Vec<String> = find_all(objects, "Role")
+        .into_iter()
+        .filter(|role| grants(role))
+        .map(|role| {
+            let namespace = role["metadata"]["namespace"].as_str().expect("ns");
+            let name = role["metadata"]["name"].as_str().expect("name");
+            let bound = find_all(objects, "RoleBinding").into_iter().any(|b| {
+                b["metadata"]["namespace"] == namespace
+                    && b["roleRef"]["kind"] == "Role"
+                    && b["roleRef"]["name"] == name
+                    && b["subjects"].as_array().into_iter().flatten().any(|s| {
+                        s["kind"] == "ServiceAccount"
+                            && s["name"] == account
+                            && s["namespace"] == own_namespace
+                    })
+            });
+            assert!(bound, "Role {namespace}/{name} is not bound to nmo");
+            namespace.to_string()
+        })
+        .collect();
+    namespaces.sort();
+    namespaces
+}
+
+/// Events of cluster-scoped objects go to `default`, the only namespace nmo writes them in.
+#[test]
+fn events_are_granted_only_in_the_default_namespace() {
+    for entry_point in ["", "install", "no-webhook", "cert-manager"] {
+        assert_eq!(
+            role_namespaces_granting(&build(entry_point), "events.k8s.io"),
+            ["default"],
+            "deploy/{entry_point}"
+        );
+    }
+}
+
+/// A LEASE_NAMESPACE set below the component takes the lease Role (and the install's lease
+/// namespace) with it.
+#[test]
+fn the_lease_namespace_component_moves_the_lease_role_with_lease_namespace() {
+    let below = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
+    let up = super::support::relative_to_repo(below.path());
+    let text = format!(
+        "resources: [{}]\npatches:\n  - patch: |-\n      apiVersion: apps/v1\n      kind: Deployment\n      metadata: {{name: nmo, namespace: nmo-system}}\n      spec: {{template: {{spec: {{containers: [{{name: manager, env: [{{name: LEASE_NAMESPACE, value: my-leases}}]}}]}}}}}}\n",
+        up.join("deploy/install").display()
+    );
+    std::fs::write(below.path().join("kustomization.yaml"), text).expect("writable");
+    let relative_below = below
+        .path()
+        .strip_prefix(repo().canonicalize().expect("repo"))
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|_| below.path().to_path_buf());
+    let objects = build_overlay(
+        &[&relative_below.to_string_lossy()],
+        &["deploy/components/lease-namespace"],
+    );
+    let mut expected = vec!["my-leases".to_string(), "nmo-system".to_string()];
+    expected.sort();
+    assert_eq!(
+        role_namespaces_granting(&objects, "coordination.k8s.io"),
+        expected
+    );
+    assert!(has(&objects, "Namespace", "my-leases"));
+    assert!(!has(&objects, "Namespace", "medik8s-leases"));
 }
 
 #[test]

@@ -38,6 +38,8 @@ struct CsvSpec {
     min_kube_version: String,
     maturity: String,
     provider: Provider,
+    maintainers: Vec<Maintainer>,
+    icon: Vec<Icon>,
     keywords: Vec<String>,
     links: Vec<Link>,
     install_modes: Vec<InstallMode>,
@@ -50,6 +52,21 @@ struct CsvSpec {
 #[serde(deny_unknown_fields)]
 struct Provider {
     name: String,
+    url: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Maintainer {
+    name: String,
+    email: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Icon {
+    base64data: String,
+    mediatype: String,
 }
 
 #[derive(Deserialize)]
@@ -144,6 +161,7 @@ struct WebhookDefinition {
 
 const CSV: &str = "bundle/manifests/nmo.clusterserviceversion.yaml";
 const CSV_BASE: &str = "deploy/olm/nmo.clusterserviceversion.yaml";
+const ICON: &str = "deploy/olm/icon.svg";
 
 /// Everything but the CSV that OLM installs from the bundle: the kinds a registry+v1 bundle may
 /// carry, without a namespace (OLM puts them in the operator's). The Namespace, the service
@@ -216,7 +234,12 @@ fn generate() -> Vec<(String, String)> {
                 "webhookPath": w["clientConfig"]["service"]["path"],
                 "admissionReviewVersions": w["admissionReviewVersions"],
                 "sideEffects": w["sideEffects"],
-                "failurePolicy": w["failurePolicy"],
+                // OLM provides the certificate before the webhook is registered: the policy nmo
+                // would set once its own certificate is trusted holds from the start.
+                "failurePolicy": configuration["metadata"]["annotations"]
+                    [nmo::serving_cert::FAILURE_POLICY_ANNOTATION]
+                    .as_str()
+                    .map_or_else(|| w["failurePolicy"].clone(), Value::from),
                 "timeoutSeconds": w["timeoutSeconds"],
                 "rules": w["rules"],
             })
@@ -246,6 +269,11 @@ fn generate() -> Vec<(String, String)> {
     csv["metadata"]["annotations"]["alm-examples"] =
         json!(serde_json::to_string_pretty(&samples).expect("JSON"));
     csv["spec"]["version"] = json!(version);
+    let icon = std::fs::read(repo().join(ICON)).expect("the icon");
+    csv["spec"]["icon"] = json!([{
+        "base64data": serde_json::to_value(k8s_openapi::ByteString(icon)).expect("base64"),
+        "mediatype": "image/svg+xml",
+    }]);
     for owned in csv["spec"]["customresourcedefinitions"]["owned"]
         .as_array_mut()
         .expect("owned CRDs")
@@ -496,9 +524,11 @@ fn the_csv_installs_what_deploy_installs() {
         .filter(|r| &r["metadata"]["namespace"] == own_namespace)
         .flat_map(|r| rules_of(r))
         .collect();
+    // Roles of other namespaces (the node leases', default's events), in the order deploy/ has
+    // them: OLM makes them cluster wide.
     let leases: Vec<Value> = roles
         .iter()
-        .filter(|r| r["metadata"]["namespace"] == "medik8s-leases")
+        .filter(|r| &r["metadata"]["namespace"] != own_namespace)
         .flat_map(|r| rules_of(r))
         .collect();
     assert!(!leases.is_empty() && !own.is_empty());
@@ -552,7 +582,13 @@ fn the_csv_installs_what_deploy_installs() {
             .expect("versions")
     );
     assert_eq!(definition.side_effects, webhook["sideEffects"]);
-    assert_eq!(definition.failure_policy, webhook["failurePolicy"]);
+    // OLM registers the webhook with its certificate in place: fail closed from the start,
+    // the policy nmo turns deploy/'s webhook to once its own certificate is trusted.
+    assert_eq!(
+        definition.failure_policy,
+        configuration["metadata"]["annotations"][nmo::serving_cert::FAILURE_POLICY_ANNOTATION]
+    );
+    assert_eq!(definition.failure_policy, "Fail");
     assert_eq!(definition.timeout_seconds, webhook["timeoutSeconds"]);
     assert_eq!(
         definition.rules,
@@ -614,6 +650,8 @@ fn the_bundle_metadata_and_its_image_labels_agree() {
     assert_eq!(key("metadata.v1").as_deref(), Some("metadata/"));
     assert_eq!(key("package.v1").as_deref(), Some("nmo"));
     let default = key("channel.default.v1").expect("a default channel");
+    // The Go operator's channel, so that a Subscription moved from it keeps working.
+    assert_eq!(default, "stable");
     assert!(
         key("channels.v1")
             .expect("channels")
@@ -634,4 +672,56 @@ fn the_bundle_metadata_and_its_image_labels_agree() {
     assert_eq!(&labels, a);
     assert!(dockerfile.contains("COPY bundle/manifests /manifests/"));
     assert!(dockerfile.contains("COPY bundle/metadata /metadata/"));
+}
+
+/// What OperatorHub shows and its validation asks for beyond OLM's needs: an icon that decodes
+/// to the image it says it is, a maintainer to reach, a provider and links, a maturity other
+/// than alpha, the minimum Kubernetes version, and the Go operator's install modes (cluster
+/// wide only: NodeMaintenances are cluster scoped and pods of every namespace are drained).
+#[test]
+fn the_csv_has_what_operatorhub_shows() {
+    let (_, csv) = bundle_csv();
+    assert_eq!(csv.spec.icon.len(), 1);
+    let icon = &csv.spec.icon[0];
+    assert_eq!(icon.mediatype, "image/svg+xml");
+    let decoded: k8s_openapi::ByteString =
+        serde_json::from_value(Value::from(icon.base64data.clone())).expect("base64");
+    let svg = String::from_utf8(decoded.0).expect("UTF-8");
+    assert!(svg.trim_start().starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+    assert_eq!(
+        svg,
+        std::fs::read_to_string(repo().join(ICON)).expect("the icon")
+    );
+    assert!(!csv.spec.maintainers.is_empty());
+    for maintainer in &csv.spec.maintainers {
+        assert!(!maintainer.name.trim().is_empty());
+        let (user, domain) = maintainer.email.split_once('@').expect("an e-mail address");
+        assert!(
+            !user.is_empty() && domain.contains('.'),
+            "{}",
+            maintainer.email
+        );
+    }
+    assert!(csv.spec.provider.url.starts_with("https://"));
+    assert!(csv.spec.links.len() >= 2, "source and documentation links");
+    assert_ne!(csv.spec.maturity, "alpha");
+    let parts: Vec<u32> = csv
+        .spec
+        .min_kube_version
+        .split('.')
+        .map(|p| p.parse().expect("a number"))
+        .collect();
+    assert_eq!(parts.len(), 3);
+    assert!(
+        parts[0] == 1 && parts[1] >= 23,
+        "at least the Go operator's minimum"
+    );
+    let supported: Vec<&str> = csv
+        .spec
+        .install_modes
+        .iter()
+        .filter(|m| m.supported)
+        .map(|m| m.type_.as_str())
+        .collect();
+    assert_eq!(supported, ["AllNamespaces"]);
 }

@@ -13,7 +13,7 @@ use nmo_envtest::{ControlPlane, Identity, Options};
 
 use super::support::repo;
 
-/// cert-manager's two kinds that `install.yaml` uses, as bare CRDs that accept any spec: what a
+/// cert-manager's two kinds that `deploy/cert-manager` uses, as bare CRDs that accept any spec: what a
 /// cluster with cert-manager serves, without its validation (its CRDs are not copied here).
 const CERT_MANAGER_KINDS: &str = r"
 apiVersion: apiextensions.k8s.io/v1
@@ -118,18 +118,26 @@ fn both_install_paths_are_accepted_by_a_real_api_server_and_uninstalls_keep_the_
     kubectl.gone(&[CRD, "namespace/nmo-system", "clusterrole/nmo-manager"]);
     assert!(kubectl.exists(&["namespace/medik8s-leases"]));
 
-    // With cert-manager: the release manifest, one command.
+    // With cert-manager, as an option.
     let kinds = plane.data_dir().join("cert-manager-kinds.yaml");
     std::fs::write(&kinds, CERT_MANAGER_KINDS).expect("write the cert-manager kinds");
     kubectl.ok(&["apply", "-f", &kinds.to_string_lossy()]);
     kubectl.established("crd/issuers.cert-manager.io");
     kubectl.established("crd/certificates.cert-manager.io");
-    kubectl.ok(&["apply", "-f", "install.yaml"]);
+    kubectl.ok(&["apply", "-k", "deploy/cert-manager"]);
     kubectl.established(CRD);
     assert!(kubectl.exists(&[WEBHOOK]));
     assert!(kubectl.exists(&["certificate/nmo-webhook", "-n", "nmo-system"]));
     assert!(kubectl.exists(&["deployment/nmo", "-n", "nmo-system"]));
-    // The README's uninstall without a checkout: by nmo's label, so the shared namespace stays.
+    kubectl.ok(&["delete", "-k", "deploy/cert-manager", "--wait=false"]);
+    kubectl.gone(&[CRD, WEBHOOK, "namespace/nmo-system"]);
+
+    // The release manifest, one command, on a cluster with nothing else.
+    kubectl.ok(&["apply", "-f", "install.yaml"]);
+    kubectl.established(CRD);
+    assert!(kubectl.exists(&[WEBHOOK]));
+    assert!(kubectl.exists(&["deployment/nmo", "-n", "nmo-system"]));
+    // The uninstall without a checkout: by nmo's label, so the shared namespace stays.
     kubectl.ok(&[
         "delete",
         "-f",

@@ -80,7 +80,7 @@ pub fn build_overlay(resources: &[&str], components: &[&str]) -> Vec<Value> {
 
 /// The relative path from `dir` to the repository root (`../../..` when `dir` is inside it, as
 /// target/ usually is; up to their common ancestor and down again otherwise).
-fn relative_to_repo(dir: &Path) -> PathBuf {
+pub fn relative_to_repo(dir: &Path) -> PathBuf {
     let dir = dir.canonicalize().expect("the directory exists");
     let root = repo().canonicalize().expect("the repository exists");
     let common = dir
