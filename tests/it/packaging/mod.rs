@@ -3,6 +3,7 @@
 
 mod bare_install;
 mod dockerfile;
+mod image;
 mod kustomize;
 mod monitoring;
 mod olm;
