@@ -12,5 +12,6 @@ pub mod maintenance_watch;
 pub mod observability;
 pub mod operator;
 pub mod plan;
+pub mod rbac_check;
 pub mod serving_cert;
 pub mod webhook;

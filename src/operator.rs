@@ -376,6 +376,9 @@ pub enum OperatorError {
     /// The admission webhook could not start (its certificate is missing, say).
     #[error(transparent)]
     Webhook(#[from] WebhookError),
+    /// nmo's service account may not do what nmo needs (checked at start).
+    #[error(transparent)]
+    Rights(#[from] crate::rbac_check::MissingRights),
     /// The admission webhook's task ended unexpectedly.
     #[error("the admission webhook stopped: {0}")]
     WebhookStopped(String),
@@ -409,6 +412,11 @@ pub async fn run(
     } = client.into();
     options.validate()?;
     let leader_config = options.leader_config(client.default_namespace().to_string());
+    let leader_namespace = options
+        .leader_elect
+        .then_some(leader_config.namespace.as_str());
+    let needs = crate::rbac_check::needs(&options.lease_namespace, leader_namespace);
+    crate::rbac_check::check(&client, &needs, options.api_call_timeout).await?;
     let readiness = Readiness::default();
     let mut registry = Registry::default();
     let maintenance_metrics = OperatorMetrics::default();

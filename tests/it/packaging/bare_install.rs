@@ -208,3 +208,54 @@ async fn the_default_install_works_on_a_bare_cluster_through_nmo_s_own_certifica
         .expect("nmo stops");
     assert!(matches!(outcome, Ok(Ok(()))), "{outcome:?}");
 }
+
+/// A LEASE_NAMESPACE changed without its Role: nmo, as the install's ServiceAccount, refuses to
+/// start at once and names what is missing and where, instead of answering every lease call
+/// with a 403 for ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_namespace_without_its_role_stops_nmo_at_start_naming_what_is_missing() {
+    let plane = ControlPlane::start(Options::api_only()).expect("a control plane of its own");
+    let apply = plane
+        .kubectl(&Identity::admin())
+        .expect("kubectl")
+        .current_dir(repo())
+        .args(["apply", "-k", "deploy/install-no-webhook"])
+        .output()
+        .expect("kubectl runs");
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    let client = plane
+        .client_as(&Identity::service_account("nmo-system", "nmo"))
+        .expect("nmo's client");
+    let options = nmo::operator::OperatorOptions {
+        lease_namespace: "my-leases".into(),
+        metrics_bind_address: "0".into(),
+        health_probe_bind_address: "0".into(),
+        ..nmo::operator::OperatorOptions::default()
+    };
+    let outcome = tokio::time::timeout(
+        Duration::from_secs(30),
+        nmo::operator::run(client, options, std::future::pending()),
+    )
+    .await
+    .expect("nmo stops at start instead of retrying for ever");
+    let Err(error) = outcome else {
+        panic!("nmo ran without rights on its leases");
+    };
+    let text = error.to_string();
+    for missing in ["get", "create", "update", "delete", "list"] {
+        assert!(
+            text.contains(&format!(
+                "{missing} leases (coordination.k8s.io) in namespace my-leases"
+            )),
+            "{text}"
+        );
+    }
+    assert!(
+        !text.contains("cluster wide"),
+        "only the leases are missing: {text}"
+    );
+}
