@@ -1,5 +1,5 @@
 # The OLM bundle image: nmo's manifests and metadata, nothing to run. Build from the repository
-# root, after regenerating bundle/ (README, "OLM bundle"):
+# root, after regenerating bundle/ (docs/development.md, "Generated files"):
 #   docker build -f bundle.Dockerfile -t ghcr.io/nmo-project/nmo-bundle:v0.1.0 .
 FROM scratch
 

@@ -2,7 +2,7 @@
 //! deleted while the simulated API server answers a tenth of nmo's requests with 500/409/429,
 //! drops its watches and answers some requests after their deadline, and the leading replica
 //! (a real `nmo run` child process) is killed with SIGKILL. Every check of the soak must hold.
-//! The full-size run is `nmo bench --scenario soak`; its figures are in the README.
+//! The full-size run is `nmo bench --scenario soak`; its figures are in docs/performance.md.
 
 use std::path::Path;
 

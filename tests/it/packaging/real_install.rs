@@ -1,4 +1,4 @@
-//! The README's install and uninstall commands, typed as a user would, against a real
+//! docs/install.md's install and uninstall commands, typed as a user would, against a real
 //! kube-apiserver: every object of both install paths is accepted (schema, RBAC escalation
 //! checks, webhook configuration), the CRD serves NodeMaintenances, and both uninstalls remove
 //! nmo while the `medik8s-leases` namespace the other medik8s operators share stays.
@@ -113,7 +113,7 @@ fn both_install_paths_are_accepted_by_a_real_api_server_and_uninstalls_keep_the_
     // finalizer holds it).
     kubectl.ok(&["apply", "-k", "deploy/samples"]);
     kubectl.ok(&["delete", "-k", "deploy/samples"]);
-    // The README's uninstall from a checkout.
+    // docs/install.md's uninstall from a checkout.
     kubectl.ok(&["delete", "-k", "deploy/no-webhook", "--wait=false"]);
     kubectl.gone(&[CRD, "namespace/nmo-system", "clusterrole/nmo-manager"]);
     assert!(kubectl.exists(&["namespace/medik8s-leases"]));

@@ -12,7 +12,7 @@ const HEADER: &str = "\
 # nmo's release manifest: everything a first install needs, in one file.
 #   kubectl apply -f install.yaml
 # Generated: the kustomize build of deploy/install (`kubectl kustomize deploy/install`); do not
-# edit (change deploy/ and regenerate: see the README). To uninstall, delete the
+# edit (change deploy/ and regenerate: see docs/development.md). To uninstall, delete the
 # NodeMaintenances first, then everything but the shared lease namespace medik8s-leases, which
 # the other medik8s operators use:
 #   kubectl delete nodemaintenances --all --wait
