@@ -5,6 +5,7 @@
 //! binary, so the binary that cordons production nodes ships no fake API server.
 
 pub mod bench;
+pub mod cli;
 mod command;
 pub mod demo;
 

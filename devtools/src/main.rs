@@ -1,41 +1,18 @@
 //! `nmo-dev`: `nmo` with the development tools. Every operator command (`run`, `crd`, `plan`,
 //! none) runs as in `nmo`, through the library's `nmo::cli::commands`; `demo`, `bench` and
-//! `sim` are added. `cargo run` at the workspace's root runs this binary, so the README's
-//! `cargo run --release -- demo` and `cargo run -- run ...` both work; the image ships `nmo`.
+//! `sim` are added (the command line is `nmo_devtools::cli`). `cargo run` at the workspace's
+//! root runs this binary, so the README's `cargo run --release -- demo` and
+//! `cargo run -- run ...` both work; the image ships `nmo`.
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use nmo::cli::RunArgs;
 use nmo::cli::commands::{self, exit_code, parse_command_line};
+use nmo_devtools::cli::{Cli, Command};
 
 /// The same allocator as `nmo` (see src/main.rs): the demo runs the operator in this process
 /// and `nmo bench` may run this binary as the operator.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-/// nmo: Kubernetes node maintenance operator (drop-in for the medik8s Node Maintenance
-/// Operator), with its development tools (demo, bench, sim).
-///
-/// Without a subcommand nmo runs the operator, as `nmo run` does.
-#[derive(Parser, Debug)]
-#[command(name = "nmo", version = nmo::build_info::VERSION_LINE, about,
-          args_conflicts_with_subcommands = true)]
-struct Cli {
-    #[command(subcommand)]
-    command: Option<Command>,
-    /// The operator's flags, when no subcommand is given.
-    #[command(flatten)]
-    run: RunArgs,
-}
-
-#[derive(Subcommand, Debug)]
-enum Command {
-    #[command(flatten)]
-    Operator(commands::Command),
-    #[command(flatten)]
-    Dev(nmo_devtools::DevCommand),
-}
 
 fn main() -> ExitCode {
     let cli: Cli = parse_command_line();

@@ -4,6 +4,7 @@ mod api_requests;
 mod conventions;
 mod crd;
 mod demo;
+mod docs;
 mod go_command_line;
 mod logs;
 mod manifests;

@@ -9,4 +9,4 @@ mod monitoring;
 mod olm;
 mod real_install;
 mod release;
-mod support;
+pub(crate) mod support;
