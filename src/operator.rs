@@ -11,7 +11,6 @@ use nmo_actors::config::{Config, defaults};
 use nmo_actors::fleet::{FleetBudget, Limit, LimitError};
 use nmo_actors::ports::Cluster as _;
 use nmo_actors::system::{self, StartError};
-use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -21,13 +20,13 @@ use crate::cli::go_flags::parse_go_bool;
 use crate::cluster::KubeCluster;
 use crate::leader::{Fence, LeaderConfig, LeaderConfigError, LeaderElector, LeaderError};
 use crate::maintenance_watch::{self, WatchError};
-use crate::observability::api_metrics::{self, ApiRequests};
+use crate::observability::api_metrics;
 use crate::observability::endpoints::{self, Readiness};
 use crate::observability::http::{self, parse_bind_address};
-use crate::observability::operator_metrics::{OperatorMetrics, ProcessObserver};
-use crate::observability::process_metrics::{Leadership, ProcessCollector, register_build_info};
+use crate::observability::operator_metrics::ProcessObserver;
+use crate::observability::registry::Metrics;
 use crate::serving_cert::{self, Lifetimes, ServingCertConfig};
-use crate::webhook::{self, WebhookConfig, WebhookError, WebhookMetrics};
+use crate::webhook::{self, WebhookConfig, WebhookError};
 
 /// The operator's flags (the Go operator's names where it has them).
 #[derive(Debug, Clone, clap::Args)]
@@ -418,20 +417,13 @@ pub async fn run(
     let needs = crate::rbac_check::needs(&options.lease_namespace, leader_namespace);
     crate::rbac_check::check(&client, &needs, options.api_call_timeout).await?;
     let readiness = Readiness::default();
-    let mut registry = Registry::default();
-    let maintenance_metrics = OperatorMetrics::default();
-    maintenance_metrics.register(&mut registry);
-    let api_requests = ApiRequests::default();
-    api_requests.register(&mut registry);
-    if let Some(connections) = connections {
-        api_metrics::register_connections(&mut registry, connections);
-    }
-    register_build_info(&mut registry);
-    registry.register_collector(Box::new(ProcessCollector));
-    let leader_metric = Leadership::default();
-    leader_metric.register(&mut registry);
-    let webhook_metrics = WebhookMetrics::default();
-    webhook_metrics.register(&mut registry);
+    let Metrics {
+        registry,
+        maintenances: maintenance_metrics,
+        api_requests,
+        leadership: leader_metric,
+        webhook: webhook_metrics,
+    } = Metrics::new(connections);
     let registry = Arc::new(registry);
     // Every request nmo makes (watches, election, events) is counted.
     let client = api_metrics::count_requests(client, api_requests);

@@ -1,6 +1,7 @@
 //! What nmo shows of itself: logs and traces (`telemetry`), Prometheus metrics of the
-//! maintenances (`operator_metrics`) and of every Kubernetes API request (`api_metrics`), and
-//! the plain-HTTP endpoints that serve the metrics and the health probes (`endpoints`, served by
+//! maintenances (`operator_metrics`, `drain_metrics`), of every Kubernetes API request
+//! (`api_metrics`) and of the process (`process_metrics`), all registered by `registry`, and the
+//! plain-HTTP endpoints that serve the metrics and the health probes (`endpoints`, served by
 //! `http`).
 
 pub mod api_metrics;
@@ -10,4 +11,5 @@ pub mod http;
 pub mod operator_metrics;
 pub mod otlp_http;
 pub mod process_metrics;
+pub mod registry;
 pub mod telemetry;

@@ -41,3 +41,79 @@ fn a_generated_section_is_found_between_its_markers() {
     assert_eq!(&text[range], "old\n");
     assert!(generated_section(&text, "y").is_none());
 }
+
+/// The rows of the first table after the first heading whose title starts with `heading` (case
+/// insensitive), header and separator left out: each row as its cells, trimmed.
+pub fn table_after_heading(text: &str, heading: &str) -> Option<Vec<Vec<String>>> {
+    let wanted = heading.to_lowercase();
+    let mut lines = text.lines();
+    lines.find(|line| {
+        line.starts_with('#')
+            && line
+                .trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .starts_with(&wanted)
+    })?;
+    let mut rows = Vec::new();
+    let mut in_table = false;
+    for line in lines {
+        let trimmed = line.trim();
+        if trimmed.starts_with('|') {
+            in_table = true;
+            rows.push(cells(trimmed));
+        } else if in_table || trimmed.starts_with('#') {
+            break;
+        }
+    }
+    // The header row and the `| --- |` row.
+    Some(rows.into_iter().skip(2).collect())
+}
+
+/// A table row's cells (`\|` inside a cell is not a separator).
+fn cells(row: &str) -> Vec<String> {
+    let inner = row.trim_matches('|');
+    let mut out = Vec::new();
+    let mut cell = String::new();
+    let mut chars = inner.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'|') => {
+                cell.push('|');
+                chars.next();
+            }
+            '|' => out.push(std::mem::take(&mut cell)),
+            _ => cell.push(c),
+        }
+    }
+    out.push(cell);
+    out.into_iter()
+        .map(|cell| cell.trim().to_string())
+        .collect()
+}
+
+/// The `code spans` of a piece of Markdown.
+pub fn code_spans(text: &str) -> Vec<&str> {
+    text.split('`').skip(1).step_by(2).collect()
+}
+
+#[test]
+fn a_table_is_read_after_its_heading() {
+    let text = "\
+# Title
+| other | table |
+| --- | --- |
+| `X` | no |
+## Table here
+| reason | what |
+| --- | --- |
+| `A` | one \\| two |
+| `B` | three |
+
+after
+";
+    let rows = table_after_heading(text, "table here").expect("a table");
+    assert_eq!(rows, [["`A`", "one | two"], ["`B`", "three"]]);
+    assert_eq!(code_spans(&rows[0][0]), ["A"]);
+    assert!(table_after_heading(text, "no such heading").is_none());
+}
