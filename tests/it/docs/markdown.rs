@@ -117,3 +117,79 @@ after
     assert_eq!(code_spans(&rows[0][0]), ["A"]);
     assert!(table_after_heading(text, "no such heading").is_none());
 }
+
+/// README.md and every Markdown file of docs/, by path from the repository root, sorted.
+pub fn documents() -> Vec<String> {
+    let mut paths = vec!["README.md".to_string()];
+    let entries = std::fs::read_dir(repo().join("docs")).expect("docs/ is readable");
+    let mut docs: Vec<String> = entries
+        .filter_map(|entry| entry.ok())
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .filter(|name| {
+            std::path::Path::new(name)
+                .extension()
+                .is_some_and(|ext| ext.eq_ignore_ascii_case("md"))
+        })
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    docs.sort();
+    paths.extend(docs);
+    paths
+}
+
+/// A fenced code block: its language tag, the line its first line is on (1-based) and its
+/// lines.
+pub struct Block<'a> {
+    pub language: &'a str,
+    pub first_line: usize,
+    pub lines: Vec<&'a str>,
+}
+
+/// The fenced (```) code blocks of a Markdown text, indented ones (in list items) included.
+pub fn fenced_blocks(text: &str) -> Vec<Block<'_>> {
+    let mut blocks = Vec::new();
+    let mut open: Option<Block<'_>> = None;
+    for (index, line) in text.lines().enumerate() {
+        let trimmed = line.trim_start();
+        match open.take() {
+            None => {
+                if let Some(language) = trimmed.strip_prefix("```") {
+                    open = Some(Block {
+                        language: language.trim(),
+                        first_line: index + 2,
+                        lines: Vec::new(),
+                    });
+                }
+            }
+            Some(mut block) => {
+                if trimmed.starts_with("```") {
+                    blocks.push(block);
+                } else {
+                    block.lines.push(line);
+                    open = Some(block);
+                }
+            }
+        }
+    }
+    blocks
+}
+
+#[test]
+fn fenced_blocks_are_found_in_list_items_too() {
+    let text = "\
+# Title
+- a list item:
+  ```sh
+  nmo plan a
+  ```
+```yaml
+kind: NodeMaintenance
+```
+";
+    let blocks = fenced_blocks(text);
+    assert_eq!(blocks.len(), 2);
+    assert_eq!(blocks[0].language, "sh");
+    assert_eq!(blocks[0].first_line, 4);
+    assert_eq!(blocks[0].lines, ["  nmo plan a"]);
+    assert_eq!(blocks[1].language, "yaml");
+}
