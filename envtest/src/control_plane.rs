@@ -1,6 +1,8 @@
 //! The control plane: its processes, its credentials, and the clients and helpers built on
 //! them.
 
+mod faults;
+
 use std::collections::HashMap;
 use std::future::Future;
 use std::path::{Path, PathBuf};

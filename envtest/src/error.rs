@@ -76,6 +76,24 @@ pub enum Error {
         /// The last lines of its log.
         tail: String,
     },
+    /// A signal could not be delivered to a component (it is gone, say).
+    #[error("cannot send SIG{signal} to {component}: {reason}")]
+    Signal {
+        /// The component.
+        component: Component,
+        /// The signal's name.
+        signal: String,
+        /// What `kill` said.
+        reason: String,
+    },
+    /// A fault was asked of a component that is not running (or, for a restart, still runs).
+    #[error("{component}: {reason}")]
+    Fault {
+        /// The component.
+        component: Component,
+        /// Why the fault cannot be applied.
+        reason: String,
+    },
     /// Starting a process failed.
     #[error("cannot start {what}: {source}")]
     Spawn {

@@ -101,9 +101,20 @@ impl Launcher {
     /// kube-apiserver against etcd on `etcd_port`, probed with `admin` (a client config
     /// whose URL's port is replaced by the one picked).
     pub async fn apiserver(&self, etcd_port: u16, admin: &kube::Config) -> Result<Started> {
+        self.apiserver_on(etcd_port, self.options.apiserver_port, admin)
+            .await
+    }
+
+    /// [`Self::apiserver`] on `port` if given (a restart keeps its port, so that its clients
+    /// find it again), else on a free one.
+    pub async fn apiserver_on(
+        &self,
+        etcd_port: u16,
+        fixed: Option<u16>,
+        admin: &kube::Config,
+    ) -> Result<Started> {
         let program = self.program(Component::ApiServer)?;
         let layout = &self.layout;
-        let fixed = self.options.apiserver_port;
         self.start(Component::ApiServer, &program, 1, fixed, |ports| {
             let mut args: Vec<OsString> = vec![
                 format!("--etcd-servers=http://127.0.0.1:{etcd_port}").into(),

@@ -56,6 +56,12 @@
 //! - Nodes without a kubelet ([`ControlPlane::register_node`], [`NodeTemplate`]): Ready, with
 //!   capacity, kept Ready by renewing their Leases while the controller manager's node lifecycle
 //!   controller watches (see [`nodes`]); [`ControlPlane::stop_heartbeat`] makes one go silent.
+//! - Faults of its own processes, for tests of how a client lives through them:
+//!   [`ControlPlane::kill`] (SIGKILL: connections reset), [`ControlPlane::terminate`] (SIGTERM:
+//!   kube-apiserver's graceful shutdown, GOAWAY), [`ControlPlane::restart`] (the API server
+//!   again on its port), [`ControlPlane::pause`] / [`ControlPlane::resume`] (SIGSTOP / SIGCONT:
+//!   connections stay open and nothing answers, as over a half-open connection; e.g. etcd
+//!   frozen under a running API server).
 //! - Requests counted from the API server's audit log ([`AuditLog`]: a policy for chosen users,
 //!   given through [`Options::extra_args`], and the requests it logged, by user, verb and
 //!   resource), where the simulator would count them itself.

@@ -156,6 +156,40 @@ impl Process {
         }
     }
 
+    /// Sends `signal` (a name `kill` knows: `KILL`, `TERM`, `STOP`, `CONT`) to the component
+    /// (not to its wrapper).
+    pub fn signal(&self, signal: &str) -> Result<()> {
+        let sent = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.pid.to_string())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|source| Error::Spawn {
+                what: format!("kill -{signal} {}", self.pid),
+                source,
+            })?;
+        if sent.status.success() {
+            return Ok(());
+        }
+        Err(Error::Signal {
+            component: self.component,
+            signal: signal.to_string(),
+            reason: String::from_utf8_lossy(&sent.stderr).trim().to_string(),
+        })
+    }
+
+    /// Waits up to `deadline` for the component (and so its wrapper) to exit; whether it did.
+    pub fn wait_exit(&mut self, deadline: Duration) -> bool {
+        let started = Instant::now();
+        while self.exit_status().is_none() {
+            if started.elapsed() > deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        true
+    }
+
     /// Closes the pipe: the wrapper kills the component. Returns at once.
     pub fn close_lifeline(&mut self) {
         drop(self.lifeline.take());

@@ -5,6 +5,7 @@
 mod cleanup;
 mod clients;
 mod controllers;
+mod faults;
 mod manifests;
 mod start_errors;
 mod support;
