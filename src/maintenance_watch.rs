@@ -12,8 +12,9 @@ use ractor::ActorRef;
 
 use crate::cluster::maintenance;
 use crate::cluster::watch::{InitialLists, events};
+use crate::cluster::watch_health::WatchHealth;
 use crate::crd::NodeMaintenance;
-use crate::observability::endpoints::Readiness;
+use crate::observability::health::Readiness;
 
 /// Why the NodeMaintenance watch stopped feeding the supervisor.
 #[derive(Debug, thiserror::Error)]
@@ -21,12 +22,15 @@ pub enum WatchError {
     /// The supervisor is gone, so nothing can act on what the watch sees.
     #[error("the supervisor stopped: {0}")]
     SupervisorGone(String),
-    /// The watch stream ended, which kube-runtime's watcher never does on its own.
+    /// The watch stream ended, which `cluster::watch::events` never does.
     #[error("the NodeMaintenance watch ended")]
     WatchEnded,
 }
 
-/// Watches NodeMaintenances until an error; marks `readiness` once the first listing is in.
+/// Watches NodeMaintenances until the supervisor is gone; tells `readiness` once the first
+/// listing is in. The watch is reported to `health` with the others; its failures are retried
+/// (and logged) by `cluster::watch::events`, and after each it lists again: what was created
+/// or deleted meanwhile reaches the supervisor then.
 ///
 /// The first list comes as a streaming list where the API server serves them (`lists`), and
 /// this watch starts before any maintenance does: a server that refuses streaming lists has
@@ -34,26 +38,32 @@ pub enum WatchError {
 pub async fn run(
     client: Client,
     lists: InitialLists,
+    health: WatchHealth,
     supervisor: ActorRef<SupervisorMsg>,
     readiness: Readiness,
 ) -> WatchError {
     let api: Api<NodeMaintenance> = Api::all(client);
-    let mut stream = events(api, watcher::Config::default(), lists);
+    let mut stream = events(
+        api,
+        watcher::Config::default(),
+        lists,
+        health.register("NodeMaintenances"),
+    );
     // Names (and uids) the supervisor was told about; a relist that misses one means it was
     // deleted while the watch was down.
     let mut known: BTreeMap<String, String> = BTreeMap::new();
     let mut relisted: BTreeMap<String, String> = BTreeMap::new();
     while let Some(event) = stream.next().await {
         let sent = match event {
-            Ok(Event::Init) => {
+            Event::Init => {
                 relisted.clear();
                 Ok(())
             }
-            Ok(Event::InitApply(object)) => {
+            Event::InitApply(object) => {
                 relisted.insert(object.name_any(), uid(&object));
                 upsert(&supervisor, &object)
             }
-            Ok(Event::InitDone) => {
+            Event::InitDone => {
                 // Gone: not relisted, or relisted under another uid (deleted and created again).
                 let gone: Vec<(String, String)> = known
                     .iter()
@@ -61,25 +71,21 @@ pub async fn run(
                     .map(|(name, uid)| (name.clone(), uid.clone()))
                     .collect();
                 known = std::mem::take(&mut relisted);
-                readiness.set_ready();
+                readiness.listed();
                 gone.into_iter()
                     .try_for_each(|(name, uid)| deleted(&supervisor, name, uid))
                     // Only now does the budget know every maintenance holding a slot, and may
                     // the orphan sweep look for nodes of NodeMaintenances that are gone.
                     .and_then(|()| listed(&supervisor))
             }
-            Ok(Event::Apply(object)) => {
+            Event::Apply(object) => {
                 known.insert(object.name_any(), uid(&object));
                 upsert(&supervisor, &object)
             }
-            Ok(Event::Delete(object)) => {
+            Event::Delete(object) => {
                 let name = object.name_any();
                 known.remove(&name);
                 deleted(&supervisor, name, uid(&object))
-            }
-            Err(error) => {
-                tracing::warn!(%error, "NodeMaintenance watch failed; retrying with backoff");
-                Ok(())
             }
         };
         if let Err(error) = sent {

@@ -21,7 +21,8 @@ use crate::cluster::KubeCluster;
 use crate::leader::{Fence, LeaderConfig, LeaderConfigError, LeaderElector, LeaderError};
 use crate::maintenance_watch::{self, WatchError};
 use crate::observability::api_metrics;
-use crate::observability::endpoints::{self, Readiness};
+use crate::observability::endpoints;
+use crate::observability::health::{self, Liveness, Readiness};
 use crate::observability::http::{self, parse_bind_address};
 use crate::observability::operator_metrics::ProcessObserver;
 use crate::observability::registry::Metrics;
@@ -372,6 +373,9 @@ pub enum OperatorError {
     /// The NodeMaintenance watch stopped.
     #[error(transparent)]
     MaintenanceWatch(#[from] WatchError),
+    /// The supervisor actor stopped (it never does while nmo runs).
+    #[error("the supervisor stopped")]
+    SupervisorStopped,
     /// The admission webhook could not start (its certificate is missing, say).
     #[error(transparent)]
     Webhook(#[from] WebhookError),
@@ -417,12 +421,14 @@ pub async fn run(
     let needs = crate::rbac_check::needs(&options.lease_namespace, leader_namespace);
     crate::rbac_check::check(&client, &needs, options.api_call_timeout).await?;
     let readiness = Readiness::default();
+    let liveness = Liveness::default();
     let Metrics {
         registry,
         maintenances: maintenance_metrics,
         api_requests,
         leadership: leader_metric,
         webhook: webhook_metrics,
+        health: health_metrics,
     } = Metrics::new(connections);
     let registry = Arc::new(registry);
     // Every request nmo makes (watches, election, events) is counted.
@@ -445,7 +451,7 @@ pub async fn run(
         ));
     }
     if let Some(listener) = bind(&options.health_probe_bind_address).await? {
-        let router = endpoints::probes_router(readiness.clone());
+        let router = endpoints::probes_router(readiness.clone(), liveness.clone());
         tokio::spawn(http::serve(
             listener,
             router,
@@ -494,7 +500,7 @@ pub async fn run(
     let elector = if options.leader_elect {
         let elector = LeaderElector::new(client.clone(), leader_config);
         // A standby is ready: it serves probes and waits; only the leader watches.
-        readiness.set_ready();
+        readiness.standing_by();
         tokio::select! {
             () = &mut shutdown => {
                 let _ = stop_servers.send(true);
@@ -521,13 +527,27 @@ pub async fn run(
             .with_call_timeout(options.api_call_timeout),
     );
     let initial_lists = cluster.initial_lists();
+    let watches = cluster.watch_health();
+    readiness.leading(watches.clone());
     let mut config = options.actor_config();
     ensure_lease_namespace(cluster.as_ref(), &config).await;
     config.observer = ProcessObserver::new(maintenance_metrics).shared();
     let actors = system::start(cluster, config).await?;
     leader_metric.leading();
-    let maintenances =
-        maintenance_watch::run(client, initial_lists, actors.supervisor.clone(), readiness);
+    let maintenances = maintenance_watch::run(
+        client,
+        initial_lists,
+        watches.clone(),
+        actors.supervisor.clone(),
+        readiness.clone(),
+    );
+    let health_report = tokio::spawn(health::report(
+        readiness,
+        liveness.clone(),
+        watches,
+        health_metrics,
+    ));
+    let supervised = liveness.watch_supervisor(actors.supervisor.clone());
     let leadership = async {
         match &elector {
             Some(elector) => elector.hold().await,
@@ -536,11 +556,14 @@ pub async fn run(
     };
     let outcome = tokio::select! {
         () = &mut shutdown => Ok(()),
+        // The supervisor stopped: `/healthz` says so, and the process ends.
+        () = supervised => Err(OperatorError::SupervisorStopped),
         error = maintenances => Err(OperatorError::from(error)),
         lost = leadership => Err(OperatorError::from(lost)),
         error = &mut webhook_failed => Err(error),
     };
     tracing::info!("stopping the actors");
+    health_report.abort();
     leader_metric.standing_by();
     // Nothing may be written from now on; the actors' in-flight calls are aborted and awaited
     // before the leader lease is released (a successor acts only after that).

@@ -17,7 +17,7 @@ pub mod observe;
 mod op_runner;
 pub mod pdb;
 pub mod ports;
-mod retry;
+pub mod retry;
 pub mod stop;
 pub mod supervisor;
 pub mod sweep;

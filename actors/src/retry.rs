@@ -9,22 +9,28 @@ use tokio::time::Instant;
 
 use crate::eviction::backoff::backoff;
 
-/// Consecutive failures of one thing, and how long to wait before the next attempt.
+/// Consecutive failures of one thing, and how long to wait before the next attempt (also the
+/// operator's watches' retries).
 #[derive(Debug, Clone, Copy, Default)]
-pub(crate) struct Backoff {
+pub struct Backoff {
     failures: u32,
 }
 
 impl Backoff {
     /// One more failure: the wait before trying again, between half and all of
     /// `base * 2^(failures-1)`, capped at `max`.
-    pub(crate) fn failed(&mut self, base: Duration, max: Duration) -> Duration {
+    pub fn failed(&mut self, base: Duration, max: Duration) -> Duration {
         self.failures = self.failures.saturating_add(1);
         backoff(base, max, self.failures, None)
     }
 
+    /// Failures in a row so far.
+    pub fn failures(&self) -> u32 {
+        self.failures
+    }
+
     /// It worked: the next failure starts from `base` again.
-    pub(crate) fn succeeded(&mut self) {
+    pub fn succeeded(&mut self) {
         self.failures = 0;
     }
 }

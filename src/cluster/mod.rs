@@ -21,6 +21,8 @@ pub(crate) mod slim_node;
 mod slim_pod;
 mod status_patch;
 pub mod watch;
+pub mod watch_health;
+pub mod watch_retry;
 
 pub use convert::maintenance;
 
@@ -65,6 +67,8 @@ pub struct KubeCluster {
     recorder: Recorder,
     daemonsets: daemonsets::DaemonSetCache,
     initial_lists: watch::InitialLists,
+    /// Every watch of this client, for the readiness probe.
+    health: watch_health::WatchHealth,
     /// The one watch of every Node (see [`node_hub`]), shared by every clone.
     nodes: Arc<node_hub::NodeHub>,
     fence: Fence,
@@ -81,15 +85,18 @@ impl KubeCluster {
         };
         let recorder = Recorder::new(client.clone(), reporter);
         let initial_lists = watch::InitialLists::default();
+        let health = watch_health::WatchHealth::default();
         KubeCluster {
             nodes: Arc::new(node_hub::NodeHub::new(
                 client.clone(),
                 initial_lists.clone(),
+                health.clone(),
             )),
             client,
             recorder,
             daemonsets: daemonsets::DaemonSetCache::default(),
             initial_lists,
+            health,
             fence: Fence::open(),
             call_timeout: nmo_actors::config::defaults::CALL_TIMEOUT,
         }
@@ -107,6 +114,12 @@ impl KubeCluster {
     /// watch, which learns it before any maintenance opens a watch).
     pub fn initial_lists(&self) -> watch::InitialLists {
         self.initial_lists.clone()
+    }
+
+    /// What every watch of this client is doing (shared with the NodeMaintenance watch and
+    /// read by the readiness probe).
+    pub fn watch_health(&self) -> watch_health::WatchHealth {
+        self.health.clone()
     }
 
     /// Calls of the adapter's own (the shared DaemonSet lookup) give up after `timeout`.
@@ -482,6 +495,7 @@ impl Cluster for KubeCluster {
             Api::<SlimPod>::all(self.client.clone()),
             config,
             self.initial_lists.clone(),
+            self.health.register(format!("pods on node {node}")),
             slim_pod::shared_pod_info,
         )
     }
@@ -547,7 +561,11 @@ impl Cluster for KubeCluster {
     }
 
     fn watch_pdbs(&self) -> BoxStream<'static, PdbChange> {
-        pdbs::watch_pdbs(self.client.clone())
+        pdbs::watch_pdbs(
+            self.client.clone(),
+            self.initial_lists.clone(),
+            self.health.register("PodDisruptionBudgets"),
+        )
     }
 
     async fn list_selected_pods(

@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 
 use super::slim_node::{self, PAGE_SIZE, SlimNode};
 use super::watch::{self, InitialLists};
+use super::watch_health::WatchHealth;
 
 /// What nmo keeps of one node.
 #[derive(Debug, Clone)]
@@ -64,15 +65,15 @@ struct Nodes {
 
 impl Nodes {
     /// Applies one event of the watch and tells the followers what changed.
-    fn apply(&mut self, event: Result<Event<SlimNode>, watcher::Error>) {
+    fn apply(&mut self, event: Event<SlimNode>) {
         match event {
-            Ok(Event::Init) => self.listing = Some(BTreeMap::new()),
-            Ok(Event::InitApply(node)) => {
+            Event::Init => self.listing = Some(BTreeMap::new()),
+            Event::InitApply(node) => {
                 self.listing
                     .get_or_insert_default()
                     .insert(node.name_any(), KeptNode::of(&node));
             }
-            Ok(Event::InitDone) => {
+            Event::InitDone => {
                 self.current = self.listing.take().unwrap_or_default();
                 self.listed = true;
                 self.followers
@@ -86,20 +87,19 @@ impl Nodes {
                     self.tell_summaries(|| NodeSummaryEvent::Listed(listed.clone()));
                 }
             }
-            Ok(Event::Apply(node)) => {
+            Event::Apply(node) => {
                 let name = node.name_any();
                 let kept = KeptNode::of(&node);
                 self.tell_follower(&name, Some(kept.state.clone()));
                 self.tell_summaries(|| NodeSummaryEvent::Changed(kept.summary.clone()));
                 self.current.insert(name, kept);
             }
-            Ok(Event::Delete(node)) => {
+            Event::Delete(node) => {
                 let name = node.name_any();
                 self.current.remove(&name);
                 self.tell_follower(&name, None);
                 self.tell_summaries(|| NodeSummaryEvent::Deleted(name.clone()));
             }
-            Err(error) => tracing::warn!(%error, "node watch failed; retrying with backoff"),
         }
     }
 
@@ -162,16 +162,19 @@ fn tell(follower: &latest::Sender<Known>, node: Option<NodeState>) {
 pub struct NodeHub {
     api: Api<SlimNode>,
     lists: InitialLists,
+    health: WatchHealth,
     nodes: Arc<Mutex<Nodes>>,
     task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl NodeHub {
-    /// A hub over `client`'s Nodes; it watches nothing until followed.
-    pub fn new(client: Client, lists: InitialLists) -> Self {
+    /// A hub over `client`'s Nodes, its watch reported to `health`; it watches nothing until
+    /// followed.
+    pub fn new(client: Client, lists: InitialLists, health: WatchHealth) -> Self {
         NodeHub {
             api: Api::all(client),
             lists,
+            health,
             nodes: Arc::default(),
             task: Mutex::new(None),
         }
@@ -219,7 +222,12 @@ impl NodeHub {
             return;
         }
         let config = watcher::Config::default().page_size(PAGE_SIZE);
-        let mut events = watch::events(self.api.clone(), config, self.lists.clone());
+        let mut events = watch::events(
+            self.api.clone(),
+            config,
+            self.lists.clone(),
+            self.health.register("Nodes"),
+        );
         let nodes: Weak<Mutex<Nodes>> = Arc::downgrade(&self.nodes);
         *task = Some(tokio::spawn(async move {
             while let Some(event) = events.next().await {
@@ -263,11 +271,11 @@ mod tests {
     }
 
     fn listed(nodes: &mut Nodes, names: &[&str]) {
-        nodes.apply(Ok(Event::Init));
+        nodes.apply(Event::Init);
         for name in names {
-            nodes.apply(Ok(Event::InitApply(node(name, "1", true))));
+            nodes.apply(Event::InitApply(node(name, "1", true)));
         }
-        nodes.apply(Ok(Event::InitDone));
+        nodes.apply(Event::InitDone);
     }
 
     fn version(known: &Known) -> Option<Option<String>> {
@@ -289,17 +297,17 @@ mod tests {
             Some(Some("1".into()))
         );
 
-        nodes.apply(Ok(Event::Apply(node("n2", "2", true))));
+        nodes.apply(Event::Apply(node("n2", "2", true)));
         assert!(
             !follower.has_changed().expect("open"),
             "another node's change"
         );
-        nodes.apply(Ok(Event::Apply(node("n1", "3", true))));
+        nodes.apply(Event::Apply(node("n1", "3", true)));
         assert_eq!(
             version(&follower.borrow_and_update()),
             Some(Some("3".into()))
         );
-        nodes.apply(Ok(Event::Delete(node("n1", "4", true))));
+        nodes.apply(Event::Delete(node("n1", "4", true)));
         assert_eq!(version(&follower.borrow_and_update()), Some(None));
     }
 
@@ -328,7 +336,7 @@ mod tests {
         let mut nodes = Nodes::default();
         listed(&mut nodes, &["n1"]);
         drop(nodes.follow("n1"));
-        nodes.apply(Ok(Event::Apply(node("n1", "2", true))));
+        nodes.apply(Event::Apply(node("n1", "2", true)));
         assert!(nodes.followers.is_empty());
     }
 
@@ -338,8 +346,8 @@ mod tests {
         let mut early = nodes.follow_summaries();
         listed(&mut nodes, &["n1", "n2"]);
         let mut late = nodes.follow_summaries();
-        nodes.apply(Ok(Event::Apply(node("n2", "2", false))));
-        nodes.apply(Ok(Event::Delete(node("n1", "3", true))));
+        nodes.apply(Event::Apply(node("n2", "2", false)));
+        nodes.apply(Event::Delete(node("n1", "3", true)));
         for follower in [&mut early, &mut late] {
             let Ok(NodeSummaryEvent::Listed(all)) = follower.try_recv() else {
                 panic!("the list first");

@@ -11,7 +11,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector as KubeSelecto
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ListParams;
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Api, Client, ResourceExt};
 use nmo_actors::model::{EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, Maintenance, NodeState};
 use nmo_actors::pdb::{
@@ -22,6 +21,8 @@ use nmo_actors::ports::ClusterError;
 
 use super::convert;
 use super::errors::to_cluster_error;
+use super::watch::{self, InitialLists};
+use super::watch_health::WatchReporter;
 use crate::crd::NodeMaintenance;
 
 /// How long one diagnosis read may take.
@@ -43,32 +44,31 @@ async fn with_deadline<T>(
 }
 
 /// Every PodDisruptionBudget: the whole list first and after every relist, then each change.
-/// Watch errors are retried with kube-runtime's backoff (and logged).
-pub fn watch_pdbs(client: Client) -> BoxStream<'static, PdbChange> {
+/// Failures are retried by [`watch::events`], reported to `health`.
+pub fn watch_pdbs(
+    client: Client,
+    lists: InitialLists,
+    health: WatchReporter,
+) -> BoxStream<'static, PdbChange> {
     let api: Api<PodDisruptionBudget> = Api::all(client);
     let mut listing: Vec<Pdb> = Vec::new();
-    watch(api, watcher::Config::default())
-        .default_backoff()
+    watch::events(api, watcher::Config::default(), lists, health)
         .filter_map(move |event| {
             let change = match event {
-                Ok(Event::Init) => {
+                Event::Init => {
                     listing.clear();
                     None
                 }
-                Ok(Event::InitApply(pdb)) => {
+                Event::InitApply(pdb) => {
                     listing.push(domain_pdb(&pdb));
                     None
                 }
-                Ok(Event::InitDone) => Some(PdbChange::Listed(std::mem::take(&mut listing))),
-                Ok(Event::Apply(pdb)) => Some(PdbChange::Applied(domain_pdb(&pdb))),
-                Ok(Event::Delete(pdb)) => Some(PdbChange::Deleted {
+                Event::InitDone => Some(PdbChange::Listed(std::mem::take(&mut listing))),
+                Event::Apply(pdb) => Some(PdbChange::Applied(domain_pdb(&pdb))),
+                Event::Delete(pdb) => Some(PdbChange::Deleted {
                     namespace: pdb.namespace().unwrap_or_default(),
                     name: pdb.name_any(),
                 }),
-                Err(error) => {
-                    tracing::warn!(%error, "PodDisruptionBudget watch failed; retrying with backoff");
-                    None
-                }
             };
             futures::future::ready(change)
         })

@@ -21,10 +21,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 
 use futures::stream::{BoxStream, StreamExt};
+use kube::runtime::watcher as watch;
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::{WatchStreamExt, watcher as watch};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
+
+use super::watch_health::WatchReporter;
+use super::watch_retry::WatchRetry;
 
 /// How watches get their initial objects: learned once, shared by every watch of a client.
 #[derive(Debug, Clone, Default)]
@@ -49,32 +52,42 @@ impl InitialLists {
     }
 }
 
-/// Whether a watch event is the API server refusing a streaming list, given whether the
+/// Whether a watch failure is the API server refusing a streaming list, given whether the
 /// initial list has been delivered: the WATCH that asks for one is rejected as a bad request
 /// (400, or 422 for invalid list options), or, before the initial list is complete, the
 /// stream carries an API error instead of it (the 500 of an API server on an etcd without
 /// `RequestWatchProgress`). Transport errors are not refusals: they are retried as they are.
-fn refuses_streaming<K>(event: &Result<Event<K>, watcher::Error>, listed: bool) -> bool {
-    match event {
-        Err(watcher::Error::WatchStartFailed(kube::Error::Api(status))) => {
+fn refuses_streaming(error: &watcher::Error, listed: bool) -> bool {
+    match error {
+        watcher::Error::WatchStartFailed(kube::Error::Api(status)) => {
             status.code == 400 || status.code == 422
         }
-        Err(watcher::Error::WatchError(_)) => !listed,
+        watcher::Error::WatchError(_) => !listed,
         _ => false,
     }
 }
 
-/// The watch events of `config`, from a streaming list while the API server serves them.
-/// Watch errors are retried with kube-runtime's default backoff.
+/// The watch events of `config`, from a streaming list while the API server serves them,
+/// reported to `health` (see `watch_health`).
+///
+/// The stream never ends and carries no errors: a watch that fails (connection lost or
+/// reset, `410 Gone`, an error event, the server down for minutes) is dropped and started
+/// afresh after [`WatchRetry`]'s wait, so its next events are a complete list (`Init`,
+/// `InitApply`..., `InitDone`) that its reader takes in whole: whatever was missed meanwhile
+/// (deletions included) is in what the reader sees next. Starting afresh rather than resuming
+/// from the last resourceVersion costs a list per failure, and makes "established" something
+/// the watch can tell: it is once the list is in.
 pub fn events<K>(
     api: Api<K>,
     config: watcher::Config,
     lists: InitialLists,
-) -> BoxStream<'static, Result<Event<K>, watcher::Error>>
+    health: WatchReporter,
+) -> BoxStream<'static, Event<K>>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
     async_stream::stream! {
+        let mut retry = WatchRetry::default();
         loop {
             let streaming = lists.streaming();
             let config = if streaming {
@@ -82,31 +95,43 @@ where
             } else {
                 config.clone()
             };
-            let mut watching = watch(api.clone(), config).default_backoff().boxed();
-            let mut refused = false;
-            // Whether this watch has delivered its initial list (a watch restarted after a
-            // 410 lists again, but was served a streaming list once: no refusal then).
+            health.listing();
+            let mut watching = watch(api.clone(), config).boxed();
+            // Whether this watch has delivered its initial list.
             let mut listed = false;
-            while let Some(event) = watching.next().await {
-                if streaming && refuses_streaming(&event, listed) {
-                    refused = true;
-                    break;
+            let failure = loop {
+                match watching.next().await {
+                    Some(Ok(event)) => {
+                        if matches!(event, Event::InitDone) {
+                            listed = true;
+                            retry.listed();
+                            health.established();
+                        }
+                        yield event;
+                    }
+                    Some(Err(error)) => break Some(error),
+                    // kube-runtime's watcher never ends; if it did, start again.
+                    None => break None,
                 }
-                listed |= matches!(event, Ok(Event::InitDone));
-                yield event;
+            };
+            drop(watching);
+            let Some(error) = failure else {
+                continue;
+            };
+            if streaming && refuses_streaming(&error, listed) {
+                lists.fall_back();
+                continue;
             }
-            if !refused {
-                return;
-            }
-            lists.fall_back();
+            let wait = retry.after(&error);
+            health.failed(&error, wait);
+            tokio::time::sleep(wait).await;
         }
     }
     .boxed()
 }
 
 /// Every object matching `config`, as one list after the initial listing and after every
-/// change. Watch errors are retried with kube-runtime's default backoff (and logged), so the
-/// stream only ends when the caller drops it.
+/// change (see [`events`]: the stream never ends, and failures are retried there).
 ///
 /// Every event ready at once is applied before one list is built: a burst (a drain's pods
 /// evicted together) costs one list, and one message to its reader, not one per event; the
@@ -115,13 +140,14 @@ pub fn snapshots<K, T>(
     api: Api<K>,
     config: watcher::Config,
     lists: InitialLists,
+    health: WatchReporter,
     convert: fn(&K) -> T,
 ) -> BoxStream<'static, Vec<T>>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     T: Clone + Send + 'static,
 {
-    batched(events(api, config, lists), convert)
+    batched(events(api, config, lists, health), convert)
 }
 
 /// At most this many events go into one list: a flood of events still yields lists.
@@ -129,7 +155,7 @@ const BATCH: usize = 256;
 
 /// The lists of `events` (see [`snapshots`]).
 fn batched<K, T>(
-    events: BoxStream<'static, Result<Event<K>, watcher::Error>>,
+    events: BoxStream<'static, Event<K>>,
     convert: fn(&K) -> T,
 ) -> BoxStream<'static, Vec<T>>
 where
@@ -190,32 +216,28 @@ impl<K: Resource, T: Clone> Objects<K, T> {
     }
 
     /// Applies one event; true when the objects changed.
-    fn apply(&mut self, event: Result<Event<K>, watcher::Error>) -> bool {
+    fn apply(&mut self, event: Event<K>) -> bool {
         let key = |object: &K| (object.namespace().unwrap_or_default(), object.name_any());
         match event {
-            Ok(Event::Init) => {
+            Event::Init => {
                 self.listing.clear();
                 false
             }
-            Ok(Event::InitApply(object)) => {
+            Event::InitApply(object) => {
                 self.listing.insert(key(&object), (self.convert)(&object));
                 false
             }
-            Ok(Event::InitDone) => {
+            Event::InitDone => {
                 self.current = std::mem::take(&mut self.listing);
                 true
             }
-            Ok(Event::Apply(object)) => {
+            Event::Apply(object) => {
                 self.current.insert(key(&object), (self.convert)(&object));
                 true
             }
-            Ok(Event::Delete(object)) => {
+            Event::Delete(object) => {
                 self.current.remove(&key(&object));
                 true
-            }
-            Err(error) => {
-                tracing::warn!(%error, "watch failed; retrying with backoff");
-                false
             }
         }
     }
@@ -256,9 +278,7 @@ mod tests {
     fn an_error_event_before_the_initial_list_refuses_streaming_lists() {
         // What kube-apiserver on etcd 3.4.23 answers a streaming list with: the WATCH is
         // accepted, then an ERROR event (500 InternalError, RequestWatchProgress disabled).
-        let error: Result<Event<ConfigMap>, watcher::Error> = Err(watcher::Error::WatchError(
-            Box::new(status(500, "InternalError")),
-        ));
+        let error = watcher::Error::WatchError(Box::new(status(500, "InternalError")));
         assert!(refuses_streaming(&error, false));
         // Once the initial list arrived, an error event is the watch's own trouble.
         assert!(!refuses_streaming(&error, true));
@@ -266,27 +286,23 @@ mod tests {
 
     #[test]
     fn a_rejected_watch_refuses_streaming_lists_and_a_broken_one_does_not() {
-        let rejected = |code| -> Result<Event<ConfigMap>, watcher::Error> {
-            Err(watcher::Error::WatchStartFailed(kube::Error::Api(
-                Box::new(status(code, "BadRequest")),
-            )))
+        let rejected = |code| {
+            watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(status(code, "BadRequest"))))
         };
         assert!(refuses_streaming(&rejected(400), false));
         assert!(refuses_streaming(&rejected(422), true));
         assert!(!refuses_streaming(&rejected(503), false));
-        let ok: Result<Event<ConfigMap>, watcher::Error> = Ok(Event::Init);
-        assert!(!refuses_streaming(&ok, false));
     }
 
     #[tokio::test]
     async fn events_ready_together_make_one_list() {
         let events = futures::stream::iter(vec![
-            Ok(Event::Init),
-            Ok(Event::InitApply(object("a"))),
-            Ok(Event::InitApply(object("b"))),
-            Ok(Event::InitDone),
-            Ok(Event::Apply(object("c"))),
-            Ok(Event::Delete(object("a"))),
+            Event::Init,
+            Event::InitApply(object("a")),
+            Event::InitApply(object("b")),
+            Event::InitDone,
+            Event::Apply(object("c")),
+            Event::Delete(object("a")),
         ])
         .boxed();
         let lists: Vec<Vec<String>> = batched(events, name).collect().await;
@@ -297,19 +313,13 @@ mod tests {
     async fn events_apart_make_a_list_each() {
         let (sender, receiver) = futures::channel::mpsc::unbounded();
         let mut lists = batched(receiver.boxed(), name);
-        sender.unbounded_send(Ok(Event::Init)).unwrap();
-        sender.unbounded_send(Ok(Event::InitDone)).unwrap();
+        sender.unbounded_send(Event::Init).unwrap();
+        sender.unbounded_send(Event::InitDone).unwrap();
         assert_eq!(lists.next().await, Some(vec![]));
-        sender
-            .unbounded_send(Ok(Event::Apply(object("a"))))
-            .unwrap();
+        sender.unbounded_send(Event::Apply(object("a"))).unwrap();
         assert_eq!(lists.next().await, Some(vec!["a".to_string()]));
-        sender
-            .unbounded_send(Ok(Event::Apply(object("b"))))
-            .unwrap();
-        sender
-            .unbounded_send(Ok(Event::Delete(object("a"))))
-            .unwrap();
+        sender.unbounded_send(Event::Apply(object("b"))).unwrap();
+        sender.unbounded_send(Event::Delete(object("a"))).unwrap();
         drop(sender);
         assert_eq!(lists.next().await, Some(vec!["b".to_string()]));
         assert_eq!(lists.next().await, None);
@@ -318,7 +328,7 @@ mod tests {
     #[tokio::test]
     async fn a_flood_still_yields_lists() {
         let events = futures::stream::iter(
-            (0..BATCH * 2 + 1).map(|i| Ok(Event::Apply(object(&format!("o{i:04}"))))),
+            (0..BATCH * 2 + 1).map(|i| Event::Apply(object(&format!("o{i:04}")))),
         )
         .boxed();
         let lists: Vec<Vec<String>> = batched(events, name).collect().await;

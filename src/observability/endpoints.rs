@@ -1,7 +1,6 @@
 //! The metrics endpoint (Prometheus text format) and the health probes.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::extract::State;
@@ -11,22 +10,7 @@ use axum::routing::get;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::registry::Registry;
 
-/// Whether this replica is ready: its watches have listed what they watch. A standby replica
-/// (not the leader) is ready too, so a rollout does not wait for an election.
-#[derive(Debug, Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
-
-impl Readiness {
-    /// Marks the replica ready.
-    pub fn set_ready(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-
-    /// Whether the replica is ready.
-    pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-}
+use super::health::{Liveness, Readiness, Verdict};
 
 /// `/metrics` for `registry`.
 pub fn metrics_router(registry: Arc<Registry>) -> Router {
@@ -35,12 +19,23 @@ pub fn metrics_router(registry: Arc<Registry>) -> Router {
         .with_state(registry)
 }
 
-/// `/healthz` (the process answers) and `/readyz` (see [`Readiness`]).
-pub fn probes_router(readiness: Readiness) -> Router {
+/// `/healthz` (see [`Liveness`]) and `/readyz` (see [`Readiness`]): 200 or 503, with a body
+/// saying why.
+pub fn probes_router(readiness: Readiness, liveness: Liveness) -> Router {
+    let healthz = move || std::future::ready(answer(liveness.check()));
+    let readyz = move || std::future::ready(answer(readiness.check()));
     Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(ready))
-        .with_state(readiness)
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+}
+
+fn answer(verdict: Verdict) -> (StatusCode, String) {
+    let status = if verdict.ok {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (status, verdict.why)
 }
 
 async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {
@@ -59,13 +54,5 @@ async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {
             [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
             format!("cannot encode metrics: {error}"),
         ),
-    }
-}
-
-async fn ready(State(readiness): State<Readiness>) -> impl IntoResponse {
-    if readiness.is_ready() {
-        (StatusCode::OK, "ok")
-    } else {
-        (StatusCode::SERVICE_UNAVAILABLE, "watches not synced yet")
     }
 }

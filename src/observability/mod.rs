@@ -1,12 +1,13 @@
 //! What nmo shows of itself: logs and traces (`telemetry`), Prometheus metrics of the
 //! maintenances (`operator_metrics`, `drain_metrics`), of every Kubernetes API request
-//! (`api_metrics`) and of the process (`process_metrics`), all registered by `registry`, and the
-//! plain-HTTP endpoints that serve the metrics and the health probes (`endpoints`, served by
-//! `http`).
+//! (`api_metrics`) and of the process (`process_metrics`), all registered by `registry`, the
+//! health probes' verdicts (`health`), and the plain-HTTP endpoints that serve the metrics and
+//! the probes (`endpoints`, served by `http`).
 
 pub mod api_metrics;
 pub mod drain_metrics;
 pub mod endpoints;
+pub mod health;
 pub mod http;
 pub mod operator_metrics;
 pub mod otlp_http;

@@ -5,6 +5,7 @@
 use prometheus_client::registry::Registry;
 
 use super::api_metrics::{self, ApiRequests};
+use super::health::HealthMetrics;
 use super::operator_metrics::OperatorMetrics;
 use super::process_metrics::{Leadership, ProcessCollector, register_build_info};
 use crate::api_client::ConnectionCount;
@@ -23,6 +24,8 @@ pub struct Metrics {
     pub leadership: Leadership,
     /// The admission webhook's metrics.
     pub webhook: WebhookMetrics,
+    /// `nmo_ready` and `nmo_watches`.
+    pub health: HealthMetrics,
 }
 
 impl Metrics {
@@ -43,12 +46,15 @@ impl Metrics {
         leadership.register(&mut registry);
         let webhook = WebhookMetrics::default();
         webhook.register(&mut registry);
+        let health = HealthMetrics::default();
+        health.register(&mut registry);
         Metrics {
             registry,
             maintenances,
             api_requests,
             leadership,
             webhook,
+            health,
         }
     }
 }

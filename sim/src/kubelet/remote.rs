@@ -228,7 +228,7 @@ pub async fn run(
 ) {
     let api: Api<Pod> = Api::all(client.clone());
     let mut stream = watch(api, watcher::Config::default())
-        .default_backoff()
+        .backoff(WatchBackoff::default())
         .boxed();
     let mut kubelet = Kubelet {
         client,
@@ -279,6 +279,39 @@ pub async fn run(
             let underway = tracked.underway();
             underway.starting || underway.finishing_after_grace.is_some()
         });
+    }
+}
+
+/// The pod watch's wait after an error: from [`FIRST_BACKOFF`], doubled up to [`MAX_BACKOFF`],
+/// back to the start once an event arrives. kube-runtime's default grows to 30 s and so
+/// outlasts an API server restart by as much: the pods nmo evicted meanwhile would stay
+/// Terminating long after the server is back.
+#[derive(Debug, Clone, Copy)]
+struct WatchBackoff {
+    next: Duration,
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff {
+            next: FIRST_BACKOFF,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let wait = self.next;
+        self.next = (wait * 2).min(MAX_BACKOFF);
+        Some(wait)
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        *self = WatchBackoff::default();
     }
 }
 

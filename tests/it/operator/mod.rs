@@ -2,6 +2,7 @@
 //! kube-apiserver (`both_backends!`), through the real kube client, checking nodes, pods,
 //! leases, statuses and events. The few that stay on the simulator say why.
 
+mod api_server;
 mod deadline;
 mod diagnosis;
 mod drain;

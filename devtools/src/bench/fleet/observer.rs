@@ -15,6 +15,7 @@ use tokio::task::JoinHandle;
 
 use nmo::cluster::node_hub::NodeHub;
 use nmo::cluster::watch::InitialLists;
+use nmo::cluster::watch_health::WatchHealth;
 use nmo::crd::{FINALIZER, MaintenancePhase, NodeMaintenance};
 
 /// One NodeMaintenance as the driver saw it.
@@ -119,7 +120,7 @@ impl Observer {
 
     async fn follow_nodes(self, client: Client) {
         // The hub stops its watch when dropped: it lives as long as this loop.
-        let nodes = NodeHub::new(client, InitialLists::default());
+        let nodes = NodeHub::new(client, InitialLists::default(), WatchHealth::default());
         let mut events = nodes.summaries();
         while let Some(event) = events.next().await {
             {
