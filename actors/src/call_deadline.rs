@@ -104,6 +104,10 @@ impl Cluster for Bounded {
         self.inner.watch_node_summaries()
     }
 
+    fn watch_lease(&self, namespace: &str, name: &str) -> BoxStream<'static, Option<Lease>> {
+        self.inner.watch_lease(namespace, name)
+    }
+
     async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
         self.within("ensure namespace", self.inner.ensure_namespace(namespace))
             .await

@@ -148,6 +148,14 @@ pub trait Cluster: Send + Sync + 'static {
     /// most, usually few), for the orphan sweep.
     async fn list_leases(&self, namespace: &str) -> Result<Vec<Lease>, ClusterError>;
 
+    /// Follows one lease of `namespace`: yields its state once the watch has listed and after
+    /// every change (a change not yet read may be replaced by a newer one), None while it does
+    /// not exist, so that a node actor learns at once when another holder takes its node's
+    /// lease. The kube adapter serves every lease of a namespace from one shared watch (the
+    /// node leases of all medik8s operators: one per node in maintenance or remediation at
+    /// most). Same retry contract as [`Cluster::watch_node`].
+    fn watch_lease(&self, namespace: &str, name: &str) -> BoxStream<'static, Option<Lease>>;
+
     /// Creates a lease with an ownerReference to `owner` (`v1/Node`). `AlreadyExists` if taken.
     async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError>;
 

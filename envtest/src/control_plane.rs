@@ -243,21 +243,11 @@ impl ControlPlane {
                 .iter()
                 .any(|running| running.process.component() == component)
         };
-        for (component, user) in [
-            (Component::ControllerManager, CONTROLLER_MANAGER_USER),
-            (Component::Scheduler, SCHEDULER_USER),
-        ] {
+        for component in [Component::ControllerManager, Component::Scheduler] {
             if !options.wants(component) || running(&processes, component) {
                 continue;
             }
-            let kubeconfig = self.kubeconfig_path(&Identity::user(user, Vec::<String>::new()))?;
-            let launcher = self.launcher.clone();
-            let started = run_blocking(self.runtime()?, async move {
-                match component {
-                    Component::ControllerManager => launcher.controller_manager(&kubeconfig).await,
-                    _ => launcher.scheduler(&kubeconfig).await,
-                }
-            })??;
+            let started = self.start_controller(component)?;
             lock(&self.startup).push(Startup {
                 component,
                 took: started.took,
@@ -268,6 +258,23 @@ impl ControlPlane {
             });
         }
         Ok(())
+    }
+
+    /// Starts the controller manager or the scheduler (on fresh ports) and waits until it is
+    /// healthy.
+    fn start_controller(&self, component: Component) -> Result<Started> {
+        let user = match component {
+            Component::ControllerManager => CONTROLLER_MANAGER_USER,
+            _ => SCHEDULER_USER,
+        };
+        let kubeconfig = self.kubeconfig_path(&Identity::user(user, Vec::<String>::new()))?;
+        let launcher = self.launcher.clone();
+        run_blocking(self.runtime()?, async move {
+            match component {
+                Component::ControllerManager => launcher.controller_manager(&kubeconfig).await,
+                _ => launcher.scheduler(&kubeconfig).await,
+            }
+        })?
     }
 
     /// The API server's URL (`https://127.0.0.1:PORT`).

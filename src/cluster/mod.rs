@@ -13,6 +13,8 @@
 pub(crate) mod convert;
 mod daemonsets;
 mod errors;
+mod followed;
+pub(crate) mod lease_hub;
 pub mod node_hub;
 mod node_patch;
 pub(crate) mod pdbs;
@@ -71,6 +73,8 @@ pub struct KubeCluster {
     health: watch_health::WatchHealth,
     /// The one watch of every Node (see [`node_hub`]), shared by every clone.
     nodes: Arc<node_hub::NodeHub>,
+    /// The one watch of each lease namespace (see [`lease_hub`]), shared by every clone.
+    leases: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<lease_hub::LeaseHub>>>>,
     fence: Fence,
     call_timeout: Duration,
 }
@@ -92,6 +96,7 @@ impl KubeCluster {
                 initial_lists.clone(),
                 health.clone(),
             )),
+            leases: Arc::default(),
             client,
             recorder,
             daemonsets: daemonsets::DaemonSetCache::default(),
@@ -424,6 +429,24 @@ impl Cluster for KubeCluster {
             .await
             .map_err(to_cluster_error)?;
         Ok(list.items.iter().map(convert::lease).collect())
+    }
+
+    fn watch_lease(&self, namespace: &str, name: &str) -> BoxStream<'static, Option<Lease>> {
+        let hub = self
+            .leases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(namespace.to_string())
+            .or_insert_with(|| {
+                Arc::new(lease_hub::LeaseHub::new(
+                    self.client.clone(),
+                    namespace,
+                    self.initial_lists.clone(),
+                    self.health.clone(),
+                ))
+            })
+            .clone();
+        hub.follow(name)
     }
 
     async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError> {

@@ -15,22 +15,22 @@
 //! changes it has not read yet are replaced by newer ones. The budget's followers get every
 //! node as a [`NodeSummary`]: all of them after each (re)list, then each change.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::stream::{BoxStream, StreamExt};
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client, ResourceExt};
 use nmo_actors::model::{NodeState, NodeSummary, NodeSummaryEvent};
-use tokio::sync::{mpsc, watch as latest};
-use tokio::task::JoinHandle;
+use tokio::sync::mpsc;
+
+use super::followed::{self, Change, Followed, WatchTask, lock};
 
 use super::slim_node::{self, PAGE_SIZE, SlimNode};
 use super::watch::{self, InitialLists};
 use super::watch_health::WatchHealth;
 
 /// What nmo keeps of one node.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct KeptNode {
     state: NodeState,
     summary: NodeSummary,
@@ -43,22 +43,17 @@ impl KeptNode {
             summary: slim_node::summary(node),
         }
     }
-}
 
-/// A node's state for its followers: `None` until the watch has listed, then the node or
-/// `None` for one that does not exist.
-type Known = Option<Option<NodeState>>;
+    fn state(self) -> NodeState {
+        self.state
+    }
+}
 
 /// The nodes the watch delivered and who follows them.
 #[derive(Debug, Default)]
 struct Nodes {
-    /// Every node, once listed.
-    current: BTreeMap<String, KeptNode>,
-    /// A (re)list in progress: it replaces `current` once complete.
-    listing: Option<BTreeMap<String, KeptNode>>,
-    listed: bool,
-    /// The followers of single nodes, by node name.
-    followers: HashMap<String, latest::Sender<Known>>,
+    /// Every node, and the followers of single nodes.
+    followed: Followed<KeptNode>,
     /// The followers of every node's summary.
     summaries: Vec<mpsc::UnboundedSender<NodeSummaryEvent>>,
 }
@@ -66,49 +61,23 @@ struct Nodes {
 impl Nodes {
     /// Applies one event of the watch and tells the followers what changed.
     fn apply(&mut self, event: Event<SlimNode>) {
-        match event {
-            Event::Init => self.listing = Some(BTreeMap::new()),
-            Event::InitApply(node) => {
-                self.listing
-                    .get_or_insert_default()
-                    .insert(node.name_any(), KeptNode::of(&node));
-            }
-            Event::InitDone => {
-                self.current = self.listing.take().unwrap_or_default();
-                self.listed = true;
-                self.followers
-                    .retain(|_, follower| follower.receiver_count() > 0);
-                for (name, follower) in &self.followers {
-                    tell(follower, self.current.get(name).map(|n| n.state.clone()));
-                }
+        match self
+            .followed
+            .apply(event, |node| node.name_any(), KeptNode::of)
+        {
+            Change::None => {}
+            Change::Listed => {
                 if !self.summaries.is_empty() {
                     let listed: Vec<NodeSummary> =
-                        self.current.values().map(|n| n.summary.clone()).collect();
+                        self.followed.values().map(|n| n.summary.clone()).collect();
                     self.tell_summaries(|| NodeSummaryEvent::Listed(listed.clone()));
                 }
             }
-            Event::Apply(node) => {
-                let name = node.name_any();
-                let kept = KeptNode::of(&node);
-                self.tell_follower(&name, Some(kept.state.clone()));
+            Change::Applied(_, kept) => {
                 self.tell_summaries(|| NodeSummaryEvent::Changed(kept.summary.clone()));
-                self.current.insert(name, kept);
             }
-            Event::Delete(node) => {
-                let name = node.name_any();
-                self.current.remove(&name);
-                self.tell_follower(&name, None);
+            Change::Deleted(name) => {
                 self.tell_summaries(|| NodeSummaryEvent::Deleted(name.clone()));
-            }
-        }
-    }
-
-    fn tell_follower(&mut self, name: &str, node: Option<NodeState>) {
-        if let Some(follower) = self.followers.get(name) {
-            if follower.receiver_count() == 0 {
-                self.followers.remove(name);
-            } else {
-                tell(follower, node);
             }
         }
     }
@@ -118,43 +87,16 @@ impl Nodes {
             .retain(|follower| follower.send(event()).is_ok());
     }
 
-    /// What a new follower of `name` sees first.
-    fn known(&self, name: &str) -> Known {
-        self.listed
-            .then(|| self.current.get(name).map(|n| n.state.clone()))
-    }
-
-    fn follow(&mut self, name: &str) -> latest::Receiver<Known> {
-        if let Some(follower) = self.followers.get(name) {
-            return follower.subscribe();
-        }
-        let (follower, receiver) = latest::channel(self.known(name));
-        self.followers.insert(name.to_string(), follower);
-        receiver
-    }
-
     fn follow_summaries(&mut self) -> mpsc::UnboundedReceiver<NodeSummaryEvent> {
         let (follower, receiver) = mpsc::unbounded_channel();
-        if self.listed {
-            let listed = self.current.values().map(|n| n.summary.clone()).collect();
+        if self.followed.listed() {
+            let listed = self.followed.values().map(|n| n.summary.clone()).collect();
             // The receiver is right here: this send cannot fail.
             let _ = follower.send(NodeSummaryEvent::Listed(listed));
         }
         self.summaries.push(follower);
         receiver
     }
-}
-
-/// Sends `node` to a follower unless it has it already (a relist repeats unchanged nodes).
-fn tell(follower: &latest::Sender<Known>, node: Option<NodeState>) {
-    follower.send_if_modified(|known| {
-        let fresh = Some(node);
-        if *known == fresh {
-            return false;
-        }
-        *known = fresh;
-        true
-    });
 }
 
 /// The shared watch of every Node (see the module docs).
@@ -164,7 +106,7 @@ pub struct NodeHub {
     lists: InitialLists,
     health: WatchHealth,
     nodes: Arc<Mutex<Nodes>>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    task: WatchTask,
 }
 
 impl NodeHub {
@@ -176,27 +118,16 @@ impl NodeHub {
             lists,
             health,
             nodes: Arc::default(),
-            task: Mutex::new(None),
+            task: WatchTask::default(),
         }
     }
 
     /// One node: its state once every node is listed, then after each change (`None` while it
     /// does not exist). The stream does not end while the hub lives.
     pub fn follow(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
-        let mut receiver = self.lock().follow(name);
+        let receiver = self.lock().followed.follow(name);
         self.start();
-        async_stream::stream! {
-            loop {
-                let known = receiver.borrow_and_update().clone();
-                if let Some(node) = known {
-                    yield node;
-                }
-                if receiver.changed().await.is_err() {
-                    return;
-                }
-            }
-        }
-        .boxed()
+        followed::stream(receiver, KeptNode::state)
     }
 
     /// Every node as summaries: `Listed` after each (re)list, then the changes.
@@ -217,46 +148,24 @@ impl NodeHub {
 
     /// Starts the watch unless it runs.
     fn start(&self) {
-        let mut task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
-        if task.as_ref().is_some_and(|running| !running.is_finished()) {
-            return;
-        }
-        let config = watcher::Config::default().page_size(PAGE_SIZE);
-        let mut events = watch::events(
-            self.api.clone(),
-            config,
-            self.lists.clone(),
-            self.health.register("Nodes"),
+        self.task.start(
+            &self.nodes,
+            || {
+                watch::events(
+                    self.api.clone(),
+                    watcher::Config::default().page_size(PAGE_SIZE),
+                    self.lists.clone(),
+                    self.health.register("Nodes"),
+                )
+            },
+            Nodes::apply,
         );
-        let nodes: Weak<Mutex<Nodes>> = Arc::downgrade(&self.nodes);
-        *task = Some(tokio::spawn(async move {
-            while let Some(event) = events.next().await {
-                let Some(nodes) = nodes.upgrade() else {
-                    return;
-                };
-                lock(&nodes).apply(event);
-            }
-        }));
     }
-}
-
-impl Drop for NodeHub {
-    fn drop(&mut self) {
-        let task = self.task.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if let Some(task) = task.take() {
-            task.abort();
-        }
-    }
-}
-
-/// Locks the nodes; a panic while they were locked leaves them as consistent as any event
-/// left them, so the lock is taken anyway.
-fn lock(nodes: &Mutex<Nodes>) -> MutexGuard<'_, Nodes> {
-    nodes.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::followed::Known;
     use super::*;
 
     fn node(name: &str, version: &str, ready: bool) -> SlimNode {
@@ -278,16 +187,16 @@ mod tests {
         nodes.apply(Event::InitDone);
     }
 
-    fn version(known: &Known) -> Option<Option<String>> {
+    fn version(known: &Known<KeptNode>) -> Option<Option<String>> {
         known
             .as_ref()
-            .map(|node| node.as_ref().map(|n| n.resource_version.clone()))
+            .map(|node| node.as_ref().map(|n| n.state.resource_version.clone()))
     }
 
     #[test]
     fn a_follower_learns_nothing_before_the_list_then_its_node_and_its_changes_only() {
         let mut nodes = Nodes::default();
-        let mut follower = nodes.follow("n1");
+        let mut follower = nodes.followed.follow("n1");
         assert_eq!(version(&follower.borrow_and_update()), None);
 
         listed(&mut nodes, &["n1", "n2"]);
@@ -315,7 +224,7 @@ mod tests {
     fn a_relist_tells_a_follower_only_what_changed() {
         let mut nodes = Nodes::default();
         listed(&mut nodes, &["n1", "n2"]);
-        let mut follower = nodes.follow("n1");
+        let mut follower = nodes.followed.follow("n1");
         assert_eq!(
             version(&follower.borrow_and_update()),
             Some(Some("1".into())),
@@ -335,9 +244,9 @@ mod tests {
     fn a_follower_that_left_is_forgotten() {
         let mut nodes = Nodes::default();
         listed(&mut nodes, &["n1"]);
-        drop(nodes.follow("n1"));
+        drop(nodes.followed.follow("n1"));
         nodes.apply(Event::Apply(node("n1", "2", true)));
-        assert!(nodes.followers.is_empty());
+        assert_eq!(nodes.followed.followers(), 0);
     }
 
     #[test]

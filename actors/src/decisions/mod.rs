@@ -11,8 +11,8 @@ pub use node::{
     undo_patch, with_maintenance_taints, without_maintenance_taints,
 };
 pub use node_lease::{
-    LeaseAction, LeaseFailure, MAX_LEASE_ERRORS, eviction_pause_margin, lease_expiry,
-    lease_failure, lease_is_ours, lease_name, lease_valid, plan_lease,
+    LeaseAction, LeaseFailure, MAX_LEASE_ERRORS, eviction_pause_margin, held_by_other,
+    lease_expiry, lease_failure, lease_is_ours, lease_name, lease_valid, plan_lease,
 };
 pub use pods::{PodAction, SkipReason, classify, daemonset_of, progress};
 pub use status::{condition, driver, set_condition, status_differs};

@@ -88,6 +88,15 @@ pub fn plan_lease(
     LeaseAction::Update(next)
 }
 
+/// The holder of `lease` when it is someone else's and still valid (as [`plan_lease`] judges
+/// it: nmo would leave it alone), None when nmo may hold or take it.
+pub fn held_by_other(lease: &Lease, now: DateTime<Utc>, duration: Duration) -> Option<String> {
+    match plan_lease(Some(lease), &lease.namespace, "", now, duration) {
+        LeaseAction::HeldByOther { holder, .. } => Some(holder),
+        LeaseAction::Create(_) | LeaseAction::Update(_) => None,
+    }
+}
+
 /// True when the lease is held by nmo (valid or not).
 pub fn lease_is_ours(lease: &Lease) -> bool {
     lease.holder_identity.as_deref() == Some(LEASE_HOLDER)
@@ -205,6 +214,18 @@ mod tests {
         assert_eq!(next.acquire_time, Some(t(0)));
         assert_eq!(next.renew_time, Some(t(1200)));
         assert!(lease_is_ours(&next));
+    }
+
+    #[test]
+    fn a_valid_foreign_lease_is_held_by_its_holder_and_ours_or_an_expired_one_by_nobody() {
+        let d = Duration::from_secs(3600);
+        let theirs = lease("node-healthcheck", 0, 2);
+        assert_eq!(
+            held_by_other(&theirs, t(10), d).as_deref(),
+            Some("node-healthcheck")
+        );
+        assert_eq!(held_by_other(&theirs, t(3601), d), None, "expired");
+        assert_eq!(held_by_other(&lease(LEASE_HOLDER, 0, 2), t(10), d), None);
     }
 
     #[test]

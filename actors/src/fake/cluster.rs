@@ -251,13 +251,15 @@ impl FakeCluster {
         let mut inner = self.lock();
         let version = inner.next_version();
         inner.namespaces.insert(lease.namespace.clone());
+        let key = (lease.namespace.clone(), lease.name.clone());
         inner.leases.insert(
-            (lease.namespace.clone(), lease.name.clone()),
+            key.clone(),
             Lease {
                 resource_version: version,
                 ..lease
             },
         );
+        inner.notify_lease(&key);
     }
 
     /// A lease.

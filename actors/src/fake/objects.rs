@@ -13,6 +13,9 @@ use crate::pdb::PdbPod;
 use crate::pdb::{Pdb, PdbChange};
 use crate::ports::{ClusterError, EvictionOutcome};
 
+/// A lease's namespace and name.
+pub(super) type LeaseKey = (String, String);
+
 /// A change of a NodeMaintenance, as the controller's watch reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum MaintenanceChange {
@@ -62,6 +65,8 @@ pub(super) struct Inner {
     pub(super) evicted_pods_linger: bool,
     pub(super) version: u64,
     pub(super) node_watchers: Vec<(String, mpsc::UnboundedSender<Option<NodeState>>)>,
+    /// Followers of one lease, by (namespace, name).
+    pub(super) lease_watchers: Vec<(LeaseKey, mpsc::UnboundedSender<Option<Lease>>)>,
     pub(super) pod_watchers: Vec<(String, mpsc::UnboundedSender<Vec<PodInfo>>)>,
     pub(super) nm_watchers: Vec<mpsc::UnboundedSender<MaintenanceChange>>,
     /// Watched PodDisruptionBudgets (the domain view), by `<namespace>/<name>`.
@@ -104,6 +109,13 @@ impl Inner {
         };
         self.summary_watchers
             .retain(|tx| tx.send(event.clone()).is_ok());
+    }
+
+    /// Tells the followers of the lease `key` how it is now.
+    pub(super) fn notify_lease(&mut self, key: &LeaseKey) {
+        let snapshot = self.leases.get(key).cloned();
+        self.lease_watchers
+            .retain(|(k, tx)| k != key || tx.send(snapshot.clone()).is_ok());
     }
 
     pub(super) fn summary(&self, name: &str) -> Option<NodeSummary> {

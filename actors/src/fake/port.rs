@@ -234,6 +234,15 @@ impl Cluster for FakeCluster {
             .collect())
     }
 
+    fn watch_lease(&self, namespace: &str, name: &str) -> BoxStream<'static, Option<Lease>> {
+        let mut inner = self.record(format!("watch_lease {namespace}/{name}"));
+        let key = (namespace.to_string(), name.to_string());
+        let (tx, rx) = mpsc::unbounded_channel();
+        let current = inner.leases.get(&key).cloned();
+        inner.lease_watchers.push((key, tx));
+        snapshots(current, rx)
+    }
+
     async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError> {
         let mut inner = self
             .enter(
@@ -259,7 +268,8 @@ impl Cluster for FakeCluster {
             ..lease.clone()
         };
         inner.leases.insert(key.clone(), created.clone());
-        inner.lease_owners.insert(key, owner.clone());
+        inner.lease_owners.insert(key.clone(), owner.clone());
+        inner.notify_lease(&key);
         Ok(created)
     }
 
@@ -286,7 +296,9 @@ impl Cluster for FakeCluster {
             resource_version: version,
             ..lease.clone()
         };
-        Ok(current.clone())
+        let updated = current.clone();
+        inner.notify_lease(&key);
+        Ok(updated)
     }
 
     async fn delete_lease(&self, lease: &Lease) -> Result<(), ClusterError> {
@@ -308,6 +320,7 @@ impl Cluster for FakeCluster {
             return Err(ClusterError::Conflict(lease.name.clone()));
         }
         inner.leases.remove(&key);
+        inner.notify_lease(&key);
         Ok(())
     }
 

@@ -75,13 +75,15 @@ pub(super) fn resubscribes(stage: &Stage, kind: WatchKind) -> bool {
 
 /// Whether a watch runs in this stage. The Node is watched from the start (its first list is
 /// what the reconcile patches, and every retry while waiting for the lease reads it) for as
-/// long as nmo guards it; the pods from the start (the first counts) through the drain.
+/// long as nmo guards it; the pods from the start (the first counts) through the drain; the
+/// lease while nmo keeps it (it starts once the lease is held).
 pub(super) fn watches(stage: &Stage, kind: WatchKind) -> bool {
     match (kind, stage) {
         (WatchKind::Node, Stage::Starting | Stage::WaitingForLease { .. }) => true,
         (WatchKind::Node, _) => stage.guards_node(),
         (WatchKind::Pods, Stage::Starting | Stage::Draining(_)) => true,
         (WatchKind::Pods, _) => false,
+        (WatchKind::Lease, _) => stage.keeps_lease(),
     }
 }
 

@@ -1,14 +1,18 @@
 //! The lease keeper: renews the node lease on a timer while the node is in maintenance, one
 //! renewal at a time; retries a failed renewal within seconds (with backoff) instead of at the
 //! next interval; knows, on the local monotonic clock, until when the lease is surely ours, so
-//! that evictions pause before it can lapse; and counts failures like NMO (only once the lease
-//! was held), once per renewal interval.
+//! that evictions pause before it can lapse; knows when another holder has taken it (seen by
+//! the lease watch or a renewal), so that evictions stop at once; and counts failures like NMO
+//! (only once the lease was held).
 //!
-//! Why once per interval: NMO counts every failed attempt, but it attempts only when it happens
-//! to reconcile. nmo retries a failed renewal within seconds, so counting attempts would make a
-//! maintenance give up (and undo its drain) within a minute of an API server restart, while its
-//! lease is still valid for most of an hour. Counted per interval, giving up (above 3) happens
-//! once the lease has really lapsed, as before, and in between nmo keeps trying.
+//! How failures count: NMO counts every failed attempt, but it attempts only when it happens to
+//! reconcile. nmo retries a failed renewal within seconds, so counting every attempt that fails
+//! for a transient reason (the API server restarting, say) would make a maintenance give up
+//! (and undo its drain) within a minute, while its lease is still valid for most of an hour:
+//! those count once per renewal interval, so giving up (above 3) happens once the lease has
+//! really lapsed. A lease another holder has taken is no transient failure: every attempt that
+//! finds it so counts, and the maintenance gives up within seconds (the 4th attempt, about
+//! 7 s after the takeover with the 1 s retry base), as NMO does.
 
 use std::time::Duration;
 
@@ -49,6 +53,8 @@ pub(super) struct LeaseKeeper {
     /// The lease as nmo last wrote it (taken or renewed): while it is surely ours, the undo
     /// deletes it on this resourceVersion without reading it first.
     written: Option<Lease>,
+    /// Another holder has the lease (since it was last ours): its identity.
+    taken_by: Option<String>,
 }
 
 impl LeaseKeeper {
@@ -60,6 +66,7 @@ impl LeaseKeeper {
     }
 
     fn held(&mut self, sent: Instant, duration: Duration) {
+        self.taken_by = None;
         let until = sent + duration;
         self.held_until = Some(self.held_until.map_or(until, |known| known.max(until)));
         self.counted_this_interval = false;
@@ -149,10 +156,23 @@ impl LeaseKeeper {
             .set(myself.send_after(delay, || NodeMsg::RetryRenewal));
     }
 
-    /// Counts one failure to take or keep the lease onto `count` (`errorOnLeaseCount`), at
-    /// most once per renewal interval.
-    pub(super) fn count_failure(&mut self, count: i32) -> LeaseFailure {
-        if self.counted_this_interval {
+    /// Another holder has the lease: from now on nothing may assume it is ours (the undo
+    /// reads it first). True when this is news.
+    pub(super) fn taken(&mut self, holder: &str) -> bool {
+        self.written = None;
+        self.held_until = None;
+        self.taken_by.replace(holder.to_string()).as_deref() != Some(holder)
+    }
+
+    /// Who holds the lease instead of nmo, if someone does (as last seen).
+    pub(super) fn taken_by(&self) -> Option<&str> {
+        self.taken_by.as_deref()
+    }
+
+    /// Counts one failure to take or keep the lease onto `count` (`errorOnLeaseCount`): every
+    /// attempt when another holder has it (`taken`), else at most once per renewal interval.
+    pub(super) fn count_failure(&mut self, count: i32, taken: bool) -> LeaseFailure {
+        if self.counted_this_interval && !taken {
             return LeaseFailure {
                 count,
                 give_up: false,
@@ -206,12 +226,12 @@ mod tests {
     #[test]
     fn failures_count_only_once_the_lease_was_held() {
         let mut keeper = LeaseKeeper::default();
-        assert_eq!(keeper.count_failure(0).count, 0);
+        assert_eq!(keeper.count_failure(0, false).count, 0);
         keeper.acquired("uid-n1", Instant::now(), HOUR);
         assert_eq!(keeper.node_uid(), "uid-n1");
-        assert_eq!(keeper.count_failure(0).count, 1);
+        assert_eq!(keeper.count_failure(0, false).count, 1);
         keeper.begin_renewal(true);
-        assert!(keeper.count_failure(3).give_up);
+        assert!(keeper.count_failure(3, false).give_up);
     }
 
     #[test]
@@ -220,15 +240,41 @@ mod tests {
         keeper.acquired("uid-n1", Instant::now(), HOUR);
         assert!(keeper.begin_renewal(true));
         keeper.renewal_ended(false, HOUR);
-        assert_eq!(keeper.count_failure(0).count, 1);
+        assert_eq!(keeper.count_failure(0, false).count, 1);
         // Retries within the interval do not count again.
         assert!(keeper.begin_renewal(false));
         keeper.renewal_ended(false, HOUR);
-        assert_eq!(keeper.count_failure(1).count, 1);
+        assert_eq!(keeper.count_failure(1, false).count, 1);
         // The next interval counts again.
         assert!(keeper.begin_renewal(true));
         keeper.renewal_ended(false, HOUR);
-        assert_eq!(keeper.count_failure(1).count, 2);
+        assert_eq!(keeper.count_failure(1, false).count, 2);
+    }
+
+    #[test]
+    fn a_lease_taken_by_another_holder_counts_every_attempt_until_it_is_ours_again() {
+        let mut keeper = LeaseKeeper::default();
+        keeper.acquired("uid-n1", Instant::now(), HOUR);
+        keeper.wrote(&Lease::test("n1", crate::model::LEASE_HOLDER));
+        assert!(keeper.surely_ours(Instant::now()).is_some());
+        assert!(keeper.taken("node-healthcheck"), "news");
+        assert!(!keeper.taken("node-healthcheck"), "seen before");
+        assert_eq!(keeper.taken_by(), Some("node-healthcheck"));
+        assert!(
+            keeper.surely_ours(Instant::now()).is_none(),
+            "the undo reads it"
+        );
+        let counts: Vec<i32> = (0..4)
+            .scan(0, |count, _| {
+                *count = keeper.count_failure(*count, true).count;
+                Some(*count)
+            })
+            .collect();
+        assert_eq!(counts, [1, 2, 3, 4]);
+        assert!(keeper.count_failure(3, true).give_up);
+        assert!(keeper.begin_renewal(false));
+        keeper.renewal_ended(true, HOUR);
+        assert_eq!(keeper.taken_by(), None, "ours again");
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! What the lease's messages do to a node actor: renewals and their failures, the pause of
-//! evictions while the lease is about to expire, and giving up when it cannot be kept.
+//! What the lease's messages do to a node actor: renewals and their failures, the lease as its
+//! watch shows it, the pause of evictions while the lease is about to expire or is held by
+//! another operator, and giving up when it cannot be kept.
 
 use std::time::Duration;
 
@@ -13,10 +14,13 @@ use super::{ops, status};
 use crate::eviction::EvictionMsg;
 use crate::model::{EventType, Lease, reasons};
 use crate::observe::LeaseOp;
+use crate::decisions;
 
 /// What `lastError` adds while evictions pause for the node lease.
 const EVICTIONS_PAUSED: &str =
     "the node lease is about to expire: evictions paused until it is renewed";
+/// What `lastError` adds while another operator holds the node lease.
+const EVICTIONS_STOPPED: &str = "evictions stopped: another operator holds the node lease (nmo gives up after more than 3 failures to take it back)";
 
 impl NodeActorState {
     /// The lease renewal timer (`new_interval`), or the retry of a failed renewal.
@@ -88,28 +92,83 @@ impl NodeActorState {
         self.span.in_scope(|| {
             tracing::warn!("node lease about to expire, evictions paused until it is renewed")
         });
-        let _ = self.evictor.cast(EvictionMsg::Cancel {
-            maintenance: self.ctx.nm_name.clone(),
-        });
-        if let Some(drain) = self.stage.drain_mut() {
-            drain.forget_asked();
-        }
+        self.stop_evictions();
         self.status.wanted.last_error = Some(format!(
             "the node lease could not be renewed; {EVICTIONS_PAUSED}"
         ));
         self.flush_status(myself);
     }
 
+    /// The lease watch shows the node lease as it is now (None: it does not exist).
+    pub(super) fn on_lease_seen(&mut self, myself: &ActorRef<NodeMsg>, lease: Option<Lease>) {
+        if !self.stage.keeps_lease() {
+            return;
+        }
+        let config = &self.ctx.config;
+        match lease {
+            Some(lease) => {
+                if let Some(holder) =
+                    decisions::held_by_other(&lease, config.now(), config.lease_duration)
+                    && self.lease_taken(myself, &holder)
+                {
+                    // Tried again at once: each attempt that finds it held counts.
+                    self.renew_lease(myself, false);
+                }
+            }
+            // Deleted under us (by hand, say): a renewal creates it again now.
+            None => self.renew_lease(myself, false),
+        }
+    }
+
+    /// Another operator holds the node lease (its watch, or a renewal, says so): no eviction
+    /// goes out from now on and those waiting in the eviction actor are dropped. True when
+    /// this is news.
+    fn lease_taken(&mut self, myself: &ActorRef<NodeMsg>, holder: &str) -> bool {
+        if !self.lease.taken(holder) {
+            return false;
+        }
+        self.span.in_scope(
+            || tracing::warn!(%holder, "node lease taken by another holder, evictions stop"),
+        );
+        if self.stage.guards_node() {
+            self.lease.pause();
+            self.stop_evictions();
+            self.status.wanted.last_error =
+                Some(format!("lease taken by {holder}; {EVICTIONS_STOPPED}"));
+            self.flush_status(myself);
+        }
+        true
+    }
+
+    /// Drops every eviction of this node's drain that has not gone out yet.
+    fn stop_evictions(&mut self) {
+        let _ = self.evictor.cast(EvictionMsg::Cancel {
+            maintenance: self.ctx.nm_name.clone(),
+        });
+        if let Some(drain) = self.stage.drain_mut() {
+            drain.forget_asked();
+        }
+    }
+
     /// Counts one failure to take or keep the lease; gives up above the limit.
     pub(super) fn lease_failed(&mut self, myself: &ActorRef<NodeMsg>, error: LeaseError) {
+        let taken = match &error {
+            LeaseError::TakenBy { holder, .. } => {
+                let _news = self.lease_taken(myself, holder);
+                true
+            }
+            _ => false,
+        };
         let counted = self
             .lease
-            .count_failure(self.status.wanted.error_on_lease_count);
+            .count_failure(self.status.wanted.error_on_lease_count, taken);
         self.status.wanted.error_on_lease_count = counted.count;
         if counted.give_up {
             self.give_up(myself, LeaseLost(error));
         } else {
-            self.status.wanted.last_error = Some(if self.lease.paused() {
+            self.status.wanted.last_error = Some(if taken {
+                format!("{error}; {EVICTIONS_STOPPED}")
+            } else if self.lease.paused() {
                 format!("{error}; {EVICTIONS_PAUSED}")
             } else {
                 error.to_string()

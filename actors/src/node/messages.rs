@@ -16,6 +16,8 @@ pub enum WatchKind {
     Node,
     /// The node's pods watch.
     Pods,
+    /// The node lease's watch.
+    Lease,
 }
 
 /// Messages to a node actor.
@@ -43,6 +45,8 @@ pub enum NodeMsg {
     NodeChanged(Option<NodeState>),
     /// The node's pods changed (complete list).
     PodsChanged(PodList),
+    /// The node lease changed (None = it does not exist).
+    LeaseChanged(Option<Lease>),
     /// A watch stream ended; re-subscribe later.
     WatchEnded(WatchKind),
     /// Internal: re-subscribe a watch.

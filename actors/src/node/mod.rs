@@ -187,6 +187,7 @@ impl Actor for NodeActor {
         state.lease.stop_renewing();
         state.watches.stop_node();
         state.watches.stop_pods();
+        state.watches.stop_lease();
         let _ = state.evictor.cast(EvictionMsg::Cancel {
             maintenance: state.ctx.nm_name.clone(),
         });
@@ -217,6 +218,7 @@ impl Actor for NodeActor {
             NodeMsg::LeaseRenewed(result) => state.on_renewed(&myself, result),
             NodeMsg::NodeChanged(node) => state.on_node_changed(&myself, node),
             NodeMsg::PodsChanged(pods) => state.on_pods_changed(&myself, pods),
+            NodeMsg::LeaseChanged(lease) => state.on_lease_seen(&myself, lease),
             NodeMsg::WatchEnded(kind) => state.on_watch_ended(&myself, kind),
             NodeMsg::Resubscribe(kind) => state.on_resubscribe(&myself, kind),
             NodeMsg::Op(result) => {

@@ -237,6 +237,9 @@ impl NodeActorState {
         if !decide::watches(&self.stage, WatchKind::Pods) {
             self.watches.stop_pods();
         }
+        if !decide::watches(&self.stage, WatchKind::Lease) {
+            self.watches.stop_lease();
+        }
         if let Stage::Draining(drain) = previous {
             self.watches.stop_pods();
             self.blocked_report.set(None);

@@ -194,6 +194,12 @@ impl NodeActorState {
             .watch_node(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
         self.lease
             .keep_renewing(myself, self.ctx.config.lease_renew_interval);
+        self.watches.watch_lease(
+            self.ctx.cluster.as_ref(),
+            &self.ctx.config.lease_namespace,
+            &lease.name,
+            myself,
+        );
         if self.status.wanted.phase == Some(Phase::Succeeded) {
             self.set_stage(Stage::Succeeded);
             return;
@@ -269,8 +275,14 @@ impl NodeActorState {
         }
     }
 
-    /// Writes what the drain says into the status; a drained node succeeds.
+    /// Writes what the drain says into the status; a drained node succeeds, unless another
+    /// operator holds its lease (nmo no longer holds the node: the status keeps saying so
+    /// until the lease is nmo's again or nmo gives up).
     fn update_drain_status(&mut self, myself: &ActorRef<NodeMsg>) {
+        if self.lease.taken_by().is_some() {
+            self.flush_status(myself);
+            return;
+        }
         let now = self.now();
         let drained = self
             .stage
@@ -422,6 +434,12 @@ impl NodeActorState {
         match kind {
             WatchKind::Node => self.watches.watch_node(cluster, node, myself),
             WatchKind::Pods => self.watches.watch_pods(cluster, node, myself),
+            WatchKind::Lease => self.watches.watch_lease(
+                cluster,
+                &self.ctx.config.lease_namespace,
+                &decisions::lease_name(node),
+                myself,
+            ),
         }
     }
 }

@@ -1,6 +1,6 @@
-//! The node actor's two watches: its Node (drift) and its node's pods (the drain). Each runs
-//! in a task that turns stream items into messages; a stream that ends is re-subscribed later
-//! by the actor.
+//! The node actor's watches: its Node (drift), its node's pods (the drain) and its node lease
+//! (another holder taking it). Each runs in a task that turns stream items into messages; a
+//! stream that ends is re-subscribed later by the actor.
 //!
 //! What the watches deliver is also kept where the operations can read it, so that they need
 //! not ask the API for what a watch already has: the Node as last seen (the reconcile patches
@@ -24,6 +24,7 @@ use crate::task::TaskSlot;
 pub(super) struct Watches {
     node: TaskSlot,
     pods: TaskSlot,
+    lease: TaskSlot,
     /// The Node as last delivered, kept after its watch stops (the undo starts from it).
     node_seen: watch::Sender<Option<Option<NodeState>>>,
     /// The first pod list of the pod watch running now.
@@ -38,6 +39,7 @@ impl Default for Watches {
         Watches {
             node: TaskSlot::default(),
             pods: TaskSlot::default(),
+            lease: TaskSlot::default(),
             node_seen: watch::Sender::new(None),
             first_pods: watch::Sender::new(None),
             pods_seen: None,
@@ -124,6 +126,27 @@ impl Watches {
         }
     }
 
+    /// Watches the node lease `name` in `namespace`, unless watched.
+    pub(super) fn watch_lease(
+        &mut self,
+        cluster: &dyn Cluster,
+        namespace: &str,
+        name: &str,
+        actor: &ActorRef<NodeMsg>,
+    ) {
+        if !self.lease.is_set() {
+            let stream = cluster.watch_lease(namespace, name);
+            self.lease.set(forward(
+                stream,
+                actor,
+                NodeMsg::LeaseChanged,
+                WatchKind::Lease,
+                || false,
+                |_| {},
+            ));
+        }
+    }
+
     /// The Node as its watch delivers it.
     pub(super) fn seen_node(&self) -> SeenNode {
         self.node_seen.subscribe()
@@ -161,7 +184,13 @@ impl Watches {
         match kind {
             WatchKind::Node => self.node.finished(),
             WatchKind::Pods => self.pods.finished(),
+            WatchKind::Lease => self.lease.finished(),
         }
+    }
+
+    /// Stops the lease watch.
+    pub(super) fn stop_lease(&mut self) {
+        self.lease.clear();
     }
 
     /// Stops the Node watch (what it delivered stays).

@@ -250,3 +250,74 @@ async fn lease_taken_by_another_holder_counts_and_fails() {
     );
     h.stop().await;
 }
+
+/// The takeover: a drain blocked by a budget, and another operator overwrites the
+/// node lease with a fresh renewal (as Node Health Check, or an admin forcing a takeover,
+/// does). The lease watch tells the node actor at once: no eviction goes out after it, even
+/// once the budget would allow them; every attempt to take the lease back counts, and the
+/// fourth gives up (Failed, naming the new holder, with a Warning event), never Succeeded. The
+/// foreign lease is never written.
+#[tokio::test(start_paused = true)]
+async fn a_lease_taken_mid_drain_stops_evictions_at_once_and_fails_naming_the_holder() {
+    let cluster = super::pdbs::web_cluster(&["n1"], 2);
+    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(20), || cluster
+            .status("nm1")
+            .last_error
+            .is_some_and(|e| e.contains("web")))
+        .await,
+        "blocked by the budget: {:?}",
+        cluster.status("nm1")
+    );
+    let evictions = cluster.count_calls("evict_pod");
+    let taken_at = tokio::time::Instant::now();
+    cluster.put_lease(foreign_lease(h.now(), 3600, 1));
+    let taken = cluster.lease(NS, "node-n1").unwrap();
+    // The budget lets both pods go right after: nmo must not take the offer.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    cluster.put_watched_pdb(super::pdbs::web_pdb(2));
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(30))
+            .await
+    );
+    assert!(
+        taken_at.elapsed() <= Duration::from_secs(15),
+        "gave up {:?} after the takeover",
+        taken_at.elapsed()
+    );
+    assert_eq!(
+        cluster.count_calls("evict_pod"),
+        evictions,
+        "an eviction after the takeover: {:?}",
+        cluster.calls()
+    );
+    assert_eq!(cluster.pods("n1").len(), 2, "both pods stay");
+    let status = cluster.status("nm1");
+    assert_eq!(status.error_on_lease_count, 4);
+    let error = status.last_error.unwrap_or_default();
+    assert!(error.contains("node-healthcheck"), "{error}");
+    let failed = cluster
+        .events()
+        .into_iter()
+        .find(|e| e.reason == "FailedMaintenance")
+        .expect("a FailedMaintenance event");
+    assert_eq!(failed.type_, EventType::Warning);
+    assert!(failed.message.contains("node-healthcheck"), "{failed:?}");
+    // Never Succeeded on the way.
+    assert!(
+        !cluster
+            .events()
+            .iter()
+            .any(|e| e.reason == "SucceedMaintenance")
+    );
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        cluster.lease(NS, "node-n1"),
+        Some(taken),
+        "the foreign lease was written"
+    );
+    h.stop().await;
+}

@@ -1,6 +1,6 @@
 //! Faults of the control plane's processes: the API server killed, terminated and restarted on
-//! its port with its data intact, etcd paused and resumed. A control plane of its own: these
-//! tests take components away from everyone using it.
+//! its port with its data intact, etcd paused and resumed, a controller restarted. A control
+//! plane of its own: these tests take components away from everyone using it.
 
 use std::time::Duration;
 
@@ -105,4 +105,35 @@ async fn the_api_server_dies_comes_back_on_its_port_and_etcd_can_be_frozen() {
         control_plane.restart(Component::Etcd),
         Err(Error::Fault { .. })
     ));
+}
+
+/// A killed scheduler comes back as a process of its own, on fresh ports, healthy. (Its own
+/// control plane: with a scheduler's watches open, a graceful API server stop above would wait
+/// a minute for them.)
+#[test]
+fn a_killed_controller_comes_back_on_fresh_ports() {
+    let control_plane = ControlPlane::start(Options {
+        base_dir: Some(scratch_dir("faults-controller")),
+        scheduler: true,
+        ..Options::api_only()
+    })
+    .expect("a control plane");
+    let scheduler = |control_plane: &ControlPlane| {
+        control_plane
+            .components()
+            .iter()
+            .find(|c| c.component == Component::Scheduler)
+            .map(|c| c.pid)
+    };
+    let before = scheduler(&control_plane);
+    assert!(matches!(
+        control_plane.restart(Component::Scheduler),
+        Err(Error::Fault { .. })
+    ));
+    control_plane.kill(Component::Scheduler).expect("killed");
+    control_plane
+        .restart(Component::Scheduler)
+        .expect("restarted");
+    assert_ne!(scheduler(&control_plane), before);
+    control_plane.check_alive().expect("everything runs");
 }

@@ -111,6 +111,29 @@ async fn fault<T: Send + 'static>(
         .unwrap_or_else(|error| panic!("{what}: {error}"))
 }
 
+/// Restarts kube-controller-manager and kube-scheduler when dropped (a test that took the API
+/// server or etcd away ends so, even when it fails): their informers back off from the outage
+/// for up to a minute after it, and the next test of the binary would wait on them (a budget's
+/// status, say). Declared after the environment, so it runs while the test still holds the
+/// binary's turn.
+struct FreshControllers;
+
+impl Drop for FreshControllers {
+    fn drop(&mut self) {
+        let Ok(control_plane) = real::control_plane() else {
+            return;
+        };
+        for component in [Component::ControllerManager, Component::Scheduler] {
+            let restarted = control_plane
+                .kill(component)
+                .and_then(|()| control_plane.restart(component));
+            if let Err(error) = restarted {
+                eprintln!("restarting {component} after the test: {error}");
+            }
+        }
+    }
+}
+
 /// nmo with its probe server on a port of its own, a maintenance blocked by a budget that can
 /// never allow a disruption (minAvailable 2 over its 2 pods), and the readiness log running.
 async fn blocked_maintenance() -> (TestEnv, ReadinessLog) {
@@ -217,6 +240,7 @@ async fn new_maintenance_started(env: &TestEnv) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_server_restart_leaves_nmo_deaf_for_seconds_not_a_minute() {
     let (mut env, readiness) = blocked_maintenance().await;
+    let _fresh = FreshControllers;
 
     let killed = Instant::now();
     fault("killing kube-apiserver", |cp| cp.kill(Component::ApiServer)).await;
@@ -253,6 +277,7 @@ async fn an_api_server_restart_leaves_nmo_deaf_for_seconds_not_a_minute() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_frozen_for_25_s_leaves_nmo_as_responsive_as_before() {
     let (mut env, readiness) = blocked_maintenance().await;
+    let _fresh = FreshControllers;
 
     fault("freezing etcd", |cp| cp.pause(Component::Etcd)).await;
     tokio::time::sleep(FROZEN_FOR).await;

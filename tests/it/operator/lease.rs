@@ -135,3 +135,83 @@ both_backends!(
     an_expired_foreign_lease_is_taken_over,
     the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts,
 );
+
+/// The takeover, end to end: a drain blocked by a budget over two pods, and the node
+/// lease overwritten by `node-healthcheck` with a fresh renewal (as Node Health Check, or an
+/// admin forcing a takeover, does). Two seconds later the budget goes, so any eviction from then
+/// on would succeed: both pods must still be there when nmo has given up. nmo gives up within
+/// seconds (every attempt to take the lease back counts: Failed with `errorOnLeaseCount` 4,
+/// naming the new holder, and a Warning event), never says Succeeded, never writes the foreign
+/// lease, and gives back only what is its alone (the label and the drain taint; the cordon now
+/// serves the holder).
+async fn a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder(backend: Backend) {
+    let mut env = TestEnv::on(backend)
+        .scenario(Scenario::plain(1, 0).pdb(None))
+        .namespace("precious")
+        .pod("precious", "db-0", "node-0", "db")
+        .pod("precious", "db-1", "node-0", "db")
+        .pdb("precious", "db-budget", "db", 2)
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
+    env.wait_blocked_by("nm-0", "db-budget").await;
+
+    let taken = env.take_over_lease("node-0", "node-healthcheck").await;
+    let taken_at = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    env.patch_json::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+        Some("precious"),
+        "db-budget",
+        serde_json::json!({"spec": {"minAvailable": 0}}),
+    )
+    .await;
+    eventually("nm-0 to give up", Duration::from_secs(30), async || {
+        env.phase("nm-0").await.as_deref() == Some("Failed")
+    })
+    .await;
+    let gave_up = taken_at.elapsed();
+    // Time for a late eviction to show.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(
+        env.pod_exists("precious", "db-0").await && env.pod_exists("precious", "db-1").await,
+        "a pod was evicted after the takeover: {:?}",
+        env.pods_on("node-0").await
+    );
+    let status = env.status("nm-0").await;
+    assert_eq!(status["errorOnLeaseCount"], 4, "{status}");
+    let error = status["lastError"].as_str().unwrap_or_default();
+    assert!(error.contains("node-healthcheck"), "{error}");
+    assert!(
+        gave_up < Duration::from_secs(20),
+        "gave up after {gave_up:?}"
+    );
+    let reasons = env.event_reasons("nm-0").await;
+    assert!(
+        !reasons.contains(&"SucceedMaintenance".to_string()),
+        "{reasons:?}"
+    );
+    let failed = env.event_messages("nm-0", "FailedMaintenance").await;
+    assert!(
+        failed.iter().any(|m| m.contains("node-healthcheck")),
+        "{failed:?}"
+    );
+    eventually(
+        "the label to go, the cordon to stay for the holder",
+        Duration::from_secs(10),
+        async || {
+            let node = env.node("node-0").await;
+            node["metadata"]["labels"]
+                .get("remediation.medik8s.io/exclude-from-remediation")
+                .is_none()
+                && node["spec"]["unschedulable"] == true
+        },
+    )
+    .await;
+    let lease = env.lease("node-0").await.expect("their lease");
+    assert_eq!(
+        lease["spec"], taken["spec"],
+        "the foreign lease was written"
+    );
+    env.stop_operator().await.expect("clean stop");
+}
+both_backends!(a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder);

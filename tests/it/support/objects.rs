@@ -322,6 +322,29 @@ impl TestEnv {
             .expect("the lease is created");
     }
 
+    /// Overwrites the node lease with `holder` and a fresh renewal, as another operator forcing
+    /// a takeover (or an admin) would; returns the lease as written.
+    pub async fn take_over_lease(&self, node: &str, holder: &str) -> Value {
+        let now = chrono::Utc::now()
+            .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
+        let patch = json!({"spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 3600,
+            "acquireTime": now,
+            "renewTime": now,
+        }});
+        let written = Api::<Lease>::namespaced(self.admin.clone(), LEASE_NAMESPACE)
+            .patch(
+                &self.node_lease(node),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .expect("the lease is taken over");
+        serde_json::to_value(written).expect("a lease as JSON")
+    }
+
     /// Deletes the node lease, as its foreign holder releasing it would.
     pub async fn delete_lease(&self, node: &str) {
         Api::<Lease>::namespaced(self.admin.clone(), LEASE_NAMESPACE)
