@@ -23,6 +23,14 @@
 //! could share it: each would open a connection of its own (41 for a burst of 50 maintenances
 //! on a real API server). The others wait for the first response's headers, by which time the
 //! connection is in the pool, shared if it is HTTP/2.
+//!
+//! A request the server never processed is sent again, on a fresh connection: one the server
+//! refused with GOAWAY (its stream above the GOAWAY's last stream, or opened after it: an API
+//! server run with `--goaway-chance` behind a load balancer, or one shutting down gracefully,
+//! refused about one request in a hundred that way on a real kube-apiserver) or with
+//! REFUSED_STREAM. RFC 9113 (section 8.7) guarantees such a request had no effect, so even an
+//! eviction is safe to send again; hyper does not, because it no longer has the request by
+//! then. Request bodies are therefore kept (they are small: nmo makes no streaming uploads).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,19 +38,27 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body, Frame, SizeHint};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper_util::client::legacy::connect::Connect;
 use hyper_util::client::legacy::{Builder, Client, Error};
-use tower::Service;
+use tower::{BoxError, Service};
+
+/// How many times a request the server never processed is sent again.
+const RESENDS: usize = 3;
+
+/// The body every lane's client sends: a request's body, kept for a resend.
+type SentBody = Full<Bytes>;
 
 /// Requests spread over lanes of at most `budget` streams each.
-pub struct Lanes<C, B> {
-    shared: Arc<Shared<C, B>>,
+pub struct Lanes<C> {
+    shared: Arc<Shared<C>>,
 }
 
-impl<C, B> Clone for Lanes<C, B> {
+impl<C> Clone for Lanes<C> {
     fn clone(&self) -> Self {
         Lanes {
             shared: self.shared.clone(),
@@ -50,15 +66,15 @@ impl<C, B> Clone for Lanes<C, B> {
     }
 }
 
-struct Shared<C, B> {
+struct Shared<C> {
     builder: Builder,
     connector: C,
     budget: usize,
-    lanes: Mutex<Vec<Arc<Lane<C, B>>>>,
+    lanes: Mutex<Vec<Arc<Lane<C>>>>,
 }
 
-struct Lane<C, B> {
-    client: Client<C, B>,
+struct Lane<C> {
+    client: Client<C, SentBody>,
     /// Requests sent on this lane whose response body is still open (or not yet received).
     in_flight: Arc<AtomicUsize>,
     /// A request on this lane was answered: its connection is in hyper's pool.
@@ -67,15 +83,12 @@ struct Lane<C, B> {
     first: tokio::sync::Mutex<()>,
 }
 
-impl<C, B> Lane<C, B>
+impl<C> Lane<C>
 where
     C: Connect + Clone + Send + Sync + 'static,
-    B: Body + Send + 'static + Unpin,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     /// Sends `request`, alone while the lane has no connection yet (see the module docs).
-    async fn send(&self, request: Request<B>) -> Result<Response<Incoming>, Error> {
+    async fn send(&self, request: Request<SentBody>) -> Result<Response<Incoming>, Error> {
         if !self.connected.load(Ordering::Acquire) {
             let _alone = self.first.lock().await;
             if !self.connected.load(Ordering::Acquire) {
@@ -91,12 +104,9 @@ where
     }
 }
 
-impl<C, B> Lanes<C, B>
+impl<C> Lanes<C>
 where
     C: Connect + Clone + Send + Sync + 'static,
-    B: Body + Send + 'static + Unpin,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     /// Lanes of clients built by `builder` over `connector`, each with at most `budget` requests
     /// in flight (at least 1).
@@ -121,7 +131,7 @@ where
     }
 
     /// Takes a stream on the oldest lane that has one to spare, opening a lane if none has.
-    fn take_stream(&self) -> (Arc<Lane<C, B>>, Stream) {
+    fn take_stream(&self) -> (Arc<Lane<C>>, Stream) {
         let mut lanes = self
             .shared
             .lanes
@@ -162,32 +172,74 @@ impl Drop for Stream {
     }
 }
 
-impl<C, B> Service<Request<B>> for Lanes<C, B>
+impl<C, B> Service<Request<B>> for Lanes<C>
 where
     C: Connect + Clone + Send + Sync + 'static,
-    B: Body + Send + 'static + Unpin,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
 {
     type Response = Response<LaneBody>;
-    type Error = Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Error>> + Send>>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, BoxError>> + Send>>;
 
-    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
         // hyper's client is always ready: it queues in its pool, not here.
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, request: Request<B>) -> Self::Future {
-        let (lane, stream) = self.take_stream();
+        let lanes = self.clone();
         Box::pin(async move {
-            let response = lane.send(request).await?;
-            Ok(response.map(|body| LaneBody {
-                body,
-                _stream: stream,
-            }))
+            let (parts, body) = request.into_parts();
+            let body = body.collect().await.map_err(Into::into)?.to_bytes();
+            let mut resends = 0;
+            loop {
+                let (lane, stream) = lanes.take_stream();
+                match lane.send(copy(&parts, body.clone())).await {
+                    Ok(response) => {
+                        return Ok(response.map(|body| LaneBody {
+                            body,
+                            _stream: stream,
+                        }));
+                    }
+                    Err(error) if resends < RESENDS && never_processed(&error) => {
+                        resends += 1;
+                        tracing::debug!(%error, resends, "the server refused the request unprocessed; sending it again");
+                    }
+                    Err(error) => return Err(error.into()),
+                }
+            }
         })
     }
+}
+
+/// A request of `parts` with `body` (what hyper reads of a request: its method, URI, version
+/// and headers).
+fn copy(parts: &http::request::Parts, body: Bytes) -> Request<SentBody> {
+    let mut request = Request::new(Full::new(body));
+    *request.method_mut() = parts.method.clone();
+    *request.uri_mut() = parts.uri.clone();
+    *request.version_mut() = parts.version;
+    *request.headers_mut() = parts.headers.clone();
+    request
+}
+
+/// Whether `error` says the server refused the request without processing it: a GOAWAY
+/// without error (the request's stream was beyond its last stream) or REFUSED_STREAM.
+fn never_processed(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause = Some(error);
+    while let Some(error) = cause {
+        if let Some(h2) = error.downcast_ref::<h2::Error>() {
+            return h2.is_remote()
+                && match h2.reason() {
+                    Some(h2::Reason::REFUSED_STREAM) => true,
+                    Some(h2::Reason::NO_ERROR) => h2.is_go_away(),
+                    _ => false,
+                };
+        }
+        cause = error.source();
+    }
+    false
 }
 
 /// A response body that holds its lane's stream until it is dropped.
@@ -218,8 +270,6 @@ impl Body for LaneBody {
 
 #[cfg(test)]
 mod tests {
-    use bytes::Bytes;
-    use http_body_util::Empty;
     use hyper_util::client::legacy::connect::HttpConnector;
     use hyper_util::rt::TokioExecutor;
 
@@ -227,7 +277,7 @@ mod tests {
 
     #[tokio::test]
     async fn requests_fill_the_oldest_lane_with_room_first() {
-        let lanes: Lanes<HttpConnector, Empty<Bytes>> = Lanes::new(
+        let lanes: Lanes<HttpConnector> = Lanes::new(
             Client::builder(TokioExecutor::new()),
             HttpConnector::new(),
             2,

@@ -1,6 +1,7 @@
 //! The one integration test binary (each test binary is large and slow to link).
 
 mod api_requests;
+mod connections;
 mod conventions;
 mod crd;
 mod demo;
