@@ -99,7 +99,7 @@ pub fn needs(lease_namespace: &str, leader_namespace: Option<&str>) -> Vec<Need>
         need(None, "", "pods/eviction", "create"),
         need(Some("default"), "events.k8s.io", "events", "create"),
     ];
-    for verb in ["get", "list", "create", "update", "delete"] {
+    for verb in ["get", "list", "watch", "create", "update", "delete"] {
         needs.push(need(
             Some(lease_namespace),
             "coordination.k8s.io",

@@ -11,10 +11,10 @@ use super::messages::NodeMsg;
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
 use super::{ops, status};
+use crate::decisions;
 use crate::eviction::EvictionMsg;
 use crate::model::{EventType, Lease, reasons};
 use crate::observe::LeaseOp;
-use crate::decisions;
 
 /// What `lastError` adds while evictions pause for the node lease.
 const EVICTIONS_PAUSED: &str =
