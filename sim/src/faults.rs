@@ -1,4 +1,6 @@
-//! Fault injection: added latency, error rates, 409 storms on writes, watch streams closed early.
+//! Fault injection: added latency, error rates, 409 storms on writes, watch streams closed early,
+//! a server that is down (every request answered 503; with the connections dropped and the
+//! watch history expired: `SimHandle::restart_api_server`).
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -53,6 +55,11 @@ impl FaultRule {
         self.latency = Some(d);
         self
     }
+    /// Every request answered 503 Service Unavailable (an API server that is down).
+    pub fn unavailable() -> Self {
+        FaultRule::on(None, None).errors(1.0, 503)
+    }
+
     /// Fails a fraction of requests with a code.
     #[must_use]
     pub fn errors(mut self, rate: f64, code: u16) -> Self {

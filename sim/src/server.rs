@@ -1,10 +1,13 @@
 //! The simulator's HTTP server: HTTP/1.1, and HTTP/2 without TLS (h2c, prior knowledge) on the
 //! same port, as hyper tells them apart by the connection's first bytes. Each connection gets
 //! an id that its requests carry, so the accounting can say how many connections a client used
-//! (a client that multiplexes its watches uses a few; one that does not, one per watch).
+//! (a client that multiplexes its watches uses a few; one that does not, one per watch). Every
+//! open connection can be dropped at once ([`Connections::drop_all`]), as a killed API server's
+//! are.
 
-use std::sync::Arc;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
@@ -17,12 +20,35 @@ use tower::ServiceExt;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ConnectionId(pub u64);
 
+/// The server's open connections.
+#[derive(Debug, Default)]
+pub struct Connections {
+    open: Mutex<HashMap<u64, tokio::task::AbortHandle>>,
+}
+
+impl Connections {
+    /// Closes every open connection at once, mid-request and mid-watch (what a killed API
+    /// server's clients see: their connections end without a goodbye); returns how many.
+    pub fn drop_all(&self) -> usize {
+        let open = std::mem::take(&mut *self.lock());
+        for connection in open.values() {
+            connection.abort();
+        }
+        open.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, tokio::task::AbortHandle>> {
+        self.open.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// Serves `router` on `listener` until `stop` says so, then lets open connections finish (the
-/// watches end by themselves on the same signal).
+/// watches end by themselves on the same signal). Open connections are kept in `connections`.
 pub async fn serve(
     listener: TcpListener,
     router: axum::Router,
     mut stop: tokio::sync::watch::Receiver<bool>,
+    connections: Arc<Connections>,
 ) {
     let next_id = Arc::new(AtomicU64::new(0));
     let graceful = GracefulShutdown::new();
@@ -56,11 +82,17 @@ pub async fn serve(
             TowerToHyperService::new(service),
         );
         let connection = graceful.watch(connection.into_owned());
-        tokio::spawn(async move {
+        let open = connections.clone();
+        // Registered before the task can end (and deregister itself).
+        let mut registry = connections.lock();
+        let task = tokio::spawn(async move {
             if let Err(error) = connection.await {
                 tracing::debug!(%error, "connection ended with an error");
             }
+            open.lock().remove(&id.0);
         });
+        registry.insert(id.0, task.abort_handle());
+        drop(registry);
     }
     graceful.shutdown().await;
 }

@@ -12,7 +12,7 @@ use tokio::task::JoinHandle;
 
 use crate::accounting::{Accounting, Query};
 use crate::errors::{ApiError, SimError};
-use crate::faults::Faults;
+use crate::faults::{FaultRule, Faults};
 use crate::kubelet::{self, Timing};
 use crate::rbac::Rbac;
 use crate::rest::Api;
@@ -216,9 +216,16 @@ impl Simulator {
             controllers = Some(thread);
         }
         let app = router::router(shared.clone());
-        let server = tokio::spawn(crate::server::serve(listener, app, stop_rx.clone()));
+        let connections = Arc::new(crate::server::Connections::default());
+        let server = tokio::spawn(crate::server::serve(
+            listener,
+            app,
+            stop_rx.clone(),
+            connections.clone(),
+        ));
         Ok(SimHandle {
             shared,
+            connections,
             addr,
             stop: stop_tx,
             server: Some(server),
@@ -231,6 +238,7 @@ impl Simulator {
 /// A running simulator.
 pub struct SimHandle {
     shared: Arc<router::Shared>,
+    connections: Arc<crate::server::Connections>,
     addr: SocketAddr,
     stop: tokio::sync::watch::Sender<bool>,
     server: Option<JoinHandle<()>>,
@@ -296,6 +304,27 @@ impl SimHandle {
     /// The raw store.
     pub fn store(&self) -> &Arc<Store> {
         &self.shared.api.store
+    }
+
+    /// Closes every open connection at once (see [`crate::server::Connections::drop_all`]);
+    /// returns how many.
+    pub fn drop_connections(&self) -> usize {
+        self.connections.drop_all()
+    }
+
+    /// What a kube-apiserver restart does to its clients while the cluster lives on (etcd and
+    /// the controllers keep running): every connection is dropped, every request is answered
+    /// 503 for `down_for`, and once the server is back every watch resumed from before the
+    /// restart ends with 410 Expired (its fresh watch cache does not reach back), so that each
+    /// client has to list again. Returns when the server is back, with the connections it
+    /// dropped.
+    pub async fn restart_api_server(&self, down_for: Duration) -> usize {
+        let unavailable = self.faults().add(FaultRule::unavailable());
+        let dropped = self.drop_connections();
+        tokio::time::sleep(down_for).await;
+        self.store().expire_watch_history();
+        self.faults().remove(unavailable);
+        dropped
     }
 
     /// Calls `hook` for every request about to be served from now on (None: no more); see

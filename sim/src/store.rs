@@ -112,6 +112,9 @@ struct Table {
 #[derive(Default)]
 struct Inner {
     rv: u64,
+    /// Watches from a resourceVersion below this end with 410 Expired, in every resource (a
+    /// restart's fresh watch cache, see [`Store::expire_watch_history`]).
+    expired_below: u64,
     tables: HashMap<String, Table>,
     /// owner uid -> dependents: (resource key, object key) -> the object as stored now (so a
     /// controller reads its 3,000 pods without 3,000 lookups).
@@ -307,6 +310,22 @@ impl Store {
                     .sum::<usize>(),
             )
         })
+    }
+
+    /// Forgets every resource's watch history, as a restarted kube-apiserver's fresh watch
+    /// cache does: the resourceVersion moves on by one, and a watch resumed from any version
+    /// before it ends with 410 Expired ("too old resource version"), so that its client lists
+    /// again. Lists and watches from the new version are served as ever.
+    pub fn expire_watch_history(&self) {
+        let mut inner = self.lock();
+        inner.rv += 1;
+        let rv = inner.rv;
+        inner.expired_below = rv;
+        for table in inner.tables.values_mut() {
+            table.history.clear();
+            table.compacted = rv;
+        }
+        self.current_rv.store(rv, Ordering::SeqCst);
     }
 
     /// The resourceVersion up to which a resource's watch history was dropped.
@@ -555,6 +574,7 @@ impl Store {
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let mut inner = self.lock();
         let rv = inner.rv;
+        let expired_below = inner.expired_below;
         let table = inner.tables.entry(tkey.clone()).or_default();
         let initial = match from {
             WatchFrom::Current => {
@@ -588,10 +608,11 @@ impl Store {
                     .collect()
             }
             WatchFrom::Rv(from_rv) => {
-                if from_rv < table.compacted {
+                let compacted = table.compacted.max(expired_below);
+                if from_rv < compacted {
                     return Err(ApiError::expired(format!(
                         "too old resource version: {from_rv} ({})",
-                        table.compacted + 1
+                        compacted + 1
                     )));
                 }
                 table

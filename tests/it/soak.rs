@@ -1,8 +1,10 @@
 //! The fault soak at CI size (`nmo bench --scenario soak-ci`): NodeMaintenances created and
 //! deleted while the simulated API server answers a tenth of nmo's requests with 500/409/429,
 //! drops its watches and answers some requests after their deadline, and the leading replica
-//! (a real `nmo run` child process) is killed with SIGKILL. Every check of the soak must hold.
-//! The full-size run is `nmo bench --scenario soak`; its figures are in docs/performance.md.
+//! (a real `nmo run` child process) is killed with SIGKILL; then the API server restarts
+//! (connections dropped, 503 for 5 s, 410 on every resumed watch). Every check of the soak must
+//! hold. The full-size run is `nmo bench --scenario soak`; its figures are in
+//! docs/performance.md.
 
 use std::path::Path;
 
@@ -21,4 +23,5 @@ async fn the_ci_sized_fault_soak_passes_every_check() {
     println!("{report}");
     assert!(report.passed(), "{report}");
     assert_eq!(report.replicas.kills, 1);
+    assert_eq!(report.recoveries.first_s.len(), 1, "one restart, timed");
 }

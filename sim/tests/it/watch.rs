@@ -273,3 +273,73 @@ async fn table_watches_send_one_row_tables() {
     }
     sim.shutdown().await;
 }
+
+/// A restart of the API server as its clients see it: the open watch ends with its connection,
+/// every request during the outage is answered 503, and afterwards a watch resumed from the
+/// old resourceVersion ends with 410 Expired while a fresh list and watch from its version are
+/// served as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_drops_connections_answers_503_then_expires_resumed_watches() {
+    let sim = start(Some(Scenario::plain(1, 2)), 0.0).await;
+    let pods: Api<Pod> = Api::all(sim.kube_client().unwrap());
+    let listed = pods.list(&ListParams::default()).await.unwrap();
+    let old = listed.metadata.resource_version.clone().unwrap();
+    let mut open = pods
+        .watch(&WatchParams::default(), &old)
+        .await
+        .unwrap()
+        .boxed();
+
+    let restart = sim.restart_api_server(Duration::from_secs(1));
+    let during = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let ended = tokio::time::timeout(Duration::from_secs(1), open.next()).await;
+        assert!(
+            matches!(ended, Ok(None | Some(Err(_)))),
+            "the watch outlived its connection: {ended:?}"
+        );
+        let refused = pods.list(&ListParams::default()).await;
+        assert!(
+            matches!(&refused, Err(kube::Error::Api(status)) if status.code == 503),
+            "{refused:?}"
+        );
+    };
+    let (dropped, ()) = tokio::join!(restart, during);
+    assert!(dropped >= 1, "the watch's connection was dropped");
+
+    let mut resumed = pods
+        .watch(&WatchParams::default(), &old)
+        .await
+        .unwrap()
+        .boxed();
+    match next_event(&mut resumed).await {
+        WatchEvent::Error(status) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"))
+        }
+        other => panic!("a resumed watch was served: {other:?}"),
+    }
+    let fresh = pods.list(&ListParams::default()).await.unwrap();
+    let version = fresh.metadata.resource_version.unwrap();
+    assert_ne!(version, old);
+    let mut watching = pods
+        .watch(&WatchParams::default(), &version)
+        .await
+        .unwrap()
+        .boxed();
+    let pod = &fresh.items[0];
+    Api::<Pod>::namespaced(
+        sim.kube_client().unwrap(),
+        pod.metadata.namespace.as_deref().unwrap(),
+    )
+    .patch(
+        pod.metadata.name.as_deref().unwrap(),
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}})),
+    )
+    .await
+    .unwrap();
+    assert!(matches!(
+        next_event(&mut watching).await,
+        WatchEvent::Modified(_)
+    ));
+}

@@ -39,6 +39,18 @@ pub struct SoakConfig {
     /// How long the end state may take to converge.
     #[serde(skip)]
     pub converge_timeout: Duration,
+    /// API server restarts after the waves (connections dropped, 503 for `outage`, then 410
+    /// on every resumed watch).
+    pub restarts: usize,
+    /// How long the API server is down at each restart.
+    #[serde(skip)]
+    pub outage: Duration,
+    /// NodeMaintenances created at each return of the API server.
+    pub per_restart: usize,
+    /// How long after the return each of them may take to be reconciled before it counts as
+    /// missed.
+    #[serde(skip)]
+    pub recovery_timeout: Duration,
 }
 
 impl SoakConfig {
@@ -58,6 +70,10 @@ impl SoakConfig {
             watch_drop_after: Duration::from_secs(15),
             wave_timeout: Duration::from_secs(120),
             converge_timeout: Duration::from_secs(180),
+            restarts: 3,
+            outage: Duration::from_secs(10),
+            per_restart: 5,
+            recovery_timeout: Duration::from_secs(30),
         }
     }
 
@@ -72,6 +88,9 @@ impl SoakConfig {
             kills: 1,
             wave_timeout: Duration::from_secs(45),
             converge_timeout: Duration::from_secs(60),
+            restarts: 1,
+            outage: Duration::from_secs(5),
+            per_restart: 3,
             ..SoakConfig::full()
         }
     }

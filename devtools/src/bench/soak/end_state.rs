@@ -81,6 +81,15 @@ impl EndState {
         self.maintenances.contains_key(name)
     }
 
+    /// Nodes of the earlier waves that are free now: no NodeMaintenance, nothing of nmo's.
+    pub(super) fn free_nodes(&self) -> Vec<String> {
+        self.given_back
+            .iter()
+            .filter(|n| !self.exists(&nm_name(n)) && !self.marked.contains(*n))
+            .cloned()
+            .collect()
+    }
+
     pub(super) fn succeeded(&self, name: &str) -> bool {
         self.maintenances
             .get(name)

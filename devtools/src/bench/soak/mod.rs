@@ -4,6 +4,10 @@
 //! later than their call deadline, and the leading replica is killed (SIGKILL) several times,
 //! so that leadership fails over between two `nmo run --leader-elect` processes.
 //!
+//! After the waves the API server is restarted (`restarts`): every connection dropped, 503 for
+//! the outage, then 410 on every resumed watch; new NodeMaintenances created at its return are
+//! timed until reconciled (the recovery time, p50 and max).
+//!
 //! Checked at the end, and printed: every maintenance converged (the deleted ones gone with
 //! their node fully given back, the others Succeeded with their node in maintenance), no node
 //! left marked without a NodeMaintenance, no DaemonSet or mirror pod evicted, no pod deleted
@@ -16,6 +20,7 @@ mod config;
 mod end_state;
 mod replicas;
 mod report;
+mod restarts;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -118,6 +123,7 @@ async fn soak(
     )?;
     let mut leaders = LeaderLog::default();
     let mut waves = Vec::new();
+    let mut recoveries = restarts::Recoveries::default();
     let outcome = drive(
         sim,
         config,
@@ -125,6 +131,7 @@ async fn soak(
         &mut replicas,
         &mut leaders,
         &mut waves,
+        &mut recoveries,
     )
     .await;
     let wall = started.elapsed();
@@ -156,6 +163,7 @@ async fn soak(
         leaders.changes,
         requests,
         waves,
+        recoveries,
         logs,
     ))
 }
@@ -199,6 +207,7 @@ async fn drive(
     replicas: &mut Replicas,
     leaders: &mut LeaderLog,
     wave_times: &mut Vec<f64>,
+    recoveries: &mut restarts::Recoveries,
 ) -> Result<(), BenchError> {
     let api: Api<NodeMaintenance> = Api::all(client.clone());
     let waves = config.waves();
@@ -268,6 +277,8 @@ async fn drive(
         }
         previous.clone_from(nodes);
     }
+    replicas.revive()?;
+    *recoveries = restarts::run(sim, config, client, replicas).await?;
     // The end: the last wave stays, everything else must be given back.
     replicas.revive()?;
     let deadline = Instant::now() + config.converge_timeout;

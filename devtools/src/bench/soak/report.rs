@@ -9,6 +9,7 @@ use super::audit::{Findings, Violations};
 use super::config::SoakConfig;
 use super::end_state::EndState;
 use super::replicas::ReplicaFigures;
+use super::restarts::{Recoveries, p50_and_max};
 
 /// One check: what, the target, what was found, and whether it holds.
 #[derive(Debug, Clone, Serialize)]
@@ -47,6 +48,8 @@ pub struct SoakReport {
     pub requests: Vec<ReplicaRequests>,
     /// How long each wave took, seconds.
     pub wave_s: Vec<f64>,
+    /// After each API server restart, how long until maintenances were reconciled.
+    pub recoveries: Recoveries,
     /// Writes per replica user.
     pub writes: Vec<(String, u64)>,
     /// The replicas' logs.
@@ -75,6 +78,7 @@ impl SoakReport {
         leader_changes: u32,
         requests: Vec<ReplicaRequests>,
         wave_s: Vec<f64>,
+        recoveries: Recoveries,
         logs: Vec<String>,
     ) -> SoakReport {
         let (converged, of) = end.converged_count();
@@ -108,6 +112,17 @@ impl SoakReport {
                 &findings.writes_without_leadership,
             ),
             Check {
+                what: format!(
+                    "maintenances created at an API server's return reconciled within {:?}",
+                    config.recovery_timeout
+                ),
+                target: (config.restarts * config.per_restart).to_string(),
+                actual: recoveries.each_s.len().to_string(),
+                passed: recoveries.missed.is_empty()
+                    && recoveries.each_s.len() == config.restarts * config.per_restart,
+                examples: recoveries.missed.iter().take(5).cloned().collect(),
+            },
+            Check {
                 what: "leaders killed (SIGKILL)".into(),
                 target: kills_target.to_string(),
                 actual: replicas.kills.to_string(),
@@ -129,6 +144,7 @@ impl SoakReport {
             leader_changes,
             requests,
             wave_s,
+            recoveries,
             writes: findings
                 .writes_by_replica
                 .iter()
@@ -187,6 +203,20 @@ impl fmt::Display for SoakReport {
             waves.join(", ")
         )?;
         writeln!(f, "peak RSS of a replica: {:.1} MiB", self.peak_rss_mib)?;
+        let seconds = |values: &[f64]| match p50_and_max(values) {
+            Some((p50, max)) => format!("p50 {p50:.2} s, max {max:.2} s"),
+            None => "none".to_string(),
+        };
+        writeln!(
+            f,
+            "API server restarts: {} ({:?} down, connections dropped: {:?}); from its return \
+             to the first reconciled maintenance: {}; to each: {}",
+            c.restarts,
+            c.outage,
+            self.recoveries.dropped,
+            seconds(&self.recoveries.first_s),
+            seconds(&self.recoveries.each_s),
+        )?;
         writeln!(
             f,
             "leadership changes: {}; replicas killed: {}; replicas that exited after losing \
