@@ -39,16 +39,18 @@ pub struct SoakConfig {
     /// How long the end state may take to converge.
     #[serde(skip)]
     pub converge_timeout: Duration,
-    /// API server restarts after the waves (connections dropped, 503 for `outage`, then 410
-    /// on every resumed watch).
-    pub restarts: usize,
-    /// How long the API server is down at each restart.
+    /// API server restarts after the waves, each down this long (connections dropped, 503
+    /// meanwhile, then 410 on every resumed watch). Shorter than the replicas' leader renew
+    /// deadline (6 s), the leader keeps leading; longer, it loses the lease and exits, and the
+    /// recovery includes a new election (a standby waits out the lease's 8 s first).
     #[serde(skip)]
-    pub outage: Duration,
+    pub outages: Vec<Duration>,
     /// NodeMaintenances created at each return of the API server.
     pub per_restart: usize,
+    /// Maintenances whose node lease another operator takes over (after the restarts).
+    pub takeovers: usize,
     /// How long after the return each of them may take to be reconciled before it counts as
-    /// missed.
+    /// missed (and how long a taken-over maintenance may take to give up).
     #[serde(skip)]
     pub recovery_timeout: Duration,
 }
@@ -70,9 +72,13 @@ impl SoakConfig {
             watch_drop_after: Duration::from_secs(15),
             wave_timeout: Duration::from_secs(120),
             converge_timeout: Duration::from_secs(180),
-            restarts: 3,
-            outage: Duration::from_secs(10),
+            outages: vec![
+                Duration::from_secs(3),
+                Duration::from_secs(5),
+                Duration::from_secs(10),
+            ],
             per_restart: 5,
+            takeovers: 5,
             recovery_timeout: Duration::from_secs(30),
         }
     }
@@ -88,9 +94,9 @@ impl SoakConfig {
             kills: 1,
             wave_timeout: Duration::from_secs(45),
             converge_timeout: Duration::from_secs(60),
-            restarts: 1,
-            outage: Duration::from_secs(5),
+            outages: vec![Duration::from_secs(5)],
             per_restart: 3,
+            takeovers: 2,
             ..SoakConfig::full()
         }
     }

@@ -6,7 +6,9 @@
 //!
 //! After the waves the API server is restarted (`restarts`): every connection dropped, 503 for
 //! the outage, then 410 on every resumed watch; new NodeMaintenances created at its return are
-//! timed until reconciled (the recovery time, p50 and max).
+//! timed until reconciled (the recovery time, p50 and max). Then another operator takes over
+//! the node leases of a few maintenances: each must give up (Failed, `errorOnLeaseCount` above
+//! 3) without nmo writing the holder's lease (the time to Failed, p50 and max).
 //!
 //! Checked at the end, and printed: every maintenance converged (the deleted ones gone with
 //! their node fully given back, the others Succeeded with their node in maintenance), no node
@@ -21,6 +23,7 @@ mod end_state;
 mod replicas;
 mod report;
 mod restarts;
+mod takeovers;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -124,6 +127,7 @@ async fn soak(
     let mut leaders = LeaderLog::default();
     let mut waves = Vec::new();
     let mut recoveries = restarts::Recoveries::default();
+    let mut takeovers = takeovers::Takeovers::default();
     let outcome = drive(
         sim,
         config,
@@ -131,7 +135,7 @@ async fn soak(
         &mut replicas,
         &mut leaders,
         &mut waves,
-        &mut recoveries,
+        (&mut recoveries, &mut takeovers),
     )
     .await;
     let wall = started.elapsed();
@@ -163,7 +167,7 @@ async fn soak(
         leaders.changes,
         requests,
         waves,
-        recoveries,
+        (recoveries, takeovers),
         logs,
     ))
 }
@@ -207,7 +211,7 @@ async fn drive(
     replicas: &mut Replicas,
     leaders: &mut LeaderLog,
     wave_times: &mut Vec<f64>,
-    recoveries: &mut restarts::Recoveries,
+    (recoveries, takeovers): (&mut restarts::Recoveries, &mut takeovers::Takeovers),
 ) -> Result<(), BenchError> {
     let api: Api<NodeMaintenance> = Api::all(client.clone());
     let waves = config.waves();
@@ -279,6 +283,7 @@ async fn drive(
     }
     replicas.revive()?;
     *recoveries = restarts::run(sim, config, client, replicas).await?;
+    *takeovers = takeovers::run(sim, config, client, replicas).await?;
     // The end: the last wave stays, everything else must be given back.
     replicas.revive()?;
     let deadline = Instant::now() + config.converge_timeout;

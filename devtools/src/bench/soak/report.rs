@@ -10,6 +10,7 @@ use super::config::SoakConfig;
 use super::end_state::EndState;
 use super::replicas::ReplicaFigures;
 use super::restarts::{Recoveries, p50_and_max};
+use super::takeovers::Takeovers;
 
 /// One check: what, the target, what was found, and whether it holds.
 #[derive(Debug, Clone, Serialize)]
@@ -50,6 +51,8 @@ pub struct SoakReport {
     pub wave_s: Vec<f64>,
     /// After each API server restart, how long until maintenances were reconciled.
     pub recoveries: Recoveries,
+    /// How the maintenances whose lease was taken over gave up.
+    pub takeovers: Takeovers,
     /// Writes per replica user.
     pub writes: Vec<(String, u64)>,
     /// The replicas' logs.
@@ -78,7 +81,7 @@ impl SoakReport {
         leader_changes: u32,
         requests: Vec<ReplicaRequests>,
         wave_s: Vec<f64>,
-        recoveries: Recoveries,
+        (recoveries, takeovers): (Recoveries, Takeovers),
         logs: Vec<String>,
     ) -> SoakReport {
         let (converged, of) = end.converged_count();
@@ -116,11 +119,20 @@ impl SoakReport {
                     "maintenances created at an API server's return reconciled within {:?}",
                     config.recovery_timeout
                 ),
-                target: (config.restarts * config.per_restart).to_string(),
+                target: (config.outages.len() * config.per_restart).to_string(),
                 actual: recoveries.each_s.len().to_string(),
                 passed: recoveries.missed.is_empty()
-                    && recoveries.each_s.len() == config.restarts * config.per_restart,
+                    && recoveries.each_s.len() == config.outages.len() * config.per_restart,
                 examples: recoveries.missed.iter().take(5).cloned().collect(),
+            },
+            Check {
+                what: "maintenances whose lease was taken over Failed (errorOnLeaseCount > 3), \
+                       the holder's lease never written"
+                    .into(),
+                target: config.takeovers.to_string(),
+                actual: takeovers.failed_s.len().to_string(),
+                passed: takeovers.wrong.is_empty() && takeovers.failed_s.len() == config.takeovers,
+                examples: takeovers.wrong.iter().take(5).cloned().collect(),
             },
             Check {
                 what: "leaders killed (SIGKILL)".into(),
@@ -145,6 +157,7 @@ impl SoakReport {
             requests,
             wave_s,
             recoveries,
+            takeovers,
             writes: findings
                 .writes_by_replica
                 .iter()
@@ -207,15 +220,28 @@ impl fmt::Display for SoakReport {
             Some((p50, max)) => format!("p50 {p50:.2} s, max {max:.2} s"),
             None => "none".to_string(),
         };
+        let rounds: Vec<String> = self
+            .recoveries
+            .down_s
+            .iter()
+            .zip(&self.recoveries.first_s)
+            .map(|(down, first)| format!("down {down:.0} s: {first:.2} s"))
+            .collect();
         writeln!(
             f,
-            "API server restarts: {} ({:?} down, connections dropped: {:?}); from its return \
-             to the first reconciled maintenance: {}; to each: {}",
-            c.restarts,
-            c.outage,
+            "API server restarts: {} (connections dropped: {:?}); from its return to the first \
+             reconciled maintenance: {} ({}); to each: {}",
+            self.recoveries.down_s.len(),
             self.recoveries.dropped,
+            rounds.join(", "),
             seconds(&self.recoveries.first_s),
             seconds(&self.recoveries.each_s),
+        )?;
+        writeln!(
+            f,
+            "lease takeovers: {}; from the takeover to Failed: {}",
+            self.takeovers.failed_s.len(),
+            seconds(&self.takeovers.failed_s),
         )?;
         writeln!(
             f,

@@ -26,6 +26,8 @@ const POLL: Duration = Duration::from_millis(50);
 /// What the restarts measured, seconds from the API server's return.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Recoveries {
+    /// Per restart: how long the server was down, seconds.
+    pub down_s: Vec<f64>,
     /// Per restart: until the first new maintenance was reconciled.
     pub first_s: Vec<f64>,
     /// Per maintenance: until it was reconciled.
@@ -36,7 +38,7 @@ pub struct Recoveries {
     pub dropped: Vec<usize>,
 }
 
-/// Runs `config.restarts` rounds (see the module docs).
+/// Runs a round per outage of `config.outages` (see the module docs).
 pub(super) async fn run(
     sim: &SimHandle,
     config: &SoakConfig,
@@ -45,13 +47,14 @@ pub(super) async fn run(
 ) -> Result<Recoveries, BenchError> {
     let api: Api<NodeMaintenance> = Api::all(client.clone());
     let mut recoveries = Recoveries::default();
-    for round in 0..config.restarts {
+    for (round, outage) in config.outages.iter().enumerate() {
         let nodes: Vec<String> = EndState::read(sim, config)
             .free_nodes()
             .into_iter()
             .take(config.per_restart)
             .collect();
-        let dropped = sim.restart_api_server(config.outage).await;
+        let dropped = sim.restart_api_server(*outage).await;
+        recoveries.down_s.push(outage.as_secs_f64());
         let back = Instant::now();
         recoveries.dropped.push(dropped);
         for node in &nodes {
