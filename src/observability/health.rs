@@ -400,6 +400,46 @@ mod tests {
         assert!(readiness.is_ready());
     }
 
+    /// The heartbeat against the real supervisor (over the in-memory cluster): healthy while
+    /// it answers, unhealthy as soon as it has stopped.
+    #[tokio::test]
+    async fn the_supervisor_s_heartbeat_says_alive_then_stopped() {
+        let cluster = nmo_actors::fake::FakeCluster::new();
+        let config = nmo_actors::Config {
+            actor_name_prefix: None,
+            ..nmo_actors::Config::default()
+        };
+        let actors = nmo_actors::start(std::sync::Arc::new(cluster), config)
+            .await
+            .expect("the actors start");
+        let liveness = Liveness::default();
+        let heartbeat = tokio::spawn({
+            let liveness = liveness.clone();
+            let supervisor = actors.supervisor.clone();
+            async move { liveness.watch_supervisor(supervisor).await }
+        });
+        let answered = async {
+            while !liveness.check().why.contains("answered") {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), answered)
+            .await
+            .expect("the supervisor answered");
+        assert!(liveness.check().ok);
+        actors.shutdown().await;
+        tokio::time::timeout(HEARTBEAT_INTERVAL * 3, heartbeat)
+            .await
+            .expect("the heartbeat ends with the supervisor")
+            .expect("the heartbeat task");
+        let verdict = liveness.check();
+        assert!(!verdict.ok, "{verdict:?}");
+        assert!(
+            verdict.why.starts_with("unhealthy: the supervisor stopped"),
+            "{verdict:?}"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_supervisor_that_stops_answering_is_unhealthy_and_one_that_stopped_too() {
         let liveness = Liveness::default();
