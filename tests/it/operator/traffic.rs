@@ -111,10 +111,15 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests(back
         0,
         "a first maintenance creates its lease without reading it first"
     );
-    // finalizer, 2 events, lease, node patch, pod watch, 2 status writes, the node watch every
-    // maintenance shares (and the watches' two LISTs where there are no streaming lists).
+    // finalizer, 2 events, lease, node patch, pod watch, 2 status writes, the node watch and
+    // the lease watch every maintenance shares (and the watches' three LISTs where there are no
+    // streaming lists).
     assert!(
-        total <= evictions + 9 + 2 * listed,
+        first.count(Query::all().verb("watch").resource("leases")) <= 1,
+        "one lease watch for the process"
+    );
+    assert!(
+        total <= evictions + 10 + 3 * listed,
         "{total} requests for {evictions} evictions: {:?}",
         first.report
     );
