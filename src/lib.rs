@@ -14,4 +14,5 @@ pub mod operator;
 pub mod plan;
 pub mod rbac_check;
 pub mod serving_cert;
+pub mod stopping;
 pub mod webhook;

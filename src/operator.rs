@@ -27,6 +27,7 @@ use crate::observability::http::{self, parse_bind_address};
 use crate::observability::operator_metrics::ProcessObserver;
 use crate::observability::registry::Metrics;
 use crate::serving_cert::{self, Lifetimes, ServingCertConfig};
+use crate::stopping;
 use crate::webhook::{self, WebhookConfig, WebhookError};
 
 /// The operator's flags (the Go operator's names where it has them).
@@ -117,6 +118,14 @@ pub struct OperatorOptions {
     /// anyone): a number, or a percentage of the nodes (`10%`). Unset: no limit.
     #[arg(long, value_name = "N|P%")]
     pub max_unavailable_nodes: Option<String>,
+    /// How long a stopping nmo waits for the maintenances being deleted to give their nodes
+    /// back before its actors stop (keep it under the pod's terminationGracePeriodSeconds).
+    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    pub graceful_shutdown_timeout: Duration,
+    /// How long the node leases stay valid after nmo stops (a successor renews them as it
+    /// resumes each maintenance; without one they lapse then instead of after an hour).
+    #[arg(long, value_parser = parse_duration, default_value = "5m")]
+    pub lease_duration_on_stop: Duration,
 }
 
 impl Default for OperatorOptions {
@@ -146,6 +155,8 @@ impl Default for OperatorOptions {
             pod_name: None,
             max_parallel_maintenances: None,
             max_unavailable_nodes: None,
+            graceful_shutdown_timeout: Duration::from_secs(20),
+            lease_duration_on_stop: Duration::from_secs(300),
         }
     }
 }
@@ -178,6 +189,11 @@ pub enum OptionsError {
     /// Every API call would fail at once.
     #[error("--api-call-timeout must be greater than zero")]
     ApiCallTimeout,
+    /// A lease that lapses at once, or outlives the node lease's own duration.
+    #[error(
+        "--lease-duration-on-stop ({0:?}) must be at least a second and at most the node lease's duration (1h)"
+    )]
+    LeaseDurationOnStop(Duration),
     /// The leader election timings could let two replicas lead at once.
     #[error(transparent)]
     Leader(#[from] LeaderConfigError),
@@ -218,6 +234,13 @@ impl OperatorOptions {
         }
         if self.api_call_timeout.is_zero() {
             return Err(OptionsError::ApiCallTimeout);
+        }
+        if self.lease_duration_on_stop.as_secs() == 0
+            || self.lease_duration_on_stop > defaults::LEASE_DURATION
+        {
+            return Err(OptionsError::LeaseDurationOnStop(
+                self.lease_duration_on_stop,
+            ));
         }
         if self.leader_elect {
             self.leader_config(String::new()).validate()?;
@@ -535,12 +558,13 @@ pub async fn run(
     let actors = system::start(cluster, config).await?;
     leader_metric.leading();
     let maintenances = maintenance_watch::run(
-        client,
+        client.clone(),
         initial_lists,
         watches.clone(),
         actors.supervisor.clone(),
         readiness.clone(),
     );
+    tokio::pin!(maintenances);
     let health_report = tokio::spawn(health::report(
         readiness,
         liveness.clone(),
@@ -548,20 +572,35 @@ pub async fn run(
         health_metrics,
     ));
     let supervised = liveness.watch_supervisor(actors.supervisor.clone());
+    tokio::pin!(supervised);
     let leadership = async {
         match &elector {
             Some(elector) => elector.hold().await,
             None => std::future::pending().await,
         }
     };
-    let outcome = tokio::select! {
+    tokio::pin!(leadership);
+    let mut outcome = tokio::select! {
         () = &mut shutdown => Ok(()),
         // The supervisor stopped: `/healthz` says so, and the process ends.
-        () = supervised => Err(OperatorError::SupervisorStopped),
-        error = maintenances => Err(OperatorError::from(error)),
-        lost = leadership => Err(OperatorError::from(lost)),
+        () = &mut supervised => Err(OperatorError::SupervisorStopped),
+        error = &mut maintenances => Err(OperatorError::from(error)),
+        lost = &mut leadership => Err(OperatorError::from(lost)),
         error = &mut webhook_failed => Err(error),
     };
+    if outcome.is_ok() {
+        // Told to stop: the undos under way finish first, leading and watching as before.
+        outcome = tokio::select! {
+            () = stopping::let_undos_finish(
+                &client,
+                options.graceful_shutdown_timeout,
+                options.api_call_timeout,
+            ) => Ok(()),
+            () = &mut supervised => Err(OperatorError::SupervisorStopped),
+            error = &mut maintenances => Err(OperatorError::from(error)),
+            lost = &mut leadership => Err(OperatorError::from(lost)),
+        };
+    }
     tracing::info!("stopping the actors");
     health_report.abort();
     leader_metric.standing_by();
@@ -569,6 +608,9 @@ pub async fn run(
     // before the leader lease is released (a successor acts only after that).
     fence.close();
     actors.shutdown().await;
+    if outcome.is_ok() {
+        shorten_node_leases(&client, &options).await;
+    }
     if let Some(elector) = &elector
         && outcome.is_ok()
         && let Err(error) = elector.release().await
@@ -577,6 +619,21 @@ pub async fn run(
     }
     let _ = stop_servers.send(true);
     outcome
+}
+
+/// The node leases a stopping leader leaves behind lapse after `--lease-duration-on-stop`
+/// unless a successor renews them (`stopping`); a failure only costs that they last longer.
+async fn shorten_node_leases(client: &Client, options: &OperatorOptions) {
+    if let Err(error) = stopping::shorten_node_leases(
+        client,
+        &options.lease_namespace,
+        options.lease_duration_on_stop,
+        options.api_call_timeout,
+    )
+    .await
+    {
+        tracing::warn!(%error, "cannot shorten the node leases; they lapse an hour after their last renewal");
+    }
 }
 
 /// The webhook's certificate when nmo manages it (`--webhook-cert-secret`): waits for a first
@@ -707,6 +764,26 @@ mod tests {
                 .is_some_and(|t| t > Duration::from_secs(295))
         );
         assert!(config.reset_reader_on_write);
+    }
+
+    #[test]
+    fn a_lease_duration_on_stop_of_zero_or_beyond_the_lease_is_refused() {
+        for seconds in [0, 3601] {
+            let options = OperatorOptions {
+                lease_duration_on_stop: Duration::from_secs(seconds),
+                ..OperatorOptions::default()
+            };
+            let error = options.validate().expect_err("refused");
+            assert!(
+                error.to_string().contains("--lease-duration-on-stop"),
+                "{error}"
+            );
+        }
+        let hour = OperatorOptions {
+            lease_duration_on_stop: Duration::from_secs(3600),
+            ..OperatorOptions::default()
+        };
+        assert_eq!(hour.validate(), Ok(()));
     }
 
     #[test]

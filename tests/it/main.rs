@@ -20,4 +20,5 @@ mod probes;
 mod soak;
 mod support;
 mod traces;
+mod uninstall;
 mod webhook;

@@ -3,7 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -119,6 +121,12 @@ pub(crate) fn check_document(document: &Value) -> Result<(), String> {
         }
         ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
             check_typed::<ValidatingWebhookConfiguration>(document)
+        }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+            check_typed::<ValidatingAdmissionPolicy>(document)
+        }
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+            check_typed::<ValidatingAdmissionPolicyBinding>(document)
         }
         // Not Kubernetes API types (k8s-openapi has no struct for them): deliberately checked
         // only for what every object needs.

@@ -16,5 +16,6 @@ mod rbac;
 mod restart;
 mod safety;
 mod self_placement;
+mod stopping;
 mod traffic;
 mod watch_lists;

@@ -7,11 +7,9 @@
 //! the CRD on the shared one would pull it from under the end-to-end tests. Nothing runs the
 //! Deployment (no kubelet, no image here), so what is checked is what the API server decides.
 
-use std::process::Output;
+use nmo_envtest::{ControlPlane, Options};
 
-use nmo_envtest::{ControlPlane, Identity, Options};
-
-use super::support::repo;
+use super::support::Kubectl;
 
 /// cert-manager's two kinds that `deploy/cert-manager` uses, as bare CRDs that accept any spec: what a
 /// cluster with cert-manager serves, without its validation (its CRDs are not copied here).
@@ -49,50 +47,6 @@ spec:
 
 const CRD: &str = "crd/nodemaintenances.nodemaintenance.medik8s.io";
 const WEBHOOK: &str = "validatingwebhookconfiguration/nmo-validating-webhook";
-
-struct Kubectl<'a>(&'a ControlPlane);
-
-impl Kubectl<'_> {
-    fn run(&self, args: &[&str]) -> Output {
-        self.0
-            .kubectl(&Identity::admin())
-            .expect("kubectl for the admin")
-            .current_dir(repo())
-            .args(args)
-            .output()
-            .expect("kubectl runs")
-    }
-
-    /// Runs `kubectl args`, failing the test with kubectl's words if it fails.
-    fn ok(&self, args: &[&str]) -> String {
-        let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "kubectl {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
-    }
-
-    /// Whether `kubectl get what` finds it (`what`: `kind/name`, then flags).
-    fn exists(&self, what: &[&str]) -> bool {
-        let mut get = vec!["get"];
-        get.extend_from_slice(what);
-        self.run(&get).status.success()
-    }
-
-    fn established(&self, crd: &str) {
-        self.ok(&["wait", "--for=condition=Established", crd, "--timeout=30s"]);
-    }
-
-    /// Waits until each of `what` is gone (the namespace controller finishes namespaces).
-    fn gone(&self, what: &[&str]) {
-        let mut wait = vec!["wait", "--for=delete", "--timeout=60s"];
-        wait.extend_from_slice(what);
-        self.ok(&wait);
-    }
-}
 
 #[test]
 fn both_install_paths_are_accepted_by_a_real_api_server_and_uninstalls_keep_the_lease_namespace() {

@@ -2,7 +2,9 @@
 //! and generated files checked for drift (or rewritten with NMO_REGENERATE=1).
 
 use std::path::{Component, Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
+
+use nmo_envtest::{ControlPlane, Identity};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -147,5 +149,53 @@ fn the_path_back_to_the_repository_works_from_anywhere() {
             dir.join(&back).canonicalize().expect("exists"),
             repo().canonicalize().expect("exists")
         );
+    }
+}
+
+/// kubectl as the admin of a control plane, run from the repository (its paths are relative
+/// to it).
+pub struct Kubectl<'a>(pub &'a ControlPlane);
+
+impl Kubectl<'_> {
+    /// Runs `kubectl args`.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.0
+            .kubectl(&Identity::admin())
+            .expect("kubectl for the admin")
+            .current_dir(repo())
+            .args(args)
+            .output()
+            .expect("kubectl runs")
+    }
+
+    /// Runs `kubectl args`, failing the test with kubectl's words if it fails.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let output = self.run(args);
+        assert!(
+            output.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// Whether `kubectl get what` finds it (`what`: `kind/name`, then flags).
+    pub fn exists(&self, what: &[&str]) -> bool {
+        let mut get = vec!["get"];
+        get.extend_from_slice(what);
+        self.run(&get).status.success()
+    }
+
+    /// Waits until the CRD `crd` (`crd/<name>`) is established.
+    pub fn established(&self, crd: &str) {
+        self.ok(&["wait", "--for=condition=Established", crd, "--timeout=30s"]);
+    }
+
+    /// Waits until each of `what` is gone (the namespace controller finishes namespaces).
+    pub fn gone(&self, what: &[&str]) {
+        let mut wait = vec!["wait", "--for=delete", "--timeout=60s"];
+        wait.extend_from_slice(what);
+        self.ok(&wait);
     }
 }
