@@ -5,6 +5,7 @@ pub mod api_client;
 pub mod build_info;
 pub mod cli;
 pub mod cluster;
+pub mod coexistence;
 pub mod crd;
 pub mod drain_timeout;
 pub mod leader;

@@ -10,7 +10,7 @@ use kube::Client;
 use nmo_actors::config::{Config, defaults};
 use nmo_actors::fleet::{FleetBudget, Limit, LimitError};
 use nmo_actors::ports::Cluster as _;
-use nmo_actors::system::{self, StartError};
+use nmo_actors::system::{self, ActorSystem, StartError};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -18,13 +18,16 @@ use crate::api_client::{self, ApiClientError, ApiClientOptions, ConnectionCount}
 use crate::cli::duration::parse_duration;
 use crate::cli::go_flags::parse_go_bool;
 use crate::cluster::KubeCluster;
+use crate::coexistence::{
+    self, CoexistenceConfig, CoexistenceStatus, GoOperatorWatch, annotate_readyz,
+};
 use crate::leader::{Fence, LeaderConfig, LeaderConfigError, LeaderElector, LeaderError};
 use crate::maintenance_watch::{self, WatchError};
 use crate::observability::api_metrics;
 use crate::observability::endpoints;
-use crate::observability::health::{self, Liveness, Readiness};
+use crate::observability::health::{self, HealthMetrics, Liveness, Readiness};
 use crate::observability::http::{self, parse_bind_address};
-use crate::observability::operator_metrics::ProcessObserver;
+use crate::observability::operator_metrics::{OperatorMetrics, ProcessObserver};
 use crate::observability::registry::Metrics;
 use crate::serving_cert::{self, Lifetimes, ServingCertConfig};
 use crate::stopping;
@@ -126,6 +129,10 @@ pub struct OperatorOptions {
     /// resumes each maintenance; without one they lapse then instead of after an hour).
     #[arg(long, value_parser = parse_duration, default_value = "5m")]
     pub lease_duration_on_stop: Duration,
+    /// How often to look for the Go operator (its leader election lease `135b1886.medik8s.io`
+    /// renewed in another namespace); while it runs, nmo drives no node. `0`: never look.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    pub go_operator_check_interval: Duration,
 }
 
 impl Default for OperatorOptions {
@@ -157,6 +164,8 @@ impl Default for OperatorOptions {
             max_unavailable_nodes: None,
             graceful_shutdown_timeout: Duration::from_secs(20),
             lease_duration_on_stop: Duration::from_secs(300),
+            // Embedded operators (tests, the demo) have the cluster to themselves.
+            go_operator_check_interval: Duration::ZERO,
         }
     }
 }
@@ -259,6 +268,28 @@ impl OperatorOptions {
             max_unavailable: parse(&self.max_unavailable_nodes)
                 .map_err(OptionsError::MaxUnavailableNodes)?,
         })
+    }
+
+    /// The look-out for another operator driving nodes (`coexistence`), if it is on: started
+    /// once this replica leads; the election's namespace, whose lease is nmo's own, is left
+    /// out.
+    pub fn go_operator_watch(
+        &self,
+        client: &Client,
+        status: CoexistenceStatus,
+    ) -> Option<GoOperatorWatch> {
+        if self.go_operator_check_interval.is_zero() {
+            return None;
+        }
+        let config = CoexistenceConfig {
+            own_election_namespace: self
+                .leader_elect
+                .then(|| client.default_namespace().to_string()),
+            interval: self.go_operator_check_interval,
+            call_timeout: self.api_call_timeout,
+            instance: self.pod_name(),
+        };
+        Some(GoOperatorWatch::start(client.clone(), config, status))
     }
 
     /// The leader election settings of these options, for a lease in `namespace`.
@@ -445,6 +476,7 @@ pub async fn run(
     crate::rbac_check::check(&client, &needs, options.api_call_timeout).await?;
     let readiness = Readiness::default();
     let liveness = Liveness::default();
+    let coexistence_status = CoexistenceStatus::default();
     let Metrics {
         registry,
         maintenances: maintenance_metrics,
@@ -474,7 +506,10 @@ pub async fn run(
         ));
     }
     if let Some(listener) = bind(&options.health_probe_bind_address).await? {
-        let router = endpoints::probes_router(readiness.clone(), liveness.clone());
+        let router = annotate_readyz(
+            endpoints::probes_router(readiness.clone(), liveness.clone()),
+            coexistence_status.clone(),
+        );
         tokio::spawn(http::serve(
             listener,
             router,
@@ -544,35 +579,12 @@ pub async fn run(
     let fence = elector
         .as_ref()
         .map_or_else(Fence::open, LeaderElector::fence);
-    let cluster = Arc::new(
-        KubeCluster::new(client.clone(), options.pod_name())
-            .with_fence(fence.clone())
-            .with_call_timeout(options.api_call_timeout),
-    );
-    let initial_lists = cluster.initial_lists();
-    let watches = cluster.watch_health();
-    readiness.leading(watches.clone());
-    let mut config = options.actor_config();
-    ensure_lease_namespace(cluster.as_ref(), &config).await;
-    config.observer = ProcessObserver::new(maintenance_metrics).shared();
-    let actors = system::start(cluster, config).await?;
-    leader_metric.leading();
-    let maintenances = maintenance_watch::run(
-        client.clone(),
-        initial_lists,
-        watches.clone(),
-        actors.supervisor.clone(),
-        readiness.clone(),
-    );
-    tokio::pin!(maintenances);
-    let health_report = tokio::spawn(health::report(
-        readiness,
-        liveness.clone(),
-        watches,
-        health_metrics,
-    ));
-    let supervised = liveness.watch_supervisor(actors.supervisor.clone());
-    tokio::pin!(supervised);
+    let mut others = options.go_operator_watch(&client, coexistence_status);
+    let health = Health {
+        readiness: readiness.clone(),
+        liveness,
+        metrics: health_metrics,
+    };
     let leadership = async {
         match &elector {
             Some(elector) => elector.hold().await,
@@ -580,15 +592,40 @@ pub async fn run(
         }
     };
     tokio::pin!(leadership);
-    let mut outcome = tokio::select! {
-        () = &mut shutdown => Ok(()),
-        // The supervisor stopped: `/healthz` says so, and the process ends.
-        () = &mut supervised => Err(OperatorError::SupervisorStopped),
-        error = &mut maintenances => Err(OperatorError::from(error)),
-        lost = &mut leadership => Err(OperatorError::from(lost)),
-        error = &mut webhook_failed => Err(error),
+    // Drive nodes while no other operator does; stop the actors while one does, as on a
+    // handover, and start them again from the cluster once it is gone (`coexistence`).
+    let mut driving = None;
+    let mut outcome = loop {
+        if let Some(others) = others.as_mut() {
+            tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                lost = &mut leadership => break Err(OperatorError::from(lost)),
+                error = &mut webhook_failed => break Err(error),
+                // Paused, a replica is ready as a standby is: its webhook still serves.
+                () = others.alone(|| readiness.standing_by()) => {}
+            }
+        }
+        let mut started =
+            Driving::start(&client, &options, &fence, &maintenance_metrics, &health).await?;
+        leader_metric.leading();
+        let ended = tokio::select! {
+            () = &mut shutdown => Some(Ok(())),
+            error = started.failed() => Some(Err(error)),
+            lost = &mut leadership => Some(Err(OperatorError::from(lost))),
+            error = &mut webhook_failed => Some(Err(error)),
+            _ = other_runs(&mut others) => None,
+        };
+        if let Some(outcome) = ended {
+            driving = Some(started);
+            break outcome;
+        }
+        tracing::info!("stopping the actors while another operator drives nodes");
+        leader_metric.standing_by();
+        started.stop().await;
     };
-    if outcome.is_ok() {
+    if outcome.is_ok()
+        && let Some(driving) = driving.as_mut()
+    {
         // Told to stop: the undos under way finish first, leading and watching as before.
         outcome = tokio::select! {
             () = stopping::let_undos_finish(
@@ -596,20 +633,20 @@ pub async fn run(
                 options.graceful_shutdown_timeout,
                 options.api_call_timeout,
             ) => Ok(()),
-            () = &mut supervised => Err(OperatorError::SupervisorStopped),
-            error = &mut maintenances => Err(OperatorError::from(error)),
+            error = driving.failed() => Err(error),
             lost = &mut leadership => Err(OperatorError::from(lost)),
         };
     }
-    tracing::info!("stopping the actors");
-    health_report.abort();
     leader_metric.standing_by();
     // Nothing may be written from now on; the actors' in-flight calls are aborted and awaited
     // before the leader lease is released (a successor acts only after that).
     fence.close();
-    actors.shutdown().await;
-    if outcome.is_ok() {
-        shorten_node_leases(&client, &options).await;
+    if let Some(driving) = driving {
+        driving.stop().await;
+        // Paused, the leases are the other operator's to keep.
+        if outcome.is_ok() {
+            shorten_node_leases(&client, &options).await;
+        }
     }
     if let Some(elector) = &elector
         && outcome.is_ok()
@@ -619,6 +656,100 @@ pub async fn run(
     }
     let _ = stop_servers.send(true);
     outcome
+}
+
+/// Completes when another operator is seen running; never without the check.
+async fn other_runs(others: &mut Option<GoOperatorWatch>) -> Vec<coexistence::Sighting> {
+    match others {
+        Some(others) => others.other_runs().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The probes' state, and the metric that reports it, shared by every [`Driving`].
+struct Health {
+    readiness: Readiness,
+    liveness: Liveness,
+    metrics: HealthMetrics,
+}
+
+/// The actors, the NodeMaintenance watch that feeds them and the probes that follow both,
+/// while this replica drives nodes.
+struct Driving {
+    actors: ActorSystem,
+    watch: tokio::task::JoinHandle<WatchError>,
+    /// Completes when the supervisor stops answering for good (`/healthz` says so).
+    supervised: tokio::task::JoinHandle<()>,
+    health_report: tokio::task::JoinHandle<()>,
+}
+
+impl Driving {
+    /// Starts the actors behind `fence`, the watch that feeds them (readiness follows its
+    /// watches) and the supervisor's heartbeat.
+    async fn start(
+        client: &Client,
+        options: &OperatorOptions,
+        fence: &Fence,
+        metrics: &OperatorMetrics,
+        health: &Health,
+    ) -> Result<Driving, StartError> {
+        let cluster = Arc::new(
+            KubeCluster::new(client.clone(), options.pod_name())
+                .with_fence(fence.clone())
+                .with_call_timeout(options.api_call_timeout),
+        );
+        let initial_lists = cluster.initial_lists();
+        let watches = cluster.watch_health();
+        health.readiness.leading(watches.clone());
+        let mut config = options.actor_config();
+        ensure_lease_namespace(cluster.as_ref(), &config).await;
+        config.observer = ProcessObserver::new(metrics.clone()).shared();
+        let actors = system::start(cluster, config).await?;
+        let watch = tokio::spawn(maintenance_watch::run(
+            client.clone(),
+            initial_lists,
+            watches.clone(),
+            actors.supervisor.clone(),
+            health.readiness.clone(),
+        ));
+        let liveness = health.liveness.clone();
+        let supervisor = actors.supervisor.clone();
+        let supervised = tokio::spawn(async move { liveness.watch_supervisor(supervisor).await });
+        let health_report = tokio::spawn(health::report(
+            health.readiness.clone(),
+            health.liveness.clone(),
+            watches,
+            health.metrics.clone(),
+        ));
+        Ok(Driving {
+            actors,
+            watch,
+            supervised,
+            health_report,
+        })
+    }
+
+    /// Completes if the NodeMaintenance watch stops feeding the actors, or the supervisor
+    /// stops. Cancel-safe.
+    async fn failed(&mut self) -> OperatorError {
+        tokio::select! {
+            joined = &mut self.watch => OperatorError::from(match joined {
+                Ok(error) => error,
+                Err(join) => WatchError::SupervisorGone(format!("the watch task ended: {join}")),
+            }),
+            _ = &mut self.supervised => OperatorError::SupervisorStopped,
+        }
+    }
+
+    /// Stops the watch and the probes' followers, then the actors, aborting and awaiting their
+    /// calls in flight.
+    async fn stop(self) {
+        tracing::info!("stopping the actors");
+        self.watch.abort();
+        self.supervised.abort();
+        self.health_report.abort();
+        self.actors.shutdown().await;
+    }
 }
 
 /// The node leases a stopping leader leaves behind lapse after `--lease-duration-on-stop`

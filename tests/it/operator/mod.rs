@@ -3,6 +3,7 @@
 //! leases, statuses and events. The few that stay on the simulator say why.
 
 mod api_server;
+mod coexistence;
 mod deadline;
 mod diagnosis;
 mod drain;
