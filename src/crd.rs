@@ -7,7 +7,7 @@
 //!
 //! Unknown fields are tolerated on read (ignored, never an error): an object written by a newer
 //! operator must not stop nmo from undoing its maintenance. They are never erased either, because
-//! nmo writes status with merge patches of the fields it knows, which leave other fields alone.
+//! nmo writes status field by field, only the fields it knows (`cluster::status_patch`).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
@@ -183,6 +183,11 @@ pub struct NodeMaintenanceStatus {
     /// what it waits for; absent once it started. A waiting maintenance touches nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<QueueStatus>,
+    /// nmo addition: counts nmo's writes of this status. Each write is conditional on the
+    /// revision its writer last saw, so a write that arrives late (from a replica that lost
+    /// its leadership meanwhile) is refused instead of undoing a newer one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_revision: Option<i64>,
 }
 
 /// nmo addition: a maintenance's place in the cluster maintenance queue.

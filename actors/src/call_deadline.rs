@@ -15,7 +15,7 @@ use futures::stream::BoxStream;
 
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
-    NodeSummaryEvent, PodList,
+    NodeSummaryEvent, PodList, StatusPrecondition,
 };
 use crate::pdb::PdbPod;
 use crate::pdb::{LabelSelector, PdbChange};
@@ -76,10 +76,15 @@ impl Cluster for Bounded {
     async fn write_status(
         &self,
         name: &str,
+        uid: &str,
+        seen: StatusPrecondition,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
-        self.within("write status", self.inner.write_status(name, status))
-            .await
+        self.within(
+            "write status",
+            self.inner.write_status(name, uid, seen, status),
+        )
+        .await
     }
 
     async fn emit_event(&self, event: &Event) -> Result<(), ClusterError> {

@@ -8,7 +8,7 @@ use futures::stream::BoxStream;
 
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
-    NodeSummaryEvent, PodList,
+    NodeSummaryEvent, PodList, StatusPrecondition,
 };
 use crate::pdb::PdbPod;
 use crate::pdb::{LabelSelector, PdbChange};
@@ -103,10 +103,16 @@ pub trait Cluster: Send + Sync + 'static {
         seen: &[String],
     ) -> Result<(), ClusterError>;
 
-    /// Replaces `status` (status subresource) with `status`.
+    /// Writes `status` (status subresource) to the NodeMaintenance `name` whose uid is `uid`,
+    /// only if its status is still the one `seen` describes (the status its writer last saw),
+    /// stamped with revision `seen.next_revision()`. Another object of that name, or a status
+    /// changed since, is `Conflict` and nothing is written: the writer reads the status again
+    /// before it writes. Status fields nmo does not know are kept.
     async fn write_status(
         &self,
         name: &str,
+        uid: &str,
+        seen: StatusPrecondition,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError>;
 

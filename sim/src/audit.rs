@@ -20,6 +20,9 @@ pub struct Served<'a> {
     pub namespace: &'a str,
     /// The object's name ("" for lists and creates of a collection).
     pub name: &'a str,
+    /// Fault injection delivered it late, after its client may have given up
+    /// ([`crate::FaultRule::delivered_late`]).
+    pub late: bool,
     api: &'a Api,
 }
 
@@ -34,8 +37,14 @@ impl<'a> Served<'a> {
             key,
             namespace,
             name,
+            late: false,
             api,
         }
+    }
+
+    pub(crate) fn delivered_late(mut self, late: bool) -> Self {
+        self.late = late;
+        self
     }
 
     /// An object as stored now (None when missing). `group` "" for core; `ns` "" when
@@ -67,16 +76,38 @@ impl<'a> Served<'a> {
 /// The hook's type.
 pub type AuditHook = Arc<dyn Fn(&Served<'_>) + Send + Sync>;
 
-/// The hook, if one is set.
+/// The type of the hook called once a request was served, with the HTTP status it was
+/// answered with (the stored objects are then as the request left them).
+pub type OutcomeHook = Arc<dyn Fn(&Served<'_>, u16) + Send + Sync>;
+
+/// The hooks, if set.
 #[derive(Default)]
 pub struct Audit {
     hook: RwLock<Option<AuditHook>>,
+    outcome: RwLock<Option<OutcomeHook>>,
 }
 
 impl Audit {
     /// Sets (or with None, removes) the hook.
     pub fn set(&self, hook: Option<AuditHook>) {
         *self.hook.write().unwrap_or_else(|p| p.into_inner()) = hook;
+    }
+
+    /// Sets (or with None, removes) the outcome hook.
+    pub fn set_outcome(&self, hook: Option<OutcomeHook>) {
+        *self.outcome.write().unwrap_or_else(|p| p.into_inner()) = hook;
+    }
+
+    /// Calls the outcome hook, if any.
+    pub(crate) fn outcome(&self, served: &Served<'_>, status: u16) {
+        let hook = self
+            .outcome
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if let Some(hook) = hook {
+            hook(served, status);
+        }
     }
 
     /// Calls the hook, if any.

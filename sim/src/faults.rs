@@ -37,6 +37,9 @@ pub struct FaultRule {
     pub watch_close_after_events: Option<usize>,
     /// Apply only this many more times (None: forever).
     pub remaining: Option<u64>,
+    /// When `latency` applies, the request takes effect after it whether or not its client
+    /// still waits (see [`FaultRule::delivered_late`]).
+    pub detached: bool,
 }
 
 impl FaultRule {
@@ -112,6 +115,16 @@ impl FaultRule {
         self.latency_rate = Some(rate);
         self
     }
+
+    /// A fraction `rate` of the matching requests takes effect `d` late, whether or not its
+    /// client still waits for the answer: a request already on its way (in the kernel's
+    /// buffers, or handed to HTTP/2) is delivered after a network delay or a stop of its
+    /// process. (Plain latency ends with the client: a request it gave up on is never served.)
+    #[must_use]
+    pub fn delivered_late(mut self, d: Duration, rate: f64) -> Self {
+        self.detached = true;
+        self.latency_sometimes(d, rate)
+    }
 }
 
 /// What the rules decided for one request.
@@ -127,6 +140,8 @@ pub struct Decision {
     pub watch_close_after: Option<Duration>,
     /// Watch: close after N events.
     pub watch_close_after_events: Option<usize>,
+    /// Served after `latency` even if the client leaves meanwhile.
+    pub delivered_late: bool,
 }
 
 /// The active rules.
@@ -197,6 +212,7 @@ impl Faults {
                     .is_none_or(|rate| rng.random_bool(rate.clamp(0.0, 1.0)))
             {
                 d.latency += l;
+                d.delivered_late |= r.detached;
                 fired = true;
             }
             if r.error_rate > 0.0

@@ -139,7 +139,7 @@ pub mod watch;
 mod workloads;
 
 pub use accounting::{Accounting, Query, RequestKey};
-pub use audit::{AuditHook, Served};
+pub use audit::{AuditHook, OutcomeHook, Served};
 pub use errors::{ApiError, SimError};
 pub use faults::{FaultRule, Faults};
 pub use kubelet::Timing;

@@ -343,9 +343,42 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
     let fault = sh
         .faults
         .decide_for(verb, &target.def.plural, &target.sub, &ua, &user);
-    if !fault.latency.is_zero() {
-        tokio::time::sleep(fault.latency).await;
+    let late = fault.delivered_late;
+    let rest = async move {
+        if !fault.latency.is_zero() {
+            tokio::time::sleep(fault.latency).await;
+        }
+        take_effect(&sh, &key, verb, &target, &q, &accept, &ctype, &body, &fault)
+    };
+    if late {
+        // Delivered whether or not its client still waits: the request was on its way (in
+        // the kernel, or handed to HTTP/2) when the client gave up or its process stopped.
+        return tokio::spawn(rest)
+            .await
+            .unwrap_or_else(|_| ApiError::internal("request task failed").into_response());
     }
+    rest.await
+}
+
+/// What follows fault injection's latency: an injected error, or the request served (audit
+/// hooks around it).
+// The request's parts, as `handle` took them apart (one call site).
+#[allow(clippy::too_many_arguments)]
+fn take_effect(
+    sh: &Arc<Shared>,
+    key: &RequestKey,
+    verb: &'static str,
+    target: &Target,
+    q: &HashMap<String, String>,
+    accept: &str,
+    ctype: &str,
+    body: &Bytes,
+    fault: &crate::faults::Decision,
+) -> Response {
+    let answered = |response: Response| {
+        sh.accounting.record_status(key, response.status().as_u16());
+        response
+    };
     if let Some(code) = fault.error_code {
         return answered(injected(code).into_response());
     }
@@ -359,25 +392,29 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
             .into_response(),
         );
     }
-    sh.audit.served(&Served::new(
-        &key,
+    let served = Served::new(
+        key,
         target.ns.as_deref().unwrap_or(""),
         target.name.as_deref().unwrap_or(""),
         &sh.api,
-    ));
+    )
+    .delivered_late(fault.delivered_late);
+    sh.audit.served(&served);
     let ctx = Ctx {
-        sh: &sh,
-        t: &target,
-        q: &q,
-        accept: &accept,
-        ctype: &ctype,
-        body: &body,
+        sh,
+        t: target,
+        q,
+        accept,
+        ctype,
+        body,
         fault_close: (fault.watch_close_after, fault.watch_close_after_events),
     };
-    answered(match serve(&ctx, verb) {
+    let response = match serve(&ctx, verb) {
         Ok(r) => r,
         Err(e) => e.into_response(),
-    })
+    };
+    sh.audit.outcome(&served, response.status().as_u16());
+    answered(response)
 }
 
 struct Ctx<'a> {

@@ -333,6 +333,12 @@ impl SimHandle {
         self.shared.audit.set(hook);
     }
 
+    /// Sets (or removes) the hook called after each request that reached the REST layer was
+    /// served, with the status it was answered with.
+    pub fn set_outcome_hook(&self, hook: Option<crate::audit::OutcomeHook>) {
+        self.shared.audit.set_outcome(hook);
+    }
+
     /// Request counters.
     pub fn accounting(&self) -> &Accounting {
         &self.shared.accounting

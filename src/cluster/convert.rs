@@ -144,6 +144,9 @@ fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
             position: u32::try_from(q.position).unwrap_or_default(),
             waiting_for: q.waiting_for.clone(),
         }),
+        revision: status
+            .status_revision
+            .and_then(|revision| u64::try_from(revision).ok()),
     }
 }
 
@@ -204,6 +207,9 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
             position: i32::try_from(q.position).unwrap_or(i32::MAX),
             waiting_for: q.waiting_for.clone(),
         }),
+        status_revision: status
+            .revision
+            .map(|revision| i64::try_from(revision).unwrap_or(i64::MAX)),
     }
 }
 
@@ -422,6 +428,7 @@ mod tests {
                 position: 3,
                 waiting_for: "max-parallel-maintenances: 2 of 2 running".into(),
             }),
+            revision: Some(12),
         };
         assert_eq!(maintenance_status(&crd_status(&status)), status);
     }

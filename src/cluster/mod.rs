@@ -41,7 +41,7 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use nmo_actors::model::{
     Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, NodeSummaryEvent, PodList,
+    NodeState, NodeSummaryEvent, PodList, StatusPrecondition,
 };
 use nmo_actors::pdb::PdbPod;
 use nmo_actors::pdb::{LabelSelector, PdbChange};
@@ -324,12 +324,24 @@ impl Cluster for KubeCluster {
     async fn write_status(
         &self,
         name: &str,
+        uid: &str,
+        seen: StatusPrecondition,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
-        let body = status_patch::StatusPatch::of(convert::crd_status(status));
+        let mut status = convert::crd_status(status);
+        status.status_revision = Some(i64::try_from(seen.next_revision()).unwrap_or(i64::MAX));
+        let body = status_patch::body(uid, seen, &status)
+            .map_err(|e| ClusterError::Other(e.to_string()))?;
+        // Sent as it is (kube's `Patch::Json` wants a tree of values, see `status_patch`).
+        let request = http::Request::patch(format!(
+            "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances/{name}/status"
+        ))
+        .header(http::header::CONTENT_TYPE, "application/json-patch+json")
+        .body(body)
+        .map_err(|e| ClusterError::Other(e.to_string()))?;
         self.write("write status", async {
-            self.maintenances()
-                .patch_status(name, &PatchParams::default(), &Patch::Merge(&body))
+            self.client
+                .request::<serde::de::IgnoredAny>(request)
                 .await
                 .map(drop)
                 .map_err(to_cluster_error)

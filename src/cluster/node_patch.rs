@@ -2,9 +2,10 @@
 //! record of what the node had before in the same patch (one atomic write: never a changed
 //! node without its record, nor a record without the change).
 //!
-//! Its first op tests the taints nmo last read, so a concurrent change by anyone else (another
-//! operator adding its own taint, say) fails the whole patch, which the node actor retries from
-//! a fresh read: taints owned by others are never lost. An absent taint list is tested as `null`,
+//! Its first ops test the taints and the resourceVersion nmo last read, so a concurrent change
+//! by anyone else (another operator adding its own taint, say) fails the whole patch, which the
+//! node actor retries from a fresh read: taints owned by others are never lost, and a patch
+//! that arrives late (from a replica that lost its leadership) never undoes a newer change. An absent taint list is tested as `null`,
 //! which the API server's JSON patch treats as "missing", as the Go operator relies on.
 
 use nmo_actors::model::{NodePatch, RECORD_ANNOTATION, RecordWrite};
@@ -29,6 +30,13 @@ pub fn json_patch(patch: &NodePatch) -> Value {
     let mut ops = vec![
         json!({"op": "test", "path": "/spec/taints", "value": taints(&patch.expected_taints)}),
     ];
+    if !patch.expected_version.is_empty() {
+        ops.push(json!({
+            "op": "test",
+            "path": "/metadata/resourceVersion",
+            "value": patch.expected_version,
+        }));
+    }
     if patch.desired_taints.is_empty() {
         // `remove` fails on an absent member, and an absent list was just tested for above.
         if !patch.expected_taints.is_empty() {
@@ -120,6 +128,7 @@ mod tests {
         let patch = NodePatch {
             node: "w1".into(),
             expected_taints: vec![foreign()],
+            expected_version: String::new(),
             desired_taints: desired,
             unschedulable: Some(true),
             labels: BTreeMap::from([(
@@ -152,6 +161,7 @@ mod tests {
         let patch = NodePatch {
             node: "w1".into(),
             expected_taints: vec![Taint::no_schedule("medik8s.io/drain")],
+            expected_version: String::new(),
             desired_taints: vec![],
             unschedulable: Some(false),
             labels: BTreeMap::from([(
@@ -178,6 +188,7 @@ mod tests {
         let patch = NodePatch {
             node: "w1".into(),
             expected_taints: vec![],
+            expected_version: String::new(),
             desired_taints: vec![Taint::no_schedule("medik8s.io/drain")],
             unschedulable: Some(true),
             labels: BTreeMap::new(),
@@ -200,6 +211,7 @@ mod tests {
         NodePatch {
             node: "w1".into(),
             expected_taints: vec![foreign()],
+            expected_version: "7".into(),
             desired_taints: vec![foreign(), Taint::no_schedule("medik8s.io/drain")],
             unschedulable: None,
             labels: BTreeMap::new(),
@@ -214,7 +226,10 @@ mod tests {
     fn the_record_is_written_with_the_change_into_an_existing_or_new_annotation_map() {
         let taints = json!([{"key": "example.com/gpu", "value": "true", "effect": "NoExecute"}]);
         let annotated = json!({
-            "metadata": {"annotations": {"kubeadm.alpha.kubernetes.io/cri-socket": "x"}},
+            "metadata": {
+                "resourceVersion": "7",
+                "annotations": {"kubeadm.alpha.kubernetes.io/cri-socket": "x"},
+            },
             "spec": {"taints": taints}
         });
         let patched = apply(&annotated, &json_patch(&recording(true))).expect("patch applies");
@@ -226,7 +241,10 @@ mod tests {
 
         // The API server tests an absent member as null; this JSON patch library needs it
         // spelled out.
-        let bare = json!({"metadata": {"annotations": null}, "spec": {"taints": taints}});
+        let bare = json!({
+            "metadata": {"resourceVersion": "7", "annotations": null},
+            "spec": {"taints": taints}
+        });
         let patched = apply(&bare, &json_patch(&recording(false))).expect("patch applies");
         assert!(patched["metadata"]["annotations"][RECORD_ANNOTATION].is_string());
         // Someone annotated the node since it was read: the patch fails rather than drop it.
@@ -240,12 +258,26 @@ mod tests {
         patch.desired_taints = vec![foreign()];
         let taints = json!([{"key": "example.com/gpu", "value": "true", "effect": "NoExecute"}]);
         let recorded = json!({
-            "metadata": {"annotations": {RECORD_ANNOTATION: record().to_annotation(), "a": "b"}},
+            "metadata": {
+                "resourceVersion": "7",
+                "annotations": {RECORD_ANNOTATION: record().to_annotation(), "a": "b"},
+            },
             "spec": {"taints": taints}
         });
         let patched = apply(&recorded, &json_patch(&patch)).expect("patch applies");
         assert_eq!(patched["metadata"]["annotations"], json!({"a": "b"}));
-        let gone = json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"taints": taints}});
+        let gone = json!({
+            "metadata": {"resourceVersion": "7", "annotations": {"a": "b"}},
+            "spec": {"taints": taints}
+        });
         assert!(apply(&gone, &json_patch(&patch)).is_ok());
+        let changed = json!({
+            "metadata": {"resourceVersion": "8", "annotations": {"a": "b"}},
+            "spec": {"taints": taints}
+        });
+        assert!(
+            apply(&changed, &json_patch(&patch)).is_err(),
+            "a node changed since it was read, even with the same taints"
+        );
     }
 }

@@ -132,6 +132,7 @@ pub fn maintenance_patch(
     Some(NodePatch {
         node: node.name.clone(),
         expected_taints: node.taints.clone(),
+        expected_version: node.resource_version.clone(),
         desired_taints: with_maintenance_taints(&node.taints, now),
         unschedulable: (!node.unschedulable).then_some(true),
         labels,
@@ -224,6 +225,7 @@ pub fn undo_patch(node: &NodeState, undoer: Undoer<'_>, foreign_holder: bool) ->
     Some(NodePatch {
         node: node.name.clone(),
         expected_taints: node.taints.clone(),
+        expected_version: node.resource_version.clone(),
         desired_taints,
         unschedulable,
         labels,

@@ -48,8 +48,8 @@ pub fn condition<'a>(status: &'a MaintenanceStatus, type_: &str) -> Option<&'a C
     status.conditions.iter().find(|c| c.type_ == type_)
 }
 
-/// True when two statuses differ in anything but `lastUpdate` (which changes with every write,
-/// so comparing it would make every tick a write).
+/// True when two statuses differ in anything but `lastUpdate` and the revision (which change
+/// with every write, so comparing them would make every tick a write).
 pub fn status_differs(a: &MaintenanceStatus, b: &MaintenanceStatus) -> bool {
     // Field by field, without copying the status (this runs on every change of a drain);
     // destructured so that a new field cannot be forgotten here.
@@ -69,6 +69,8 @@ pub fn status_differs(a: &MaintenanceStatus, b: &MaintenanceStatus) -> bool {
         drain_deadline,
         drain_time_remaining,
         queue,
+        // Stamped by each write, like `lastUpdate`.
+        revision: _,
     } = a;
     *phase != b.phase
         || *drain_progress != b.drain_progress

@@ -16,7 +16,7 @@ use super::cluster::FakeCluster;
 use super::objects::UnwatchedPdb;
 use crate::model::{
     EXCLUDE_LABEL, Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, NodeSummaryEvent, PodInfo, PodList, PodRef, RecordWrite,
+    NodeState, NodeSummaryEvent, PodInfo, PodList, PodRef, RecordWrite, StatusPrecondition,
 };
 use crate::pdb::PdbPod;
 use crate::pdb::{LabelSelector, PdbChange};
@@ -90,6 +90,8 @@ impl Cluster for FakeCluster {
     async fn write_status(
         &self,
         name: &str,
+        uid: &str,
+        seen: StatusPrecondition,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
         let mut inner = self
@@ -102,7 +104,16 @@ impl Cluster for FakeCluster {
             .maintenances
             .get_mut(name)
             .ok_or_else(|| ClusterError::NotFound(name.to_string()))?;
-        nm.status = Some(status.clone());
+        // The kube adapter's `test` ops: the object's uid, and the status as last seen.
+        if nm.uid != uid || StatusPrecondition::over(nm.status.as_ref()) != seen {
+            return Err(ClusterError::Conflict(format!(
+                "status of nodemaintenance {name} changed since it was read"
+            )));
+        }
+        nm.status = Some(MaintenanceStatus {
+            revision: Some(seen.next_revision()),
+            ..status.clone()
+        });
         inner.touch_nm(name);
         Ok(())
     }
@@ -138,9 +149,11 @@ impl Cluster for FakeCluster {
             .nodes
             .get_mut(&patch.node)
             .ok_or_else(|| ClusterError::NotFound(patch.node.clone()))?;
-        if node.taints != patch.expected_taints {
+        let stale =
+            !patch.expected_version.is_empty() && node.resource_version != patch.expected_version;
+        if node.taints != patch.expected_taints || stale {
             return Err(ClusterError::Conflict(format!(
-                "test of /spec/taints failed on node {}",
+                "test of /spec/taints or /metadata/resourceVersion failed on node {}",
                 patch.node
             )));
         }

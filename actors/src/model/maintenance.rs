@@ -250,6 +250,41 @@ pub struct MaintenanceStatus {
     /// `queue` (nmo addition): where the maintenance waits for the cluster maintenance budget;
     /// None once it started (or when it never waited).
     pub queue: Option<QueuePlace>,
+    /// `statusRevision` (nmo addition): counts nmo's writes of this status. Each write is
+    /// conditional on the revision its writer last saw (see [`StatusPrecondition`]), so a
+    /// write that arrives late, from a replica that lost its leadership meanwhile, fails
+    /// instead of undoing a newer one. None on a status nmo never wrote.
+    pub revision: Option<u64>,
+}
+
+/// What a status write is conditional on: the status as its writer last saw it. The write
+/// lands only if the API still has that status; otherwise it fails as a conflict, and the
+/// writer reads the status again before it writes anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusPrecondition {
+    /// The object has no status at all.
+    Absent,
+    /// The status has this `statusRevision` (None: a status without one, e.g. the Go
+    /// operator's).
+    Revision(Option<u64>),
+}
+
+impl StatusPrecondition {
+    /// The precondition of a write over `seen` (None: no status seen).
+    pub fn over(seen: Option<&MaintenanceStatus>) -> Self {
+        match seen {
+            None => StatusPrecondition::Absent,
+            Some(status) => StatusPrecondition::Revision(status.revision),
+        }
+    }
+
+    /// The revision of the status a write over this precondition writes.
+    pub fn next_revision(self) -> u64 {
+        match self {
+            StatusPrecondition::Absent | StatusPrecondition::Revision(None) => 1,
+            StatusPrecondition::Revision(Some(seen)) => seen.saturating_add(1),
+        }
+    }
 }
 
 /// A maintenance's place in the queue of the cluster maintenance budget.

@@ -12,7 +12,7 @@ mod pod;
 pub use event::{Event, EventTarget, EventType};
 pub use maintenance::{
     Condition, DrainPolicy, Maintenance, MaintenanceStatus, OnDrainTimeout, PendingPodReason,
-    Phase, PodRef, QueuePlace, conditions, reasons,
+    Phase, PodRef, QueuePlace, StatusPrecondition, conditions, reasons,
 };
 pub use names::{
     DRAIN_TAINT_KEY, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, LEASE_HOLDER,

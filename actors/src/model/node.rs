@@ -145,7 +145,8 @@ pub enum NodeSummaryEvent {
 /// A change to a node: label + taints + cordon in one JSON patch.
 ///
 /// The adapter builds the patch as: FIRST `test /spec/taints == expected_taints` (an absent or
-/// null field counts as the empty list), then `replace`/`add` of `/spec/taints` with
+/// null field counts as the empty list) and `test /metadata/resourceVersion ==
+/// expected_version` (when known), then `replace`/`add` of `/spec/taints` with
 /// `desired_taints`, `/spec/unschedulable` if `unschedulable` is Some, and one add/remove per
 /// `labels` entry (Some = set, None = remove; removing an absent label is not an error), and
 /// the write of nmo's record ([`RecordWrite`], the annotation [`super::RECORD_ANNOTATION`]; a record
@@ -157,6 +158,11 @@ pub struct NodePatch {
     pub node: String,
     /// The taints as last read; the patch fails if the server has anything else.
     pub expected_taints: Vec<Taint>,
+    /// `metadata.resourceVersion` of the node the patch was computed from (empty: unknown):
+    /// the patch fails if the node changed since in any way, so a patch that arrives late
+    /// (sent by a replica that lost its leadership meanwhile) never undoes a newer change,
+    /// even one that put back the taints it tested.
+    pub expected_version: String,
     /// The complete taint list to write.
     pub desired_taints: Vec<Taint>,
     /// New `spec.unschedulable`, or None to leave it.

@@ -3,11 +3,11 @@
 //! [`NodeMsg::Eviction`] (so the eviction actor needs no knowledge of this enum).
 
 use crate::eviction::EvictionReport;
-use crate::model::{Lease, Maintenance, MaintenanceStatus, NodeState, PodList};
-use crate::ports::ClusterError;
+use crate::model::{Lease, Maintenance, NodeState, PodList};
 
 use super::errors::LeaseError;
 use super::ops::OpResult;
+use super::status_writer::StatusOutcome;
 
 /// Which watch of a node actor ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +53,8 @@ pub enum NodeMsg {
     Resubscribe(WatchKind),
     /// Internal: a spawned operation finished.
     Op(OpResult),
-    /// Internal: the status write finished (with the status written).
-    StatusWritten(Result<MaintenanceStatus, ClusterError>),
+    /// Internal: the status write finished.
+    StatusWritten(StatusOutcome),
     /// Internal: a lease renewal finished.
     LeaseRenewed(Result<Lease, LeaseError>),
     /// An eviction outcome from the eviction actor.

@@ -13,7 +13,7 @@ use super::lease_keeper::LeaseKeeper;
 use super::messages::{NodeMsg, WatchKind};
 use super::ops::{self, DaemonSets, Known, OpCtx, OpResult, ReconcileInput, UndoInput};
 use super::stage::Stage;
-use super::status_writer::{Flush, StatusWriter, Windows};
+use super::status_writer::{self, Flush, StatusWriter, Windows};
 use super::trace::TraceState;
 use super::watches::Watches;
 use crate::decisions;
@@ -188,7 +188,7 @@ impl NodeActorState {
             }
             Flush::Now => {
                 let wall = self.now();
-                let status = self.status.begin(now, wall);
+                let (status, seen) = self.status.begin(now, wall);
                 // Status writes are coalesced, so a span each stays cheap and shows when the
                 // status said what.
                 let span = tracing::info_span!(
@@ -201,11 +201,13 @@ impl NodeActorState {
                     self.trace_phase(phase);
                 }
                 let cluster = self.ctx.cluster.clone();
-                let name = self.ctx.nm_name.clone();
+                let (name, uid) = (self.ctx.nm_name.clone(), self.ctx.nm_uid.clone());
                 self.tasks.spawn_cast_back(
                     myself,
                     span,
-                    async move { cluster.write_status(&name, &status).await.map(|()| status) },
+                    async move {
+                        status_writer::write(cluster.as_ref(), &name, &uid, seen, status).await
+                    },
                     NodeMsg::StatusWritten,
                 );
             }

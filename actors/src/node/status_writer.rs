@@ -6,6 +6,13 @@
 //! waits out a short window, so a burst of them costs one write. A change of progress alone
 //! (the percentage, which pods are left, how long until the deadline) waits out a long one: a
 //! drain of a minute writes its progress once or twice, not with every pod that leaves.
+//!
+//! Every write is conditional on the status as last written or read (its `statusRevision`,
+//! see [`StatusPrecondition`]): a write that arrives after someone else's (a replica that lost
+//! its leadership while its write was on the way) fails instead of undoing it. A refused write
+//! is never forced: the status is read again ([`write`]) and the next write goes over what was
+//! read. A status someone else wrote, seen in the watch, is taken as what the API has
+//! ([`StatusWriter::observed`]), so the next flush puts back what this actor wants.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -16,7 +23,8 @@ use tokio::time::Instant;
 use super::pending::PendingReason;
 use crate::config::Config;
 use crate::decisions;
-use crate::model::{MaintenanceStatus, conditions};
+use crate::model::{MaintenanceStatus, StatusPrecondition, conditions};
+use crate::ports::{Cluster, ClusterError};
 use crate::retry::Backoff;
 
 /// What to do about the status now.
@@ -54,6 +62,44 @@ pub(super) struct StatusWriter {
     /// Failed writes in a row; after one, nothing is written before `retry_at`.
     failures: Backoff,
     retry_at: Option<Instant>,
+    /// The last write was refused because the status had changed: a second refusal in a row
+    /// waits out the backoff (someone keeps writing), the first is written again at once.
+    refused_last: bool,
+}
+
+/// How a status write ended.
+#[derive(Debug)]
+pub enum StatusOutcome {
+    /// The API has this status now.
+    Written(MaintenanceStatus),
+    /// Refused: the status had changed since it was seen. It is as read afterwards (None:
+    /// the object has no status).
+    Refused(Option<MaintenanceStatus>),
+    /// The NodeMaintenance is gone (or is another object of the same name).
+    Gone,
+    /// Failed; whether it landed is unknown.
+    Failed(ClusterError),
+}
+
+/// Writes `status` over `seen` to the NodeMaintenance `name` with uid `uid`; a refusal reads
+/// the status again, so that the next write goes over what the API has.
+pub(super) async fn write(
+    cluster: &dyn Cluster,
+    name: &str,
+    uid: &str,
+    seen: StatusPrecondition,
+    status: MaintenanceStatus,
+) -> StatusOutcome {
+    match cluster.write_status(name, uid, seen, &status).await {
+        Ok(()) => StatusOutcome::Written(status),
+        Err(ClusterError::NotFound(_)) => StatusOutcome::Gone,
+        Err(ClusterError::Conflict(_)) => match cluster.get_maintenance(name).await {
+            Ok(Some(fresh)) if fresh.uid == uid => StatusOutcome::Refused(fresh.status),
+            Ok(_) => StatusOutcome::Gone,
+            Err(error) => StatusOutcome::Failed(error),
+        },
+        Err(error) => StatusOutcome::Failed(error),
+    }
 }
 
 /// What a status says besides its progress: a difference here is news.
@@ -122,6 +168,7 @@ impl StatusWriter {
             scheduled: None,
             failures: Backoff::default(),
             retry_at: None,
+            refused_last: false,
         }
     }
 
@@ -192,13 +239,20 @@ impl StatusWriter {
         self.scheduled = None;
     }
 
-    /// A write begins: stamps `lastUpdate` and opens the next coalescing windows; returns the
-    /// status to write.
-    pub(super) fn begin(&mut self, now: Instant, wall: DateTime<Utc>) -> MaintenanceStatus {
+    /// A write begins: stamps `lastUpdate` and the revision, and opens the next coalescing
+    /// windows; returns the status to write and what it is conditional on (the status as the
+    /// API last had it).
+    pub(super) fn begin(
+        &mut self,
+        now: Instant,
+        wall: DateTime<Utc>,
+    ) -> (MaintenanceStatus, StatusPrecondition) {
+        let seen = StatusPrecondition::over(self.written.as_ref());
         self.last_write = Some(now);
         self.wanted.last_update = Some(wall);
+        self.wanted.revision = Some(seen.next_revision());
         self.in_flight = true;
-        self.wanted.clone()
+        (self.wanted.clone(), seen)
     }
 
     /// The write ended; on success the API has `written`.
@@ -208,7 +262,47 @@ impl StatusWriter {
             self.written = written;
             self.failures.succeeded();
             self.retry_at = None;
+            self.refused_last = false;
         }
+    }
+
+    /// The write was refused: the API has `fresh` (as just read), which the next write goes
+    /// over. Written again at once, unless the one before was refused too.
+    pub(super) fn refused(
+        &mut self,
+        fresh: Option<MaintenanceStatus>,
+        now: Instant,
+        config: &Config,
+    ) {
+        self.in_flight = false;
+        self.written = fresh;
+        if std::mem::replace(&mut self.refused_last, true) {
+            let delay = self
+                .failures
+                .failed(config.retry_backoff_base, config.retry_backoff_max);
+            self.retry_at = Some(now + delay);
+        }
+    }
+
+    /// The watch shows the status as `seen`: when someone else wrote it (its revision is not
+    /// the one this writer last wrote, nor an older one), it is what the API has now, and true
+    /// says a flush may be due. Ignored while a write is out (its outcome settles it).
+    pub(super) fn observed(&mut self, seen: Option<&MaintenanceStatus>) -> bool {
+        let Some(seen) = seen else {
+            return false;
+        };
+        let known = self.written.as_ref().and_then(|w| w.revision);
+        let foreign = match (seen.revision, known) {
+            (Some(seen), Some(known)) => seen > known,
+            (None, Some(_)) => true,
+            (Some(_), None) => true,
+            (None, None) => self.written.is_none(),
+        };
+        if self.in_flight || !foreign {
+            return false;
+        }
+        self.written = Some(seen.clone());
+        true
     }
 
     /// The write failed: the next one waits out a backoff growing with each failure in a row.
@@ -261,7 +355,7 @@ mod tests {
         assert_eq!(writer.decide(now, WINDOWS), Flush::Nothing, "no phase yet");
         writer.wanted = status(Phase::Running, 0);
         assert_eq!(writer.decide(now, WINDOWS), Flush::Now);
-        let written = writer.begin(now, wall());
+        let written = writer.begin(now, wall()).0;
         assert_eq!(
             writer.decide(now, WINDOWS),
             Flush::Nothing,
@@ -276,7 +370,7 @@ mod tests {
         let now = Instant::now();
         let mut writer = StatusWriter::new(Some(status(Phase::Running, 0)));
         writer.wanted.drain_progress = 10;
-        let written = writer.begin(now, wall());
+        let written = writer.begin(now, wall()).0;
         writer.ended(Some(written));
         writer.wanted.drain_progress = 20;
         writer.wanted.pending_pods = vec!["a".into()].into();
@@ -304,7 +398,7 @@ mod tests {
         let mut writer = StatusWriter::new(Some(status(Phase::Running, 0)));
         writer.wanted.pending_pods_reasons =
             vec![reason("a", "Evicting"), reason("b", "Evicting")].into();
-        let written = writer.begin(now, wall());
+        let written = writer.begin(now, wall()).0;
         writer.ended(Some(written));
         // Pod `a` left and `b` is terminating: progress.
         writer.wanted.pending_pods_reasons = vec![reason("b", "Terminating")].into();
@@ -338,7 +432,7 @@ mod tests {
             "the drain has not started",
             wall(),
         );
-        let written = writer.begin(at, wall());
+        let written = writer.begin(at, wall()).0;
         writer.ended(Some(written));
         decisions::set_condition(
             &mut writer.wanted.conditions,
@@ -349,7 +443,7 @@ mod tests {
             wall(),
         );
         assert_eq!(writer.decide(at, WINDOWS), Flush::Later(WINDOWS.progress));
-        let written = writer.begin(at, wall());
+        let written = writer.begin(at, wall()).0;
         writer.ended(Some(written));
         decisions::set_condition(
             &mut writer.wanted.conditions,
@@ -370,7 +464,7 @@ mod tests {
         );
         assert_eq!(writer.decide(at, WINDOWS), Flush::Later(WINDOWS.news));
         // An error is news too.
-        let written = writer.begin(now + WINDOWS.news, wall());
+        let written = writer.begin(now + WINDOWS.news, wall()).0;
         writer.ended(Some(written));
         writer.wanted.last_error = Some("cannot evict".into());
         assert_eq!(
@@ -389,5 +483,89 @@ mod tests {
         assert_eq!(writer.written().map(|w| w.drain_progress), Some(0));
         let retry = now + WINDOWS.progress;
         assert_eq!(writer.decide(retry, WINDOWS), Flush::Now, "retried");
+    }
+
+    fn config() -> Config {
+        Config {
+            retry_backoff_base: Duration::from_secs(1),
+            retry_backoff_max: Duration::from_secs(8),
+            ..Config::default()
+        }
+    }
+
+    #[test]
+    fn each_write_goes_over_the_revision_last_written() {
+        let now = Instant::now();
+        let mut writer = StatusWriter::new(None);
+        writer.wanted = status(Phase::Running, 0);
+        let (first, seen) = writer.begin(now, wall());
+        assert_eq!(seen, StatusPrecondition::Absent);
+        assert_eq!(first.revision, Some(1));
+        writer.ended(Some(first));
+        writer.wanted.phase = Some(Phase::Succeeded);
+        let (second, seen) = writer.begin(now, wall());
+        assert_eq!(seen, StatusPrecondition::Revision(Some(1)));
+        assert_eq!(second.revision, Some(2));
+    }
+
+    #[test]
+    fn a_refused_write_goes_again_over_the_status_read_and_twice_refused_waits() {
+        let now = Instant::now();
+        let mut writer = StatusWriter::new(Some(status(Phase::Running, 0)));
+        writer.wanted.phase = Some(Phase::Succeeded);
+        writer.begin(now, wall());
+        let mut theirs = status(Phase::Running, 60);
+        theirs.revision = Some(5);
+        writer.refused(Some(theirs.clone()), now, &config());
+        assert_eq!(writer.written(), Some(&theirs));
+        assert_eq!(
+            writer.decide(now, WINDOWS),
+            Flush::Now,
+            "written again at once"
+        );
+        let (again, seen) = writer.begin(now, wall());
+        assert_eq!(seen, StatusPrecondition::Revision(Some(5)));
+        assert_eq!(
+            again.phase,
+            Some(Phase::Succeeded),
+            "what this writer wants"
+        );
+        writer.refused(Some(theirs), now, &config());
+        assert!(
+            matches!(writer.decide(now, WINDOWS), Flush::Later(_)),
+            "a second refusal in a row waits out the backoff"
+        );
+    }
+
+    #[test]
+    fn a_status_someone_else_wrote_is_what_the_api_has() {
+        let now = Instant::now();
+        let mut writer = StatusWriter::new(None);
+        writer.wanted = status(Phase::Succeeded, 100);
+        let written = writer.begin(now, wall()).0;
+        writer.ended(Some(written.clone()));
+        assert!(!writer.observed(Some(&written)), "its own write");
+        let mut older = written.clone();
+        older.revision = Some(0);
+        assert!(
+            !writer.observed(Some(&older)),
+            "an older one, delivered late by the watch"
+        );
+        let mut late = status(Phase::Running, 60);
+        late.revision = Some(2);
+        assert!(
+            writer.observed(Some(&late)),
+            "a newer one is someone else's"
+        );
+        assert_eq!(writer.written(), Some(&late));
+        assert_eq!(
+            writer.decide(now, WINDOWS),
+            Flush::Now,
+            "and is written over"
+        );
+        writer.begin(now, wall());
+        let mut later = late.clone();
+        later.revision = Some(3);
+        assert!(!writer.observed(Some(&later)), "not while a write is out");
     }
 }

@@ -12,12 +12,10 @@ use super::pending::PendingPod;
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
 use super::status;
+use super::status_writer::StatusOutcome;
 use crate::decisions;
 use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
-use crate::model::{
-    EventType, Lease, Maintenance, MaintenanceStatus, NodeState, Phase, PodList, reasons,
-};
-use crate::ports::ClusterError;
+use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodList, reasons};
 use crate::stop::StopReason;
 
 impl NodeActorState {
@@ -38,6 +36,11 @@ impl NodeActorState {
             OnUpdate::Continue => {
                 self.nm.reason = nm.reason;
                 self.nm.finalizers = nm.finalizers;
+                // Someone else wrote the status (a late write of a replica that lost its
+                // leadership, say): the API has that now, and what this actor wants goes back.
+                if self.status.observed(nm.status.as_ref()) {
+                    self.flush_status(myself);
+                }
                 if self.nm.drain_policy != nm.drain_policy {
                     self.nm.drain_policy = nm.drain_policy;
                     self.arm_deadline(myself);
@@ -337,13 +340,9 @@ impl NodeActorState {
     }
 
     /// A status write ended.
-    pub(super) fn on_status_written(
-        &mut self,
-        myself: &ActorRef<NodeMsg>,
-        result: Result<MaintenanceStatus, ClusterError>,
-    ) {
-        match result {
-            Ok(written) => {
+    pub(super) fn on_status_written(&mut self, myself: &ActorRef<NodeMsg>, outcome: StatusOutcome) {
+        match outcome {
+            StatusOutcome::Written(written) => {
                 self.status.ended(Some(written));
                 self.flush_status(myself);
                 // A give-up's undo waits for its Failed status to be written.
@@ -351,8 +350,16 @@ impl NodeActorState {
                     self.kick(myself);
                 }
             }
-            Err(ClusterError::NotFound(_)) => self.status.ended(None),
-            Err(err) => {
+            StatusOutcome::Refused(fresh) => {
+                self.span.in_scope(|| {
+                    tracing::info!("status changed since it was read, writing over the fresh one")
+                });
+                self.status
+                    .refused(fresh, tokio::time::Instant::now(), &self.ctx.config);
+                self.flush_status(myself);
+            }
+            StatusOutcome::Gone => self.status.ended(None),
+            StatusOutcome::Failed(err) => {
                 self.status
                     .failed(tokio::time::Instant::now(), &self.ctx.config);
                 self.span

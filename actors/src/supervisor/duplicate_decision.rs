@@ -8,7 +8,8 @@ use chrono::{DateTime, Utc};
 
 use crate::decisions;
 use crate::model::{
-    Event, EventTarget, EventType, Maintenance, MaintenanceStatus, Phase, conditions, reasons,
+    Event, EventTarget, EventType, Maintenance, MaintenanceStatus, Phase, StatusPrecondition,
+    conditions, reasons,
 };
 use crate::ports::{Cluster, ClusterError};
 
@@ -112,8 +113,9 @@ pub(super) async fn carry_out(
                     .await
                     .map_err(DuplicateError::AddFinalizer)?;
             }
+            let seen = StatusPrecondition::over(nm.status.as_ref());
             cluster
-                .write_status(&nm.name, &status)
+                .write_status(&nm.name, &nm.uid, seen, &status)
                 .await
                 .map_err(DuplicateError::MarkFailed)?;
             let event = Event {

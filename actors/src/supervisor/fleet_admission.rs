@@ -20,7 +20,8 @@ use super::messages::SupervisorMsg;
 use super::state::SupervisorState;
 use crate::fleet::{self, Candidate};
 use crate::model::{
-    Event, EventTarget, EventType, Maintenance, NodeSummaryEvent, Phase, QueuePlace, reasons,
+    Event, EventTarget, EventType, Maintenance, NodeSummaryEvent, Phase, QueuePlace,
+    StatusPrecondition, reasons,
 };
 use crate::ports::ClusterError;
 
@@ -252,8 +253,14 @@ impl SupervisorState {
         queued.written_at = Some(now);
         let cluster = self.cluster.clone();
         let target = queued.nm.name.clone();
+        let target_uid = queued.nm.uid.clone();
+        // Over the status as last seen: one a node actor or another replica wrote meanwhile
+        // is refused, and the next write goes over the copy the watch then delivers.
+        let seen = StatusPrecondition::over(queued.nm.status.as_ref());
         let work = async move {
-            cluster.write_status(&target, &status).await?;
+            cluster
+                .write_status(&target, &target_uid, seen, &status)
+                .await?;
             if let Some(event) = event
                 && let Err(error) = cluster.emit_event(&event).await
             {

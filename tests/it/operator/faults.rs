@@ -153,6 +153,7 @@ async fn a_replica_that_does_not_lead_sends_no_write(backend: Backend) {
     let patch = NodePatch {
         node: env.name("node-0"),
         expected_taints: vec![],
+        expected_version: String::new(),
         desired_taints: vec![],
         unschedulable: Some(true),
         labels: Default::default(),

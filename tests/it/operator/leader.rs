@@ -6,7 +6,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use nmo::operator::OperatorOptions;
 use nmo_sim::Scenario;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually, test_options};
+use crate::support::{Backend, TestEnv, both_backends, eventually, taint_keys, test_options};
 
 fn elected() -> OperatorOptions {
     OperatorOptions {
@@ -79,3 +79,124 @@ async fn a_standby_takes_over_when_the_leader_dies(backend: Backend) {
 }
 
 both_backends!(a_standby_takes_over_when_the_leader_dies,);
+
+/// A status write of a deposed leader that arrives after its successor's never lands: the
+/// leader's first status write is held by the API server's network for 10 s (the simulator
+/// delivers it however the client fares: bytes handed to the kernel are delivered after a
+/// network delay or a stop of the process), the leader is killed meanwhile, and the standby
+/// takes over, drains the node and writes `Succeeded`. When the old write finally arrives it
+/// must be refused (it is conditional on the status its writer last saw), so the status stays
+/// `Succeeded` instead of going back to the old leader's `Running`. Simulator only: it needs
+/// fault injection (a request delivered late).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_status_write_of_a_deposed_leader_does_not_land() {
+    let late_by = Duration::from_secs(10);
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 3).pdb(None))
+        .operator_options(elected())
+        .start()
+        .await;
+    eventually("a leader", Duration::from_secs(10), async || {
+        leader(&env).await.is_some()
+    })
+    .await;
+    let first_leader = leader(&env).await;
+    let standby = env.start_another_operator(elected());
+    let status_writes = nmo_sim::Query::all()
+        .verb("patch")
+        .resource("nodemaintenances")
+        .subresource("status");
+    env.sim().faults().add(
+        nmo_sim::FaultRule::on(Some("patch"), Some("nodemaintenances"))
+            .subresource("status")
+            .delivered_late(late_by, 1.0)
+            .times(1),
+    );
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
+        "the leader's first status write on its way",
+        Duration::from_secs(10),
+        async || env.sim().requests(&status_writes) >= 1,
+    )
+    .await;
+    let sent = std::time::Instant::now();
+    env.kill_operator().await;
+    eventually(
+        "the standby to take over and drain node-0",
+        late_by,
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
+    )
+    .await;
+    assert_ne!(leader(&env).await, first_leader, "leadership moved");
+    // The old leader's write arrives now; give it time to land (or be refused).
+    tokio::time::sleep((late_by + Duration::from_secs(2)).saturating_sub(sent.elapsed())).await;
+    let status = env.status("nm-0").await;
+    assert_eq!(
+        status["phase"], "Succeeded",
+        "the deposed leader's late write landed: {status}"
+    );
+    assert_eq!(status["drainProgress"], 100, "{status}");
+    standby.stop().await.expect("clean stop");
+}
+
+/// A node patch of a deposed leader that arrives after its successor undid the maintenance
+/// never lands: the leader's cordon of node-0 is held by the network for 10 s (delivered
+/// however the client fares), the leader is killed meanwhile, the standby takes over, drains,
+/// and the NodeMaintenance is deleted and undone. The old cordon, computed from the node
+/// before any of this (no taints), would find the taints as it tested them; it must still be
+/// refused, because the node changed since it was read, so no node is left cordoned for a
+/// NodeMaintenance that no longer exists. Simulator only: a request delivered late is fault
+/// injection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
+    let late_by = Duration::from_secs(10);
+    let mut env = TestEnv::builder()
+        .scenario(Scenario::plain(2, 3).pdb(None))
+        .operator_options(elected())
+        .start()
+        .await;
+    eventually("a leader", Duration::from_secs(10), async || {
+        leader(&env).await.is_some()
+    })
+    .await;
+    let standby = env.start_another_operator(elected());
+    let node_patches = nmo_sim::Query::all().verb("patch").resource("nodes");
+    env.sim().faults().add(
+        nmo_sim::FaultRule::on(Some("patch"), Some("nodes"))
+            .delivered_late(late_by, 1.0)
+            .times(1),
+    );
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
+        "the leader's cordon on its way",
+        Duration::from_secs(10),
+        async || env.sim().requests(&node_patches) >= 1,
+    )
+    .await;
+    let sent = std::time::Instant::now();
+    env.kill_operator().await;
+    eventually(
+        "the standby to take over and drain node-0",
+        late_by,
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
+    )
+    .await;
+    env.delete_maintenance("nm-0").await;
+    env.wait_gone("nm-0").await;
+    assert!(
+        sent.elapsed() < late_by,
+        "the undo finished before the old cordon arrived"
+    );
+    tokio::time::sleep((late_by + Duration::from_secs(2)).saturating_sub(sent.elapsed())).await;
+    let node = env.node("node-0").await;
+    assert_ne!(
+        node["spec"]["unschedulable"], true,
+        "the deposed leader's late cordon landed: {node}"
+    );
+    assert!(taint_keys(&node).is_empty(), "{node}");
+    assert!(
+        node["metadata"]["annotations"][nmo_actors::model::RECORD_ANNOTATION].is_null(),
+        "{node}"
+    );
+    standby.stop().await.expect("clean stop");
+}

@@ -10,6 +10,7 @@ mod drain;
 mod faults;
 mod finalizer;
 mod fleet;
+mod late_writes;
 mod leader;
 mod lease;
 mod pdb;
