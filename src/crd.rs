@@ -188,6 +188,39 @@ pub struct NodeMaintenanceStatus {
     /// its leadership meanwhile) is refused instead of undoing a newer one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_revision: Option<i64>,
+    /// nmo addition: nmo's own copy of the record it keeps on the node (annotation
+    /// `nodemaintenance.medik8s.io/before-maintenance`) of what the node had before this
+    /// maintenance first changed it. Only nmo writes it: a record lost or altered on the node
+    /// is written again from it, and the undo restores what it says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_record: Option<NodeRecordStatus>,
+}
+
+/// nmo addition: what a node had of a maintenance's marks before the maintenance first
+/// changed it.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeRecordStatus {
+    /// Uid of the NodeMaintenance the record belongs to.
+    pub maintenance: String,
+    /// The node was already cordoned (by someone else): it stays cordoned.
+    #[serde(default)]
+    pub cordoned: bool,
+    /// The `medik8s.io/drain` taint was already there: it stays.
+    #[serde(default)]
+    pub drain_taint: bool,
+    /// The `node.kubernetes.io/unschedulable` taint was already there: it stays.
+    #[serde(default)]
+    pub unschedulable_taint: bool,
+    /// The `remediation.medik8s.io/exclude-from-remediation` label was already there: it
+    /// stays.
+    #[serde(default)]
+    pub label: bool,
+    /// What the node had before is unknown (it was already in maintenance, with no record,
+    /// when this maintenance took it over): the undo takes off every mark of a maintenance, as
+    /// the Go operator's does.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prior_unknown: bool,
 }
 
 /// nmo addition: a maintenance's place in the cluster maintenance queue.

@@ -147,6 +147,14 @@ fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
         revision: status
             .status_revision
             .and_then(|revision| u64::try_from(revision).ok()),
+        node_record: status.node_record.as_ref().map(|r| NodeRecord {
+            maintenance: r.maintenance.clone(),
+            cordoned: r.cordoned,
+            drain_taint: r.drain_taint,
+            unschedulable_taint: r.unschedulable_taint,
+            label: r.label,
+            prior_unknown: r.prior_unknown,
+        }),
     }
 }
 
@@ -210,6 +218,14 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
         status_revision: status
             .revision
             .map(|revision| i64::try_from(revision).unwrap_or(i64::MAX)),
+        node_record: status.node_record.as_ref().map(|r| crd::NodeRecordStatus {
+            maintenance: r.maintenance.clone(),
+            cordoned: r.cordoned,
+            drain_taint: r.drain_taint,
+            unschedulable_taint: r.unschedulable_taint,
+            label: r.label,
+            prior_unknown: r.prior_unknown,
+        }),
     }
 }
 
@@ -232,6 +248,11 @@ pub fn node_state_of(
     unschedulable: Option<bool>,
     taints: Option<&[KubeTaint]>,
 ) -> NodeState {
+    let annotation = metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(RECORD_ANNOTATION));
+    let record = annotation.and_then(|value| NodeRecord::from_annotation(value));
     NodeState {
         name: metadata.name.clone().unwrap_or_default(),
         uid: metadata.uid.clone().unwrap_or_default(),
@@ -239,11 +260,8 @@ pub fn node_state_of(
         taints: taints.unwrap_or_default().iter().map(taint).collect(),
         labels: metadata.labels.clone().unwrap_or_default(),
         resource_version: metadata.resource_version.clone().unwrap_or_default(),
-        record: metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(RECORD_ANNOTATION))
-            .and_then(|value| NodeRecord::from_annotation(value)),
+        unreadable_record: annotation.is_some() && record.is_none(),
+        record,
         annotated: metadata.annotations.is_some(),
     }
 }
@@ -429,6 +447,14 @@ mod tests {
                 waiting_for: "max-parallel-maintenances: 2 of 2 running".into(),
             }),
             revision: Some(12),
+            node_record: Some(NodeRecord {
+                maintenance: "uid-1".into(),
+                cordoned: true,
+                drain_taint: false,
+                unschedulable_taint: true,
+                label: false,
+                prior_unknown: false,
+            }),
         };
         assert_eq!(maintenance_status(&crd_status(&status)), status);
     }

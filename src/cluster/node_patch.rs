@@ -204,6 +204,7 @@ mod tests {
             drain_taint: false,
             unschedulable_taint: false,
             label: false,
+            prior_unknown: false,
         }
     }
 

@@ -24,7 +24,7 @@ use crate::crd::NodeMaintenanceStatus;
 
 /// Every status field nmo writes, by its JSON name (checked against the CRD's schema by a
 /// test): each one is either written or removed by a status write.
-pub(crate) const STATUS_FIELDS: [&str; 16] = [
+pub(crate) const STATUS_FIELDS: [&str; 17] = [
     "phase",
     "drainProgress",
     "lastUpdate",
@@ -41,6 +41,7 @@ pub(crate) const STATUS_FIELDS: [&str; 16] = [
     "drainTimeRemaining",
     "queue",
     "statusRevision",
+    "nodeRecord",
 ];
 
 /// One JSON patch operation; `value` is raw JSON text.

@@ -4,15 +4,17 @@
 mod node;
 mod node_lease;
 mod pods;
+mod record;
 mod status;
 
 pub use node::{
-    Undoer, maintenance_patch, maintenance_taints, marked_by, node_in_maintenance, record_of,
-    undo_patch, with_maintenance_taints, without_maintenance_taints,
+    maintenance_patch, maintenance_taints, marked_by, node_in_maintenance, undo_patch,
+    with_maintenance_taints, without_maintenance_taints,
 };
 pub use node_lease::{
     LeaseAction, LeaseFailure, MAX_LEASE_ERRORS, eviction_pause_margin, held_by_other,
     lease_expiry, lease_failure, lease_is_ours, lease_name, lease_valid, plan_lease,
 };
 pub use pods::{PodAction, SkipReason, classify, daemonset_of, progress};
+pub use record::{Claim, PriorState, RecordFinding, Restore, Undoer, claim, record_of, restore};
 pub use status::{condition, driver, set_condition, status_differs};

@@ -1,13 +1,15 @@
 //! The node's part of a maintenance: nmo's label, two taints and the cordon, put on and taken
-//! off without touching anyone else's.
+//! off without touching anyone else's. Which record of the node's prior state a maintenance
+//! keeps, and what an undo follows, is decided in [`super::record`].
 //!
-//! (Over 400 lines only with its unit tests below: the code is 235 lines, one decision
+//! (Over 400 lines only with its unit tests below: the code is under 200 lines, one decision
 //! kept with the cases that pin it.)
 
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 
+use super::record::{self, Restore, Undoer};
 use crate::model::{
     DRAIN_TAINT_KEY, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, NodePatch, NodeRecord, NodeState,
     RecordWrite, Taint, UNSCHEDULABLE_TAINT_KEY,
@@ -57,68 +59,17 @@ fn has_label(node: &NodeState) -> bool {
     node.labels.get(EXCLUDE_LABEL).map(String::as_str) == Some(EXCLUDE_LABEL_VALUE)
 }
 
-fn has_taint(node: &NodeState, key: &str) -> bool {
-    node.taints
-        .iter()
-        .any(|t| t.same_as(&Taint::no_schedule(key)))
-}
-
-/// What the node has now of nmo's changes, as the record of its state before maintenance
-/// that `maintenance` writes when it first changes the node.
-///
-/// A node that already carries `medik8s.io/drain` but no record was changed by a node
-/// maintenance operator that kept no record (the Go operator, or nmo before records): every
-/// mark is then taken as that operator's, as the Go operator's undo would. Nothing else sets
-/// that taint, so a node cordoned by someone else (a remediation operator, a person) is
-/// recorded as cordoned, and stays so after the maintenance.
-pub fn record_of(node: &NodeState, maintenance: &str) -> NodeRecord {
-    if has_taint(node, DRAIN_TAINT_KEY) {
-        return NodeRecord {
-            maintenance: maintenance.to_string(),
-            cordoned: false,
-            drain_taint: false,
-            unschedulable_taint: false,
-            label: false,
-        };
-    }
-    NodeRecord {
-        maintenance: maintenance.to_string(),
-        cordoned: node.unschedulable,
-        drain_taint: false,
-        unschedulable_taint: has_taint(node, UNSCHEDULABLE_TAINT_KEY),
-        label: has_label(node),
-    }
-}
-
-/// The record write that puts the node under `maintenance`: a new record when there is none,
-/// the existing one taken over when another (gone) maintenance left it (its prior state is
-/// still the node's state before nmo), nothing when it is already ours.
-fn claim_record(node: &NodeState, maintenance: &str) -> RecordWrite {
-    match &node.record {
-        Some(record) if record.maintenance == maintenance => RecordWrite::Keep,
-        Some(record) => RecordWrite::Set {
-            record: NodeRecord {
-                maintenance: maintenance.to_string(),
-                ..record.clone()
-            },
-            annotated: node.annotated,
-        },
-        None => RecordWrite::Set {
-            record: record_of(node, maintenance),
-            annotated: node.annotated,
-        },
-    }
-}
-
 /// The patch that puts a node into maintenance for the NodeMaintenance with uid
-/// `maintenance` (and records what was there before, in the same patch), or None when it is
-/// in maintenance and recorded as ours already.
+/// `maintenance` (and writes its record of what was there before, in the same patch, see
+/// [`record::claim`]; `copy` is the maintenance's own copy of it), or None when it is in
+/// maintenance and recorded as the maintenance's already.
 pub fn maintenance_patch(
     node: &NodeState,
     maintenance: &str,
+    copy: Option<&NodeRecord>,
     now: DateTime<Utc>,
 ) -> Option<NodePatch> {
-    let record = claim_record(node, maintenance);
+    let record = record::claim(node, maintenance, copy).write;
     if node_in_maintenance(node) && record == RecordWrite::Keep {
         return None;
     }
@@ -140,80 +91,59 @@ pub fn maintenance_patch(
     })
 }
 
-/// Whose changes an undo takes back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Undoer<'a> {
-    /// The NodeMaintenance with this uid: only its own record (another maintenance's changes,
-    /// or a node it never changed, are left alone).
-    Maintenance(&'a str),
-    /// The orphan sweep: whatever record the node carries (its NodeMaintenance is gone).
-    Sweep,
-}
-
-/// What nmo restores of the node's state before maintenance.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Prior {
-    cordoned: bool,
-    drain_taint: bool,
-    unschedulable_taint: bool,
-    label: bool,
-}
-
-/// The patch that takes back nmo's changes to a node, following its record, or None when
-/// there is nothing of `undoer`'s to take back.
+/// The patch that takes back nmo's changes to a node, as [`record::restore`] decides for
+/// `undoer`, or None when there is nothing of `undoer`'s to take back.
 ///
-/// - A record of the undoer's: what nmo added goes (label, either taint, the cordon), what was
+/// - A known prior state: what nmo added goes (label, either taint, the cordon), what was
 ///   there before stays; the record goes too.
-/// - No record but nmo's drain taint: changes of an operator that kept no record (the Go
-///   operator, nmo before records): everything of a maintenance goes, as the Go operator's undo
-///   does.
-/// - Otherwise nmo never changed the node (e.g. it only waited behind another lease holder):
-///   nothing.
+/// - An unknown one (a node marked by an operator that kept no record, the Go operator):
+///   everything of a maintenance goes, as the Go operator's undo does.
+/// - Only the record: it goes, nothing else.
 ///
 /// With `foreign_holder` (another operator validly holds the node's lease, e.g. a remediation
 /// in progress) only what is nmo's alone goes (the drain taint, the label, the record): the
 /// cordon and its taint now serve the holder, which took the node as it was and uncordons it
 /// when it is done.
 pub fn undo_patch(node: &NodeState, undoer: Undoer<'_>, foreign_holder: bool) -> Option<NodePatch> {
-    let prior = match (&node.record, undoer) {
-        (Some(record), Undoer::Maintenance(uid)) if record.maintenance != uid => return None,
-        (Some(record), _) => Prior {
-            cordoned: record.cordoned,
-            drain_taint: record.drain_taint,
-            unschedulable_taint: record.unschedulable_taint,
-            label: record.label,
-        },
-        (None, _) if has_taint(node, DRAIN_TAINT_KEY) => Prior {
+    let prior = match record::restore(node, undoer)? {
+        Restore::Known(prior) => Some(prior.0),
+        Restore::Unknown => Some(record::Prior {
             cordoned: false,
             drain_taint: false,
             unschedulable_taint: false,
             label: false,
-        },
-        (None, _) => return None,
+        }),
+        Restore::RecordOnly => None,
     };
-    let keep_cordon = prior.cordoned || foreign_holder;
-    let keep_unschedulable_taint = prior.unschedulable_taint || foreign_holder;
-    let desired_taints: Vec<Taint> = node
-        .taints
-        .iter()
-        .filter(|t| {
-            let added_drain = !prior.drain_taint && t.same_as(&Taint::no_schedule(DRAIN_TAINT_KEY));
-            let added_unschedulable = !keep_unschedulable_taint
-                && t.same_as(&Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
-            let added_by_nmo = added_drain || added_unschedulable;
-            !added_by_nmo
-        })
-        .cloned()
-        .collect();
-    let mut labels = BTreeMap::new();
-    if !prior.label && node.labels.contains_key(EXCLUDE_LABEL) {
-        labels.insert(EXCLUDE_LABEL.to_string(), None);
-    }
-    let unschedulable = (node.unschedulable && !keep_cordon).then_some(false);
-    let record = if node.record.is_some() {
+    let record = if node.record.is_some() || node.unreadable_record {
         RecordWrite::Remove
     } else {
         RecordWrite::Keep
+    };
+    let (desired_taints, labels, unschedulable) = match prior {
+        None => (node.taints.clone(), BTreeMap::new(), None),
+        Some(prior) => {
+            let keep_cordon = prior.cordoned || foreign_holder;
+            let keep_unschedulable_taint = prior.unschedulable_taint || foreign_holder;
+            let desired_taints: Vec<Taint> = node
+                .taints
+                .iter()
+                .filter(|t| {
+                    let added_drain =
+                        !prior.drain_taint && t.same_as(&Taint::no_schedule(DRAIN_TAINT_KEY));
+                    let added_unschedulable = !keep_unschedulable_taint
+                        && t.same_as(&Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
+                    !(added_drain || added_unschedulable)
+                })
+                .cloned()
+                .collect();
+            let mut labels = BTreeMap::new();
+            if !prior.label && node.labels.contains_key(EXCLUDE_LABEL) {
+                labels.insert(EXCLUDE_LABEL.to_string(), None);
+            }
+            let unschedulable = (node.unschedulable && !keep_cordon).then_some(false);
+            (desired_taints, labels, unschedulable)
+        }
     };
     let unchanged = desired_taints.len() == node.taints.len()
         && labels.is_empty()
@@ -241,6 +171,7 @@ pub fn marked_by(node: &NodeState, undoer: Undoer<'_>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::decisions::record_of;
     use crate::fake::at as t;
 
     fn node() -> NodeState {
@@ -257,10 +188,17 @@ mod tests {
 
     const UID: &str = "uid-nm1";
 
+    fn mine() -> Undoer<'static> {
+        Undoer::Maintenance {
+            uid: UID,
+            copy: None,
+        }
+    }
+
     #[test]
     fn maintenance_patch_adds_ours_keeps_foreign_and_tests_current() {
         let n = node();
-        let patch = maintenance_patch(&n, UID, t(0)).unwrap();
+        let patch = maintenance_patch(&n, UID, None, t(0)).unwrap();
         assert_eq!(patch.expected_taints, n.taints);
         assert_eq!(patch.desired_taints.len(), 3);
         assert_eq!(patch.desired_taints[0].key, "foreign");
@@ -291,9 +229,9 @@ mod tests {
         n.labels.insert(EXCLUDE_LABEL.into(), "true".into());
         n.record = Some(record_of(&node(), UID));
         assert!(node_in_maintenance(&n));
-        assert_eq!(maintenance_patch(&n, UID, t(1)), None);
+        assert_eq!(maintenance_patch(&n, UID, None, t(1)), None);
         n.unschedulable = false;
-        let patch = maintenance_patch(&n, UID, t(1)).unwrap();
+        let patch = maintenance_patch(&n, UID, None, t(1)).unwrap();
         assert_eq!(patch.unschedulable, Some(true));
         assert!(patch.labels.is_empty());
         assert_eq!(patch.desired_taints, n.taints, "no taint duplicated");
@@ -305,16 +243,16 @@ mod tests {
         n.unschedulable = true;
         n.taints = with_maintenance_taints(&n.taints, t(0));
         n.labels.insert(EXCLUDE_LABEL.into(), "true".into());
-        let patch = undo_patch(&n, Undoer::Maintenance(UID), false).unwrap();
+        let patch = undo_patch(&n, mine(), false).unwrap();
         assert_eq!(patch.desired_taints, node().taints);
         assert_eq!(patch.unschedulable, Some(false));
         assert_eq!(patch.labels.get(EXCLUDE_LABEL), Some(&None));
-        assert_eq!(undo_patch(&node(), Undoer::Maintenance(UID), false), None);
+        assert_eq!(undo_patch(&node(), mine(), false), None);
     }
 
     /// What nmo does to `before` when the maintenance `UID` starts.
     fn marked(before: &NodeState) -> NodeState {
-        let patch = maintenance_patch(before, UID, t(0)).unwrap();
+        let patch = maintenance_patch(before, UID, None, t(0)).unwrap();
         let mut after = before.clone();
         after.taints = patch.desired_taints.clone();
         after.unschedulable = patch.unschedulable.unwrap_or(after.unschedulable);
@@ -362,9 +300,10 @@ mod tests {
                 drain_taint: false,
                 unschedulable_taint: false,
                 label: false,
+                prior_unknown: false,
             })
         );
-        assert_eq!(undone(&during, Undoer::Maintenance(UID), false), fresh);
+        assert_eq!(undone(&during, mine(), false), fresh);
     }
 
     #[test]
@@ -377,9 +316,9 @@ mod tests {
         let during = marked(&cordoned);
         let record = during.record.clone().unwrap();
         assert!(record.cordoned && record.unschedulable_taint && !record.drain_taint);
-        let patch = maintenance_patch(&cordoned, UID, t(0)).unwrap();
+        let patch = maintenance_patch(&cordoned, UID, None, t(0)).unwrap();
         assert_eq!(patch.unschedulable, None, "already cordoned: left as it is");
-        assert_eq!(undone(&during, Undoer::Maintenance(UID), false), cordoned);
+        assert_eq!(undone(&during, mine(), false), cordoned);
     }
 
     #[test]
@@ -390,7 +329,7 @@ mod tests {
             .insert(EXCLUDE_LABEL.into(), EXCLUDE_LABEL_VALUE.into());
         let during = marked(&labelled);
         assert!(during.record.as_ref().unwrap().label);
-        assert_eq!(undone(&during, Undoer::Maintenance(UID), false), labelled);
+        assert_eq!(undone(&during, mine(), false), labelled);
     }
 
     #[test]
@@ -400,7 +339,7 @@ mod tests {
         cordoned
             .taints
             .push(Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
-        assert_eq!(undo_patch(&cordoned, Undoer::Maintenance(UID), false), None);
+        assert_eq!(undo_patch(&cordoned, mine(), false), None);
         assert_eq!(undo_patch(&cordoned, Undoer::Sweep, false), None);
         assert!(!marked_by(&cordoned, Undoer::Sweep));
     }
@@ -409,17 +348,25 @@ mod tests {
     fn another_maintenances_record_is_left_to_it_but_the_sweep_takes_it_back() {
         let during = marked(&node());
         assert_eq!(
-            undo_patch(&during, Undoer::Maintenance("other"), false),
+            undo_patch(
+                &during,
+                Undoer::Maintenance {
+                    uid: "other",
+                    copy: None
+                },
+                false
+            ),
             None
         );
         assert_eq!(undone(&during, Undoer::Sweep, false), node());
-        // A new maintenance of the node takes the record over, keeping the prior state.
-        let patch = maintenance_patch(&during, "other", t(1)).unwrap();
+        // A new maintenance of the node never reuses the record: it makes its own from the
+        // node as it is, which is in maintenance already, so what it had before is unknown.
+        let patch = maintenance_patch(&during, "other", None, t(1)).unwrap();
         let RecordWrite::Set { record, .. } = patch.record else {
-            panic!("the record is taken over");
+            panic!("the record is replaced");
         };
         assert_eq!(record.maintenance, "other");
-        assert!(!record.cordoned);
+        assert!(record.prior_unknown);
     }
 
     #[test]
@@ -429,8 +376,8 @@ mod tests {
         n.taints = with_maintenance_taints(&n.taints, t(0));
         n.labels.insert(EXCLUDE_LABEL.into(), "true".into());
         assert!(
-            !record_of(&n, UID).cordoned,
-            "every mark was the operator's"
+            record_of(&n, UID).prior_unknown,
+            "what the node had before is unknown"
         );
         assert_eq!(undone(&n, Undoer::Sweep, false), node());
     }
@@ -438,7 +385,7 @@ mod tests {
     #[test]
     fn with_another_lease_holder_only_what_is_nmos_alone_goes() {
         let during = marked(&node());
-        let after = undone(&during, Undoer::Maintenance(UID), true);
+        let after = undone(&during, mine(), true);
         assert!(after.unschedulable, "the cordon serves the holder now");
         let keys: Vec<&str> = after.taints.iter().map(|t| t.key.as_str()).collect();
         assert_eq!(keys, ["foreign", UNSCHEDULABLE_TAINT_KEY]);

@@ -71,6 +71,7 @@ pub fn status_differs(a: &MaintenanceStatus, b: &MaintenanceStatus) -> bool {
         queue,
         // Stamped by each write, like `lastUpdate`.
         revision: _,
+        node_record,
     } = a;
     *phase != b.phase
         || *drain_progress != b.drain_progress
@@ -86,6 +87,7 @@ pub fn status_differs(a: &MaintenanceStatus, b: &MaintenanceStatus) -> bool {
         || *drain_deadline != b.drain_deadline
         || *drain_time_remaining != b.drain_time_remaining
         || *queue != b.queue
+        || *node_record != b.node_record
 }
 
 #[cfg(test)]

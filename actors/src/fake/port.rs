@@ -181,9 +181,13 @@ impl Cluster for FakeCluster {
                     )));
                 }
                 node.record = Some(record.clone());
+                node.unreadable_record = false;
                 node.annotated = true;
             }
-            RecordWrite::Remove => node.record = None,
+            RecordWrite::Remove => {
+                node.record = None;
+                node.unreadable_record = false;
+            }
         }
         node.resource_version = version;
         let node = node.clone();

@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::names::FINALIZER;
+use super::node::NodeRecord;
 
 /// Event reasons (wire compatible with NMO).
 pub mod reasons {
@@ -27,6 +28,19 @@ pub mod reasons {
     /// nmo addition: the maintenance waits for the cluster maintenance budget (on the
     /// NodeMaintenance). Its start is the usual [`BEGIN`].
     pub const QUEUED: &str = "QueuedMaintenance";
+    /// nmo addition (on the Node; Warning): nmo's record of the node's prior state was gone
+    /// mid-maintenance and was written again from the NodeMaintenance's copy.
+    pub const RECORD_MISSING: &str = "RecordMissing";
+    /// nmo addition (on the Node; Warning): the record's annotation was not a record; replaced.
+    pub const RECORD_UNREADABLE: &str = "RecordUnreadable";
+    /// nmo addition (on the Node; Warning): the record was another maintenance's; replaced.
+    pub const RECORD_FOREIGN: &str = "RecordForeign";
+    /// nmo addition (on the Node; Warning): the record said otherwise than the
+    /// NodeMaintenance's copy; written again from the copy.
+    pub const RECORD_ALTERED: &str = "RecordAltered";
+    /// nmo addition (on the Node; Warning): a node was undone without knowing what it had
+    /// before its maintenance: every mark of a maintenance was taken off.
+    pub const PRIOR_STATE_UNKNOWN: &str = "PriorStateUnknown";
 }
 
 /// Status condition types nmo adds to the NodeMaintenance status.
@@ -72,6 +86,18 @@ pub mod conditions {
     pub const WAITING_FOR_BUDGET: &str = "WaitingForBudget";
     /// Reason: the budget let the maintenance start.
     pub const STARTED: &str = "Started";
+    /// True once nmo recorded what the node had before this maintenance changed it (reason
+    /// [`RECORDED`], or [`RECORD_REPLACED`] when the record found on the node was another
+    /// maintenance's, unreadable, lost or altered, and was replaced); False with reason
+    /// [`PRIOR_STATE_UNKNOWN`] when the node was already in maintenance without a record.
+    pub const PRIOR_STATE_RECORDED: &str = "PriorStateRecorded";
+    /// Reason: the record was made from the node as it was.
+    pub const RECORDED: &str = "Recorded";
+    /// Reason: the record found on the node was not this maintenance's own, and was replaced.
+    pub const RECORD_REPLACED: &str = "RecordReplaced";
+    /// Reason: the node was already in maintenance, with no record, when this maintenance took
+    /// it over: its undo takes off every mark of a maintenance.
+    pub const PRIOR_STATE_UNKNOWN: &str = "PriorStateUnknown";
 }
 
 /// What happens when `spec.drainTimeout` passes before the drain finished.
@@ -255,6 +281,11 @@ pub struct MaintenanceStatus {
     /// write that arrives late, from a replica that lost its leadership meanwhile, fails
     /// instead of undoing a newer one. None on a status nmo never wrote.
     pub revision: Option<u64>,
+    /// `nodeRecord` (nmo addition): nmo's own copy of the record it keeps on the node of what
+    /// the node had before this maintenance first changed it (see [`NodeRecord`]). Only nmo
+    /// writes it: a record lost or altered on the node is written again from it, and the
+    /// undo follows it.
+    pub node_record: Option<NodeRecord>,
 }
 
 /// What a status write is conditional on: the status as its writer last saw it. The write

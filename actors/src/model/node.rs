@@ -54,8 +54,10 @@ pub struct NodeState {
     /// `metadata.resourceVersion`.
     pub resource_version: String,
     /// nmo's record of what the node had before maintenance ([`super::RECORD_ANNOTATION`]), if any
-    /// (an unreadable one counts as none).
+    /// (an unreadable one counts as none, see `unreadable_record`).
     pub record: Option<NodeRecord>,
+    /// The record's annotation is there but is not a record (garbled, or written by hand).
+    pub unreadable_record: bool,
     /// The node has an annotation map at all (a JSON patch can only add a member to a map
     /// that exists).
     pub annotated: bool,
@@ -66,7 +68,10 @@ pub struct NodeState {
 /// Written on the Node, in the same JSON patch that makes the first change, so there is no
 /// moment when the node is changed and the record missing (a crash can lose neither), and it
 /// outlives its NodeMaintenance, so the orphan sweep can follow it when the NodeMaintenance
-/// was removed behind nmo's back. Undo puts back exactly this and removes the record.
+/// was removed behind nmo's back. A copy that only nmo writes is kept in the NodeMaintenance's
+/// status (`status.nodeRecord`): while the NodeMaintenance exists, that copy is what a lost or
+/// altered record is written again from and what the undo follows. Undo puts back exactly
+/// this and removes the record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeRecord {
@@ -80,6 +85,11 @@ pub struct NodeRecord {
     pub unschedulable_taint: bool,
     /// The exclude-from-remediation label was already `true`.
     pub label: bool,
+    /// What the node had before is not known: the node was already in maintenance, with no
+    /// record, when this maintenance took it over (from the Go operator, say). Its undo takes
+    /// off every mark of a maintenance, as the Go operator's does; the flags above say nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub prior_unknown: bool,
 }
 
 impl NodeRecord {

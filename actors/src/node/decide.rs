@@ -8,6 +8,7 @@ use super::errors::{LeaseError, ReconcileError};
 use super::messages::WatchKind;
 use super::ops::ReconcileOutcome;
 use super::stage::{Failure, Stage};
+use crate::decisions::RecordFinding;
 use crate::model::{Lease, Maintenance, NodeState};
 
 /// An operation for the op runner.
@@ -121,6 +122,8 @@ pub(super) enum AfterReconcile {
         node: NodeState,
         /// Our lease.
         lease: Lease,
+        /// What was wrong with the record found on the node, and replaced.
+        finding: Option<RecordFinding>,
     },
     /// The node does not exist: fail (the error says so).
     NodeMissing(ReconcileError),
@@ -149,7 +152,15 @@ pub(super) fn after_reconcile(
     lease_held_once: bool,
 ) -> AfterReconcile {
     match outcome {
-        Ok(ReconcileOutcome::Ready { node, lease }) => AfterReconcile::Ready { node, lease },
+        Ok(ReconcileOutcome::Ready {
+            node,
+            lease,
+            finding,
+        }) => AfterReconcile::Ready {
+            node,
+            lease,
+            finding,
+        },
         Ok(ReconcileOutcome::Gone) => AfterReconcile::Gone,
         Ok(ReconcileOutcome::Skipped) => AfterReconcile::Nothing,
         Err(ReconcileError::Lease(err)) if lease_held_once => AfterReconcile::LeaseFailed(err),

@@ -110,6 +110,7 @@ impl NodeActorState {
                         lease: self.lease.surely_ours(tokio::time::Instant::now()),
                     },
                     finalizers: self.nm.finalizers.clone(),
+                    record: self.status.wanted.node_record.clone(),
                 };
                 self.ops.run(
                     &mut self.tasks,
@@ -139,6 +140,7 @@ impl NodeActorState {
             known_daemonsets: self.daemonsets.clone(),
             node: self.watches.seen_node(),
             first_pods: first_time.then(|| self.watches.first_pods()),
+            record: self.status.wanted.node_record.clone(),
         };
         let span = tracing::info_span!(parent: &self.work_span(), "reconcile");
         let ctx = self.ctx.clone();

@@ -12,9 +12,9 @@ use chrono::{DateTime, Utc};
 use super::blocked;
 use super::errors::{DrainError, LeaseLost};
 use super::pending::{PendingPod, PendingReason, PodReason};
-use crate::decisions;
+use crate::decisions::{self, RecordFinding};
 use crate::diagnosis::Blocker;
-use crate::model::{MaintenanceStatus, Phase, PodRef, conditions};
+use crate::model::{MaintenanceStatus, NodeState, Phase, PodRef, conditions};
 
 /// Pod counts taken the first time a maintenance runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -115,6 +115,60 @@ pub(super) fn undo_due(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
         false,
         conditions::UNDO_DUE,
         "the node changes of this maintenance are being undone",
+        now,
+    );
+}
+
+/// The node is in maintenance with `node`'s record of its prior state (the maintenance's own,
+/// uid `uid`): its copy goes into the status, and the condition says what is known of the
+/// node's prior state, and what was replaced on the way (`finding`, said once it happens).
+pub(super) fn recorded(
+    status: &mut MaintenanceStatus,
+    node: &NodeState,
+    uid: &str,
+    finding: Option<RecordFinding>,
+    now: DateTime<Utc>,
+) {
+    let Some(record) = node.record.as_ref().filter(|r| r.maintenance == uid) else {
+        return;
+    };
+    status.node_record = Some(record.clone());
+    let said = decisions::condition(status, conditions::PRIOR_STATE_RECORDED).is_some();
+    let (known, reason, message) = if record.prior_unknown {
+        let message = format!(
+            "node {} was already in maintenance, with no record of what it had before: its \
+             undo takes off every mark of a maintenance (both taints, the cordon, the label), \
+             as the Go operator's does",
+            node.name
+        );
+        (false, conditions::PRIOR_STATE_UNKNOWN, message)
+    } else if let Some(found) = &finding {
+        let message = format!(
+            "on node {}, {}: replaced; the undo restores what this maintenance recorded",
+            node.name,
+            found.describe()
+        );
+        (true, conditions::RECORD_REPLACED, message)
+    } else if said {
+        return;
+    } else {
+        let message = format!(
+            "what node {} had before this maintenance is recorded: cordoned {}, drain taint {}, \
+             unschedulable taint {}, exclude-from-remediation label {}",
+            node.name,
+            record.cordoned,
+            record.drain_taint,
+            record.unschedulable_taint,
+            record.label
+        );
+        (true, conditions::RECORDED, message)
+    };
+    decisions::set_condition(
+        &mut status.conditions,
+        conditions::PRIOR_STATE_RECORDED,
+        known,
+        reason,
+        &message,
         now,
     );
 }

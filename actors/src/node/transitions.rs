@@ -123,8 +123,20 @@ impl NodeActorState {
         }
         let sent = self.reconcile_sent.take();
         match decide::after_reconcile(done.outcome, self.lease.held_once()) {
-            AfterReconcile::Ready { node, lease } => {
+            AfterReconcile::Ready {
+                node,
+                lease,
+                finding,
+            } => {
                 self.step_succeeded();
+                let now = self.now();
+                status::recorded(
+                    &mut self.status.wanted,
+                    &node,
+                    &self.ctx.nm_uid,
+                    finding,
+                    now,
+                );
                 self.ready(myself, &node, &lease, sent);
             }
             AfterReconcile::NodeMissing(error) => {
@@ -373,7 +385,13 @@ impl NodeActorState {
     pub(super) fn on_node_changed(&mut self, myself: &ActorRef<NodeMsg>, node: Option<NodeState>) {
         if let Some(node) = node
             && self.stage.guards_node()
-            && decisions::maintenance_patch(&node, &self.ctx.nm_uid, self.now()).is_some()
+            && decisions::maintenance_patch(
+                &node,
+                &self.ctx.nm_uid,
+                self.status.wanted.node_record.as_ref(),
+                self.now(),
+            )
+            .is_some()
         {
             self.span
                 .in_scope(|| tracing::info!("node changed under maintenance, repairing"));

@@ -138,6 +138,7 @@ async fn a_node_cordoned_before_the_maintenance_stays_cordoned_after_it_even_acr
             drain_taint: false,
             unschedulable_taint: true,
             label: true,
+            prior_unknown: false,
         }),
         "what was there before is recorded on the node"
     );

@@ -42,6 +42,7 @@ async fn a_late_reconcile_result_does_not_revive_a_failed_maintenance() {
     let ready = ReconcileOutcome::Ready {
         node: cluster.node("n1").unwrap(),
         lease: Lease::test("n1", LEASE_HOLDER),
+        finding: None,
     };
     node_actor(&h).cast(late(None, ready)).unwrap();
     tokio::time::sleep(Duration::from_secs(60)).await;

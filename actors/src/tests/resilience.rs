@@ -113,6 +113,7 @@ async fn orphaned_nodes_and_leases_are_given_back_and_nothing_else() {
         drain_taint: false,
         unschedulable_taint: true,
         label: false,
+        prior_unknown: false,
     });
     cluster.set_node(n1);
     cluster.put_lease(Lease::test("n1", LEASE_HOLDER).renewed(t0(), 3600));

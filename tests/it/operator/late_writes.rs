@@ -106,7 +106,7 @@ async fn a_node_patch_lands_only_on_the_node_its_writer_read(backend: Backend) {
         .expect("a read")
         .expect("the node");
     let cordon = |read: &nmo_actors::model::NodeState| {
-        nmo_actors::decisions::maintenance_patch(read, "uid-nm-0", chrono::Utc::now())
+        nmo_actors::decisions::maintenance_patch(read, "uid-nm-0", None, chrono::Utc::now())
             .expect("a patch")
     };
     let stale = cordon(&read);

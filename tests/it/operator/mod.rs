@@ -14,6 +14,7 @@ mod late_writes;
 mod leader;
 mod lease;
 mod pdb;
+mod prior_state;
 mod rbac;
 mod restart;
 mod safety;

@@ -14,8 +14,11 @@ use tracing::Instrument;
 use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
 use super::drain_pass::{DaemonSets, classify_all};
 use super::lease_calls::acquire_lease;
-use crate::decisions;
-use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodList, PodRef, reasons};
+use crate::decisions::{self, RecordFinding};
+use crate::model::{
+    Event, EventTarget, EventType, Lease, Maintenance, NodeRecord, NodeState, Phase, PodList,
+    PodRef, reasons,
+};
 use crate::node::errors::ReconcileError;
 use crate::node::seen::{Seen, SeenNode, first_seen};
 use crate::node::status::InitialCounts;
@@ -36,6 +39,8 @@ pub(crate) struct ReconcileInput {
     pub node: SeenNode,
     /// The pod watch's first list (when `first_time`): the first counts without a LIST.
     pub first_pods: Option<Seen<PodList>>,
+    /// The maintenance's own copy of its record of the node (from its status).
+    pub record: Option<NodeRecord>,
 }
 
 /// How long a reconcile waits for a watch's first delivery before asking the API itself
@@ -66,6 +71,9 @@ pub enum ReconcileOutcome {
         node: NodeState,
         /// Our lease.
         lease: Lease,
+        /// What was wrong with the record of the node's prior state found on it, and
+        /// replaced (an event on the node said so).
+        finding: Option<RecordFinding>,
     },
     /// The NodeMaintenance does not exist any more.
     Gone,
@@ -108,6 +116,7 @@ async fn steps(
         let stop = nm.deleting || phase == Some(Phase::Failed);
         input.finalizers = nm.finalizers.clone();
         input.first_time = nm.status.as_ref().is_none_or(crate::fleet::awaiting_start);
+        input.record = nm.status.as_ref().and_then(|s| s.node_record.clone());
         done.fresh = Some(nm);
         if stop {
             return Ok(ReconcileOutcome::Skipped);
@@ -157,8 +166,12 @@ async fn steps(
         // Deleted while we were on the way: never cordon for a deleted maintenance.
         return Ok(ReconcileOutcome::Skipped);
     }
-    let node = label_taint_cordon(ctx, node).await?;
-    Ok(ReconcileOutcome::Ready { node, lease })
+    let (node, finding) = label_taint_cordon(ctx, node, input.record.as_ref()).await?;
+    Ok(ReconcileOutcome::Ready {
+        node,
+        lease,
+        finding,
+    })
 }
 
 /// The first counts: every pod on the node (as the pod watch first listed them, or listed
@@ -194,23 +207,43 @@ async fn count_pods(
     })
 }
 
-/// Puts the node into maintenance (one patch, retried from a fresh read on a race).
-async fn label_taint_cordon(ctx: &OpCtx, node: NodeState) -> Result<NodeState, ReconcileError> {
+/// Puts the node into maintenance (one patch, retried from a fresh read on a race), with the
+/// record of its prior state `record` (the maintenance's copy) says, or a new one (see
+/// [`decisions::claim`]). A record found on the node that was not the maintenance's own, and was
+/// replaced, is said in a Warning event on the node and returned.
+async fn label_taint_cordon(
+    ctx: &OpCtx,
+    node: NodeState,
+    record: Option<&NodeRecord>,
+) -> Result<(NodeState, Option<RecordFinding>), ReconcileError> {
     let now = ctx.config.now();
     let span = tracing::info_span!(
         "label_taint_cordon",
         nmo.patched = tracing::field::Empty,
         otel.status_code = tracing::field::Empty,
     );
-    let patched = patch_until_settled(ctx, node, |n| {
-        decisions::maintenance_patch(n, &ctx.nm_uid, now)
-    })
-    .instrument(span.clone())
-    .await;
+    // What the patch that went through found of the record (the build runs once per try).
+    let finding = std::sync::Mutex::new(None);
+    let build = |n: &NodeState| {
+        let claim = decisions::claim(n, &ctx.nm_uid, record);
+        *finding.lock().unwrap_or_else(|e| e.into_inner()) = claim.finding;
+        decisions::maintenance_patch(n, &ctx.nm_uid, record, now)
+    };
+    let patched = patch_until_settled(ctx, node, build)
+        .instrument(span.clone())
+        .await;
     match patched {
         Ok((node, changed)) => {
             span.record("nmo.patched", changed);
-            Ok(node)
+            let finding = finding
+                .into_inner()
+                .unwrap_or_else(|e| e.into_inner())
+                .filter(|_| changed);
+            if let Some(found) = &finding {
+                span.in_scope(|| tracing::warn!(finding = %found.describe(), "record of the node's prior state replaced"));
+                emit(&ctx.cluster, record_event(ctx, &node, found)).await;
+            }
+            Ok((node, finding))
         }
         Err(err) => {
             span.record("otel.status_code", "ERROR");
@@ -219,5 +252,31 @@ async fn label_taint_cordon(ctx: &OpCtx, node: NodeState) -> Result<NodeState, R
             );
             Err(ReconcileError::Cordon(err))
         }
+    }
+}
+
+/// The Warning event on the node that says a record of its prior state was replaced.
+fn record_event(ctx: &OpCtx, node: &NodeState, found: &RecordFinding) -> Event {
+    let written = match found {
+        RecordFinding::Missing | RecordFinding::Altered => {
+            "written again from the NodeMaintenance's own copy"
+        }
+        RecordFinding::Unreadable | RecordFinding::Foreign(_) => {
+            "replaced by a new one, made from the node as it is"
+        }
+    };
+    Event {
+        target: EventTarget::Node {
+            name: ctx.node_name.clone(),
+            uid: node.uid.clone(),
+        },
+        type_: EventType::Warning,
+        reason: found.reason().to_string(),
+        message: format!(
+            "Node maintenance {} of node {}: {}; {written}",
+            ctx.nm_name,
+            ctx.node_name,
+            found.describe()
+        ),
     }
 }

@@ -5,8 +5,10 @@ use tracing::Instrument;
 
 use super::ctx::{OpCtx, emit, nm_event, patch_until_settled};
 use super::lease_calls::release_lease;
-use crate::decisions::{self, Undoer};
-use crate::model::{Event, EventTarget, EventType, Lease, NodeState, reasons};
+use std::sync::atomic::Ordering;
+
+use crate::decisions::{self, Restore, Undoer};
+use crate::model::{Event, EventTarget, EventType, Lease, NodeRecord, NodeState, reasons};
 use crate::node::errors::{ReleaseError, UndoError};
 
 /// What an undo starts from, as the actor last saw it.
@@ -19,6 +21,9 @@ pub(crate) struct UndoInput {
     /// The NodeMaintenance's finalizers as last seen (removed from without a read while
     /// current).
     pub finalizers: Vec<String>,
+    /// The maintenance's own copy of its record of the node (from its status): what the undo
+    /// follows, whatever the node's record says now.
+    pub record: Option<NodeRecord>,
 }
 
 /// What a node actor knows of the node and its lease, so the undo need not read them again.
@@ -35,7 +40,11 @@ pub(crate) struct Known {
 /// `finalizer`, also removes the finalizer and says so (deletion). Never adds anything.
 pub(crate) async fn undo(ctx: OpCtx, input: UndoInput) -> Result<(), UndoError> {
     let finalizer = input.finalizer;
-    restore(&ctx, Undoer::Maintenance(&ctx.nm_uid), input.known).await?;
+    let undoer = Undoer::Maintenance {
+        uid: &ctx.nm_uid,
+        copy: input.record.as_ref(),
+    };
+    restore(&ctx, undoer, input.known).await?;
     if finalizer {
         ctx.cluster
             .remove_finalizer(&ctx.nm_name, &ctx.nm_uid, &input.finalizers)
@@ -104,24 +113,44 @@ pub(crate) async fn restore(
     if let Some(node) = node {
         let uid = node.uid.clone();
         let was_cordoned = node.unschedulable;
-        let (written, patched) = patch_until_settled(ctx, node, |n| {
+        // Whether the patch that went through knew what the node had before.
+        let unknown = std::sync::atomic::AtomicBool::new(false);
+        let build = |n: &NodeState| {
+            let restore = decisions::restore(n, undoer);
+            unknown.store(restore == Some(Restore::Unknown), Ordering::Relaxed);
             decisions::undo_patch(n, undoer, foreign_holder)
-        })
-        .instrument(tracing::info_span!("uncordon"))
-        .await
-        .map_err(UndoError::Uncordon)?;
-        if patched && was_cordoned && !written.unschedulable {
+        };
+        let (written, patched) = patch_until_settled(ctx, node, build)
+            .instrument(tracing::info_span!("uncordon"))
+            .await
+            .map_err(UndoError::Uncordon)?;
+        let event = |type_, reason: &str, message: String| Event {
+            target: EventTarget::Node {
+                name: ctx.node_name.clone(),
+                uid: uid.clone(),
+            },
+            type_,
+            reason: reason.to_string(),
+            message,
+        };
+        if patched && unknown.load(Ordering::Relaxed) {
+            let message = format!(
+                "What node {} had before its maintenance is not known (it was already in \
+                 maintenance, with no record of it, when nmo took it over): every mark of a \
+                 maintenance was taken off, as the Go operator's undo does",
+                ctx.node_name
+            );
             emit(
                 &ctx.cluster,
-                Event {
-                    target: EventTarget::Node {
-                        name: ctx.node_name.clone(),
-                        uid,
-                    },
-                    type_: EventType::Normal,
-                    reason: reasons::UNCORDON.to_string(),
-                    message: format!("Uncordon node {}", ctx.node_name),
-                },
+                event(EventType::Warning, reasons::PRIOR_STATE_UNKNOWN, message),
+            )
+            .await;
+        }
+        if patched && was_cordoned && !written.unschedulable {
+            let message = format!("Uncordon node {}", ctx.node_name);
+            emit(
+                &ctx.cluster,
+                event(EventType::Normal, reasons::UNCORDON, message),
             )
             .await;
         }
