@@ -12,8 +12,9 @@ pub use node::{
     with_maintenance_taints, without_maintenance_taints,
 };
 pub use node_lease::{
-    LeaseAction, LeaseFailure, MAX_LEASE_ERRORS, eviction_pause_margin, held_by_other,
-    lease_expiry, lease_failure, lease_is_ours, lease_name, lease_valid, plan_lease,
+    LeaseAction, LeaseFailure, MAX_CLOCK_SKEW, MAX_LEASE_ERRORS, eviction_pause_margin,
+    held_by_other, lease_expiry, lease_failure, lease_is_ours, lease_name, lease_valid, plan_lease,
+    renewed_bogusly_ahead,
 };
 pub use pods::{PodAction, SkipReason, classify, daemonset_of, progress};
 pub use record::{Claim, PriorState, RecordFinding, Restore, Undoer, claim, record_of, restore};

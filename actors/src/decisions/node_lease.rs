@@ -12,13 +12,37 @@ pub fn lease_name(node: &str) -> String {
     format!("node-{node}")
 }
 
-/// A lease is valid while `renewTime + leaseDurationSeconds >= now` and renewTime is not in the
-/// future. A lease without renewTime or duration is not valid.
+/// The most a lease's `renewTime` may be ahead of nmo's clock and still count as a renewal
+/// (its holder's clock runs ahead of nmo's): the lease's own duration, at most this.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(3600);
+
+/// How far ahead of `now` a lease's `renewTime` may be and still count as renewed: the lease's
+/// own duration, at most [`MAX_CLOCK_SKEW`].
+fn skew_tolerance(seconds: i32) -> chrono::Duration {
+    let max = i64::try_from(MAX_CLOCK_SKEW.as_secs()).unwrap_or(i64::MAX);
+    chrono::Duration::seconds(i64::from(seconds).clamp(0, max))
+}
+
+/// A lease is valid while `renewTime + leaseDurationSeconds >= now`. A `renewTime` ahead of
+/// nmo's clock is its holder's clock running ahead (skew): valid up to the lease's own
+/// duration ahead (at most [`MAX_CLOCK_SKEW`]); further ahead it is bogus, and the lease is
+/// not valid (see [`renewed_bogusly_ahead`]). (medik8s/common takes any renewTime in the
+/// future as invalid, so a holder whose clock is a second ahead would lose its lease.) A lease
+/// without renewTime or duration is not valid.
 pub fn lease_valid(lease: &Lease, now: DateTime<Utc>) -> bool {
     let (Some(renew), Some(seconds)) = (lease.renew_time, lease.lease_duration_seconds) else {
         return false;
     };
-    renew <= now && renew + chrono::Duration::seconds(i64::from(seconds)) >= now
+    renew <= now + skew_tolerance(seconds)
+        && renew + chrono::Duration::seconds(i64::from(seconds)) >= now
+}
+
+/// How far ahead of `now` the lease's `renewTime` is, when it is further ahead than clock skew
+/// explains (more than the lease's own duration, or [`MAX_CLOCK_SKEW`]): a bogus value, which
+/// nmo does not respect (and says so).
+pub fn renewed_bogusly_ahead(lease: &Lease, now: DateTime<Utc>) -> Option<Duration> {
+    let (renew, seconds) = (lease.renew_time?, lease.lease_duration_seconds?);
+    (renew > now + skew_tolerance(seconds)).then(|| (renew - now).to_std().unwrap_or_default())
 }
 
 /// When a lease stops being valid (None if it never was).
@@ -34,6 +58,16 @@ pub enum LeaseAction {
     Create(Lease),
     /// Write this one (renewal of ours, or take-over of an expired one).
     Update(Lease),
+    /// Take over another holder's lease whose `renewTime` is further ahead of nmo's clock
+    /// than clock skew explains (see [`renewed_bogusly_ahead`]): write this one, and say so.
+    TakeOverBogus {
+        /// The lease to write.
+        lease: Lease,
+        /// The holder identity ("unknown" if unset).
+        holder: String,
+        /// How far ahead of nmo's clock its `renewTime` was.
+        ahead: Duration,
+    },
     /// Someone else holds a valid lease: hands off.
     HeldByOther {
         /// The holder identity ("unknown" if unset).
@@ -85,7 +119,17 @@ pub fn plan_lease(
     next.holder_identity = Some(LEASE_HOLDER.to_string());
     next.lease_duration_seconds = Some(seconds);
     next.renew_time = Some(now);
-    LeaseAction::Update(next)
+    match renewed_bogusly_ahead(lease, now).filter(|_| !ours) {
+        Some(ahead) => LeaseAction::TakeOverBogus {
+            lease: next,
+            holder: lease
+                .holder_identity
+                .clone()
+                .unwrap_or_else(|| "unknown".to_string()),
+            ahead,
+        },
+        None => LeaseAction::Update(next),
+    }
 }
 
 /// The holder of `lease` when it is someone else's and still valid (as [`plan_lease`] judges
@@ -93,7 +137,8 @@ pub fn plan_lease(
 pub fn held_by_other(lease: &Lease, now: DateTime<Utc>, duration: Duration) -> Option<String> {
     match plan_lease(Some(lease), &lease.namespace, "", now, duration) {
         LeaseAction::HeldByOther { holder, .. } => Some(holder),
-        LeaseAction::Create(_) | LeaseAction::Update(_) => None,
+        // A renewTime bogusly far ahead is no hold: nmo takes such a lease over.
+        LeaseAction::Create(_) | LeaseAction::Update(_) | LeaseAction::TakeOverBogus { .. } => None,
     }
 }
 
@@ -154,13 +199,56 @@ mod tests {
         assert!(lease_valid(&l, t(0)));
         assert!(lease_valid(&l, t(3600)));
         assert!(!lease_valid(&l, t(3601)));
-        assert!(
-            !lease_valid(&l, t(-1)),
-            "renewTime in the future is invalid"
-        );
         let mut no_renew = l.clone();
         no_renew.renew_time = None;
         assert!(!lease_valid(&no_renew, t(0)));
+    }
+
+    #[test]
+    fn a_renewal_ahead_of_our_clock_by_up_to_the_lease_duration_is_clock_skew() {
+        let l = lease("node-healthcheck", 0, 0);
+        for behind in [1, 30, 3600] {
+            assert!(
+                lease_valid(&l, t(-behind)),
+                "nmo's clock {behind} s behind the holder's: still held"
+            );
+            assert_eq!(renewed_bogusly_ahead(&l, t(-behind)), None);
+        }
+        assert!(!lease_valid(&l, t(-3601)), "further ahead is bogus");
+        assert_eq!(
+            renewed_bogusly_ahead(&l, t(-7200)),
+            Some(Duration::from_secs(7200))
+        );
+        // A short lease tolerates as much skew as it lasts.
+        let short = Lease::test("n1", "x").renewed(t(0), 15);
+        assert!(lease_valid(&short, t(-15)));
+        assert!(!lease_valid(&short, t(-16)));
+        // A lease for ever tolerates an hour.
+        let long = Lease::test("n1", "x").renewed(t(0), i32::MAX);
+        assert!(lease_valid(&long, t(-3600)));
+        assert!(!lease_valid(&long, t(-3601)));
+    }
+
+    #[test]
+    fn a_foreign_lease_renewed_bogusly_far_ahead_is_taken_over_and_said() {
+        let d = Duration::from_secs(3600);
+        let l = lease("node-healthcheck", 10_000, 2);
+        let LeaseAction::TakeOverBogus {
+            lease: next,
+            holder,
+            ahead,
+        } = plan_lease(Some(&l), "ns", "n1", t(0), d)
+        else {
+            panic!("expected a take-over of a bogus lease");
+        };
+        assert_eq!(holder, "node-healthcheck");
+        assert_eq!(ahead, Duration::from_secs(10_000));
+        assert_eq!(next.holder_identity.as_deref(), Some(LEASE_HOLDER));
+        assert_eq!(next.lease_transitions, Some(3));
+        assert!(matches!(
+            plan_lease(Some(&lease("node-healthcheck", 60, 2)), "ns", "n1", t(0), d),
+            LeaseAction::HeldByOther { .. }
+        ));
     }
 
     #[test]

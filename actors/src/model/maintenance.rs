@@ -41,6 +41,9 @@ pub mod reasons {
     /// nmo addition (on the Node; Warning): a node was undone without knowing what it had
     /// before its maintenance: every mark of a maintenance was taken off.
     pub const PRIOR_STATE_UNKNOWN: &str = "PriorStateUnknown";
+    /// nmo addition (on the NodeMaintenance; Warning): another holder's node lease was renewed
+    /// further ahead of nmo's clock than clock skew explains, and was taken over as expired.
+    pub const BOGUS_LEASE: &str = "BogusLeaseRenewTime";
 }
 
 /// Status condition types nmo adds to the NodeMaintenance status.

@@ -9,6 +9,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use super::blocked::{self, Blockage, Change};
+use super::drain_deadline::DrainDeadline;
 use super::errors::DrainError;
 use super::ops::{DaemonSets, DrainPass, classify_known};
 use super::pending::{PendingPod, PendingReason, PodReason};
@@ -17,7 +18,6 @@ use crate::decisions::PodAction;
 use crate::diagnosis::Blocker;
 use crate::eviction::{EvictionReply, EvictionReport};
 use crate::model::{MaintenanceStatus, PodInfo, PodList, PodRef};
-use crate::task::TaskSlot;
 
 /// The hasher of the sets a drain pass fills and looks up for each pod: foldhash, not std's
 /// SipHash, whose hashing of pod names was most of a pass's time at b2000. The names come from
@@ -79,10 +79,8 @@ pub(super) struct Drain {
     began: Instant,
     /// Whether (and since when, by what) the drain is blocked.
     blockage: Blockage,
-    /// When `spec.drainTimeout` passes, if set.
-    pub(super) deadline: Option<DateTime<Utc>>,
-    /// The timer that fires at the deadline (aborted with the drain).
-    pub(super) deadline_timer: TaskSlot,
+    /// When `spec.drainTimeout` passes, if set (its timer is aborted with the drain).
+    pub(super) deadline: Option<DrainDeadline>,
 }
 
 impl Drain {
@@ -109,7 +107,6 @@ impl Drain {
             began: Instant::now(),
             blockage: Blockage::default(),
             deadline: None,
-            deadline_timer: TaskSlot::default(),
         }
     }
 

@@ -1,9 +1,63 @@
-//! The opt-in drain deadline (`spec.drainTimeout`), pure: when it falls, how much time is left
-//! in words, and how a Go duration is written.
+//! The opt-in drain deadline (`spec.drainTimeout`): when it falls, how much time is left in
+//! words, how a Go duration is written, and the armed deadline of a drain under way
+//! ([`DrainDeadline`]).
 
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use ractor::ActorRef;
+use tokio::time::Instant;
+
+use super::messages::NodeMsg;
+use crate::task::TaskSlot;
+
+/// The deadline of a drain under way, on two clocks: the wall clock says when it falls (what
+/// the status shows, and what a restarted actor computes it from: `drainStartTime` plus
+/// `drainTimeout`), the monotonic clock decides when it has passed, so that a step of the wall
+/// clock (NTP correcting it, say) neither fails a drain early nor holds it past its time.
+#[derive(Debug)]
+pub(super) struct DrainDeadline {
+    wall: DateTime<Utc>,
+    at: Instant,
+    /// Fires [`NodeMsg::DrainDeadline`] at `at` (aborted with the deadline).
+    timer: TaskSlot,
+}
+
+impl DrainDeadline {
+    /// The deadline that falls at `due` by the wall clock, which reads `now`; the actor hears
+    /// of it through `myself`.
+    pub(super) fn arm(due: DateTime<Utc>, now: DateTime<Utc>, myself: &ActorRef<NodeMsg>) -> Self {
+        let after = left(due, now);
+        let mut timer = TaskSlot::default();
+        timer.set(myself.send_after(after, || NodeMsg::DrainDeadline));
+        DrainDeadline {
+            wall: due,
+            at: Instant::now() + after,
+            timer,
+        }
+    }
+
+    /// When it falls, by the wall clock.
+    pub(super) fn wall(&self) -> DateTime<Utc> {
+        self.wall
+    }
+
+    /// How long until it falls, by the monotonic clock (zero once passed).
+    pub(super) fn left(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    /// Whether it has passed, by the monotonic clock.
+    pub(super) fn passed(&self) -> bool {
+        Instant::now() >= self.at
+    }
+}
+
+impl Drop for DrainDeadline {
+    fn drop(&mut self) {
+        self.timer.clear();
+    }
+}
 
 /// When the drain that began at `start` must be done, for a timeout of `timeout`.
 pub(super) fn deadline(start: DateTime<Utc>, timeout: Duration) -> DateTime<Utc> {

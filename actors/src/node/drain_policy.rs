@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use ractor::ActorRef;
 
-use super::drain_deadline::{deadline, go_duration, left, remaining_text};
+use super::drain_deadline::{DrainDeadline, deadline, go_duration, remaining_text};
 use super::messages::NodeMsg;
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
@@ -16,6 +16,8 @@ use crate::model::{EventType, OnDrainTimeout, reasons};
 impl NodeActorState {
     /// (Re)computes the deadline of the drain under way from `status.drainStartTime` and
     /// `spec.drainTimeout` (after a restart too), and sets its timer. No timeout: no deadline.
+    /// The wall clock is read once, here: from then on the monotonic clock times it (see
+    /// [`DrainDeadline`]).
     pub(super) fn arm_deadline(&mut self, myself: &ActorRef<NodeMsg>) {
         let now = self.now();
         let timeout = self.nm.drain_policy.timeout;
@@ -23,30 +25,25 @@ impl NodeActorState {
         let Some(drain) = self.stage.drain_mut() else {
             return;
         };
-        drain.deadline_timer.clear();
-        drain.deadline = timeout.map(|t| deadline(start, t));
-        self.status.wanted.drain_deadline = drain.deadline;
-        self.status.wanted.drain_time_remaining = None;
-        if let Some(due) = drain.deadline {
-            let after = left(due, now);
-            self.status.wanted.drain_time_remaining = Some(remaining_text(after));
-            drain
-                .deadline_timer
-                .set(myself.send_after(after, || NodeMsg::DrainDeadline));
-        }
+        drain.deadline = timeout.map(|t| DrainDeadline::arm(deadline(start, t), now, myself));
+        self.status.wanted.drain_deadline = drain.deadline.as_ref().map(DrainDeadline::wall);
+        self.status.wanted.drain_time_remaining = drain
+            .deadline
+            .as_ref()
+            .map(|due| remaining_text(due.left()));
     }
 
     /// Looks at the deadline: passed, the drain stops (true); else the time left in the status
     /// is refreshed.
     pub(super) fn check_deadline(&mut self, myself: &ActorRef<NodeMsg>) -> bool {
-        let now = self.now();
-        let Some(due) = self.stage.drain().and_then(|d| d.deadline) else {
+        let Some(due) = self.stage.drain().and_then(|d| d.deadline.as_ref()) else {
             return false;
         };
-        if now < due {
-            self.status.wanted.drain_time_remaining = Some(remaining_text(left(due, now)));
+        if !due.passed() {
+            self.status.wanted.drain_time_remaining = Some(remaining_text(due.left()));
             return false;
         }
+        let now = self.now();
         self.time_out(myself, now);
         true
     }

@@ -281,3 +281,59 @@ async fn a_held_drain_restarted_after_a_crash_keeps_its_pending_pods() {
     assert_in_maintenance(&cluster, "n1");
     h.stop().await;
 }
+
+/// A wall clock that can be stepped, as NTP steps a machine's clock: tokio's time plus an
+/// offset the test sets.
+#[derive(Clone)]
+struct SteppedClock {
+    base: crate::config::TokioClock,
+    offset: Arc<std::sync::Mutex<chrono::Duration>>,
+}
+
+impl crate::config::Clock for SteppedClock {
+    fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        let offset = *self.offset.lock().unwrap_or_else(|e| e.into_inner());
+        self.base.now() + offset
+    }
+}
+
+/// The drain deadline is timed on the monotonic clock: a step of the wall clock an hour
+/// forward, ten seconds into a drain of ten minutes, neither fails it early, nor keeps it
+/// from failing when its ten minutes are up.
+#[tokio::test(start_paused = true)]
+async fn a_step_of_the_wall_clock_does_not_move_the_drain_deadline() {
+    let cluster = web_cluster(&["n1"], 1);
+    cluster.put_watched_pdb(structural_pdb());
+    let offset = Arc::new(std::sync::Mutex::new(chrono::Duration::zero()));
+    let clock = SteppedClock {
+        base: crate::config::TokioClock::starting_at(t0()),
+        offset: offset.clone(),
+    };
+    let h = Harness::paused(&cluster, |c| c.clock = Arc::new(clock)).await;
+    cluster.create(
+        Maintenance::test("nm1")
+            .on("n1")
+            .with_drain_timeout(Duration::from_secs(600), OnDrainTimeout::Hold),
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || cluster
+            .status("nm1")
+            .drain_deadline
+            .is_some())
+        .await
+    );
+    *offset.lock().unwrap() = chrono::Duration::hours(1);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(
+        phase(&cluster, "nm1"),
+        Some(Phase::Running),
+        "failed early: {:?}",
+        cluster.status("nm1").last_error
+    );
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(600))
+            .await,
+        "failed once its ten minutes were up"
+    );
+    h.stop().await;
+}

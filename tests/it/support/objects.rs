@@ -291,6 +291,20 @@ impl TestEnv {
     /// Creates the node lease as another medik8s operator would hold it, renewed `renewed_ago`
     /// before now.
     pub async fn create_foreign_lease(&self, node: &str, holder: &str, renewed_ago: Duration) {
+        let renewed =
+            chrono::Utc::now() - chrono::Duration::from_std(renewed_ago).expect("a small duration");
+        self.create_foreign_lease_renewed(node, holder, renewed)
+            .await;
+    }
+
+    /// Creates the node lease as another medik8s operator would hold it (for an hour), renewed
+    /// at `renewed` by its clock (ahead of this one's, if in the future).
+    pub async fn create_foreign_lease_renewed(
+        &self,
+        node: &str,
+        holder: &str,
+        renewed: chrono::DateTime<chrono::Utc>,
+    ) {
         let namespaces = Api::<Namespace>::all(self.admin.clone());
         if namespaces
             .get_opt(LEASE_NAMESPACE)
@@ -300,8 +314,6 @@ impl TestEnv {
         {
             self.create_namespace(LEASE_NAMESPACE).await;
         }
-        let renewed =
-            chrono::Utc::now() - chrono::Duration::from_std(renewed_ago).expect("a small duration");
         let renewed = renewed.format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
         let lease = serde_json::from_value(json!({
             "apiVersion": "coordination.k8s.io/v1",

@@ -2,9 +2,9 @@
 
 use tracing::Instrument;
 
-use super::ctx::{CONFLICT_RETRIES, OpCtx};
+use super::ctx::{CONFLICT_RETRIES, OpCtx, emit, nm_event};
 use crate::decisions::{self, LeaseAction};
-use crate::model::{Lease, NodeOwner};
+use crate::model::{EventType, Lease, NodeOwner, reasons};
 use crate::node::errors::{LeaseError, ReleaseError};
 use crate::observe::{LeaseOp, LeaseResult};
 use crate::ports::ClusterError;
@@ -111,6 +111,26 @@ async fn try_lease(ctx: &OpCtx, node_uid: &str, probably_absent: bool) -> Result
                 }
             }
             LeaseAction::Update(lease) => ctx.cluster.update_lease(&lease).await,
+            LeaseAction::TakeOverBogus {
+                lease,
+                holder,
+                ahead,
+            } => {
+                let message = format!(
+                    "The lease {namespace}/{name} of {holder} was renewed {}s ahead of nmo's \
+                     clock, more than clock skew explains (its own duration, at most {}s): \
+                     taken as expired and taken over",
+                    ahead.as_secs(),
+                    decisions::MAX_CLOCK_SKEW.as_secs()
+                );
+                tracing::warn!(lease = %name, %holder, ahead_s = ahead.as_secs(), "{message}");
+                emit(
+                    &ctx.cluster,
+                    nm_event(ctx, EventType::Warning, reasons::BOGUS_LEASE, message),
+                )
+                .await;
+                ctx.cluster.update_lease(&lease).await
+            }
         };
         match result {
             Ok(lease) => return Ok(lease),
