@@ -146,6 +146,9 @@ pub enum UndoError {
     /// Removing the finalizer failed.
     #[error("cannot remove finalizer: {0}")]
     RemoveFinalizer(#[source] ClusterError),
+    /// Listing the NodeMaintenances (the orphan sweep's second look) failed.
+    #[error("cannot list NodeMaintenances: {0}")]
+    ListMaintenances(#[source] ClusterError),
 }
 
 #[cfg(test)]

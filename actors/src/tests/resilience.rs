@@ -1,7 +1,7 @@
 //! Trust under faults (2): the node lease kept healthy, orphaned nodes given back, a
 //! maintenance known by its uid, and no retry storms (growing waits, paced restarts).
 
-use crate::model::{EXCLUDE_LABEL_VALUE, NodeRecord};
+use crate::model::{EXCLUDE_LABEL_VALUE, NodeRecord, reasons};
 use crate::supervisor::{Remembered, SupervisorMsg};
 
 use super::*;
@@ -349,5 +349,50 @@ async fn maintenances_resumed_at_once_start_paced() {
         .await,
         "every maintenance is resumed within seconds"
     );
+    h.stop().await;
+}
+
+/// A NodeMaintenance created for an orphaned node while the sweep is on its way (its first
+/// read is slow) loses nothing to it: the sweep looks at the node again just before undoing
+/// it, finds it driven, and leaves it alone (no uncordon, no lease deleted).
+#[tokio::test(start_paused = true)]
+async fn the_sweep_leaves_alone_a_node_a_maintenance_began_to_drive_meanwhile() {
+    let cluster = FakeCluster::with_node("n1", 0);
+    let mut orphan = NodeState::test("n1").in_maintenance(t0());
+    orphan.record = Some(NodeRecord {
+        maintenance: "uid-gone".into(),
+        cordoned: false,
+        drain_taint: false,
+        unschedulable_taint: false,
+        label: false,
+        prior_unknown: false,
+    });
+    cluster.set_node(orphan);
+    cluster.put_lease(Lease::test("n1", LEASE_HOLDER).renewed(t0(), 3600));
+    // The sweep's first look at the node's lease takes 5 s.
+    cluster.delay_next("get_lease", 1, Duration::from_secs(5));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    cluster.create_maintenance("nm-new", "n1", t0());
+    assert!(
+        h.wait_phase("nm-new", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(
+        cluster.count_calls("delete_lease"),
+        0,
+        "{:?}",
+        cluster.calls()
+    );
+    assert!(
+        !cluster
+            .event_reasons()
+            .contains(&reasons::UNCORDON.to_string()),
+        "the new maintenance's node was uncordoned: {:?}",
+        cluster.events()
+    );
+    assert_in_maintenance(&cluster, "n1");
+    assert!(cluster.lease(NS, "node-n1").is_some());
     h.stop().await;
 }

@@ -18,7 +18,7 @@ pub(crate) use drain_pass::{classify_known, drain_pass};
 pub(crate) use lease_calls::acquire_lease;
 pub(crate) use reconcile::{ReconcileInput, reconcile};
 pub use reconcile::{ReconcileOutcome, Reconciled};
-pub(crate) use undo::{Known, UndoInput, restore, undo};
+pub(crate) use undo::{Known, UndoInput, announce, undo};
 
 use super::errors::UndoError;
 

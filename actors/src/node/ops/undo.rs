@@ -78,11 +78,7 @@ pub(crate) async fn undo(ctx: OpCtx, input: UndoInput) -> Result<(), UndoError> 
 ///   taints, so a stale copy costs a conflict and a fresh read, never a lost change. A copy
 ///   showing nothing to undo is read again: a watch a moment behind nmo's own cordon must not
 ///   make the undo skip it.
-pub(crate) async fn restore(
-    ctx: &OpCtx,
-    undoer: Undoer<'_>,
-    known: Known,
-) -> Result<(), UndoError> {
+async fn restore(ctx: &OpCtx, undoer: Undoer<'_>, known: Known) -> Result<(), UndoError> {
     let lease = match known.lease {
         Some(lease) => Some(lease),
         None => ctx
@@ -124,37 +120,53 @@ pub(crate) async fn restore(
             .instrument(tracing::info_span!("uncordon"))
             .await
             .map_err(UndoError::Uncordon)?;
-        let event = |type_, reason: &str, message: String| Event {
-            target: EventTarget::Node {
-                name: ctx.node_name.clone(),
-                uid: uid.clone(),
-            },
-            type_,
-            reason: reason.to_string(),
-            message,
-        };
-        if patched && unknown.load(Ordering::Relaxed) {
-            let message = format!(
-                "What node {} had before its maintenance is not known (it was already in \
-                 maintenance, with no record of it, when nmo took it over): every mark of a \
-                 maintenance was taken off, as the Go operator's undo does",
-                ctx.node_name
-            );
-            emit(
-                &ctx.cluster,
-                event(EventType::Warning, reasons::PRIOR_STATE_UNKNOWN, message),
-            )
-            .await;
-        }
-        if patched && was_cordoned && !written.unschedulable {
-            let message = format!("Uncordon node {}", ctx.node_name);
-            emit(
-                &ctx.cluster,
-                event(EventType::Normal, reasons::UNCORDON, message),
-            )
-            .await;
+        if patched {
+            let restore = unknown.load(Ordering::Relaxed).then_some(Restore::Unknown);
+            announce(ctx, &uid, restore, was_cordoned, &written).await;
         }
     }
     release_lease(ctx, lease).await?;
     Ok(())
+}
+
+/// Says what an undo patch did to the node `uid`, in events on it: `UncordonNode` when it
+/// uncordoned a node that was cordoned, and a Warning when it undid it without knowing what
+/// it had before (`restore` is [`Restore::Unknown`]).
+pub(crate) async fn announce(
+    ctx: &OpCtx,
+    uid: &str,
+    restore: Option<Restore>,
+    was_cordoned: bool,
+    written: &NodeState,
+) {
+    let event = |type_, reason: &str, message: String| Event {
+        target: EventTarget::Node {
+            name: ctx.node_name.clone(),
+            uid: uid.to_string(),
+        },
+        type_,
+        reason: reason.to_string(),
+        message,
+    };
+    if restore == Some(Restore::Unknown) {
+        let message = format!(
+            "What node {} had before its maintenance is not known (it was already in \
+             maintenance, with no record of it, when nmo took it over): every mark of a \
+             maintenance was taken off, as the Go operator's undo does",
+            ctx.node_name
+        );
+        emit(
+            &ctx.cluster,
+            event(EventType::Warning, reasons::PRIOR_STATE_UNKNOWN, message),
+        )
+        .await;
+    }
+    if was_cordoned && !written.unschedulable {
+        let message = format!("Uncordon node {}", ctx.node_name);
+        emit(
+            &ctx.cluster,
+            event(EventType::Normal, reasons::UNCORDON, message),
+        )
+        .await;
+    }
 }
