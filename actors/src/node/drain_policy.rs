@@ -74,7 +74,9 @@ impl NodeActorState {
         self.span
             .in_scope(|| tracing::warn!(%error, "drain deadline passed"));
         self.set_stage(Stage::Failed {
-            why: Failure::DrainTimeout,
+            why: Failure::DrainTimeout {
+                held: policy == OnDrainTimeout::Hold,
+            },
             undo_due: policy == OnDrainTimeout::Undo,
         });
         if policy == OnDrainTimeout::Undo {

@@ -163,7 +163,7 @@ impl Actor for NodeActor {
         } else if state.refreshed && state.status.wanted.phase == Some(Phase::Failed) {
             // Fresh from the watch and already Failed: stays Failed, as after a re-read (and
             // undoes, if the give-up's undo was still due).
-            state.enter_recorded_failure();
+            state.enter_recorded_failure(&myself);
             state.kick(&myself);
         } else if let Some(at) = state.hold_until {
             // A resumed maintenance waits its turn to start.

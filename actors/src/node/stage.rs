@@ -7,7 +7,8 @@ use chrono::{DateTime, Utc};
 
 use super::drain::Drain;
 use super::errors::ReconcileError;
-use crate::model::Maintenance;
+use crate::decisions;
+use crate::model::{Maintenance, MaintenanceStatus, conditions};
 
 /// The stage of a maintenance.
 #[derive(Debug)]
@@ -47,22 +48,34 @@ pub(super) enum Failure {
     /// The lease could not be kept (`errorOnLeaseCount` above the limit).
     LeaseLost,
     /// `spec.drainTimeout` passed before the drain finished.
-    DrainTimeout,
+    DrainTimeout {
+        /// The node stays out for a person (`onDrainTimeout: Hold`), its lease renewed; false
+        /// once it is (to be) undone (`Undo`).
+        held: bool,
+    },
     /// Found Failed in the API: decided by an earlier run.
     Recorded,
 }
 
 impl Failure {
-    /// The failure a status found Failed in the API records: one failed for a missing node is
-    /// recognised by its `lastError`, so that a spec change still starts it again.
-    pub(super) fn recorded(last_error: Option<&str>, nm: &Maintenance) -> Self {
+    /// The failure a status found Failed in the API records, from what it says (so after a
+    /// restart or a leader handover too): one failed for a missing node is recognised by its
+    /// `lastError`, so that a spec change still starts it again; one whose drain timed out by
+    /// its `Drained` condition, held unless its node is (to be) given back.
+    pub(super) fn recorded(status: &MaintenanceStatus, nm: &Maintenance) -> Self {
         let missing = ReconcileError::NodeMissing {
             node: nm.node_name.clone(),
         };
-        if last_error == Some(missing.to_string().as_str()) {
+        let timed_out = decisions::condition(status, conditions::DRAINED)
+            .is_some_and(|c| c.reason == conditions::DRAIN_TIMEOUT);
+        // A give-up's undo is due or done: the node is not held.
+        let given_back = decisions::condition(status, conditions::NODE_RESTORED).is_some();
+        if status.last_error.as_deref() == Some(missing.to_string().as_str()) {
             Failure::NodeMissing {
                 reason: nm.reason.clone(),
             }
+        } else if timed_out {
+            Failure::DrainTimeout { held: !given_back }
         } else {
             Failure::Recorded
         }
@@ -83,7 +96,7 @@ impl Stage {
             || matches!(
                 self,
                 Stage::Failed {
-                    why: Failure::DrainTimeout,
+                    why: Failure::DrainTimeout { held: true },
                     undo_due: false
                 }
             )
@@ -128,7 +141,8 @@ impl fmt::Display for Stage {
                 let why = match why {
                     Failure::NodeMissing { .. } => "node missing",
                     Failure::LeaseLost => "lease lost",
-                    Failure::DrainTimeout => "drain timeout",
+                    Failure::DrainTimeout { held: true } => "drain timeout, held",
+                    Failure::DrainTimeout { held: false } => "drain timeout",
                     Failure::Recorded => "recorded",
                 };
                 let undo = if *undo_due { ", undo due" } else { "" };
@@ -180,17 +194,61 @@ mod tests {
         assert_eq!(draining().to_string(), "draining");
     }
 
+    fn failed_with(last_error: Option<&str>) -> MaintenanceStatus {
+        MaintenanceStatus {
+            last_error: last_error.map(str::to_string),
+            ..MaintenanceStatus::default()
+        }
+    }
+
     #[test]
     fn a_recorded_failure_for_a_missing_node_is_recognised() {
         let nm = nm("r");
         assert_eq!(
-            Failure::recorded(Some("node n1 not found"), &nm),
+            Failure::recorded(&failed_with(Some("node n1 not found")), &nm),
             Failure::NodeMissing { reason: "r".into() }
         );
         assert_eq!(
-            Failure::recorded(Some("failed to extend lease owned by us: x"), &nm),
+            Failure::recorded(
+                &failed_with(Some("failed to extend lease owned by us: x")),
+                &nm
+            ),
             Failure::Recorded
         );
-        assert_eq!(Failure::recorded(None, &nm), Failure::Recorded);
+        assert_eq!(
+            Failure::recorded(&failed_with(None), &nm),
+            Failure::Recorded
+        );
+    }
+
+    #[test]
+    fn a_recorded_drain_timeout_holds_the_node_unless_it_is_given_back() {
+        let nm = nm("r");
+        let now = DateTime::<Utc>::UNIX_EPOCH;
+        let mut status = failed_with(Some("drain did not finish within drainTimeout 1m"));
+        decisions::set_condition(
+            &mut status.conditions,
+            conditions::DRAINED,
+            false,
+            conditions::DRAIN_TIMEOUT,
+            "x",
+            now,
+        );
+        assert_eq!(
+            Failure::recorded(&status, &nm),
+            Failure::DrainTimeout { held: true }
+        );
+        decisions::set_condition(
+            &mut status.conditions,
+            conditions::NODE_RESTORED,
+            false,
+            conditions::UNDO_DUE,
+            "x",
+            now,
+        );
+        assert_eq!(
+            Failure::recorded(&status, &nm),
+            Failure::DrainTimeout { held: false }
+        );
     }
 }

@@ -81,9 +81,10 @@ impl NodeActorState {
 
     /// A maintenance found Failed in the API stays Failed (one failed for a missing node is
     /// started again when its spec changes); if it gave up and its undo is still due, the undo
-    /// runs.
-    pub(super) fn enter_recorded_failure(&mut self) {
-        let why = Failure::recorded(self.status.wanted.last_error.as_deref(), &self.nm);
+    /// runs. A drain that passed its deadline and holds its node for a person keeps its node
+    /// lease renewed, as before the restart (or the leader handover), from now on.
+    pub(super) fn enter_recorded_failure(&mut self, myself: &ActorRef<NodeMsg>) {
+        let why = Failure::recorded(&self.status.wanted, &self.nm);
         let undo_due = status::undo_pending(&self.status.wanted);
         if undo_due {
             // A give-up recorded by an older nmo says nothing yet: say it before undoing.
@@ -91,6 +92,12 @@ impl NodeActorState {
             status::undo_due(&mut self.status.wanted, now);
         }
         self.set_stage(Stage::Failed { why, undo_due });
+        if self.stage.keeps_lease() {
+            self.lease
+                .keep_renewing(myself, self.ctx.config.lease_renew_interval);
+            // nmo may have been down for a while: renewed now, not an interval from now.
+            self.renew_lease(myself, true);
+        }
     }
 
     /// A reconcile ended.
@@ -107,7 +114,7 @@ impl NodeActorState {
             }
             // A deletion seen meanwhile wins over a stale read.
             if self.status.wanted.phase == Some(Phase::Failed) && !self.stage.is_undoing() {
-                self.enter_recorded_failure();
+                self.enter_recorded_failure(myself);
                 return;
             }
         }

@@ -229,6 +229,48 @@ async fn a_held_drain_keeps_the_node_lease_renewed() {
     h.stop().await;
 }
 
+/// A held drain is held across a restart of nmo (or a leader handover): the new actor finds
+/// the Failed status with its timed-out drain and renews the node lease from then on, so it
+/// does not lapse an hour later while the node waits cordoned for a person.
+#[tokio::test(start_paused = true)]
+async fn a_held_drain_keeps_its_lease_renewed_after_a_restart() {
+    let (cluster, h) = failed_past_its_deadline(60, OnDrainTimeout::Hold).await;
+    h.stop().await;
+    let h = Harness::paused(&cluster, |_| {}).await;
+    tokio::time::sleep(Duration::from_secs(3 * 3600)).await;
+    let lease = cluster.lease(NS, "node-n1").expect("nmo's lease");
+    assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
+    let renewed = lease.renew_time.expect("a renew time");
+    let duration = chrono::Duration::seconds(lease.lease_duration_seconds.unwrap_or(0).into());
+    assert!(
+        renewed + duration > h.now(),
+        "the lease lapsed: renewed at {renewed}, now {}",
+        h.now()
+    );
+    assert_eq!(phase(&cluster, "nm1"), Some(Phase::Failed));
+    assert_in_maintenance(&cluster, "n1");
+    h.stop().await;
+}
+
+/// The node of a drain undone at its deadline (`Undo`) is not held after a restart: nmo's
+/// lease stays released.
+#[tokio::test(start_paused = true)]
+async fn an_undone_drain_takes_no_lease_after_a_restart() {
+    let (cluster, h) = failed_past_its_deadline(30, OnDrainTimeout::Undo).await;
+    assert!(
+        eventually(Duration::from_secs(10), || cluster
+            .lease(NS, "node-n1")
+            .is_none())
+        .await
+    );
+    h.stop().await;
+    let h = Harness::paused(&cluster, |_| {}).await;
+    tokio::time::sleep(Duration::from_secs(3 * 3600)).await;
+    assert!(cluster.lease(NS, "node-n1").is_none(), "no lease taken");
+    assert_released(&cluster, "n1");
+    h.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_passed_deadline_with_undo_gives_the_node_back() {
     let (cluster, h) = failed_past_its_deadline(30, OnDrainTimeout::Undo).await;

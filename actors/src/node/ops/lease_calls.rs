@@ -96,7 +96,7 @@ async fn try_lease(ctx: &OpCtx, node_uid: &str, probably_absent: bool) -> Result
             LeaseAction::Create(lease) => {
                 let owner = NodeOwner {
                     name: ctx.node_name.clone(),
-                    uid: node_uid.to_string(),
+                    uid: owner_uid(ctx, node_uid).await.map_err(Problem::Api)?,
                 };
                 match ctx.cluster.create_lease(&lease, &owner).await {
                     Err(ClusterError::NotFound(_)) => {
@@ -143,6 +143,17 @@ async fn try_lease(ctx: &OpCtx, node_uid: &str, probably_absent: bool) -> Result
         }
     }
     Err(Problem::Api(last))
+}
+
+/// The uid of the node a lease is created for (its owner): `known`, or read when unknown
+/// (a renewal of a held drain after a restart that finds the lease gone).
+async fn owner_uid(ctx: &OpCtx, known: &str) -> Result<String, ClusterError> {
+    if !known.is_empty() {
+        return Ok(known.to_string());
+    }
+    let node = ctx.cluster.get_node(&ctx.node_name).await?;
+    node.map(|n| n.uid)
+        .ok_or_else(|| ClusterError::NotFound(format!("node {}", ctx.node_name)))
 }
 
 /// Deletes our lease (someone else's is left alone); says how it went in the span and the
