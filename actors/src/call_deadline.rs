@@ -151,10 +151,15 @@ impl Cluster for Bounded {
         self.inner.watch_pods(node)
     }
 
-    async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
+    async fn daemonset_exists(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<bool, ClusterError> {
         self.within(
             "look up DaemonSet",
-            self.inner.daemonset_exists(namespace, name),
+            self.inner.daemonset_exists(namespace, name, uid),
         )
         .await
     }

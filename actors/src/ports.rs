@@ -181,8 +181,15 @@ pub trait Cluster: Send + Sync + 'static {
     /// list at start and after every change. Same retry contract as [`Cluster::watch_node`].
     fn watch_pods(&self, node: &str) -> BoxStream<'static, PodList>;
 
-    /// Whether a DaemonSet exists (to tell an orphan DaemonSet pod from a managed one).
-    async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError>;
+    /// Whether the DaemonSet `namespace/name` with uid `uid` exists (to tell an orphan
+    /// DaemonSet pod from a managed one): one of that name with another uid (deleted and
+    /// created again) is not it. An empty `uid` matches any.
+    async fn daemonset_exists(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<bool, ClusterError>;
 
     /// Deletes a pod with the given grace period (None = the pod's own). Gone = `NotFound`.
     async fn delete_pod(

@@ -329,6 +329,7 @@ pub(super) fn pod_info_of(
             .map(|o| OwnerRef {
                 kind: o.kind.clone(),
                 name: o.name.clone(),
+                uid: o.uid.clone(),
             }),
         is_mirror: meta
             .annotations

@@ -535,7 +535,12 @@ impl Cluster for KubeCluster {
         )
     }
 
-    async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
+    async fn daemonset_exists(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<bool, ClusterError> {
         let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), namespace);
         let limit = self.call_timeout;
         // Bounded here, inside the cache's lock: every caller for this DaemonSet waits on this
@@ -549,9 +554,9 @@ impl Cluster for KubeCluster {
                     ))
                 })?
                 .map_err(to_cluster_error)?;
-            Ok(found.is_some())
+            Ok(found.map(|ds| ds.metadata.uid.unwrap_or_default()))
         };
-        self.daemonsets.exists(namespace, name, lookup).await
+        self.daemonsets.exists(namespace, name, uid, lookup).await
     }
 
     async fn delete_pod(

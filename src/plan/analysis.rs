@@ -135,9 +135,15 @@ fn action(pod: &PodFacts, input: &PlanInput) -> (Action, String) {
         .map(|o| format!("{} {}", o.kind, o.name));
     match classify(&pod.info, exists) {
         PodAction::Evict => {
-            let mut why = match owner {
-                Some(owner) => format!("owned by {owner}: evicted, then replaced elsewhere"),
-                None => "no controller: evicted, and nothing recreates it".to_string(),
+            let mut why = match (owner, &daemonset) {
+                (_, Some((namespace, name))) => format!(
+                    "orphan: its DaemonSet {namespace}/{name} is gone, so it is evicted (a \
+                     budget covering it is honoured)"
+                ),
+                (Some(owner), None) => {
+                    format!("owned by {owner}: evicted, then replaced elsewhere")
+                }
+                (None, None) => "no controller: evicted, and nothing recreates it".to_string(),
             };
             if pod.info.has_empty_dir {
                 why.push_str("; its emptyDir data is lost");
@@ -145,12 +151,9 @@ fn action(pod: &PodFacts, input: &PlanInput) -> (Action, String) {
             (Action::Evict, why)
         }
         PodAction::Delete => {
-            let why = match (pod.info.phase, daemonset) {
-                (PodPhase::Succeeded | PodPhase::Failed, _) => {
+            let why = match pod.info.phase {
+                PodPhase::Succeeded | PodPhase::Failed => {
                     format!("finished ({:?}): deleted without eviction", pod.info.phase)
-                }
-                (_, Some((namespace, name))) => {
-                    format!("orphan: its DaemonSet {namespace}/{name} is gone, so it is deleted")
                 }
                 _ => "deleted".to_string(),
             };
@@ -503,12 +506,14 @@ mod tests {
         ds.info.controller = Some(OwnerRef {
             kind: "DaemonSet".into(),
             name: "agent".into(),
+            uid: String::new(),
         });
         let mut orphan = ds.clone();
         orphan.info.name = "orphan".into();
         orphan.info.controller = Some(OwnerRef {
             kind: "DaemonSet".into(),
             name: "gone".into(),
+            uid: String::new(),
         });
         let mut mirror = pod("etcd", "etcd");
         mirror.info.is_mirror = true;
@@ -534,7 +539,7 @@ mod tests {
             [
                 ("web-0", Action::Evict),
                 ("agent", Action::Skip),
-                ("orphan", Action::Delete),
+                ("orphan", Action::Evict),
                 ("etcd", Action::Skip),
                 ("job", Action::Delete),
                 ("bare", Action::Evict),

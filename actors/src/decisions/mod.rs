@@ -16,6 +16,8 @@ pub use node_lease::{
     held_by_other, lease_expiry, lease_failure, lease_is_ours, lease_name, lease_valid, plan_lease,
     renewed_bogusly_ahead,
 };
-pub use pods::{PodAction, SkipReason, classify, daemonset_of, progress};
+pub use pods::{
+    DaemonSetRef, PodAction, SkipReason, classify, daemonset_of, daemonset_ref, progress,
+};
 pub use record::{Claim, PriorState, RecordFinding, Restore, Undoer, claim, record_of, restore};
 pub use status::{condition, driver, set_condition, status_differs};

@@ -14,9 +14,10 @@ pub enum SkipReason {
 /// What the drain does with one pod.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PodAction {
-    /// Evict through the Eviction API (respects PDBs).
+    /// Evict through the Eviction API (respects PDBs), orphaned DaemonSet pods included: a
+    /// budget may cover one.
     Evict,
-    /// Delete directly: finished pods and orphaned DaemonSet pods.
+    /// Delete directly: finished pods (no budget counts them).
     Delete,
     /// Already terminating: wait for it to go.
     Wait,
@@ -55,18 +56,42 @@ pub fn classify(pod: &PodInfo, daemonset_exists: Option<bool>) -> PodAction {
     if pod.terminating {
         return PodAction::Wait;
     }
-    if matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed) || daemonset_owned {
+    if matches!(pod.phase, PodPhase::Succeeded | PodPhase::Failed) {
         return PodAction::Delete;
     }
+    // An orphaned DaemonSet pod too: evicted like kubectl drain does, so a budget covering it
+    // is honoured.
     PodAction::Evict
 }
 
 /// The DaemonSet owning a pod, as `(namespace, name)`, if any.
 pub fn daemonset_of(pod: &PodInfo) -> Option<(String, String)> {
+    daemonset_ref(pod).map(|ds| (ds.namespace, ds.name))
+}
+
+/// The DaemonSet a pod names as its controller: one DaemonSet, as long as it exists. One
+/// deleted and created again under the same name (with `--cascade=orphan`, say) has another
+/// uid: the pods of the old one are orphans, those of the new one are not.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DaemonSetRef {
+    /// Namespace (the pod's).
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// Uid (empty if the pod's owner reference has none).
+    pub uid: String,
+}
+
+/// The DaemonSet owning a pod, if any.
+pub fn daemonset_ref(pod: &PodInfo) -> Option<DaemonSetRef> {
     pod.controller
         .as_ref()
         .filter(|owner| owner.kind == "DaemonSet")
-        .map(|owner| (pod.namespace.clone(), owner.name.clone()))
+        .map(|owner| DaemonSetRef {
+            namespace: pod.namespace.clone(),
+            name: owner.name.clone(),
+            uid: owner.uid.clone(),
+        })
 }
 
 /// `drainProgress`: `(evictionPods - pending) * 100 / evictionPods`, clamped to 0..100, never
@@ -110,9 +135,13 @@ mod tests {
     }
 
     #[test]
-    fn daemonset_pod_needs_lookup_then_orphan_is_deleted() {
+    fn daemonset_pod_needs_lookup_then_orphan_is_evicted() {
         assert_eq!(classify(&ds_pod(), None), PodAction::CheckDaemonSet);
-        assert_eq!(classify(&ds_pod(), Some(false)), PodAction::Delete);
+        assert_eq!(
+            classify(&ds_pod(), Some(false)),
+            PodAction::Evict,
+            "an orphan is evicted: a budget may cover it"
+        );
         assert_eq!(
             daemonset_of(&ds_pod()),
             Some(("ns".to_string(), "agent".to_string()))

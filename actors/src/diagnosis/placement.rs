@@ -52,6 +52,7 @@ mod tests {
             controller: Some(OwnerRef {
                 kind: "ReplicaSet".into(),
                 name: "web-rs".into(),
+                uid: String::new(),
             }),
             phase: if ready {
                 PodPhase::Running
@@ -83,6 +84,7 @@ mod tests {
         other.controller = Some(OwnerRef {
             kind: "StatefulSet".into(),
             name: "db".into(),
+            uid: String::new(),
         });
         let starting = pod("web-b", false);
         let ready = pod("web-a", true);

@@ -122,11 +122,24 @@ impl FakeCluster {
         self.lock().pods.get(node).cloned().unwrap_or_default()
     }
 
-    /// Declares a DaemonSet as existing.
+    /// Declares a DaemonSet as existing, with the uid its pods name
+    /// ([`PodInfo::controlled_by`]: `uid-<name>`).
     pub fn add_daemonset(&self, namespace: &str, name: &str) {
+        self.add_daemonset_with_uid(namespace, name, &format!("uid-{name}"));
+    }
+
+    /// Declares a DaemonSet as existing with `uid` (one created again under the same name).
+    pub fn add_daemonset_with_uid(&self, namespace: &str, name: &str, uid: &str) {
         self.lock()
             .daemonsets
-            .insert((namespace.to_string(), name.to_string()));
+            .insert((namespace.to_string(), name.to_string()), uid.to_string());
+    }
+
+    /// Deletes a DaemonSet (its pods are left, as with `--cascade=orphan`).
+    pub fn remove_daemonset(&self, namespace: &str, name: &str) {
+        self.lock()
+            .daemonsets
+            .remove(&(namespace.to_string(), name.to_string()));
     }
 
     /// Adds a PodDisruptionBudget covering `pods` (names in `namespace`) allowing `allowed`

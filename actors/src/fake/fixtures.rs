@@ -119,6 +119,7 @@ impl PodInfo {
             controller: Some(OwnerRef {
                 kind: "ReplicaSet".to_string(),
                 name: format!("{name}-rs"),
+                uid: String::new(),
             }),
             is_mirror: false,
             has_empty_dir: false,
@@ -143,12 +144,19 @@ impl PodInfo {
         }
     }
 
-    /// Controlled by `kind`/`name` (e.g. a DaemonSet).
+    /// Controlled by `kind`/`name` (e.g. a DaemonSet), whose uid is `uid-<name>`.
     pub fn controlled_by(self, kind: &str, name: &str) -> Self {
+        let uid = format!("uid-{name}");
+        self.controlled_by_uid(kind, name, &uid)
+    }
+
+    /// Controlled by `kind`/`name` with `uid` (e.g. a DaemonSet created again).
+    pub fn controlled_by_uid(self, kind: &str, name: &str, uid: &str) -> Self {
         PodInfo {
             controller: Some(OwnerRef {
                 kind: kind.to_string(),
                 name: name.to_string(),
+                uid: uid.to_string(),
             }),
             ..self
         }

@@ -51,7 +51,8 @@ pub(super) struct Inner {
     pub(super) lease_owners: BTreeMap<(String, String), NodeOwner>,
     pub(super) namespaces: HashSet<String>,
     pub(super) maintenances: BTreeMap<String, Maintenance>,
-    pub(super) daemonsets: HashSet<(String, String)>,
+    /// DaemonSets by `(namespace, name)`, with their uid.
+    pub(super) daemonsets: HashMap<(String, String), String>,
     pub(super) events: Vec<Event>,
     pub(super) calls: Vec<String>,
     pub(super) errors: HashMap<String, VecDeque<ClusterError>>,

@@ -359,7 +359,12 @@ impl Cluster for FakeCluster {
             .boxed()
     }
 
-    async fn daemonset_exists(&self, namespace: &str, name: &str) -> Result<bool, ClusterError> {
+    async fn daemonset_exists(
+        &self,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<bool, ClusterError> {
         let mut inner = self
             .enter(
                 "daemonset_exists",
@@ -371,7 +376,8 @@ impl Cluster for FakeCluster {
         }
         Ok(inner
             .daemonsets
-            .contains(&(namespace.to_string(), name.to_string())))
+            .get(&(namespace.to_string(), name.to_string()))
+            .is_some_and(|stored| uid.is_empty() || stored == uid))
     }
 
     async fn delete_pod(

@@ -38,6 +38,9 @@ pub struct OwnerRef {
     pub kind: String,
     /// Owner name.
     pub name: String,
+    /// Owner uid (empty if unknown): one of the same name created again is another owner.
+    #[serde(default)]
+    pub uid: String,
 }
 
 /// The parts of a Pod nmo reads.

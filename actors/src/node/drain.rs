@@ -424,7 +424,7 @@ mod tests {
     #[test]
     fn pod_changes_that_need_no_call_are_taken_in_without_a_pass() {
         let mut drain = Drain::begin(&tracing::Span::none(), 3);
-        let known = DaemonSets::new();
+        let known = DaemonSets::default();
         let (a, b, c, ds) = (pod("a"), pod("b"), pod("c"), pod("ds"));
         assert!(
             drain.take_without_pass(&list(&[&a]), &known).is_none(),
@@ -479,19 +479,25 @@ mod tests {
         let mut drain = Drain::begin(&tracing::Span::none(), 1);
         let a = pod("a");
         drain.apply(pass_of(&[(&a, PodAction::Evict)]));
-        let mut known = DaemonSets::new();
+        let mut known = DaemonSets::default();
         let agent = Arc::new(PodInfo::test("app", "agent-x").controlled_by("DaemonSet", "agent"));
         let with_agent = list(&[&a, &agent]);
         assert!(
             drain.take_without_pass(&with_agent, &known).is_none(),
             "a DaemonSet not known yet: look it up"
         );
-        known.insert(("app".into(), "agent".into()), false);
+        let agent_ref = crate::decisions::daemonset_ref(&agent).expect("a DaemonSet pod");
+        known.learn(agent_ref.clone(), false);
+        let asked = drain
+            .take_without_pass(&with_agent, &known)
+            .expect("an orphan is evicted: no call of the pass's");
         assert!(
-            drain.take_without_pass(&with_agent, &known).is_none(),
-            "an orphan: delete it"
+            asked.iter().any(|p| p.pod.name == "agent-x"),
+            "the orphan is asked for"
         );
-        known.insert(("app".into(), "agent".into()), true);
+        let mut drain = Drain::begin(&tracing::Span::none(), 1);
+        drain.apply(pass_of(&[(&a, PodAction::Evict)]));
+        known.learn(agent_ref, true);
         assert!(
             drain.take_without_pass(&with_agent, &known).is_some(),
             "a managed one stays"
@@ -519,7 +525,7 @@ mod tests {
         drain.apply(failed);
         assert!(
             drain
-                .take_without_pass(&list(&[&a]), &DaemonSets::new())
+                .take_without_pass(&list(&[&a]), &DaemonSets::default())
                 .is_none()
         );
     }

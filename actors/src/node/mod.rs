@@ -20,6 +20,7 @@
 //! is written as Failed with the undo due before the undo runs (`decide::Facts`).
 
 mod blocked;
+mod daemonset_answers;
 mod decide;
 mod drain;
 mod drain_deadline;
@@ -39,7 +40,6 @@ mod trace;
 mod transitions;
 mod watches;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -139,7 +139,7 @@ impl Actor for NodeActor {
             repair_due: false,
             lease: LeaseKeeper::default(),
             watches: Watches::default(),
-            daemonsets: HashMap::new(),
+            daemonsets: DaemonSets::default(),
             tick: TaskSlot::default(),
             span,
             trace,

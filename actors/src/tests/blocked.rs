@@ -17,6 +17,7 @@ fn stuck_replacement(only: &str) -> PdbPod {
         controller: Some(OwnerRef {
             kind: "ReplicaSet".into(),
             name: "n1-web-0-rs".into(),
+            uid: String::new(),
         }),
         phase: PodPhase::Pending,
         ready: false,

@@ -286,8 +286,8 @@ async fn a_late_daemonset_lookup_keeps_none_of_its_callers_waiting() {
         KubeCluster::new(env.operator_client(), None).with_call_timeout(Duration::from_secs(1));
     // Each answers with the deadline's error, not with the DaemonSet 30 s later.
     let (first, second) = tokio::join!(
-        adapter.daemonset_exists("kube-system", "ds-0"),
-        adapter.daemonset_exists("kube-system", "ds-0"),
+        adapter.daemonset_exists("kube-system", "ds-0", ""),
+        adapter.daemonset_exists("kube-system", "ds-0", ""),
     );
     assert!(
         matches!(first, Err(ClusterError::Transient(_))),

@@ -4,6 +4,7 @@
 
 mod api_server;
 mod coexistence;
+mod daemonsets;
 mod deadline;
 mod diagnosis;
 mod drain;

@@ -1,7 +1,6 @@
-//! One drain pass: classify the node's pods, delete the finished and orphaned ones; the actor
-//! asks the eviction actor for the rest.
+//! One drain pass: classify the node's pods, delete the finished ones; the actor asks the
+//! eviction actor for the rest (orphaned DaemonSet pods included).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -14,8 +13,7 @@ use crate::node::drain::Hashed;
 use crate::node::errors::DrainError;
 use crate::ports::ClusterError;
 
-/// Which DaemonSets exist, by `(namespace, name)`, as far as known.
-pub type DaemonSets = HashMap<(String, String), bool>;
+pub use crate::node::daemonset_answers::DaemonSets;
 
 /// The result of a drain pass.
 #[derive(Debug, Default)]
@@ -35,8 +33,8 @@ pub struct DrainPass {
 pub(crate) fn classify_known(pod: &PodInfo, known: &DaemonSets) -> Option<PodAction> {
     match decisions::classify(pod, None) {
         PodAction::CheckDaemonSet => {
-            let exists = known.get(&decisions::daemonset_of(pod)?)?;
-            Some(decisions::classify(pod, Some(*exists)))
+            let exists = known.get(&decisions::daemonset_ref(pod)?)?;
+            Some(decisions::classify(pod, Some(exists)))
         }
         action => Some(action),
     }
@@ -54,19 +52,23 @@ pub(super) async fn classify_all(
     for pod in pods {
         let mut action = decisions::classify(&pod, None);
         if action == PodAction::CheckDaemonSet
-            && let Some(key) = decisions::daemonset_of(&pod)
+            && let Some(key) = decisions::daemonset_ref(&pod)
         {
             let exists = match known.get(&key).or_else(|| learned.get(&key)) {
-                Some(exists) => *exists,
-                None => match ctx.cluster.daemonset_exists(&key.0, &key.1).await {
+                Some(exists) => exists,
+                None => match ctx
+                    .cluster
+                    .daemonset_exists(&key.namespace, &key.name, &key.uid)
+                    .await
+                {
                     Ok(exists) => {
-                        learned.insert(key.clone(), exists);
+                        learned.learn(key.clone(), exists);
                         exists
                     }
                     Err(source) => {
                         errors.push(DrainError::LookUpDaemonSet {
-                            namespace: key.0.clone(),
-                            name: key.1.clone(),
+                            namespace: key.namespace.clone(),
+                            name: key.name.clone(),
                             source,
                         });
                         // Unknown: treat as managed for now (never delete on a guess).
@@ -99,7 +101,7 @@ pub(crate) async fn drain_pass(
             }
         },
     };
-    let mut learned = HashMap::new();
+    let mut learned = DaemonSets::default();
     let mut errors = Vec::new();
     let classified = classify_all(&ctx, pods, &known_daemonsets, &mut learned, &mut errors).await;
     for (pod, action) in &classified {

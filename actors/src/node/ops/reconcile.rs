@@ -5,7 +5,6 @@
 //! The steps run in order and stop at the first that fails; what the earlier ones achieved
 //! (the re-read object, the finalizer, the counts) is reported either way.
 
-use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -190,7 +189,7 @@ async fn count_pods(
             .map_err(ReconcileError::ListPods)?,
     };
     let total = to_i32(pods.len());
-    let mut learned = HashMap::new();
+    let mut learned = DaemonSets::default();
     // A DaemonSet that cannot be looked up counts as existing (its pod is not counted); the
     // drain reports the error when it meets the pod again.
     let mut errors = Vec::new();
