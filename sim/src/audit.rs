@@ -23,6 +23,8 @@ pub struct Served<'a> {
     /// Fault injection delivered it late, after its client may have given up
     /// ([`crate::FaultRule::delivered_late`]).
     pub late: bool,
+    /// How long fault injection held it before it takes effect (zero: not at all).
+    pub delay: std::time::Duration,
     api: &'a Api,
 }
 
@@ -38,12 +40,14 @@ impl<'a> Served<'a> {
             namespace,
             name,
             late: false,
+            delay: std::time::Duration::ZERO,
             api,
         }
     }
 
-    pub(crate) fn delivered_late(mut self, late: bool) -> Self {
+    pub(crate) fn delivered_late(mut self, late: bool, delay: std::time::Duration) -> Self {
         self.late = late;
+        self.delay = delay;
         self
     }
 

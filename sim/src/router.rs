@@ -398,7 +398,7 @@ fn take_effect(
         target.name.as_deref().unwrap_or(""),
         &sh.api,
     )
-    .delivered_late(fault.delivered_late);
+    .delivered_late(fault.delivered_late, fault.latency);
     sh.audit.served(&served);
     let ctx = Ctx {
         sh,

@@ -1,10 +1,12 @@
 //! The fault soak at CI size (`nmo bench --scenario soak-ci`): NodeMaintenances created and
 //! deleted while the simulated API server answers a tenth of nmo's requests with 500/409/429,
 //! drops its watches and answers some requests after their deadline, and the leading replica
-//! (a real `nmo run` child process) is killed with SIGKILL; then the API server restarts
-//! (connections dropped, 503 for 5 s, 410 on every resumed watch). Every check of the soak must
-//! hold. The full-size run is `nmo bench --scenario soak`; its figures are in
-//! docs/performance.md.
+//! (a real `nmo run` child process) is killed with SIGKILL, the writes it sends in its last
+//! moment delivered after its successor took over; meanwhile a person's cordon loses its record
+//! mid-maintenance, another operator holds a node lease with its clock ahead of nmo's, and a
+//! DaemonSet is created again under the same name; then the API server restarts (connections
+//! dropped, 503 for 5 s, 410 on every resumed watch). Every check of the soak must hold. The
+//! full-size run is `nmo bench --scenario soak`; its figures are in docs/performance.md.
 
 use std::path::Path;
 

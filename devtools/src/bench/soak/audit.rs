@@ -1,9 +1,11 @@
 //! What the soak checks at the instant each request of a replica takes effect (the simulator's
 //! audit hook): a write by a replica that does not hold the leader lease at that moment, an
-//! eviction or deletion of a DaemonSet or mirror pod, and a pod deleted while a budget that
-//! covers it allows no disruption.
+//! eviction or deletion of a DaemonSet or mirror pod, a pod deleted while a budget that covers
+//! it allows no disruption, and a node lease taken (or its node touched) while another
+//! operator holds it with its clock ahead of nmo's. Writes held across a handover are judged
+//! when they land (`late_writes`, through the simulator's outcome hook).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use nmo_sim::Served;
@@ -11,6 +13,8 @@ use nmo_sim::selectors::LabelSelector;
 use serde_json::Value;
 
 use nmo::leader::LEADER_ELECTION_ID;
+
+use super::late_writes::{LateWriteFindings, LateWrites};
 
 /// Kept per kind of violation, to show what happened.
 const EXAMPLES: usize = 5;
@@ -25,7 +29,7 @@ pub struct Violations {
 }
 
 impl Violations {
-    fn add(&mut self, what: String) {
+    pub(super) fn add(&mut self, what: String) {
         self.count += 1;
         if self.examples.len() < EXAMPLES {
             self.examples.push(what);
@@ -42,6 +46,9 @@ pub struct Findings {
     pub daemonset_or_mirror_pods_removed: Violations,
     /// Pods deleted (not evicted) while a budget covering them allowed no disruption.
     pub protected_pods_deleted: Violations,
+    /// Writes of a node lease another operator holds (renewed ahead of nmo's clock), or of
+    /// the node it holds.
+    pub foreign_leases_taken: Violations,
     /// Writes by each replica (user), for the figures.
     pub writes_by_replica: BTreeMap<String, u64>,
 }
@@ -55,6 +62,10 @@ pub struct Audit {
     /// Namespace of the leader election lease.
     leader_namespace: String,
     findings: Arc<Mutex<Findings>>,
+    /// Nodes whose lease another operator holds now, renewed ahead of nmo's clock.
+    foreign_held: Arc<Mutex<BTreeSet<String>>>,
+    /// The judge of writes held across a handover.
+    late: LateWrites,
 }
 
 fn is_write(verb: &str) -> bool {
@@ -72,12 +83,12 @@ fn owner_kind(pod: &Value) -> Option<&str> {
         .and_then(|o| o["kind"].as_str())
 }
 
-fn owner_name(pod: &Value) -> Option<&str> {
+fn owner_field<'a>(pod: &'a Value, field: &str) -> Option<&'a str> {
     pod.pointer("/metadata/ownerReferences")?
         .as_array()?
         .iter()
         .find(|o| o["controller"].as_bool() == Some(true))
-        .and_then(|o| o["name"].as_str())
+        .and_then(|o| o[field].as_str())
 }
 
 fn is_mirror(pod: &Value) -> bool {
@@ -111,7 +122,43 @@ impl Audit {
             replicas: Arc::default(),
             leader_namespace: leader_namespace.to_string(),
             findings: Arc::default(),
+            foreign_held: Arc::default(),
+            late: LateWrites::new(leader_namespace),
         }
+    }
+
+    /// Another operator holds `node`'s lease now (`true`), or no longer (`false`).
+    pub fn foreign_lease(&self, node: &str, held: bool) {
+        let mut nodes = self
+            .foreign_held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if held {
+            nodes.insert(node.to_string());
+        } else {
+            nodes.remove(node);
+        }
+    }
+
+    /// What the writes held across a handover did.
+    pub fn late_writes(&self) -> LateWriteFindings {
+        self.late.findings()
+    }
+
+    /// The outcome hook for the simulator (judges writes held across a handover).
+    pub fn outcome_hook(&self) -> nmo_sim::OutcomeHook {
+        let audit = self.clone();
+        Arc::new(move |served: &Served<'_>, status: u16| {
+            let replica = served.key.user.clone();
+            let is_replica = audit
+                .replicas
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains_key(&replica);
+            if is_replica && is_write(&served.key.verb) {
+                audit.late.served(served, status, &replica);
+            }
+        })
     }
 
     /// The replica `user` now runs as a process with HOSTNAME `host` (each process has its own,
@@ -175,7 +222,28 @@ impl Audit {
         let election = key.resource == "leases"
             && served.namespace == self.leader_namespace
             && (served.name == LEADER_ELECTION_ID || served.name.is_empty());
-        if !election {
+        let foreign_held = |node: &str| {
+            self.foreign_held
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .contains(node)
+        };
+        let lease_of = served.name.strip_prefix("node-").filter(|_| {
+            key.resource == "leases"
+                && served.namespace == nmo_actors::config::defaults::LEASE_NAMESPACE
+        });
+        let touched = match key.resource.as_str() {
+            "leases" => lease_of.filter(|_| key.verb != "create"),
+            "nodes" => Some(served.name),
+            _ => None,
+        };
+        if touched.is_some_and(foreign_held) {
+            findings
+                .foreign_leases_taken
+                .add(format!("{} while another operator held its lease", what()));
+        }
+        // Judged when it lands (`late_writes`): it was sent in time.
+        if !election && !served.late {
             let holder = served
                 .get_json(
                     "coordination.k8s.io",
@@ -208,12 +276,16 @@ impl Audit {
             return;
         }
         let daemonset = owner_kind(&pod) == Some("DaemonSet");
+        // Its DaemonSet is gone: none of that name, or one of that name created again (another
+        // uid).
         let orphan = daemonset
-            && deleting
-            && owner_name(&pod).is_some_and(|ds| {
-                served
-                    .get_json("apps", "daemonsets", served.namespace, ds)
-                    .is_none()
+            && owner_field(&pod, "name").is_some_and(|ds| {
+                let current = served.get_json("apps", "daemonsets", served.namespace, ds);
+                let uid = current
+                    .as_ref()
+                    .and_then(|d| d.pointer("/metadata/uid"))
+                    .and_then(Value::as_str);
+                uid.is_none() || uid != owner_field(&pod, "uid")
             });
         if is_mirror(&pod) || (daemonset && !orphan) {
             findings.daemonset_or_mirror_pods_removed.add(what());

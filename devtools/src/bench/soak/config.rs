@@ -27,6 +27,13 @@ pub struct SoakConfig {
     /// How late.
     #[serde(skip)]
     pub late_by: Duration,
+    /// How long the writes a leader sends just before it is killed are held by the network
+    /// (delivered whatever becomes of it): longer than a handover takes.
+    #[serde(skip)]
+    pub handover_late_by: Duration,
+    /// For how long before it is killed a leader's writes are held.
+    #[serde(skip)]
+    pub handover_hold: Duration,
     /// The replicas' `--api-call-timeout`.
     #[serde(skip)]
     pub call_timeout: Duration,
@@ -68,6 +75,9 @@ impl SoakConfig {
             error_rate: 0.10,
             late_rate: 0.02,
             late_by: Duration::from_secs(3),
+            // The leader lease lasts 8 s (see `operator_args`).
+            handover_late_by: Duration::from_secs(12),
+            handover_hold: Duration::from_millis(1500),
             call_timeout: Duration::from_secs(2),
             watch_drop_after: Duration::from_secs(15),
             wave_timeout: Duration::from_secs(120),

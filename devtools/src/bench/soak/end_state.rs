@@ -16,12 +16,21 @@ pub struct EndState {
     kept: Vec<String>,
     /// Nodes of the earlier waves (their NodeMaintenances were deleted).
     given_back: Vec<String>,
-    /// Nodes carrying any of nmo's marks (label, taints, cordon, record) or nmo's lease.
+    /// Nodes carrying any of nmo's marks (label, taints, a cordon no person made, record) or
+    /// nmo's lease.
     marked: std::collections::BTreeSet<String>,
+    /// Nodes a person cordoned before their maintenance that are cordoned no more.
+    lost_cordon: std::collections::BTreeSet<String>,
 }
 
 impl EndState {
-    pub(super) fn read(sim: &SimHandle, config: &SoakConfig) -> EndState {
+    /// The cluster now; `admin_cordoned` are the nodes a person cordoned before their
+    /// maintenance (their cordon is theirs, not a mark of nmo's).
+    pub(super) fn read(
+        sim: &SimHandle,
+        config: &SoakConfig,
+        admin_cordoned: &std::collections::BTreeSet<String>,
+    ) -> EndState {
         let maintenances = sim
             .list_json("nodemaintenance.medik8s.io", "nodemaintenances", "")
             .into_iter()
@@ -45,15 +54,24 @@ impl EndState {
             .filter(|n| !kept.contains(n))
             .cloned()
             .collect();
-        let mut marked: std::collections::BTreeSet<String> = sim
-            .list_json("", "nodes", "")
-            .into_iter()
-            .filter(node_marked)
-            .filter_map(|n| {
-                n.pointer("/metadata/name")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
+        let nodes = sim.list_json("", "nodes", "");
+        let name_of = |n: &Value| {
+            n.pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        let mut marked: std::collections::BTreeSet<String> = nodes
+            .iter()
+            .filter(|n| {
+                name_of(n).is_some_and(|name| node_marked(n, admin_cordoned.contains(&name)))
             })
+            .filter_map(name_of)
+            .collect();
+        let lost_cordon = nodes
+            .iter()
+            .filter(|n| n.pointer("/spec/unschedulable").and_then(Value::as_bool) != Some(true))
+            .filter_map(name_of)
+            .filter(|name| admin_cordoned.contains(name))
             .collect();
         marked.extend(
             sim.list_json("coordination.k8s.io", "leases", "medik8s-leases")
@@ -74,7 +92,19 @@ impl EndState {
             kept,
             given_back,
             marked,
+            lost_cordon,
         }
+    }
+
+    /// Nodes given back (their maintenance deleted) that are not as they were before it: a
+    /// mark of nmo's left, or a person's cordon lost.
+    pub fn different_from_before(&self) -> Vec<String> {
+        self.given_back
+            .iter()
+            .filter(|n| !self.exists(&nm_name(n)))
+            .filter(|n| self.marked.contains(*n) || self.lost_cordon.contains(*n))
+            .cloned()
+            .collect()
     }
 
     pub(super) fn exists(&self, name: &str) -> bool {
@@ -157,10 +187,12 @@ impl EndState {
     }
 }
 
-/// Whether a node carries anything of a maintenance: nmo's label, either taint, the cordon or
-/// nmo's record (the soak's nodes start with none of these).
-fn node_marked(node: &Value) -> bool {
-    let cordoned = node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true);
+/// Whether a node carries anything of a maintenance: nmo's label, either taint, the cordon
+/// (unless a person cordoned it before: `admin_cordoned`) or nmo's record (the soak's nodes
+/// start with none of these).
+fn node_marked(node: &Value, admin_cordoned: bool) -> bool {
+    let cordoned = !admin_cordoned
+        && node.pointer("/spec/unschedulable").and_then(Value::as_bool) == Some(true);
     let tainted = node
         .pointer("/spec/taints")
         .and_then(Value::as_array)

@@ -10,16 +10,26 @@
 //! the node leases of a few maintenances: each must give up (Failed, `errorOnLeaseCount` above
 //! 3) without nmo writing the holder's lease (the time to Failed, p50 and max).
 //!
+//! Each leader is killed with the writes it sends in its last moment held by the network (the
+//! simulator delivers them after its successor took over), and the cluster meets situations
+//! nmo must get right meanwhile (`injections`): a person's cordon whose record is removed
+//! mid-maintenance, a node lease another operator holds with its clock ahead of nmo's, a
+//! DaemonSet created again under the same name.
+//!
 //! Checked at the end, and printed: every maintenance converged (the deleted ones gone with
 //! their node fully given back, the others Succeeded with their node in maintenance), no node
-//! left marked without a NodeMaintenance, no DaemonSet or mirror pod evicted, no pod deleted
+//! left marked without a NodeMaintenance, every node given back as it was before its
+//! maintenance (a person's cordon kept), no DaemonSet or mirror pod evicted, no pod deleted
 //! while a budget covering it allowed no disruption, no write by a replica that did not hold
 //! the leader lease at that instant (the simulator's audit hook sees each write as it takes
-//! effect), and the replicas' peak memory.
+//! effect), no write held across a handover landing over the successor's, no foreign lease
+//! taken nor its node touched, and the replicas' peak memory.
 
 mod audit;
 mod config;
 mod end_state;
+mod injections;
+mod late_writes;
 mod replicas;
 mod report;
 mod restarts;
@@ -38,6 +48,7 @@ use audit::Audit;
 pub use config::SoakConfig;
 use config::nm_name;
 use end_state::EndState;
+use injections::Injections;
 use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
 use nmo::leader::LEADER_ELECTION_ID;
 use replicas::Replicas;
@@ -104,6 +115,8 @@ async fn soak(
 ) -> Result<SoakReport, BenchError> {
     let audit = Audit::new(LEADER_NAMESPACE);
     sim.set_audit_hook(Some(audit.hook()));
+    sim.set_outcome_hook(Some(audit.outcome_hook()));
+    let mut injections = Injections::new(audit.clone());
     let mut kubeconfigs: Vec<(&'static str, &str, PathBuf)> = Vec::new();
     for (name, user, token) in REPLICAS {
         let path = dir.join(format!("{}-{name}.kubeconfig", config.name));
@@ -135,7 +148,7 @@ async fn soak(
         &mut replicas,
         &mut leaders,
         &mut waves,
-        (&mut recoveries, &mut takeovers),
+        (&mut injections, &mut recoveries, &mut takeovers),
     )
     .await;
     let wall = started.elapsed();
@@ -146,7 +159,7 @@ async fn soak(
         .collect();
     replicas.stop();
     outcome?;
-    let end = EndState::read(sim, config);
+    let end = EndState::read(sim, config, injections.admin_cordoned());
     let requests = REPLICAS
         .iter()
         .map(|(name, user, _)| {
@@ -163,6 +176,7 @@ async fn soak(
         wall,
         &end,
         &audit.findings(),
+        &audit.late_writes(),
         figures,
         leaders.changes,
         requests,
@@ -204,6 +218,31 @@ impl LeaderLog {
     }
 }
 
+/// The replica `name`'s user.
+fn user_of(name: &str) -> &'static str {
+    REPLICAS
+        .iter()
+        .find(|(replica, ..)| *replica == name)
+        .map_or("", |(_, user, _)| user)
+}
+
+/// Holds the writes of `user` for [`SoakConfig::handover_late_by`] (delivered then, whatever
+/// becomes of their sender); returns the fault rules, to remove once it is killed.
+fn hold_writes(sim: &SimHandle, config: &SoakConfig, user: &str) -> Vec<u64> {
+    ["create", "update", "patch", "delete"]
+        .iter()
+        .map(|verb| {
+            sim.faults().add(
+                FaultRule::on(Some(verb), None)
+                    .user(user)
+                    .delivered_late(config.handover_late_by, 1.0),
+            )
+        })
+        .collect()
+}
+
+// The soak's loop: waves, kills, injections, convergence; one place that says the order.
+#[allow(clippy::too_many_lines)]
 async fn drive(
     sim: &SimHandle,
     config: &SoakConfig,
@@ -211,12 +250,20 @@ async fn drive(
     replicas: &mut Replicas,
     leaders: &mut LeaderLog,
     wave_times: &mut Vec<f64>,
-    (recoveries, takeovers): (&mut restarts::Recoveries, &mut takeovers::Takeovers),
+    (injections, recoveries, takeovers): (
+        &mut Injections,
+        &mut restarts::Recoveries,
+        &mut takeovers::Takeovers,
+    ),
 ) -> Result<(), BenchError> {
     let api: Api<NodeMaintenance> = Api::all(client.clone());
     let waves = config.waves();
     let mut previous: Vec<String> = Vec::new();
     for (index, nodes) in waves.iter().enumerate() {
+        let given_back = index + 1 < waves.len();
+        injections
+            .before_wave(sim, client, index, nodes, given_back)
+            .await;
         for node in nodes {
             let nm = NodeMaintenance::new(
                 &nm_name(node),
@@ -251,7 +298,14 @@ async fn drive(
                 && wave_started.elapsed() >= Duration::from_secs(2)
                 && let Some(leader) = replicas.leader(&holder)
             {
+                // What it sends in its last moment is on its way when it dies, and arrives
+                // after its successor took over.
+                let held = hold_writes(sim, config, user_of(leader));
+                tokio::time::sleep(config.handover_hold).await;
                 replicas.kill(leader);
+                for rule in held {
+                    sim.faults().remove(rule);
+                }
                 killed = true;
                 killed_at = Some((leader, Instant::now()));
             }
@@ -262,13 +316,16 @@ async fn drive(
             {
                 replicas.revive()?;
             }
-            let state = EndState::read(sim, config);
+            let state = EndState::read(sim, config, injections.admin_cordoned());
+            injections
+                .tend(sim, client, |node| state.succeeded(&nm_name(node)))
+                .await;
             let wave_done = nodes.iter().all(|n| state.succeeded(&nm_name(n)));
             let previous_gone = previous
                 .iter()
                 .filter(|n| !nodes.contains(n))
                 .all(|n| !state.exists(&nm_name(n)));
-            if killed && wave_done && previous_gone {
+            if killed && wave_done && previous_gone && injections.settled() {
                 wave_times.push(wave_started.elapsed().as_secs_f64());
                 break;
             }
@@ -290,7 +347,11 @@ async fn drive(
     loop {
         replicas.tend()?;
         leaders.observe(sim);
-        if EndState::read(sim, config).converged() || Instant::now() > deadline {
+        let state = EndState::read(sim, config, injections.admin_cordoned());
+        injections
+            .tend(sim, client, |node| state.succeeded(&nm_name(node)))
+            .await;
+        if state.converged() || Instant::now() > deadline {
             return Ok(());
         }
         tokio::time::sleep(POLL).await;

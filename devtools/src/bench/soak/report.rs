@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::audit::{Findings, Violations};
 use super::config::SoakConfig;
 use super::end_state::EndState;
+use super::late_writes::LateWriteFindings;
 use super::replicas::ReplicaFigures;
 use super::restarts::{Recoveries, p50_and_max};
 use super::takeovers::Takeovers;
@@ -25,6 +26,19 @@ pub struct Check {
     pub passed: bool,
     /// The first few offences, if any.
     pub examples: Vec<String>,
+}
+
+/// What became of the writes a killed leader sent in its last moment, delivered after its
+/// successor took over.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct HeldWrites {
+    /// Refused by the API server (their condition no longer held).
+    pub refused: u64,
+    /// Landed without undoing anyone's write (nothing written since, or an event, an
+    /// eviction, a create).
+    pub landed_harmlessly: u64,
+    /// Landed over a write of the successor's.
+    pub landed_over_another: u64,
 }
 
 /// Requests of one replica: (name, requests, answered with an injected-style error).
@@ -55,6 +69,8 @@ pub struct SoakReport {
     pub takeovers: Takeovers,
     /// Writes per replica user.
     pub writes: Vec<(String, u64)>,
+    /// What became of the writes held across a handover.
+    pub held_writes: HeldWrites,
     /// The replicas' logs.
     pub logs: Vec<String>,
 }
@@ -77,6 +93,7 @@ impl SoakReport {
         wall: Duration,
         end: &EndState,
         findings: &Findings,
+        late: &LateWriteFindings,
         replicas: ReplicaFigures,
         leader_changes: u32,
         requests: Vec<ReplicaRequests>,
@@ -86,6 +103,7 @@ impl SoakReport {
     ) -> SoakReport {
         let (converged, of) = end.converged_count();
         let orphans = end.orphans();
+        let different = end.different_from_before();
         let kills_target = u32::try_from(config.kills).unwrap_or(u32::MAX);
         let checks = vec![
             Check {
@@ -110,9 +128,25 @@ impl SoakReport {
                 "pods deleted while their budget allowed no disruption",
                 &findings.protected_pods_deleted,
             ),
+            Check {
+                what: "nodes given back different from their state before maintenance".into(),
+                target: "0".into(),
+                actual: different.len().to_string(),
+                passed: different.is_empty(),
+                examples: different.into_iter().take(5).collect(),
+            },
             zero(
                 "writes by a replica not holding the leader lease",
                 &findings.writes_without_leadership,
+            ),
+            zero(
+                "writes held across a handover that landed over the successor's (status, node, \
+                 lease)",
+                &late.landed_over_another,
+            ),
+            zero(
+                "node leases another operator held (clock ahead) taken, or their nodes touched",
+                &findings.foreign_leases_taken,
             ),
             Check {
                 what: format!(
@@ -163,6 +197,11 @@ impl SoakReport {
                 .iter()
                 .map(|(user, n)| (user.clone(), *n))
                 .collect(),
+            held_writes: HeldWrites {
+                refused: late.refused,
+                landed_harmlessly: late.landed_harmlessly,
+                landed_over_another: late.landed_over_another.count,
+            },
             logs,
         }
     }
@@ -258,6 +297,13 @@ impl fmt::Display for SoakReport {
         for (user, writes) in &self.writes {
             writeln!(f, "writes by {user}: {writes}")?;
         }
+        let held = &self.held_writes;
+        writeln!(
+            f,
+            "writes held across a handover: {} refused, {} landed harmlessly, {} landed over \
+             the successor's",
+            held.refused, held.landed_harmlessly, held.landed_over_another
+        )?;
         writeln!(f, "logs: {}", self.logs.join(", "))?;
         write!(
             f,

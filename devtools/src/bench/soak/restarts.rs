@@ -20,6 +20,10 @@ use super::config::{SoakConfig, nm_name};
 use super::end_state::EndState;
 use super::replicas::Replicas;
 
+/// What these rounds read of the cluster takes every cordon for a mark of nmo's: a node a
+/// person cordoned (the injections') is never taken for a free one.
+static NO_ADMIN_CORDONS: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+
 /// How often a round looks at its maintenances (finer than the soak's poll: it times them).
 const POLL: Duration = Duration::from_millis(50);
 
@@ -48,7 +52,7 @@ pub(super) async fn run(
     let api: Api<NodeMaintenance> = Api::all(client.clone());
     let mut recoveries = Recoveries::default();
     for (round, outage) in config.outages.iter().enumerate() {
-        let nodes: Vec<String> = EndState::read(sim, config)
+        let nodes: Vec<String> = EndState::read(sim, config, &NO_ADMIN_CORDONS)
             .free_nodes()
             .into_iter()
             .take(config.per_restart)
@@ -122,7 +126,7 @@ async fn finish(
     let deadline = Instant::now() + config.wave_timeout;
     while Instant::now() < deadline {
         replicas.tend()?;
-        let state = EndState::read(sim, config);
+        let state = EndState::read(sim, config, &NO_ADMIN_CORDONS);
         if nodes.iter().all(|n| state.succeeded(&nm_name(n))) {
             break;
         }
@@ -134,7 +138,7 @@ async fn finish(
     let deadline = Instant::now() + config.wave_timeout;
     while Instant::now() < deadline {
         replicas.tend()?;
-        let state = EndState::read(sim, config);
+        let state = EndState::read(sim, config, &NO_ADMIN_CORDONS);
         if nodes.iter().all(|n| !state.exists(&nm_name(n))) {
             break;
         }

@@ -22,6 +22,10 @@ use super::config::{SoakConfig, nm_name};
 use super::end_state::EndState;
 use super::replicas::Replicas;
 
+/// What these rounds read of the cluster takes every cordon for a mark of nmo's: a node a
+/// person cordoned (the injections') is never taken for a free one.
+static NO_ADMIN_CORDONS: std::collections::BTreeSet<String> = std::collections::BTreeSet::new();
+
 /// The other operator.
 const HOLDER: &str = "node-healthcheck";
 /// The node leases' namespace.
@@ -49,7 +53,7 @@ pub(super) async fn run(
     if config.takeovers == 0 {
         return Ok(found);
     }
-    let nodes: Vec<String> = EndState::read(sim, config)
+    let nodes: Vec<String> = EndState::read(sim, config, &NO_ADMIN_CORDONS)
         .free_nodes()
         .into_iter()
         .take(config.takeovers)
@@ -205,7 +209,7 @@ async fn finish(
     let deadline = Instant::now() + config.wave_timeout;
     while Instant::now() < deadline {
         replicas.tend()?;
-        let state = EndState::read(sim, config);
+        let state = EndState::read(sim, config, &NO_ADMIN_CORDONS);
         if nodes.iter().all(|n| !state.exists(&nm_name(n))) {
             break;
         }
