@@ -11,8 +11,8 @@
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::CustomResource;
 use kube::core::CustomResourceExt;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +23,7 @@ pub use nmo_actors::model::FINALIZER;
 /// The desired state of a NodeMaintenance.
 // Each `printcolumn(...)` repeats the same keys, which clippy mistakes for duplicated attributes.
 #[allow(clippy::duplicated_attributes)]
-#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, Default, KubeSchema)]
 #[kube(
     group = "nodemaintenance.medik8s.io",
     version = "v1beta1",
@@ -95,10 +95,15 @@ pub use nmo_actors::model::FINALIZER;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NodeMaintenanceSpec {
-    /// Node name to apply maintenance on. Immutable once the object is created.
+    /// Node name to apply maintenance on (a node's name: a DNS-1123 subdomain). Immutable once
+    /// the object is created.
+    #[schemars(length(min = 1, max = crate::spec_checks::NODE_NAME_MAX_LENGTH))]
+    #[schemars(pattern(crate::spec_checks::DNS1123_SUBDOMAIN))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("updating spec.NodeName isn't allowed"))]
     pub node_name: String,
-    /// Reason for the maintenance.
+    /// Reason for the maintenance (at most 1024 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = crate::spec_checks::REASON_MAX_LENGTH))]
     pub reason: Option<String>,
     /// nmo addition, optional: how long the drain may take (a Go duration such as `30m` or
     /// `1h30m`), counted from its start. When it passes before the drain finished, the
@@ -107,6 +112,8 @@ pub struct NodeMaintenanceSpec {
     /// takes as long as it takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(crate::drain_timeout::PATTERN))]
+    #[schemars(length(max = crate::spec_checks::DRAIN_TIMEOUT_MAX_LENGTH))]
+    #[x_kube(validation = Rule::new("duration(self) <= duration('720h')").message("spec.drainTimeout must be at most 720h"))]
     pub drain_timeout: Option<String>,
     /// nmo addition, optional: what a passed `drainTimeout` does. `Hold` (the default): the
     /// node stays cordoned for a person to look at. `Undo`: the maintenance is undone (the node

@@ -15,5 +15,6 @@ pub mod operator;
 pub mod plan;
 pub mod rbac_check;
 pub mod serving_cert;
+pub mod spec_checks;
 pub mod stopping;
 pub mod webhook;

@@ -118,9 +118,11 @@ fn walk(v: &mut Value, schema: &Value) {
     }
 }
 
-/// Validates types, required fields, enums, string patterns and `self == oldSelf` rules.
+/// Validates types, required fields, enums, string patterns and `self == oldSelf` rules. As the
+/// API server does, the rules (`x-kubernetes-validations`) are not checked on an object with a
+/// blocking schema error (a type, a required field, an enum, a length): a cause says so instead.
 pub fn validate(obj: &Value, old: Option<&Value>, schema: &Value) -> Vec<Cause> {
-    let mut out = Vec::new();
+    let mut found = Found::default();
     if let (Value::Object(m), Some(props)) =
         (obj, schema.get("properties").and_then(|p| p.as_object()))
     {
@@ -129,12 +131,55 @@ pub fn validate(obj: &Value, old: Option<&Value>, schema: &Value) -> Vec<Cause> 
                 continue;
             }
             if let Some(v) = m.get(k) {
-                check(v, old.and_then(|o| o.get(k)), s, k, &mut out);
+                check(v, old.and_then(|o| o.get(k)), s, k, &mut found);
             }
         }
-        required(m, schema, "", &mut out);
+        required(m, schema, "", &mut found.schema);
+    }
+    let mut out = found.schema;
+    if !has_rules(schema) {
+        return out;
+    }
+    if out
+        .iter()
+        .any(|(reason, ..)| BLOCKING.contains(&reason.as_str()))
+    {
+        out.push((
+            "FieldValueInvalid".into(),
+            "<nil>".into(),
+            "Invalid value: null: some validation rules were not checked because the object was \
+             invalid; correct the existing errors to complete validation"
+                .into(),
+        ));
+    } else {
+        out.extend(found.rules);
     }
     out
+}
+
+/// Schema errors after which the API server checks no rule (apiextensions' `hasBlockingErr`).
+const BLOCKING: [&str; 5] = [
+    "FieldValueNotSupported",
+    "FieldValueRequired",
+    "FieldValueTooLong",
+    "FieldValueTooMany",
+    "FieldValueTypeInvalid",
+];
+
+/// What validation found: schema errors, and failed rules.
+#[derive(Default)]
+struct Found {
+    schema: Vec<Cause>,
+    rules: Vec<Cause>,
+}
+
+/// The schema has a rule (`x-kubernetes-validations`) anywhere.
+fn has_rules(schema: &Value) -> bool {
+    match schema {
+        Value::Object(m) => m.contains_key("x-kubernetes-validations") || m.values().any(has_rules),
+        Value::Array(items) => items.iter().any(has_rules),
+        _ => false,
+    }
 }
 
 fn required(m: &Map<String, Value>, schema: &Value, path: &str, out: &mut Vec<Cause>) {
@@ -152,7 +197,8 @@ fn required(m: &Map<String, Value>, schema: &Value, path: &str, out: &mut Vec<Ca
     }
 }
 
-fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, out: &mut Vec<Cause>) {
+fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, found: &mut Found) {
+    let out = &mut found.schema;
     if v.is_null() && schema.get("nullable").and_then(|n| n.as_bool()) == Some(true) {
         return;
     }
@@ -208,7 +254,7 @@ fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, out: &mut V
                     .get("message")
                     .and_then(|x| x.as_str())
                     .unwrap_or("failed rule: self == oldSelf");
-                out.push((
+                found.rules.push((
                     "FieldValueInvalid".into(),
                     path.to_string(),
                     format!("Invalid value: \"{}\": {msg}", ty_name(v)),
@@ -226,17 +272,17 @@ fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, out: &mut V
                             old.and_then(|o| o.get(k)),
                             s,
                             &format!("{path}.{k}"),
-                            out,
+                            found,
                         );
                     }
                 }
             }
-            required(m, schema, path, out);
+            required(m, schema, path, &mut found.schema);
         }
         Value::Array(items) => {
             if let Some(s) = schema.get("items") {
                 for (i, it) in items.iter().enumerate() {
-                    check(it, None, s, &format!("{path}[{i}]"), out);
+                    check(it, None, s, &format!("{path}[{i}]"), found);
                 }
             }
         }
@@ -317,6 +363,33 @@ mod tests {
             errs[0].2.contains("should match '^[0-9]+m$'"),
             "{}",
             errs[0].2
+        );
+    }
+
+    /// A blocking schema error (here a required field) stops the rules, and a cause says so; a
+    /// pattern error does not block them.
+    #[test]
+    fn rules_are_not_checked_on_an_object_with_a_blocking_error() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "required": ["nodeName"], "properties": {
+                "nodeName": {"type": "string", "pattern": "^[a-z]+$",
+                    "x-kubernetes-validations": [{"rule": "self == oldSelf"}]},
+                "reason": {"type": "string"}}}}});
+        let old = json!({"spec": {"nodeName": "a"}});
+        let blocked = validate(&json!({"spec": {"reason": "r"}}), Some(&old), &schema);
+        let fields: Vec<&str> = blocked.iter().map(|(_, f, _)| f.as_str()).collect();
+        assert_eq!(fields, ["spec.nodeName", "<nil>"], "{blocked:?}");
+        assert!(
+            blocked[1]
+                .2
+                .contains("some validation rules were not checked")
+        );
+        let not_blocked = validate(&json!({"spec": {"nodeName": "B"}}), Some(&old), &schema);
+        let reasons: Vec<&str> = not_blocked.iter().map(|(_, _, m)| m.as_str()).collect();
+        assert_eq!(
+            not_blocked.len(),
+            2,
+            "a pattern error and the rule: {reasons:?}"
         );
     }
 }

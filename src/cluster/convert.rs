@@ -53,6 +53,7 @@ pub fn maintenance(object: &NodeMaintenance) -> Maintenance {
         finalizers: meta.finalizers.clone().unwrap_or_default(),
         status: object.status.as_ref().map(maintenance_status),
         drain_policy: drain_policy(&object.spec),
+        invalid: crate::spec_checks::problem(&object.spec),
     }
 }
 

@@ -35,7 +35,7 @@ fn unknown_fields_are_tolerated_on_read_and_never_written_back() {
         serde_json::from_value(object).expect("unknown fields are tolerated");
     let written = serde_json::to_value(&typed).expect("serializes");
 
-    // Ignored, not echoed: nmo writes status with merge patches of the fields it knows, so the
+    // Ignored, not echoed: nmo writes status field by field, only the fields it knows, so the
     // server keeps what nmo does not understand.
     assert!(written["status"].get("someFutureField").is_none());
     assert!(written["spec"].get("anotherFutureField").is_none());

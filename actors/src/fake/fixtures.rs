@@ -40,6 +40,18 @@ impl Maintenance {
             finalizers: Vec::new(),
             status: None,
             drain_policy: DrainPolicy::default(),
+            invalid: None,
+        }
+    }
+
+    /// With a spec nmo finds invalid in `field` (`message` says how).
+    pub fn invalid(self, field: crate::model::SpecField, message: &str) -> Self {
+        Maintenance {
+            invalid: Some(crate::model::SpecProblem {
+                field,
+                message: message.to_string(),
+            }),
+            ..self
         }
     }
 

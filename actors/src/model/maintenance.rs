@@ -156,6 +156,31 @@ pub struct Maintenance {
     pub status: Option<MaintenanceStatus>,
     /// `spec.drainTimeout` and `spec.onDrainTimeout`.
     pub drain_policy: DrainPolicy,
+    /// What is wrong with the spec, if anything (nmo's own check of the limits the CRD's
+    /// schema sets, for an object created before the schema had them): such a maintenance is
+    /// Failed before it touches anything.
+    #[serde(default)]
+    pub invalid: Option<SpecProblem>,
+}
+
+/// A field of a NodeMaintenance's spec.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SpecField {
+    /// `spec.nodeName`.
+    NodeName,
+    /// `spec.reason`.
+    Reason,
+    /// `spec.drainTimeout`.
+    DrainTimeout,
+}
+
+/// What is wrong with a NodeMaintenance's spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpecProblem {
+    /// The field.
+    pub field: SpecField,
+    /// What is wrong, naming the field (the `lastError` of the Failed maintenance).
+    pub message: String,
 }
 
 impl Maintenance {

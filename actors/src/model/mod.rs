@@ -8,11 +8,12 @@ mod maintenance;
 mod names;
 mod node;
 mod pod;
+mod text;
 
 pub use event::{Event, EventTarget, EventType};
 pub use maintenance::{
     Condition, DrainPolicy, Maintenance, MaintenanceStatus, OnDrainTimeout, PendingPodReason,
-    Phase, PodRef, QueuePlace, StatusPrecondition, conditions, reasons,
+    Phase, PodRef, QueuePlace, SpecField, SpecProblem, StatusPrecondition, conditions, reasons,
 };
 pub use names::{
     DRAIN_TAINT_KEY, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, LEASE_HOLDER,
@@ -23,3 +24,4 @@ pub use node::{
     Taint,
 };
 pub use pod::{Labels, OwnerRef, PodInfo, PodList, PodPhase};
+pub use text::bounded;

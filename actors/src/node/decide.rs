@@ -107,6 +107,11 @@ pub(super) fn on_update(stage: &Stage, nm: &Maintenance) -> OnUpdate {
             why: Failure::NodeMissing { reason },
             ..
         } if *reason != nm.reason => OnUpdate::Restart,
+        // Its spec was put right (a shorter reason, a valid drain timeout).
+        Stage::Failed {
+            why: Failure::InvalidSpec,
+            ..
+        } if nm.invalid.is_none() => OnUpdate::Restart,
         _ => OnUpdate::Continue,
     }
 }

@@ -160,6 +160,10 @@ impl Actor for NodeActor {
             // Undo is decided from the cluster too, but a deletion needs no re-read first.
             state.refreshed = true;
             state.start_undo(&myself);
+        } else if state.must_not_start() {
+            // Nothing is read or watched for it (`nodeName: ""` would watch every
+            // unscheduled pod of the cluster).
+            state.fail_invalid_spec(&myself);
         } else if state.refreshed && state.status.wanted.phase == Some(Phase::Failed) {
             // Fresh from the watch and already Failed: stays Failed, as after a re-read (and
             // undoes, if the give-up's undo was still due).

@@ -53,6 +53,9 @@ pub(super) enum Failure {
         /// once it is (to be) undone (`Undo`).
         held: bool,
     },
+    /// The spec breaks the limits the CRD's schema sets (an object created before it had
+    /// them): Failed before anything was touched, so its deletion undoes nothing.
+    InvalidSpec,
     /// Found Failed in the API: decided by an earlier run.
     Recorded,
 }
@@ -70,7 +73,10 @@ impl Failure {
             .is_some_and(|c| c.reason == conditions::DRAIN_TIMEOUT);
         // A give-up's undo is due or done: the node is not held.
         let given_back = decisions::condition(status, conditions::NODE_RESTORED).is_some();
-        if status.last_error.as_deref() == Some(missing.to_string().as_str()) {
+        let invalid = nm.invalid.as_ref().map(|problem| problem.message.as_str());
+        if invalid.is_some() && status.last_error.as_deref() == invalid {
+            Failure::InvalidSpec
+        } else if status.last_error.as_deref() == Some(missing.to_string().as_str()) {
             Failure::NodeMissing {
                 reason: nm.reason.clone(),
             }
@@ -143,6 +149,7 @@ impl fmt::Display for Stage {
                     Failure::LeaseLost => "lease lost",
                     Failure::DrainTimeout { held: true } => "drain timeout, held",
                     Failure::DrainTimeout { held: false } => "drain timeout",
+                    Failure::InvalidSpec => "invalid spec",
                     Failure::Recorded => "recorded",
                 };
                 let undo = if *undo_due { ", undo due" } else { "" };

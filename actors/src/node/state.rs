@@ -12,7 +12,7 @@ use super::drain::DrainEnd;
 use super::lease_keeper::LeaseKeeper;
 use super::messages::{NodeMsg, WatchKind};
 use super::ops::{self, DaemonSets, Known, OpCtx, OpResult, ReconcileInput, UndoInput};
-use super::stage::Stage;
+use super::stage::{Failure, Stage};
 use super::status_writer::{self, Flush, StatusWriter, Windows};
 use super::trace::TraceState;
 use super::watches::Watches;
@@ -111,6 +111,8 @@ impl NodeActorState {
                     },
                     finalizers: self.nm.finalizers.clone(),
                     record: self.status.wanted.node_record.clone(),
+                    untouched: Failure::recorded(&self.status.wanted, &self.nm)
+                        == Failure::InvalidSpec,
                 };
                 self.ops.run(
                     &mut self.tasks,

@@ -34,8 +34,15 @@ impl TraceState {
     }
 }
 
+/// The most of a NodeMaintenance's reason its spans (and so every log line in them) carry.
+const SHOWN_REASON: usize = 256;
+/// The most of a node's name they carry (a valid one is at most 253 characters).
+const SHOWN_NODE_NAME: usize = 253;
+
 /// The `maintenance` trace root of NodeMaintenance `name` on `node`.
 pub(super) fn maintenance_root(name: &str, node: &str, reason: &str) -> tracing::Span {
+    let node = crate::model::bounded(node, SHOWN_NODE_NAME);
+    let reason = crate::model::bounded(reason, SHOWN_REASON);
     // A trace root of its own (never a child of whatever span the spawn happened in).
     tracing::info_span!(
         parent: None,

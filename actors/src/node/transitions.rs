@@ -15,7 +15,7 @@ use super::status;
 use super::status_writer::StatusOutcome;
 use crate::decisions;
 use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
-use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodList, reasons};
+use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodList, SpecField, reasons};
 use crate::stop::StopReason;
 
 impl NodeActorState {
@@ -28,6 +28,8 @@ impl NodeActorState {
             }
             OnUpdate::Restart => {
                 self.nm.reason = nm.reason;
+                self.nm.drain_policy = nm.drain_policy;
+                self.nm.invalid = nm.invalid;
                 // A new attempt: a new `maintenance` trace, linked to the failed one.
                 self.trace_phase(Phase::Running);
                 self.set_stage(Stage::Starting);
@@ -36,6 +38,7 @@ impl NodeActorState {
             OnUpdate::Continue => {
                 self.nm.reason = nm.reason;
                 self.nm.finalizers = nm.finalizers;
+                self.nm.invalid = nm.invalid;
                 // Someone else wrote the status (a late write of a replica that lost its
                 // leadership, say): the API has that now, and what this actor wants goes back.
                 if self.status.observed(nm.status.as_ref()) {
@@ -77,6 +80,41 @@ impl NodeActorState {
         self.hold_until = None;
         self.flush_status(myself);
         self.kick(myself);
+    }
+
+    /// Whether the spec is invalid in a way that stops the maintenance before it does
+    /// anything: any invalid field before it started (no phase yet), an invalid node name at
+    /// any time (no call made with it could have reached the node).
+    pub(super) fn must_not_start(&self) -> bool {
+        let started = self.status.wanted.phase.is_some()
+            && !crate::fleet::awaiting_start(&self.status.wanted);
+        self.nm
+            .invalid
+            .as_ref()
+            .is_some_and(|problem| !started || problem.field == SpecField::NodeName)
+    }
+
+    /// The spec is invalid (see [`Self::must_not_start`]): Failed, naming the field, with
+    /// nothing touched.
+    pub(super) fn fail_invalid_spec(&mut self, myself: &ActorRef<NodeMsg>) {
+        let Some(problem) = self.nm.invalid.clone() else {
+            return;
+        };
+        let now = self.now();
+        let already = self.status.written().is_some_and(|w| {
+            w.phase == Some(Phase::Failed) && w.last_error.as_deref() == Some(&problem.message)
+        });
+        self.span
+            .in_scope(|| tracing::warn!(error = %problem.message, "invalid NodeMaintenance"));
+        self.set_stage(Stage::Failed {
+            why: Failure::InvalidSpec,
+            undo_due: false,
+        });
+        status::fail(&mut self.status.wanted, problem.message.clone(), now);
+        if !already {
+            self.event(EventType::Warning, reasons::FAILED, problem.message);
+        }
+        self.flush_status(myself);
     }
 
     /// A maintenance found Failed in the API stays Failed (one failed for a missing node is

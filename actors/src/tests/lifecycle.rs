@@ -322,3 +322,50 @@ async fn restart_during_deletion_finishes_undo() {
     assert!(cluster.lease(NS, "node-n1").is_none());
     h.stop().await;
 }
+
+/// A NodeMaintenance whose node name is no node's (`""`: the pod watch would see every
+/// unscheduled pod of the cluster) is Failed at once, naming the field: its node is never read
+/// nor watched, its pods never listed, no lease taken; its deletion touches nothing either.
+#[tokio::test(start_paused = true)]
+async fn an_invalid_node_name_is_failed_without_a_call_about_the_node() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    let problem = "invalid spec.nodeName \"\": a node name is a DNS-1123 subdomain";
+    cluster.create(
+        Maintenance::test("nm1")
+            .on("")
+            .invalid(crate::model::SpecField::NodeName, problem),
+    );
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(10))
+            .await
+    );
+    assert_eq!(cluster.status("nm1").last_error.as_deref(), Some(problem));
+    assert!(
+        cluster
+            .event_reasons()
+            .contains(&"FailedMaintenance".to_string())
+    );
+    cluster.delete_maintenance("nm1");
+    assert!(h.wait_gone("nm1", Duration::from_secs(10)).await);
+    let about_the_node: Vec<String> = cluster
+        .calls()
+        .into_iter()
+        .filter(|c| {
+            let ops = [
+                "watch_node ",
+                "watch_pods",
+                "get_node",
+                "list_pods",
+                "get_lease",
+                "create_lease",
+                "update_lease",
+                "delete_lease",
+                "patch_node",
+            ];
+            ops.iter().any(|op| c.starts_with(op))
+        })
+        .collect();
+    assert!(about_the_node.is_empty(), "{about_the_node:?}");
+    h.stop().await;
+}

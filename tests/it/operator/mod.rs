@@ -20,6 +20,7 @@ mod rbac;
 mod restart;
 mod safety;
 mod self_placement;
+mod spec_limits;
 mod stopping;
 mod traffic;
 mod watch_lists;

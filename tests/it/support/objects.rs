@@ -371,15 +371,28 @@ impl TestEnv {
     where
         K: Resource<DynamicType = ()>,
     {
-        let namespace = self.names.namespace_opt(namespace);
-        let name = self.cluster_name::<K>(name);
-        let name = name.as_str();
-        let request = Request::new(K::url_path(&(), namespace.as_deref()))
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .expect("a PATCH request");
-        if let Err(error) = self.admin.request::<Value>(request).await {
+        if let Err(error) = self.patch_json_result::<K>(namespace, name, patch).await {
             panic!("patching {} {name}: {error}", K::kind(&()));
         }
+    }
+
+    /// [`Self::patch_json`], returning the API server's refusal instead of failing (to test
+    /// validation).
+    pub async fn patch_json_result<K>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+        patch: Value,
+    ) -> Result<Value, kube::Error>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let namespace = self.names.namespace_opt(namespace);
+        let name = self.cluster_name::<K>(name);
+        let request = Request::new(K::url_path(&(), namespace.as_deref()))
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .expect("a PATCH request");
+        self.admin.request::<Value>(request).await
     }
 
     /// Applies a JSON merge patch to a pod's status, as its kubelet would.

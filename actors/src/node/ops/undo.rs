@@ -24,6 +24,9 @@ pub(crate) struct UndoInput {
     /// The maintenance's own copy of its record of the node (from its status): what the undo
     /// follows, whatever the node's record says now.
     pub record: Option<NodeRecord>,
+    /// The maintenance never touched its node nor the lease (it failed for an invalid spec
+    /// before it did anything): neither is read, nor changed.
+    pub untouched: bool,
 }
 
 /// What a node actor knows of the node and its lease, so the undo need not read them again.
@@ -44,7 +47,9 @@ pub(crate) async fn undo(ctx: OpCtx, input: UndoInput) -> Result<(), UndoError> 
         uid: &ctx.nm_uid,
         copy: input.record.as_ref(),
     };
-    restore(&ctx, undoer, input.known).await?;
+    if !input.untouched {
+        restore(&ctx, undoer, input.known).await?;
+    }
     if finalizer {
         ctx.cluster
             .remove_finalizer(&ctx.nm_name, &ctx.nm_uid, &input.finalizers)
