@@ -33,8 +33,12 @@ async fn leader(env: &TestEnv) -> Option<String> {
         .filter(|holder| !holder.is_empty())
 }
 
-async fn a_standby_takes_over_when_the_leader_dies(backend: Backend) {
-    let mut env = TestEnv::on(backend)
+/// A leader (this environment's operator) and a standby on `backend`; returns the
+/// environment, the leader's identity and the standby.
+async fn a_leader_and_a_standby(
+    backend: Backend,
+) -> (TestEnv, Option<String>, crate::support::Operator) {
+    let env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 3).pdb(None))
         .operator_options(elected())
         .start()
@@ -45,6 +49,11 @@ async fn a_standby_takes_over_when_the_leader_dies(backend: Backend) {
     .await;
     let first_leader = leader(&env).await;
     let standby = env.start_another_operator(elected());
+    (env, first_leader, standby)
+}
+
+async fn a_standby_takes_over_when_the_leader_dies(backend: Backend) {
+    let (mut env, first_leader, standby) = a_leader_and_a_standby(backend).await;
 
     env.create_maintenance("nm-0", "node-0").await;
     eventually(
@@ -80,6 +89,43 @@ async fn a_standby_takes_over_when_the_leader_dies(backend: Backend) {
 
 both_backends!(a_standby_takes_over_when_the_leader_dies,);
 
+/// Holds the leader's next `verb` of `resource` (`subresource`) for `late_by`, delivered
+/// whatever becomes of the leader; creates `nm-0` for `node-0`; kills the leader as soon as
+/// that write is on its way; returns when it was sent.
+async fn kill_the_leader_with_a_write_on_its_way(
+    env: &mut TestEnv,
+    resource: &str,
+    subresource: &str,
+    late_by: Duration,
+) -> std::time::Instant {
+    env.sim().faults().add(
+        nmo_sim::FaultRule::on(Some("patch"), Some(resource))
+            .subresource(subresource)
+            .delivered_late(late_by, 1.0)
+            .times(1),
+    );
+    let writes = nmo_sim::Query::all()
+        .verb("patch")
+        .resource(resource)
+        .subresource(subresource);
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
+        "the leader's write on its way",
+        Duration::from_secs(10),
+        async || env.sim().requests(&writes) >= 1,
+    )
+    .await;
+    let sent = std::time::Instant::now();
+    env.kill_operator().await;
+    eventually(
+        "the standby to take over and drain node-0",
+        late_by,
+        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
+    )
+    .await;
+    sent
+}
+
 /// A status write of a deposed leader that arrives after its successor's never lands: the
 /// leader's first status write is held by the API server's network for 10 s (the simulator
 /// delivers it however the client fares: bytes handed to the kernel are delivered after a
@@ -91,42 +137,10 @@ both_backends!(a_standby_takes_over_when_the_leader_dies,);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_status_write_of_a_deposed_leader_does_not_land() {
     let late_by = Duration::from_secs(10);
-    let mut env = TestEnv::builder()
-        .scenario(Scenario::plain(2, 3).pdb(None))
-        .operator_options(elected())
-        .start()
-        .await;
-    eventually("a leader", Duration::from_secs(10), async || {
-        leader(&env).await.is_some()
-    })
-    .await;
-    let first_leader = leader(&env).await;
-    let standby = env.start_another_operator(elected());
-    let status_writes = nmo_sim::Query::all()
-        .verb("patch")
-        .resource("nodemaintenances")
-        .subresource("status");
-    env.sim().faults().add(
-        nmo_sim::FaultRule::on(Some("patch"), Some("nodemaintenances"))
-            .subresource("status")
-            .delivered_late(late_by, 1.0)
-            .times(1),
-    );
-    env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the leader's first status write on its way",
-        Duration::from_secs(10),
-        async || env.sim().requests(&status_writes) >= 1,
-    )
-    .await;
-    let sent = std::time::Instant::now();
-    env.kill_operator().await;
-    eventually(
-        "the standby to take over and drain node-0",
-        late_by,
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    let (mut env, first_leader, standby) = a_leader_and_a_standby(Backend::Sim).await;
+    let sent =
+        kill_the_leader_with_a_write_on_its_way(&mut env, "nodemaintenances", "status", late_by)
+            .await;
     assert_ne!(leader(&env).await, first_leader, "leadership moved");
     // The old leader's write arrives now; give it time to land (or be refused).
     tokio::time::sleep((late_by + Duration::from_secs(2)).saturating_sub(sent.elapsed())).await;
@@ -150,37 +164,8 @@ async fn a_late_status_write_of_a_deposed_leader_does_not_land() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
     let late_by = Duration::from_secs(10);
-    let mut env = TestEnv::builder()
-        .scenario(Scenario::plain(2, 3).pdb(None))
-        .operator_options(elected())
-        .start()
-        .await;
-    eventually("a leader", Duration::from_secs(10), async || {
-        leader(&env).await.is_some()
-    })
-    .await;
-    let standby = env.start_another_operator(elected());
-    let node_patches = nmo_sim::Query::all().verb("patch").resource("nodes");
-    env.sim().faults().add(
-        nmo_sim::FaultRule::on(Some("patch"), Some("nodes"))
-            .delivered_late(late_by, 1.0)
-            .times(1),
-    );
-    env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the leader's cordon on its way",
-        Duration::from_secs(10),
-        async || env.sim().requests(&node_patches) >= 1,
-    )
-    .await;
-    let sent = std::time::Instant::now();
-    env.kill_operator().await;
-    eventually(
-        "the standby to take over and drain node-0",
-        late_by,
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    let (mut env, _, standby) = a_leader_and_a_standby(Backend::Sim).await;
+    let sent = kill_the_leader_with_a_write_on_its_way(&mut env, "nodes", "", late_by).await;
     env.delete_maintenance("nm-0").await;
     env.wait_gone("nm-0").await;
     assert!(

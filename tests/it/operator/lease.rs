@@ -7,6 +7,20 @@ use nmo_sim::Scenario;
 
 use crate::support::{Backend, TestEnv, both_backends, eventually, test_options};
 
+/// Creates `nm-0` for `node-0`, whose lease `holder` holds, and waits until its status names
+/// the holder, then longer than a re-check of the lease, so that anything nmo would touch has
+/// been touched by then.
+async fn creates_nm_0_and_waits_behind(env: &TestEnv, holder: &str) {
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
+        "the status to say who holds the lease",
+        Duration::from_secs(20),
+        async || env.last_error_mentions("nm-0", holder).await,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+}
+
 async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Backend) {
     let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 3))
@@ -15,16 +29,7 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Bac
         .await;
     let node_before = env.node("node-0").await;
     let pods_before = env.pods_on("node-0").await.len();
-    env.create_maintenance("nm-0", "node-0").await;
-
-    eventually(
-        "the status to say who holds the lease",
-        Duration::from_secs(20),
-        async || env.last_error_mentions("nm-0", "node-healthcheck").await,
-    )
-    .await;
-    // Waiting longer than a re-check: still nothing touched.
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    creates_nm_0_and_waits_behind(&env, "node-healthcheck").await;
     let nm = env.maintenance("nm-0").await.expect("exists");
     let conditions = nm["status"]["conditions"]
         .as_array()
@@ -216,27 +221,26 @@ async fn a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder(bac
 }
 both_backends!(a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder);
 
+/// Two nodes with three pods each, node-0's lease held by Node Health Check, renewed `ahead`
+/// of this clock (its clock runs ahead).
+async fn with_a_lease_renewed_ahead(backend: Backend, ahead: chrono::Duration) -> TestEnv {
+    let env = TestEnv::on(backend)
+        .scenario(Scenario::plain(2, 3))
+        .start()
+        .await;
+    env.create_foreign_lease_renewed("node-0", "node-healthcheck", chrono::Utc::now() + ahead)
+        .await;
+    env
+}
+
 /// Node Health Check's clock runs a minute ahead of nmo's: its just-renewed lease has a
 /// `renewTime` in nmo's future. That is clock skew, not a free lease: nmo waits behind it
 /// and touches nothing (medik8s/common's rule, which takes a future renewTime as invalid,
 /// would have nmo cordon and drain a node under remediation).
 async fn a_foreign_lease_renewed_ahead_of_nmos_clock_is_held(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3))
-        .start()
-        .await;
-    let ahead = chrono::Utc::now() + chrono::Duration::seconds(60);
-    env.create_foreign_lease_renewed("node-0", "node-healthcheck", ahead)
-        .await;
+    let mut env = with_a_lease_renewed_ahead(backend, chrono::Duration::seconds(60)).await;
     let node_before = env.node("node-0").await;
-    env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the status to say who holds the lease",
-        Duration::from_secs(20),
-        async || env.last_error_mentions("nm-0", "node-healthcheck").await,
-    )
-    .await;
-    tokio::time::sleep(Duration::from_secs(6)).await;
+    creates_nm_0_and_waits_behind(&env, "node-healthcheck").await;
     assert_eq!(
         env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
         "node-healthcheck"
@@ -253,13 +257,7 @@ async fn a_foreign_lease_renewed_ahead_of_nmos_clock_is_held(backend: Backend) {
 /// skew explains: bogus. nmo takes the lease over as expired, and says so in a Warning event
 /// naming the holder and how far ahead it was.
 async fn a_foreign_lease_renewed_bogusly_far_ahead_is_taken_over_with_a_warning(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3))
-        .start()
-        .await;
-    let ahead = chrono::Utc::now() + chrono::Duration::hours(3);
-    env.create_foreign_lease_renewed("node-0", "node-healthcheck", ahead)
-        .await;
+    let mut env = with_a_lease_renewed_ahead(backend, chrono::Duration::hours(3)).await;
     env.create_maintenance("nm-0", "node-0").await;
     env.wait_phase("nm-0", "Succeeded").await;
     assert_eq!(

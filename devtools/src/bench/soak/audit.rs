@@ -320,7 +320,7 @@ impl Audit {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use std::time::Duration;
 
     use k8s_openapi::api::core::v1::{Node, Pod};
@@ -329,6 +329,35 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A simulator of `scenario` audited for two replicas, `nmo-a` and `nmo-b`, with a client
+    /// for each.
+    pub(in super::super) async fn two_replicas(
+        scenario: Scenario,
+    ) -> (nmo_sim::SimHandle, Audit, kube::Client, kube::Client) {
+        let config = SimConfig::default()
+            .scenario(scenario)
+            .token("token-a", "nmo-a")
+            .token("token-b", "nmo-b")
+            .time_scale(0.0);
+        let sim = Simulator::start(config)
+            .await
+            .expect("the simulator starts");
+        let audit = Audit::new("default");
+        audit.started("nmo-a", "soak-a-1");
+        audit.started("nmo-b", "soak-b-1");
+        sim.set_audit_hook(Some(audit.hook()));
+        sim.set_outcome_hook(Some(audit.outcome_hook()));
+        let client = |token: &str| {
+            sim.kube_client_with(&ClientOptions {
+                token: Some(token.into()),
+                ..ClientOptions::default()
+            })
+            .expect("a client")
+        };
+        let (a, b) = (client("token-a"), client("token-b"));
+        (sim, audit, a, b)
+    }
 
     fn pod_named(pods: &[Value], pick: impl Fn(&Value) -> bool) -> (String, String) {
         let pod = pods.iter().find(|p| pick(p)).expect("such a pod");
@@ -341,18 +370,7 @@ mod tests {
     /// all caught; the leader's ordinary writes are not.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_kind_of_violation_is_caught() {
-        let config = SimConfig::default()
-            .scenario(Scenario::new(2, 4))
-            .token("token-a", "nmo-a")
-            .token("token-b", "nmo-b")
-            .time_scale(0.0);
-        let sim = Simulator::start(config)
-            .await
-            .expect("the simulator starts");
-        let audit = Audit::new("default");
-        audit.started("nmo-a", "soak-a-1");
-        audit.started("nmo-b", "soak-b-1");
-        sim.set_audit_hook(Some(audit.hook()));
+        let (sim, audit, a, b) = two_replicas(Scenario::new(2, 4)).await;
         sim.create_json(
             "coordination.k8s.io",
             "leases",
@@ -362,14 +380,6 @@ mod tests {
             false,
         )
         .expect("the leader lease");
-        let client = |token: &str| {
-            sim.kube_client_with(&ClientOptions {
-                token: Some(token.into()),
-                ..ClientOptions::default()
-            })
-            .expect("a client")
-        };
-        let (a, b) = (client("token-a"), client("token-b"));
         let cordon = Patch::Merge(json!({"spec": {"unschedulable": true}}));
         Api::<Node>::all(a)
             .patch("node-0", &PatchParams::default(), &cordon)
@@ -438,6 +448,7 @@ mod tests {
         assert_eq!(found.daemonset_or_mirror_pods_removed.count, 2, "{found:?}");
         assert_eq!(found.protected_pods_deleted.count, 1, "{found:?}");
         sim.set_audit_hook(None);
+        sim.set_outcome_hook(None);
         sim.shutdown().await;
     }
 }

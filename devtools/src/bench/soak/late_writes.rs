@@ -125,40 +125,18 @@ mod tests {
 
     use k8s_openapi::api::core::v1::Node;
     use kube::api::{Api, Patch, PatchParams};
-    use nmo_sim::{ClientOptions, FaultRule, Scenario, SimConfig, Simulator};
+    use nmo_sim::{FaultRule, Scenario};
     use serde_json::json;
 
-    use super::super::audit::Audit;
+    use super::super::audit::tests::two_replicas;
 
     /// A write held across another replica's write that lands over it is caught; one refused
     /// by its condition is only counted; a write to a node another operator holds the lease
     /// of is caught too.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_late_write_over_another_replicas_is_caught() {
-        let config = SimConfig::default()
-            .scenario(Scenario::plain(2, 0))
-            .token("token-a", "nmo-a")
-            .token("token-b", "nmo-b")
-            .time_scale(0.0);
-        let sim = Simulator::start(config)
-            .await
-            .expect("the simulator starts");
-        let audit = Audit::new("default");
-        audit.started("nmo-a", "soak-a-1");
-        audit.started("nmo-b", "soak-b-1");
-        sim.set_audit_hook(Some(audit.hook()));
-        sim.set_outcome_hook(Some(audit.outcome_hook()));
-        let client = |token: &str| {
-            sim.kube_client_with(&ClientOptions {
-                token: Some(token.into()),
-                ..ClientOptions::default()
-            })
-            .expect("a client")
-        };
-        let (a, b) = (
-            Api::<Node>::all(client("token-a")),
-            Api::<Node>::all(client("token-b")),
-        );
+        let (sim, audit, a, b) = two_replicas(Scenario::plain(2, 0)).await;
+        let (a, b) = (Api::<Node>::all(a), Api::<Node>::all(b));
         sim.faults().add(
             FaultRule::on(Some("patch"), Some("nodes"))
                 .user("nmo-a")
