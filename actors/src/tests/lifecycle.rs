@@ -369,3 +369,52 @@ async fn an_invalid_node_name_is_failed_without_a_call_about_the_node() {
     assert!(about_the_node.is_empty(), "{about_the_node:?}");
     h.stop().await;
 }
+
+/// A record of another maintenance on the node (left behind by the Go operator's undo after a
+/// rollback, say) under a person's cordon is never reused: the new maintenance records the node
+/// as it is (cordoned), says so in a Warning event on the node and its `PriorStateRecorded`
+/// condition, and its undo leaves the person's cordon.
+#[tokio::test(start_paused = true)]
+async fn a_record_of_another_maintenance_is_replaced_and_said() {
+    let cluster = FakeCluster::with_node("n1", 0);
+    let mut node = NodeState::test("n1");
+    node.unschedulable = true;
+    node.record = Some(crate::model::NodeRecord {
+        maintenance: "uid-long-gone".into(),
+        cordoned: false,
+        drain_taint: false,
+        unschedulable_taint: false,
+        label: false,
+        prior_unknown: false,
+    });
+    cluster.set_node(node);
+    // Created before nmo starts, so the orphan sweep leaves the node to it.
+    cluster.create(Maintenance::test("nm1").on("n1"));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
+            .await
+    );
+    let record = cluster.node("n1").and_then(|n| n.record).expect("a record");
+    assert_eq!(record.maintenance, "uid-nm1");
+    assert!(record.cordoned, "made from the node as it is: {record:?}");
+    assert_eq!(cluster.status("nm1").node_record, Some(record));
+    let said = cluster.events().into_iter().find(|e| {
+        e.reason == crate::model::reasons::RECORD_FOREIGN
+            && matches!(&e.target, EventTarget::Node { name, .. } if name == "n1")
+    });
+    let said = said.expect("a RecordForeign event on the node");
+    assert_eq!(said.type_, EventType::Warning);
+    assert!(said.message.contains("uid-long-gone"), "{}", said.message);
+    let status = cluster.status("nm1");
+    let condition = decisions::condition(&status, conditions::PRIOR_STATE_RECORDED)
+        .expect("the PriorStateRecorded condition");
+    assert_eq!(condition.reason, conditions::RECORD_REPLACED);
+
+    cluster.delete_maintenance("nm1");
+    assert!(h.wait_gone("nm1", Duration::from_secs(30)).await);
+    let after = cluster.node("n1").expect("the node");
+    assert!(after.unschedulable, "the person's cordon stays");
+    assert!(after.record.is_none(), "the undo removes the record");
+    h.stop().await;
+}
