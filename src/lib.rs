@@ -17,4 +17,5 @@ pub mod rbac_check;
 pub mod serving_cert;
 pub mod spec_checks;
 pub mod stopping;
+pub mod uninstall;
 pub mod webhook;

@@ -1,4 +1,4 @@
-//! The `nmo` command line as a whole: the operator's subcommands (`run`, `crd`, `plan`), the
+//! The `nmo` command line as a whole: the operator's subcommands (`run`, `crd`, `plan`, `uninstall`), the
 //! parsing that reads the Go operator's one-dash flags, and how each command runs. Both
 //! binaries start here: `nmo` (src/main.rs) parses [`Cli`]; `nmo-dev` (crate `nmo-devtools`)
 //! parses its own command line, which flattens [`Command`] next to the development tools, and
@@ -38,6 +38,11 @@ pub enum Command {
     /// Show what draining these nodes would do and what would block it, changing nothing.
     /// Exit status: 0 nothing blocks, 3 something will, 1 no plan could be made.
     Plan(crate::plan::PlanArgs),
+    /// Remove nmo without stranding a node: delete every NodeMaintenance, wait until nmo has
+    /// given each node back, then delete the CRD (unless --keep-crd) and every object labelled
+    /// app.kubernetes.io/name=nmo, but the shared lease namespace medik8s-leases. If the
+    /// maintenances do not end within --timeout, nothing of nmo is deleted. Safe to run again.
+    Uninstall(crate::uninstall::UninstallArgs),
 }
 
 /// Why a command failed.
@@ -55,6 +60,9 @@ pub enum CommandError {
     /// `nmo plan` could not make a plan.
     #[error(transparent)]
     Plan(#[from] crate::plan::PlanError),
+    /// `nmo uninstall` stopped before nmo was removed.
+    #[error(transparent)]
+    Uninstall(#[from] crate::uninstall::UninstallError),
 }
 
 /// The `nmo` binary: parses the command line, runs the command, exits with its status.
@@ -99,6 +107,11 @@ pub fn dispatch(command: Option<Command>, run: RunArgs) -> Result<ExitCode, Comm
             let mut out = std::io::stdout();
             let code = runtime()?.block_on(crate::plan::run(&args, &mut out))?;
             Ok(ExitCode::from(code))
+        }
+        Command::Uninstall(args) => {
+            let mut out = std::io::stdout();
+            runtime()?.block_on(crate::uninstall::run(&args, &mut out))?;
+            Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => run_operator(*args).map(|()| ExitCode::SUCCESS),
     }

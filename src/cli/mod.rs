@@ -3,6 +3,7 @@
 //! `go_flags`, `zap` and `duration`), so a Deployment or CSV written for the Go operator runs
 //! nmo as it is.
 
+pub mod cluster_access;
 pub mod commands;
 pub mod duration;
 pub mod go_flags;

@@ -8,15 +8,9 @@ pub enum PlanError {
     /// Neither a node nor a selector matching one.
     #[error("no node to plan for: name at least one node, or give a --selector that matches some")]
     NoNodes,
-    /// The kubeconfig could not be read or used.
-    #[error("cannot use the kubeconfig: {0}")]
-    Kubeconfig(#[from] kube::config::KubeconfigError),
-    /// No cluster configuration was found.
-    #[error("cannot find a cluster configuration: {0}")]
-    InferConfig(#[from] kube::config::InferConfigError),
-    /// The client could not be built.
-    #[error("cannot build a client: {0}")]
-    Client(#[source] kube::Error),
+    /// The cluster could not be reached.
+    #[error(transparent)]
+    Access(#[from] crate::cli::cluster_access::ClusterAccessError),
     /// A read failed.
     #[error("cannot {what}: {source}")]
     Read {

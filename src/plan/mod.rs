@@ -21,10 +21,8 @@ mod render;
 mod snapshot;
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 pub use analysis::analyse;
 pub use error::PlanError;
@@ -60,12 +58,9 @@ pub struct PlanArgs {
     /// Output format.
     #[arg(long, short = 'o', value_enum, default_value = "table")]
     pub output: Output,
-    /// The kubeconfig file (default: as kubectl: KUBECONFIG, ~/.kube/config, in-cluster).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// The kubeconfig context to use (default: its current context).
-    #[arg(long)]
-    pub context: Option<String>,
+    /// The cluster.
+    #[command(flatten)]
+    pub cluster: crate::cli::cluster_access::ClusterArgs,
 }
 
 /// Reads the cluster and makes the plan for `request`.
@@ -74,28 +69,12 @@ pub async fn plan(client: &Client, request: &PlanRequest) -> Result<Plan, PlanEr
     Ok(analyse(&input))
 }
 
-async fn client(args: &PlanArgs) -> Result<Client, PlanError> {
-    let options = KubeConfigOptions {
-        context: args.context.clone(),
-        ..KubeConfigOptions::default()
-    };
-    let config = match &args.kubeconfig {
-        Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path)?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?
-        }
-        None if args.context.is_some() => kube::Config::from_kubeconfig(&options).await?,
-        None => kube::Config::infer().await?,
-    };
-    Client::try_from(config).map_err(PlanError::Client)
-}
-
 /// `nmo plan`: prints the plan to `out` and returns the exit status it calls for.
 pub async fn run(args: &PlanArgs, out: &mut (dyn Write + Send)) -> Result<u8, PlanError> {
     if args.nodes.is_empty() && args.selector.is_none() {
         return Err(PlanError::NoNodes);
     }
-    let client = client(args).await?;
+    let client = args.cluster.client().await?;
     let request = PlanRequest {
         nodes: args.nodes.clone(),
         selector: args.selector.clone(),

@@ -7,5 +7,7 @@
 //! nmo in-process as its ServiceAccount with a real bound token (so the ServiceAccount's
 //! deletion matters, as it does to a pod).
 
+mod command;
 mod installed;
+mod manifests;
 mod wrong_order;

@@ -15,7 +15,7 @@ use nmo::crd::NodeMaintenance;
 use super::installed::{CRD, DELETE_INSTALL, GRACE_PERIOD, Installed, NMO_NAMESPACE, Nmo};
 use crate::support::eventually;
 
-fn install_options() -> nmo::operator::OperatorOptions {
+pub(super) fn install_options() -> nmo::operator::OperatorOptions {
     nmo::operator::OperatorOptions {
         leader_elect: true,
         pod_namespace: Some(NMO_NAMESPACE.into()),
@@ -97,7 +97,7 @@ async fn deleting_nmo_s_rights_before_its_crd_strands_no_node() {
 }
 
 /// The install with nmo running and `node` in maintenance for `nm`.
-async fn in_maintenance(nm: &str, node: &str) -> (Installed, Nmo) {
+pub(super) async fn in_maintenance(nm: &str, node: &str) -> (Installed, Nmo) {
     let cluster = Installed::start(node).await;
     let nmo = cluster.start_nmo(install_options());
     cluster.create_maintenance(nm, node).await;
@@ -143,7 +143,7 @@ async fn given_back(cluster: &Installed, node: &str, stopped: &Option<Result<(),
 }
 
 /// Waits until nothing of nmo's install is left but the shared lease namespace.
-async fn nothing_of_nmo_left(cluster: &Installed) {
+pub(super) async fn nothing_of_nmo_left(cluster: &Installed) {
     eventually("nothing of nmo left", Duration::from_secs(90), async || {
         let left = cluster.kubectl_ok(&[
             "get",
