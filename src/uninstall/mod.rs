@@ -38,7 +38,7 @@ pub struct UninstallArgs {
     /// How long to wait for the NodeMaintenances to end, and then for nmo's objects to go.
     #[arg(long, value_parser = parse_duration, default_value = "5m")]
     pub timeout: Duration,
-    /// Keep the NodeMaintenance CRD (and so nothing of another operator's NodeMaintenances).
+    /// Keep the NodeMaintenance CRD, for another operator that uses NodeMaintenances.
     #[arg(long)]
     pub keep_crd: bool,
     /// The cluster.

@@ -28,6 +28,11 @@ fn tables() -> Vec<(&'static str, &'static str, Command)> {
         ("docs/configuration.md", "nmo run flags", nmo.clone()),
         ("docs/configuration.md", "nmo plan flags", sub(&nmo, "plan")),
         (
+            "docs/configuration.md",
+            "nmo uninstall flags",
+            sub(&nmo, "uninstall"),
+        ),
+        (
             "docs/development.md",
             "nmo-dev demo flags",
             sub(&dev, "demo"),

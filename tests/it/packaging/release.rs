@@ -12,9 +12,10 @@ const HEADER: &str = "\
 # nmo's release manifest: everything a first install needs, in one file.
 #   kubectl apply -f install.yaml
 # Generated: the kustomize build of deploy/install (`kubectl kustomize deploy/install`); do not
-# edit (change deploy/ and regenerate: see docs/development.md). To uninstall, delete the
-# NodeMaintenances first, then everything but the shared lease namespace medik8s-leases, which
-# the other medik8s operators use:
+# edit (change deploy/ and regenerate: see docs/development.md). To uninstall, run
+#   nmo uninstall
+# or delete the NodeMaintenances first, then everything but the shared lease namespace
+# medik8s-leases, which the other medik8s operators use:
 #   kubectl delete nodemaintenances --all --wait
 #   kubectl delete -f install.yaml -l app.kubernetes.io/name=nmo
 # (the CRD and the nmo-system namespace carry that label too).
