@@ -53,6 +53,18 @@ pub enum UninstallError {
         /// The timeout.
         after: Duration,
     },
+    /// OLM manages this nmo: it would put back whatever was deleted.
+    #[error(
+        "nothing was changed: OLM manages this nmo (ClusterServiceVersion {namespace}/{csv}). \
+         Delete the NodeMaintenances and wait until none is left, then delete its Subscription \
+         and ClusterServiceVersion"
+    )]
+    ManagedByOlm {
+        /// The ClusterServiceVersion.
+        csv: String,
+        /// Its namespace.
+        namespace: String,
+    },
     /// Standard output could not be written.
     #[error("{0}")]
     Io(#[from] std::io::Error),

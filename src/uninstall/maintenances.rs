@@ -135,7 +135,7 @@ async fn nmo_deployments(client: &kube::Client) -> String {
         Err(error) => return format!("nmo's Deployment could not be read ({error})"),
     };
     if deployments.is_empty() {
-        return format!("No Deployment labelled {NMO_LABEL} was found: is nmo installed?");
+        return format!("No Deployment labelled {NMO_LABEL} was found (is nmo installed?)");
     }
     deployments
         .iter()

@@ -1,5 +1,6 @@
-//! `nmo uninstall`: removes nmo without stranding a node. In this order, each step only once the
-//! one before is done:
+//! `nmo uninstall`: removes nmo without stranding a node. It first makes sure nmo was not
+//! installed by OLM (`olm`: OLM would put back what it deletes); then, in this order, each step
+//! only once the one before is done:
 //!
 //! 1. `maintenances`: deletes every NodeMaintenance and waits until nmo has given each node
 //!    back and released its finalizer. If they do not end within `--timeout` (nmo is not
@@ -15,6 +16,7 @@
 mod error;
 mod maintenances;
 mod objects;
+mod olm;
 
 use std::io::Write;
 use std::time::Duration;
@@ -58,6 +60,7 @@ pub async fn uninstall(
     args: &UninstallArgs,
     out: &mut (dyn Write + Send),
 ) -> Result<(), UninstallError> {
+    olm::refuse_if_managed(client).await?;
     maintenances::end_all(client, args.timeout, out).await?;
     if !args.keep_crd {
         objects::remove_crd(client, args.timeout, out).await?;

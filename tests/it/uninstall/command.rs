@@ -130,3 +130,40 @@ async fn uninstall_deletes_nothing_of_nmo_while_the_maintenances_cannot_end() {
     nmo.terminate(GRACE_PERIOD).await;
     nothing_of_nmo_left(&cluster).await;
 }
+
+/// An nmo that OLM installed (its Deployment carries OLM's `olm.owner` labels, as OLM puts on
+/// what a ClusterServiceVersion makes): OLM would put back whatever was deleted, so the command
+/// changes nothing, not even the maintenances, and says how OLM uninstalls it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uninstall_changes_nothing_of_an_install_olm_manages() {
+    let cluster = Installed::start("worker-u3").await;
+    cluster.create_maintenance("nm-u3", "worker-u3").await;
+    cluster.kubectl_ok(&[
+        "label",
+        "deployment",
+        "nmo",
+        "-n",
+        "nmo-system",
+        "olm.owner=nmo.v0.1.0",
+        "olm.owner.namespace=operators",
+    ]);
+    let before = nmo_objects(&cluster);
+
+    let refused = uninstall(&cluster, &["--timeout=10s"]).await;
+    let stderr = text(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("OLM manages this nmo (ClusterServiceVersion operators/nmo.v0.1.0)"),
+        "{stderr}"
+    );
+    assert_eq!(nmo_objects(&cluster), before, "nothing of nmo is deleted");
+    let maintenances: kube::Api<nmo::crd::NodeMaintenance> = kube::Api::all(cluster.admin.clone());
+    let kept = maintenances
+        .get("nm-u3")
+        .await
+        .expect("the maintenance stays");
+    assert!(
+        kept.metadata.deletion_timestamp.is_none(),
+        "and is not deleted"
+    );
+}
