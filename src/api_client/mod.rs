@@ -30,6 +30,7 @@
 
 pub mod connections;
 pub mod lanes;
+pub mod operator_client;
 #[cfg(test)]
 mod tests;
 
@@ -47,6 +48,7 @@ use tower::{BoxError, ServiceBuilder};
 pub use connections::ConnectionCount;
 use connections::CountingConnector;
 use lanes::Lanes;
+pub use operator_client::{OperatorClient, client_config, cluster_config};
 
 /// Streams one connection carries at most. RFC 9113 recommends servers allow at least 100;
 /// Go's HTTP/2 server (kube-apiserver's `--http2-max-streams-per-connection` at 0) allows 250,

@@ -11,6 +11,7 @@ pub mod zap;
 
 use std::future::Future;
 
+use crate::api_client::operator_client::{self, ClusterConfigError, cluster_config};
 use crate::build_info;
 use crate::observability::telemetry::{self, LogFormat, LogSettings};
 use crate::operator::{self, OperatorOptions};
@@ -60,8 +61,8 @@ pub enum RunError {
     #[error(transparent)]
     Telemetry(#[from] telemetry::TelemetryError),
     /// No cluster configuration was found or it is unusable.
-    #[error("cannot reach a cluster: {0}")]
-    Kube(#[from] kube::Error),
+    #[error(transparent)]
+    ClusterConfig(#[from] ClusterConfigError),
     /// The operator stopped with an error.
     #[error(transparent)]
     Operator(#[from] operator::OperatorError),
@@ -93,10 +94,9 @@ pub async fn run(args: RunArgs, shutdown: impl Future<Output = ()>) -> Result<()
         args.options
             .validate()
             .map_err(operator::OperatorError::from)?;
-        let config = kube::Config::infer()
-            .await
-            .map_err(kube::Error::InferConfig)?;
-        let client = operator::client(config, &args.options)?;
+        let config = cluster_config(args.options.kubeconfig.as_deref()).await?;
+        let client = operator_client::client(config, &args.options)
+            .map_err(operator::OperatorError::from)?;
         operator::run(client, args.options, shutdown).await?;
         Ok(())
     }

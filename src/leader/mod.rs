@@ -25,6 +25,8 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::time::Instant;
 
+use crate::options::OperatorOptions;
+
 /// The Go operator's leader election id.
 pub const LEADER_ELECTION_ID: &str = "135b1886.medik8s.io";
 
@@ -437,6 +439,57 @@ impl LeaderElector {
             renew_time: Some(MicroTime(now)),
             lease_transitions: transitions.or(Some(0)),
             ..current.clone()
+        }
+    }
+}
+
+/// The election step of start-up: whether this replica may act, and for how long.
+pub enum Leadership {
+    /// No election (`--leader-elect=false`): this replica acts from the start, for ever.
+    Unelected,
+    /// This replica won the election and acts while it holds the lease.
+    Elected(Box<LeaderElector>),
+}
+
+impl Leadership {
+    /// Without `--leader-elect`, at once; with it, once this replica holds the lease
+    /// `135b1886.medik8s.io` in `namespace` (retrying while another replica leads).
+    pub async fn win(
+        client: &Client,
+        options: &OperatorOptions,
+        namespace: String,
+    ) -> Result<Leadership, LeaderError> {
+        if !options.leader_elect {
+            return Ok(Leadership::Unelected);
+        }
+        let elector = LeaderElector::new(client.clone(), options.leader_config(namespace));
+        elector.acquire().await?;
+        Ok(Leadership::Elected(Box::new(elector)))
+    }
+
+    /// The fence writers check: open while this replica may act.
+    pub fn fence(&self) -> Fence {
+        match self {
+            Leadership::Unelected => Fence::open(),
+            Leadership::Elected(elector) => elector.fence(),
+        }
+    }
+
+    /// Completes when leadership is lost (never without an election); see
+    /// [`LeaderElector::hold`].
+    pub async fn lost(&self) -> LeaderError {
+        match self {
+            Leadership::Unelected => std::future::pending().await,
+            Leadership::Elected(elector) => elector.hold().await,
+        }
+    }
+
+    /// Gives the lease up on a clean stop, so that a standby takes over at once.
+    pub async fn step_down(&self) {
+        if let Leadership::Elected(elector) = self
+            && let Err(error) = elector.release().await
+        {
+            tracing::warn!(%error, "could not release the leader lease; a standby takes over when it expires");
         }
     }
 }

@@ -1,21 +1,25 @@
 //! Every metric `/metrics` serves, registered in one place: `nmo run` serves this registry, and
 //! the documentation test (tests/it/docs) reads the metric names from it, so a metric added
-//! here without its line in docs/observability.md fails that test.
+//! here without its line in docs/observability.md fails that test. The servers get the finished
+//! registry; the other steps of start-up get the handles they feed.
 
+use std::sync::Arc;
+
+use kube::Client;
 use prometheus_client::registry::Registry;
 
 use super::api_metrics::{self, ApiRequests};
 use super::health::HealthMetrics;
 use super::operator_metrics::OperatorMetrics;
 use super::process_metrics::{Leadership, ProcessCollector, register_build_info};
-use crate::api_client::ConnectionCount;
+use crate::api_client::{ConnectionCount, OperatorClient};
 use crate::webhook::WebhookMetrics;
 
 /// The registry and the handles the operator's parts record into.
 #[derive(Debug)]
 pub struct Metrics {
     /// What `/metrics` encodes.
-    pub registry: Registry,
+    pub registry: Arc<Registry>,
     /// The maintenances' metrics, fed by the actors' observer.
     pub maintenances: OperatorMetrics,
     /// Every request to the API server.
@@ -49,12 +53,20 @@ impl Metrics {
         let health = HealthMetrics::default();
         health.register(&mut registry);
         Metrics {
-            registry,
+            registry: Arc::new(registry),
             maintenances,
             api_requests,
             leadership,
             webhook,
             health,
         }
+    }
+
+    /// The metrics of `client` (its connections reported when it counts them), and the client
+    /// that counts each request it makes (watches, election and events included) in them.
+    pub fn for_client(client: OperatorClient) -> (Metrics, Client) {
+        let metrics = Metrics::new(client.connections);
+        let client = api_metrics::count_requests(client.client, metrics.api_requests.clone());
+        (metrics, client)
     }
 }
