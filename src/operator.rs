@@ -78,11 +78,10 @@ pub async fn run(
             // A standby is ready: it serves probes and waits; only the leader watches.
             probes.readiness.standing_by();
         }
-        let namespace = client.default_namespace().to_string();
         let leadership = tokio::select! {
             () = &mut shutdown => return Ok(()),
             error = servers.failed() => return Err(error.into()),
-            won = Leadership::win(&client, &options, namespace) => won?,
+            won = Leadership::win(&client, &options) => won?,
         };
         let steps = Leading {
             client: &client,

@@ -8,10 +8,11 @@ use kube::Client;
 use nmo_actors::config::{Config, defaults};
 use nmo_actors::fleet::{FleetBudget, Limit, LimitError};
 
+use crate::api_client::operator_client::READ_TIMEOUT;
 use crate::cli::duration::parse_duration;
 use crate::cli::go_flags::parse_go_bool;
 use crate::coexistence::{CoexistenceConfig, CoexistenceStatus, GoOperatorWatch};
-use crate::leader::{LeaderConfig, LeaderConfigError};
+use crate::leader::{self, LeaderConfig, LeaderConfigError};
 use crate::webhook;
 
 /// The operator's flags (the Go operator's names where it has them).
@@ -32,6 +33,10 @@ pub struct OperatorOptions {
     #[arg(long, num_args = 0..=1, require_equals = true, default_value = "false",
           default_missing_value = "true", value_parser = parse_go_bool, value_name = "BOOL")]
     pub leader_elect: bool,
+    /// Namespace of the leader election lease. Unset: the pod's own namespace in a cluster, the
+    /// kubeconfig context's outside one.
+    #[arg(long, value_name = "NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
     /// How long a leader election lease is valid after its last renewal.
     #[arg(long, value_parser = parse_duration, default_value = "15s")]
     pub leader_elect_lease_duration: Duration,
@@ -127,6 +132,7 @@ impl Default for OperatorOptions {
             metrics_bind_address: ":8080".into(),
             health_probe_bind_address: ":8081".into(),
             leader_elect: false,
+            leader_election_namespace: None,
             leader_elect_lease_duration: Duration::from_secs(15),
             leader_elect_renew_deadline: Duration::from_secs(10),
             leader_elect_retry_period: Duration::from_secs(2),
@@ -155,6 +161,10 @@ impl Default for OperatorOptions {
         }
     }
 }
+
+/// The longest `--api-call-timeout`: the kube client's own read timeout, after which it gives
+/// a silent connection up whatever the call's deadline.
+pub const MAX_API_CALL_TIMEOUT: Duration = READ_TIMEOUT;
 
 /// A flag value nmo refuses to start with.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -189,6 +199,19 @@ pub enum OptionsError {
         "--lease-duration-on-stop ({0:?}) must be at least a second and at most the node lease's duration (1h)"
     )]
     LeaseDurationOnStop(Duration),
+    /// A call could wait longer than anything is worth waiting for.
+    #[error(
+        "--api-call-timeout ({timeout:?}) must be at most {max:?}: the client gives a silent connection up after {max:?} anyway, and a hung call holds its maintenance's step (a lease renewal, say) that long"
+    )]
+    ApiCallTimeoutTooLong {
+        /// The timeout asked for.
+        timeout: Duration,
+        /// The longest accepted.
+        max: Duration,
+    },
+    /// `--leader-election-namespace` was given empty.
+    #[error("--leader-election-namespace must not be empty (leave it out for the pod's namespace)")]
+    LeaderElectionNamespace,
     /// The leader election timings could let two replicas lead at once.
     #[error(transparent)]
     Leader(#[from] LeaderConfigError),
@@ -237,6 +260,19 @@ impl OperatorOptions {
                 self.lease_duration_on_stop,
             ));
         }
+        if self.api_call_timeout > MAX_API_CALL_TIMEOUT {
+            return Err(OptionsError::ApiCallTimeoutTooLong {
+                timeout: self.api_call_timeout,
+                max: MAX_API_CALL_TIMEOUT,
+            });
+        }
+        if self
+            .leader_election_namespace
+            .as_deref()
+            .is_some_and(|namespace| namespace.trim().is_empty())
+        {
+            return Err(OptionsError::LeaderElectionNamespace);
+        }
         if self.leader_elect {
             self.leader_config(String::new()).validate()?;
         }
@@ -270,7 +306,7 @@ impl OperatorOptions {
         let config = CoexistenceConfig {
             own_election_namespace: self
                 .leader_elect
-                .then(|| client.default_namespace().to_string()),
+                .then(|| leader::election_namespace(self, client)),
             interval: self.go_operator_check_interval,
             call_timeout: self.api_call_timeout,
             instance: self.pod_name(),
@@ -355,6 +391,37 @@ mod tests {
             ..OperatorOptions::default()
         };
         assert_eq!(hour.validate(), Ok(()));
+    }
+
+    #[test]
+    fn an_api_call_timeout_beyond_the_clients_own_is_refused() {
+        let valid = OperatorOptions::default();
+        for timeout in [Duration::from_secs(301), Duration::from_secs(86_400)] {
+            let options = OperatorOptions {
+                api_call_timeout: timeout,
+                ..valid.clone()
+            };
+            let error = options.validate().expect_err("too long").to_string();
+            assert!(
+                error.starts_with("--api-call-timeout") && error.contains("at most 300s"),
+                "{error}"
+            );
+        }
+        let longest = OperatorOptions {
+            api_call_timeout: MAX_API_CALL_TIMEOUT,
+            ..valid
+        };
+        assert_eq!(longest.validate(), Ok(()));
+    }
+
+    #[test]
+    fn an_empty_leader_election_namespace_is_refused() {
+        let options = OperatorOptions {
+            leader_election_namespace: Some(" ".into()),
+            ..OperatorOptions::default()
+        };
+        let error = options.validate().expect_err("empty").to_string();
+        assert!(error.contains("--leader-election-namespace"), "{error}");
     }
 
     #[test]

@@ -56,6 +56,17 @@ pub enum LeaderError {
     /// Someone else holds the lease now.
     #[error("lost leadership: the lease is held by {0}")]
     Taken(String),
+    /// The API server refuses the lease in this namespace (no right to it, or no such
+    /// namespace): retrying cannot help, so nmo stops with this instead of retrying for ever.
+    #[error(
+        "cannot hold the leader election lease {LEADER_ELECTION_ID} in namespace {namespace}: {reason}; set --leader-election-namespace to nmo's own namespace, or grant get, create and update on leases there"
+    )]
+    NamespaceUnusable {
+        /// The election's namespace.
+        namespace: String,
+        /// What the API server said.
+        reason: String,
+    },
 }
 
 /// Invalid leader election timings.
@@ -253,7 +264,15 @@ impl LeaderElector {
                     return Ok(());
                 }
                 Ok(Round::HeldBy(_) | Round::LostRace) => {}
-                Err(error) => tracing::warn!(%error, "leader election attempt failed"),
+                Err(error) => {
+                    if let Some(reason) = refusal(&error) {
+                        return Err(LeaderError::NamespaceUnusable {
+                            namespace: self.config.namespace.clone(),
+                            reason,
+                        });
+                    }
+                    tracing::warn!(%error, "leader election attempt failed");
+                }
             }
             tokio::time::sleep(self.config.retry_period).await;
         }
@@ -453,15 +472,16 @@ pub enum Leadership {
 
 impl Leadership {
     /// Without `--leader-elect`, at once; with it, once this replica holds the lease
-    /// `135b1886.medik8s.io` in `namespace` (retrying while another replica leads).
+    /// `135b1886.medik8s.io` in its namespace (see [`election_namespace`]), retrying while
+    /// another replica leads. A namespace the API server refuses the lease in is an error.
     pub async fn win(
         client: &Client,
         options: &OperatorOptions,
-        namespace: String,
     ) -> Result<Leadership, LeaderError> {
         if !options.leader_elect {
             return Ok(Leadership::Unelected);
         }
+        let namespace = election_namespace(options, client);
         let elector = LeaderElector::new(client.clone(), options.leader_config(namespace));
         elector.acquire().await?;
         Ok(Leadership::Elected(Box::new(elector)))
@@ -491,6 +511,33 @@ impl Leadership {
         {
             tracing::warn!(%error, "could not release the leader lease; a standby takes over when it expires");
         }
+    }
+}
+
+/// The namespace of the leader election lease: `--leader-election-namespace`, else the
+/// client's namespace, which in a pod is the pod's own (kube reads the service account's
+/// namespace file) and outside a cluster the kubeconfig context's.
+pub fn election_namespace(options: &OperatorOptions, client: &Client) -> String {
+    let namespace = match &options.leader_election_namespace {
+        Some(namespace) => namespace.clone(),
+        None => client.default_namespace().to_string(),
+    };
+    tracing::info!(%namespace, "leader election lease namespace");
+    namespace
+}
+
+/// What the API server said when it refused the lease for good: 403 (no right to leases in
+/// the namespace) or 404 (a lease cannot be created in a namespace that does not exist; a
+/// missing lease itself is no error).
+fn refusal(error: &LeaderError) -> Option<String> {
+    match error {
+        LeaderError::Api {
+            source: kube::Error::Api(status),
+            ..
+        } if status.code == 403 || status.code == 404 => {
+            Some(format!("{} ({})", status.message, status.code))
+        }
+        _ => None,
     }
 }
 

@@ -6,7 +6,12 @@ use k8s_openapi::api::coordination::v1::Lease;
 use nmo::operator::OperatorOptions;
 use nmo_sim::Scenario;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually, taint_keys, test_options};
+use std::path::Path;
+
+use crate::support::{
+    Backend, OPERATOR_NAMESPACE, Operator, TestEnv, both_backends, eventually, taint_keys,
+    test_options,
+};
 
 fn elected() -> OperatorOptions {
     OperatorOptions {
@@ -185,3 +190,50 @@ async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
     );
     standby.stop().await.expect("clean stop");
 }
+
+/// nmo run outside the cluster with a kubeconfig whose namespace is not nmo's: the election's
+/// lease there is refused (403). nmo stops at once with an error naming the namespace and the
+/// flag, rather than retrying every retry period for ever. With
+/// `--leader-election-namespace` naming nmo's namespace, the same replica leads.
+async fn an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error(backend: Backend) {
+    let env = TestEnv::on(backend)
+        .scenario(Scenario::plain(1, 1).pdb(None))
+        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+        .namespace(OPERATOR_NAMESPACE)
+        .without_operator()
+        .start()
+        .await;
+    let mut elsewhere = env.operator_config();
+    elsewhere.default_namespace = "default".into();
+    let replica = |options: OperatorOptions| {
+        let config = elsewhere.clone();
+        Operator::start(
+            move || kube::Client::try_from(config).expect("a client"),
+            options,
+        )
+    };
+    let refused = replica(elected());
+    let outcome = tokio::time::timeout(Duration::from_secs(10), refused.wait())
+        .await
+        .expect("nmo stops within seconds instead of retrying for ever");
+    let error = outcome
+        .expect_err("no leader election without the lease")
+        .to_string();
+    for part in ["namespace default", "--leader-election-namespace", "(403)"] {
+        assert!(error.contains(part), "{part} in: {error}");
+    }
+
+    let flagged = replica(OperatorOptions {
+        leader_election_namespace: Some(env.operator_namespace().to_string()),
+        ..elected()
+    });
+    eventually(
+        "the flagged replica to lead",
+        Duration::from_secs(10),
+        async || leader(&env).await.is_some(),
+    )
+    .await;
+    flagged.stop().await.expect("clean stop");
+}
+
+both_backends!(an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error);

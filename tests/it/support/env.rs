@@ -110,6 +110,12 @@ impl TestEnv {
         kube::Client::try_from(self.operator_config.clone()).expect("a client for nmo")
     }
 
+    /// nmo's client configuration (its identity and namespace), for a replica a test builds
+    /// itself (with another namespace, say).
+    pub fn operator_config(&self) -> kube::Config {
+        self.operator_config.clone()
+    }
+
     /// Writes a kubeconfig file with nmo's identity (its service account and namespace when
     /// RBAC is enforced), for nmo started as a process of its own.
     pub fn write_operator_kubeconfig(&self, path: &std::path::Path) {

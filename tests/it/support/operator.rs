@@ -112,6 +112,11 @@ impl Operator {
         self.join().await
     }
 
+    /// Waits for the operator to stop on its own (it is not asked to) and returns how it ended.
+    pub async fn wait(mut self) -> Result<(), OperatorError> {
+        self.join().await
+    }
+
     /// Kills the operator mid-flight, as a crash would.
     pub async fn kill(mut self) {
         match &mut self.run {
