@@ -17,6 +17,7 @@ pub mod options;
 pub mod plan;
 pub mod rbac_check;
 pub mod servers;
+pub mod serving;
 pub mod serving_cert;
 pub mod spec_checks;
 pub mod stopping;

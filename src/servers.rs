@@ -17,6 +17,7 @@ use crate::observability::health::{Liveness, Readiness};
 use crate::observability::http::{self, parse_bind_address};
 use crate::observability::registry::Metrics;
 use crate::options::OperatorOptions;
+use crate::serving::{self, Limits};
 use crate::serving_cert::{self, Lifetimes, ServingCertConfig};
 use crate::webhook::{self, WebhookConfig, WebhookError};
 
@@ -92,10 +93,11 @@ impl Servers {
     ) -> Result<(), ServerError> {
         if let Some(listener) = bind(&options.metrics_bind_address).await? {
             let router = endpoints::metrics_router(metrics.registry.clone());
-            tokio::spawn(http::serve(
+            tokio::spawn(serving::serve(
                 listener,
+                None,
                 router,
-                options.enable_http2,
+                Limits::metrics(options.enable_http2),
                 self.stopped(),
             ));
         }

@@ -1,20 +1,13 @@
-//! Serving an axum router over plain TCP with HTTP/2 off unless asked for (`--enable-http2`),
-//! as the Go operator does: HTTP/2's stream handling has had denial-of-service flaws (rapid
-//! reset), and Prometheus and kubelet probes speak HTTP/1.1 anyway.
+//! Go-style bind addresses (`:8080`, `host:port`), and the plain-HTTP server of the probes
+//! (`crate::serving` takes its connections).
 
 use std::future::Future;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
-use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioExecutor, TokioIo};
-use hyper_util::server::conn::auto::Builder;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
 
-/// After a failed accept (typically out of file descriptors), how long to wait before the
-/// next: a tight loop would burn a core and flood the log while nothing can succeed.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+use crate::serving::{self, Limits};
 
 /// The addresses to try, in order, for a Go-style bind address: `:8080` means every interface,
 /// IPv6 and IPv4 (`[::]`, the webhook's choice too) or IPv4 alone on a host without IPv6;
@@ -49,43 +42,22 @@ pub async fn bind_first(addresses: &[SocketAddr]) -> std::io::Result<TcpListener
     Err(last)
 }
 
-/// Serves `router` on `listener` until `shutdown` completes; connections in progress are
-/// dropped then (probes and scrapes are short).
+/// Serves `router` on `listener` with the probes' limits ([`Limits::probes`]: a few
+/// connections, short timeouts) until `shutdown` completes.
 pub async fn serve(
     listener: TcpListener,
     router: Router,
     enable_http2: bool,
     shutdown: impl Future<Output = ()>,
 ) {
-    let mut builder = Builder::new(TokioExecutor::new());
-    if !enable_http2 {
-        builder = builder.http1_only();
-    }
-    tokio::pin!(shutdown);
-    loop {
-        let accepted = tokio::select! {
-            () = &mut shutdown => return,
-            accepted = listener.accept() => accepted,
-        };
-        let stream = match accepted {
-            Ok((stream, _peer)) => stream,
-            Err(error) => {
-                tracing::warn!(%error, "accepting a connection failed");
-                tokio::time::sleep(ACCEPT_BACKOFF).await;
-                continue;
-            }
-        };
-        let service = TowerToHyperService::new(router.clone());
-        let builder = builder.clone();
-        tokio::spawn(async move {
-            if let Err(error) = builder
-                .serve_connection(TokioIo::new(stream), service)
-                .await
-            {
-                tracing::debug!(%error, "connection ended with an error");
-            }
-        });
-    }
+    serving::serve(
+        listener,
+        None,
+        router,
+        Limits::probes(enable_http2),
+        shutdown,
+    )
+    .await;
 }
 
 #[cfg(test)]
