@@ -22,9 +22,26 @@ pub struct OperatorOptions {
     /// else the pod's service account in a cluster, else `~/.kube/config`.
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
-    /// Where to serve Prometheus metrics (`:8080` = every interface); `0` disables it.
-    #[arg(long, default_value = ":8080")]
+    /// Where to serve Prometheus metrics (`:8443` = every interface); `0` disables it.
+    #[arg(long, default_value = DEFAULT_METRICS_BIND_ADDRESS)]
     pub metrics_bind_address: String,
+    /// Serve metrics over HTTPS to clients whose bearer token the API server authenticates
+    /// (TokenReview) and authorizes for `get` on `/metrics` (SubjectAccessReview), as
+    /// controller-runtime does; `--metrics-secure=false` serves plain HTTP to anyone.
+    #[arg(long, env = "NMO_METRICS_SECURE", num_args = 0..=1, require_equals = true,
+          default_value = "true", default_missing_value = "true", value_parser = parse_go_bool,
+          value_name = "BOOL")]
+    pub metrics_secure: bool,
+    /// Directory with the metrics serving certificate; unset: a self-signed one made at
+    /// start-up. The files are reloaded when they change.
+    #[arg(long, value_name = "DIR")]
+    pub metrics_cert_path: Option<PathBuf>,
+    /// The certificate's file name in `--metrics-cert-path`.
+    #[arg(long, default_value = "tls.crt", value_name = "FILE")]
+    pub metrics_cert_name: String,
+    /// The private key's file name in `--metrics-cert-path`.
+    #[arg(long, default_value = "tls.key", value_name = "FILE")]
+    pub metrics_cert_key: String,
     /// Where to serve `/healthz` and `/readyz`; `0` disables it.
     #[arg(long, default_value = ":8081")]
     pub health_probe_bind_address: String,
@@ -129,7 +146,11 @@ impl Default for OperatorOptions {
     fn default() -> Self {
         OperatorOptions {
             kubeconfig: None,
-            metrics_bind_address: ":8080".into(),
+            metrics_bind_address: DEFAULT_METRICS_BIND_ADDRESS.into(),
+            metrics_secure: true,
+            metrics_cert_path: None,
+            metrics_cert_name: "tls.crt".into(),
+            metrics_cert_key: "tls.key".into(),
             health_probe_bind_address: ":8081".into(),
             leader_elect: false,
             leader_election_namespace: None,
@@ -161,6 +182,9 @@ impl Default for OperatorOptions {
         }
     }
 }
+
+/// Where metrics are served by default: controller-runtime's HTTPS port, every interface.
+pub const DEFAULT_METRICS_BIND_ADDRESS: &str = ":8443";
 
 /// The longest `--api-call-timeout`: the kube client's own read timeout, after which it gives
 /// a silent connection up whatever the call's deadline.

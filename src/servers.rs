@@ -4,17 +4,22 @@
 //! certificate stops nmo at once; stopped last.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::Router;
 use kube::Client;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 
 use crate::coexistence::{CoexistenceStatus, annotate_readyz};
 use crate::observability::endpoints;
 use crate::observability::health::{Liveness, Readiness};
 use crate::observability::http::{self, parse_bind_address};
+use crate::observability::metrics_auth::MetricsAuth;
+use crate::observability::metrics_tls::{self, MetricsCert, MetricsTlsError};
 use crate::observability::registry::Metrics;
 use crate::options::OperatorOptions;
 use crate::serving::{self, Limits};
@@ -35,6 +40,9 @@ pub enum ServerError {
         /// Why.
         reason: String,
     },
+    /// The metrics server's certificate is missing or unusable.
+    #[error(transparent)]
+    MetricsTls(#[from] MetricsTlsError),
     /// The admission webhook could not start (its certificate is missing, say) or failed.
     #[error(transparent)]
     Webhook(#[from] WebhookError),
@@ -92,10 +100,10 @@ impl Servers {
         client: &Client,
     ) -> Result<(), ServerError> {
         if let Some(listener) = bind(&options.metrics_bind_address).await? {
-            let router = endpoints::metrics_router(metrics.registry.clone());
+            let (router, tls) = metrics_endpoint(options, metrics, client)?;
             tokio::spawn(serving::serve(
                 listener,
-                None,
+                tls,
                 router,
                 Limits::metrics(options.enable_http2),
                 self.stopped(),
@@ -187,6 +195,26 @@ async fn serving_certificate(
         stopped,
     ));
     Some(shared)
+}
+
+/// `/metrics`, behind TLS and the token check with `--metrics-secure`, plain otherwise.
+fn metrics_endpoint(
+    options: &OperatorOptions,
+    metrics: &Metrics,
+    client: &Client,
+) -> Result<(Router, Option<TlsAcceptor>), ServerError> {
+    let router = endpoints::metrics_router(metrics.registry.clone());
+    if !options.metrics_secure {
+        return Ok((router, None));
+    }
+    let cert = MetricsCert::from_flags(
+        options.metrics_cert_path.as_ref(),
+        &options.metrics_cert_name,
+        &options.metrics_cert_key,
+    );
+    let tls = metrics_tls::server_config(&cert, options.enable_http2)?;
+    let router = MetricsAuth::new(client.clone()).protect(router);
+    Ok((router, Some(TlsAcceptor::from(Arc::new(tls)))))
 }
 
 /// The listener for a Go-style bind address; None when it is `0` or empty (disabled).

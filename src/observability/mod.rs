@@ -9,6 +9,8 @@ pub mod drain_metrics;
 pub mod endpoints;
 pub mod health;
 pub mod http;
+pub mod metrics_auth;
+pub mod metrics_tls;
 pub mod operator_metrics;
 pub mod otlp_http;
 pub mod process_metrics;

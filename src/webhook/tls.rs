@@ -272,13 +272,13 @@ impl ReloadingCert {
             Ok(stamp) if stamp != state.loaded && state.failed != Some(stamp) => {
                 match self.files.load(&self.provider) {
                     Ok(key) => {
-                        info!(cert = %self.files.cert.display(), "webhook serving certificate reloaded");
+                        info!(cert = %self.files.cert.display(), "serving certificate reloaded");
                         state.current = Arc::new(key);
                         state.loaded = stamp;
                         state.failed = None;
                     }
                     Err(error) => {
-                        warn!(%error, "webhook serving certificate changed but cannot be loaded; serving the previous one");
+                        warn!(%error, "serving certificate changed but cannot be loaded; serving the previous one");
                         state.failed = Some(stamp);
                     }
                 }
@@ -288,7 +288,7 @@ impl ReloadingCert {
                 // Mid-rotation the files may briefly vanish: keep serving what we have, and say
                 // so once rather than on every handshake.
                 if !state.stat_failing {
-                    warn!(%error, cert = %self.files.cert.display(), "cannot stat the webhook serving certificate; serving the previous one");
+                    warn!(%error, cert = %self.files.cert.display(), "cannot stat the serving certificate; serving the previous one");
                 }
                 state.stat_failing = true;
             }

@@ -10,6 +10,7 @@ mod go_command_line;
 mod logs;
 mod manifests;
 mod metrics;
+mod metrics_auth;
 mod obs_support;
 mod observability_e2e;
 mod operator;

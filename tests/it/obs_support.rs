@@ -1,18 +1,25 @@
 //! Shared by the observability tests: the actors driven by the in-memory fake cluster the way
 //! `nmo run` drives them (a feeder plays the NodeMaintenance watch), a drain that a
-//! PodDisruptionBudget holds up for a while, and a bare HTTP/1.1 GET.
+//! PodDisruptionBudget holds up for a while, and bare HTTP/1.1 GETs, plain and over TLS.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::Body;
+use axum::http::Request;
 use chrono::Utc;
+use hyper_util::rt::TokioIo;
 use nmo_actors::config::Config;
 use nmo_actors::fake::{FakeCluster, Harness};
 use nmo_actors::model::Phase;
 use nmo_actors::observe::Observer;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
 
 use crate::support::eventually;
 
@@ -107,4 +114,99 @@ pub async fn http_get(address: SocketAddr, path: &str) -> (u16, String) {
         .and_then(|code| code.parse().ok())
         .unwrap_or(0);
     (status, body.to_string())
+}
+
+/// Accepts any server certificate: for the self-signed one, which no CA vouches for.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+/// GET `/metrics` over HTTPS with `token`, trusting `root` (any certificate without one): the
+/// status and the body.
+pub async fn https_get(
+    address: SocketAddr,
+    token: Option<&str>,
+    root: Option<CertificateDer<'static>>,
+) -> (u16, String) {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(Arc::clone(&provider))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions");
+    let config = match root {
+        Some(root) => {
+            let mut roots = RootCertStore::empty();
+            roots.add(root).expect("a root");
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        None => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+            .with_no_client_auth(),
+    };
+    let tcp = TcpStream::connect(address).await.expect("connects");
+    let tls = TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("localhost").expect("a name"), tcp)
+        .await
+        .expect("a TLS handshake");
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .expect("an HTTP connection");
+    tokio::spawn(connection);
+    let mut request = Request::get("/metrics").header("host", "localhost");
+    if let Some(token) = token {
+        request = request.header("authorization", format!("Bearer {token}"));
+    }
+    let response = sender
+        .send_request(request.body(Body::empty()).expect("a request"))
+        .await
+        .expect("a response");
+    let status = response.status().as_u16();
+    let body = axum::body::to_bytes(Body::new(response.into_body()), usize::MAX)
+        .await
+        .expect("a body");
+    (status, String::from_utf8_lossy(&body).into_owned())
 }

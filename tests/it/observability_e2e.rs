@@ -58,6 +58,8 @@ async fn a_drain_is_traced_metered_and_probed(backend: Backend) {
     let probes_at: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let options = OperatorOptions {
         metrics_bind_address: metrics_at.to_string(),
+        // Plain HTTP: what the metrics say is tested here, who may read them in metrics_auth.
+        metrics_secure: false,
         health_probe_bind_address: probes_at.to_string(),
         ..OperatorOptions::default()
     };

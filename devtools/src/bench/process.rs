@@ -82,6 +82,8 @@ impl OperatorProcess {
                 H2C_VARIABLE,
                 std::env::var(H2C_VARIABLE).unwrap_or_else(|_| "true".to_string()),
             )
+            // The bench scrapes plain HTTP. An environment variable, not a flag, as above.
+            .env("NMO_METRICS_SECURE", "false")
             .env("RUST_LOG", "warn")
             .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
             .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")

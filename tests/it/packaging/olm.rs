@@ -212,6 +212,8 @@ fn generate() -> Vec<(String, String)> {
         .partition(|r| &r["metadata"]["namespace"] == own_namespace);
     let permissions: Vec<Value> = own_roles.iter().flat_map(|r| rules_of(r)).collect();
     let mut cluster_rules = rules_of(cluster_role);
+    // Secure metrics' TokenReviews and SubjectAccessReviews.
+    cluster_rules.extend(rules_of(find(&base, "ClusterRole", "nmo-metrics-auth")));
     cluster_rules.extend(other_roles.iter().flat_map(|r| rules_of(r)));
 
     let configuration = find(
@@ -314,9 +316,12 @@ fn generate() -> Vec<(String, String)> {
         format!("bundle/manifests/{}", crd_file_name(&crd)),
         format!("{}{}", header("deploy/base/crd.yaml"), yaml(&crd)),
     ));
+    // Who may read the metrics: bound by the cluster's admin to its Prometheus, not to nmo.
+    let metrics_reader = find(&base, "ClusterRole", "nmo-metrics-reader");
     for object in base
         .iter()
         .filter(|o| EXTRA_KINDS.contains(&o["kind"].as_str().unwrap_or_default()))
+        .chain([metrics_reader])
     {
         let mut object = object.clone();
         if let Some(metadata) = object["metadata"].as_object_mut() {
@@ -533,6 +538,7 @@ fn the_csv_installs_what_deploy_installs() {
         .collect();
     assert!(!leases.is_empty() && !own.is_empty());
     let mut cluster = rules_of(find(&base, "ClusterRole", "nmo-manager"));
+    cluster.extend(rules_of(find(&base, "ClusterRole", "nmo-metrics-auth")));
     cluster.extend(leases);
     assert_eq!(
         csv.spec.install.spec.permissions,
