@@ -1,28 +1,22 @@
-//! The cluster reads the webhook needs, each one request through the kube client. Nothing is
-//! cached: admission is rare and must see the latest state (a cache could allow a second
-//! NodeMaintenance created a moment ago).
+//! What a CREATE review reads: the node and the other NodeMaintenances from the webhook's
+//! caches (`caches`), and, only for a control-plane node on OpenShift, the etcd quorum guard's
+//! budget and pods, each one request through the kube client.
 
-use std::collections::BTreeSet;
-
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
 use kube::{Api, Client};
 
-use super::rules::{CONTROL_PLANE_LABELS, ETCD_NAMESPACE};
-use crate::crd::NodeMaintenance;
+use super::caches::Caches;
+use super::rules::ETCD_NAMESPACE;
 
-/// The node, or `None` when the API server says it does not exist.
-pub async fn node(client: &Client, name: &str) -> Result<Option<Node>, kube::Error> {
-    Api::<Node>::all(client.clone()).get_opt(name).await
-}
-
-/// Every NodeMaintenance in the cluster (they are cluster scoped and few).
-pub async fn maintenances(client: &Client) -> Result<Vec<NodeMaintenance>, kube::Error> {
-    let list = Api::<NodeMaintenance>::all(client.clone())
-        .list(&ListParams::default())
-        .await?;
-    Ok(list.items)
+/// Where a review's reads go; cheap to clone.
+#[derive(Clone)]
+pub struct Lookups {
+    /// For the reads the caches do not hold.
+    pub client: Client,
+    /// Nodes and NodeMaintenances.
+    pub caches: Caches,
 }
 
 /// The PDBs in `openshift-etcd`. A 404 (no such namespace or no policy API on this server)
@@ -49,16 +43,4 @@ pub async fn guard_pods(
         .list(&params)
         .await?;
     Ok(list.items)
-}
-
-/// The names of the nodes carrying either control-plane role label: two label-selected lists,
-/// which return only the (few) control-plane nodes, never every node of a large cluster.
-pub async fn control_plane_node_names(client: &Client) -> Result<BTreeSet<String>, kube::Error> {
-    let api = Api::<Node>::all(client.clone());
-    let mut names = BTreeSet::new();
-    for label in CONTROL_PLANE_LABELS {
-        let list = api.list(&ListParams::default().labels(label)).await?;
-        names.extend(list.items.into_iter().filter_map(|node| node.metadata.name));
-    }
-    Ok(names)
 }

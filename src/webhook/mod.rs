@@ -5,6 +5,7 @@
 //! `serve` is all `nmo run` needs; `Webhook::bind` + `Webhook::run` let tests bind port 0
 //! and learn the address first.
 
+mod caches;
 mod error;
 mod lookups;
 pub mod metrics;
@@ -24,7 +25,11 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tracing::info;
 
+use crate::serving;
+
+use caches::Caches;
 pub use error::WebhookError;
+use lookups::Lookups;
 pub use metrics::WebhookMetrics;
 pub use server::VALIDATE_PATH;
 pub use tls::{DEFAULT_CERT_DIR, SharedCert, TlsError};
@@ -70,7 +75,7 @@ impl WebhookConfig {
 pub struct Webhook {
     listener: TcpListener,
     acceptor: TlsAcceptor,
-    client: Client,
+    lookups: Lookups,
     metrics: WebhookMetrics,
     enable_http2: bool,
 }
@@ -89,10 +94,12 @@ impl Webhook {
             config.enable_http2,
         )?;
         let listener = server::bind(address).await?;
+        // The caches list while the rest of nmo starts.
+        let caches = Caches::start(&client);
         Ok(Self {
             listener,
             acceptor: TlsAcceptor::from(Arc::new(tls)),
-            client,
+            lookups: Lookups { client, caches },
             metrics: WebhookMetrics::default(),
             enable_http2: config.enable_http2,
         })
@@ -113,14 +120,16 @@ impl Webhook {
     /// Serves until `shutdown` completes.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), WebhookError> {
         info!(address = ?self.listener.local_addr().ok(), http2 = self.enable_http2, "webhook serving");
-        server::run(
+        serving::serve(
             self.listener,
-            self.acceptor,
-            server::router(self.client, self.metrics),
-            self.enable_http2,
+            Some(self.acceptor),
+            server::router(self.lookups, self.metrics),
+            server::limits(self.enable_http2),
             shutdown,
         )
-        .await
+        .await;
+        info!("webhook stopped");
+        Ok(())
     }
 }
 

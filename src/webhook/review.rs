@@ -2,13 +2,15 @@
 //! the response. A body that is not a v1 AdmissionReview with a request is the caller's error
 //! (HTTP 400); anything about the NodeMaintenance itself is answered with a normal denial.
 
-use kube::Client;
 use kube::core::admission::{AdmissionResponse, Operation};
 use kube::core::{Status, TypeMeta};
 use serde::Deserialize;
 use serde_json::Value;
 use tracing::info;
 
+use tokio::time::Instant;
+
+use super::lookups::Lookups;
 use super::rules::Denial;
 use super::validate;
 use crate::crd::{NodeMaintenance, NodeMaintenanceSpec, OnDrainTimeout};
@@ -101,11 +103,16 @@ pub fn decode(body: &[u8]) -> Result<ReviewRequest, ReviewError> {
     review.request.ok_or(ReviewError::NoRequest)
 }
 
-/// Decides one admission request, never failing: every problem is a denial with a message.
-pub async fn decide(client: &Client, request: &ReviewRequest) -> AdmissionResponse {
+/// Decides one admission request by `deadline`, never failing: every problem is a denial with
+/// a message.
+pub async fn decide(
+    lookups: &Lookups,
+    request: &ReviewRequest,
+    deadline: Instant,
+) -> AdmissionResponse {
     let verdict = match request.operation {
         Operation::Create => match object(request.object.as_ref(), "object") {
-            Ok(nm) => validate::create(client, &nm).await,
+            Ok(nm) => validate::create(lookups, &nm, deadline).await,
             Err(denial) => Err(denial),
         },
         Operation::Update => {

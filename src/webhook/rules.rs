@@ -9,7 +9,7 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
 use crate::crd::NodeMaintenance;
 
@@ -105,7 +105,12 @@ pub fn no_other_maintenance(node_name: &str, existing: &[NodeMaintenance]) -> Re
 
 /// Whether the node carries a control-plane role label (any value, as kubeadm sets it empty).
 pub fn is_control_plane(node: &Node) -> bool {
-    node.metadata
+    has_control_plane_label(&node.metadata)
+}
+
+/// Whether a node's metadata carries a control-plane role label.
+pub fn has_control_plane_label(metadata: &ObjectMeta) -> bool {
+    metadata
         .labels
         .as_ref()
         .is_some_and(|labels| CONTROL_PLANE_LABELS.iter().any(|l| labels.contains_key(*l)))

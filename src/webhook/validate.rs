@@ -1,29 +1,49 @@
-//! Runs the rules of [`super::rules`] against the cluster: which lookups happen depends on the
-//! earlier answers (a worker node never costs a PDB list), and a failed lookup refuses.
+//! Runs the rules of [`super::rules`] against the cluster: the node and the other
+//! NodeMaintenances come from the webhook's caches; only a control-plane node's quorum check
+//! reads the API (and a worker node never costs that). A failed or late lookup refuses.
 
 use std::time::Duration;
 
 use kube::Client;
+use tokio::time::Instant;
 use tracing::debug;
 
-use super::lookups;
+use super::lookups::{self, Lookups};
 use super::rules::{self, Denial, EtcdGuard};
 use crate::crd::NodeMaintenance;
 
-/// How long all lookups of one review may take together: under the API server's 10 s webhook
-/// timeout, so that the user gets our "please try again" rather than a bare timeout.
-pub const LOOKUP_BUDGET: Duration = Duration::from_secs(8);
+/// How long a CREATE waits for caches that have not listed yet (just after start-up).
+pub const CACHE_WAIT: Duration = Duration::from_secs(2);
 
-/// CREATE: node exists, no other NodeMaintenance for it, control-plane quorum.
-pub async fn create(client: &Client, nm: &NodeMaintenance) -> Result<(), Denial> {
-    // Checked before any lookup: it needs none.
+/// CREATE: node exists, no other NodeMaintenance for it, control-plane quorum; decided by
+/// `deadline` (else refused with "try again", before the API server gives up on the webhook).
+pub async fn create(
+    lookups: &Lookups,
+    nm: &NodeMaintenance,
+    deadline: Instant,
+) -> Result<(), Denial> {
+    // Checked before any lookup: they need none.
     rules::drain_timeout_valid(nm)?;
     let node_name = nm.spec.node_name.as_str();
-    match tokio::time::timeout(LOOKUP_BUDGET, create_unbounded(client, node_name)).await {
+    if node_name.is_empty() {
+        // No node has an empty name.
+        rules::node_exists(node_name, None)?;
+    }
+    if !lookups
+        .caches
+        .ready_by(deadline.min(Instant::now() + CACHE_WAIT))
+        .await
+    {
+        return Err(Denial::lookup_failed(
+            &format!("validate node {node_name}"),
+            "the webhook has not listed the nodes and NodeMaintenances yet",
+        ));
+    }
+    match tokio::time::timeout_at(deadline, against_the_cluster(lookups, node_name)).await {
         Ok(verdict) => verdict,
         Err(_) => Err(Denial::lookup_failed(
             &format!("validate node {node_name} in time"),
-            format!("lookups took longer than {} s", LOOKUP_BUDGET.as_secs()),
+            "the quorum lookups did not answer in time",
         )),
     }
 }
@@ -46,31 +66,17 @@ fn describe(error: kube::Error) -> String {
     }
 }
 
-async fn create_unbounded(client: &Client, node_name: &str) -> Result<(), Denial> {
-    if node_name.is_empty() {
-        // No node has an empty name; asking would only fail client-side and say "try again".
-        rules::node_exists(node_name, None)?;
-    }
-    let node = lookups::node(client, node_name).await.map_err(|e| {
-        Denial::lookup_failed(
-            &format!("get node {node_name} for validating spec.NodeName"),
-            describe(e),
-        )
-    })?;
+async fn against_the_cluster(lookups: &Lookups, node_name: &str) -> Result<(), Denial> {
+    let node = lookups.caches.node(node_name);
     let node = rules::node_exists(node_name, node.as_ref())?;
-
-    let existing = lookups::maintenances(client).await.map_err(|e| {
-        Denial::lookup_failed(
-            "list NodeMaintenances for validating spec.NodeName",
-            describe(e),
-        )
-    })?;
+    let existing = lookups.caches.maintenances();
     rules::no_other_maintenance(node_name, &existing)?;
 
     if !rules::is_control_plane(node) {
         return Ok(());
     }
     debug!(node = node_name, "control-plane node: checking etcd quorum");
+    let client: &Client = &lookups.client;
     let pdbs = lookups::etcd_pdbs(client).await.map_err(|e| {
         Denial::lookup_failed(
             &format!(
@@ -94,19 +100,7 @@ async fn create_unbounded(client: &Client, node_name: &str) -> Result<(), Denial
             rules::guard_pods_allow(node_name, &pods)
         }
         EtcdGuard::Absent => {
-            // Only another NodeMaintenance (none is for this node, checked above) can make this
-            // refuse: skip the node lists when there is none.
-            if existing.is_empty() {
-                return Ok(());
-            }
-            let control_plane = lookups::control_plane_node_names(client)
-                .await
-                .map_err(|e| {
-                    Denial::lookup_failed(
-                        "list control-plane nodes for quorum validation",
-                        describe(e),
-                    )
-                })?;
+            let control_plane = lookups.caches.control_plane_node_names();
             rules::no_other_control_plane_in_maintenance(node_name, &existing, &control_plane)
         }
     }

@@ -22,11 +22,12 @@ use nmo_sim::{FaultRule, Query};
 use rustls::RootCertStore;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;
 use tokio_rustls::TlsConnector;
 
-use crate::support::{Backend, TestEnv, both_backends};
+use crate::support::{Backend, TestEnv, both_backends, eventually};
 
 // ---------------------------------------------------------------------------------------------
 // The cluster.
@@ -196,9 +197,33 @@ impl Harness {
         Self::start_on(Backend::Sim, cluster, enable_http2).await
     }
 
-    /// The webhook against a cluster on `backend`.
+    /// The webhook against a cluster on `backend`, once its caches have listed, with nmo's
+    /// requests counted from then.
     async fn start_on(backend: Backend, cluster: Cluster, enable_http2: bool) -> Self {
-        let env = start_cluster(backend, cluster).await;
+        let harness = Box::pin(Self::start_unsynced(backend, cluster, enable_http2, &[])).await;
+        harness.wait_for_the_caches().await;
+        harness.env.forget_operator_requests();
+        harness
+    }
+
+    /// The webhook against the simulated cluster, with every `(verb, resource)` of `failing`
+    /// failing (500) from before it starts.
+    async fn start_failing(cluster: Cluster, failing: &[(&str, &str)]) -> Self {
+        Box::pin(Self::start_unsynced(Backend::Sim, cluster, false, failing)).await
+    }
+
+    async fn start_unsynced(
+        backend: Backend,
+        cluster: Cluster,
+        enable_http2: bool,
+        failing: &[(&str, &str)],
+    ) -> Self {
+        let env = Box::pin(start_cluster(backend, cluster)).await;
+        for (verb, resource) in failing {
+            env.sim()
+                .faults()
+                .add(FaultRule::on(Some(verb), Some(resource)).errors(1.0, 500));
+        }
         let client = env.operator_client();
         let ca = Ca::new("nmo test CA");
         let cert_dir = tempfile::tempdir().unwrap();
@@ -235,11 +260,58 @@ impl Harness {
         }
     }
 
+    /// Until the webhook answers from its caches: a CREATE for a node nobody has is denied
+    /// for that, no longer with "try again".
+    async fn wait_for_the_caches(&self) {
+        let probe = admission(
+            "CREATE",
+            Some(maintenance("cache-probe", "no-such-node")),
+            None,
+        );
+        eventually(
+            "the webhook's caches to list",
+            Duration::from_secs(20),
+            async || {
+                let response = self.review(probe.clone()).await;
+                response["status"]["message"]
+                    .as_str()
+                    .is_some_and(|message| message.contains("no node with name no-such-node"))
+            },
+        )
+        .await;
+    }
+
+    /// A TLS connection to the webhook, for a client that writes its request by hand.
+    async fn connect(&self) -> tokio_rustls::client::TlsStream<TcpStream> {
+        let mut store = RootCertStore::empty();
+        store.add(self.ca.der()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(store)
+            .with_no_client_auth();
+        let tcp = TcpStream::connect(self.address).await.unwrap();
+        TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+            .await
+            .unwrap()
+    }
+
     /// How many requests the webhook made, of `verb` on `resource` (it runs as nmo: its
     /// requests are counted and authorized as nmo's).
     fn requests(&self, verb: &str, resource: &str) -> u64 {
         self.env
             .count_operator_requests(&Query::all().verb(verb).resource(resource))
+    }
+
+    /// The GETs and LISTs the webhook made (its caches' watches, which start once they have
+    /// listed, not counted).
+    fn lookups(&self) -> u64 {
+        ["get", "list"]
+            .iter()
+            .map(|verb| self.env.count_operator_requests(&Query::all().verb(verb)))
+            .sum()
     }
 
     /// Makes every `verb` on `resource` fail with a 500 from now on.
@@ -390,7 +462,9 @@ fn quorum_message(node: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Node existence and one NodeMaintenance per node.
 
-async fn create_for_an_existing_worker_is_allowed_without_quorum_lookups(backend: Backend) {
+/// Each review used to cost a GET of its node and a LIST of every NodeMaintenance: forged
+/// CREATEs were a way to load the API server.
+async fn create_for_an_existing_worker_is_allowed_without_any_request(backend: Backend) {
     let harness = Harness::start_on(
         backend,
         Cluster {
@@ -400,16 +474,18 @@ async fn create_for_an_existing_worker_is_allowed_without_quorum_lookups(backend
         false,
     )
     .await;
-    assert_allowed(&harness.create("nm-1", "worker-1").await);
-    assert_eq!(harness.requests("get", "nodes"), 1);
+    for n in 0..10 {
+        assert_allowed(&harness.create(&format!("nm-{n}"), "worker-1").await);
+    }
     assert_eq!(
-        harness.requests("list", "poddisruptionbudgets") + harness.requests("list", "nodes"),
+        harness.lookups(),
         0,
-        "a worker never costs a quorum lookup"
+        "reviews are answered from the caches, and a worker never costs a quorum lookup: {:?}",
+        harness.env.operator_requests_report()
     );
     harness.stop().await;
 }
-both_backends!(create_for_an_existing_worker_is_allowed_without_quorum_lookups);
+both_backends!(create_for_an_existing_worker_is_allowed_without_any_request);
 
 async fn create_for_a_missing_node_is_denied_naming_it(backend: Backend) {
     let harness = Harness::start_on(
@@ -494,9 +570,10 @@ async fn updates_may_change_anything_but_the_node_name(backend: Backend) {
         "updating spec.NodeName isn't allowed",
     );
     assert_eq!(
-        harness.env.count_operator_requests(&Query::all()),
+        harness.lookups(),
         0,
-        "updates need no lookups"
+        "updates need no lookups: {:?}",
+        harness.env.operator_requests_report()
     );
     harness.stop().await;
 }
@@ -709,29 +786,38 @@ both_backends!(without_a_guard_one_control_plane_node_at_a_time_is_allowed);
 /// Simulator only: the failing lookups are injected (fault injection).
 #[tokio::test]
 async fn lookup_failures_deny_asking_to_try_again() {
-    for (verb, resource) in [
-        ("get", "nodes"),
-        ("list", "nodemaintenances"),
-        ("list", "poddisruptionbudgets"),
-        // The control-plane node lists of the one-at-a-time rule.
-        ("list", "nodes"),
-    ] {
-        let failing = format!("{verb} {resource}");
-        let mut cluster = openshift(Vec::new(), Vec::new());
-        cluster.nodes.push(node("worker-1", &[]));
-        cluster.maintenances = vec![maintenance("worker-upgrade", "worker-1")];
-        let harness = Harness::start(cluster).await;
-        harness.fail(verb, resource);
-        let response = harness.create("nm-0", "master-0").await;
-        assert_eq!(response["allowed"], false, "{failing}: {response}");
+    let mut cluster = openshift(Vec::new(), Vec::new());
+    cluster.nodes.push(node("worker-1", &[]));
+    cluster.maintenances = vec![maintenance("worker-upgrade", "worker-1")];
+    let harness = Harness::start_on(Backend::Sim, cluster, false).await;
+    harness.fail("list", "poddisruptionbudgets");
+    let response = harness.create("nm-0", "master-0").await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().unwrap();
+    assert!(message.ends_with("please try again"), "{message}");
+    assert!(
+        message.contains("(500)") && !message.contains("Status {"),
+        "the API server's message, in one line: {message}"
+    );
+    harness.stop().await;
+}
+
+/// Simulator only (fault injection): caches that cannot list (nodes, or NodeMaintenances)
+/// never let a CREATE through; it is denied, asking to try again.
+#[tokio::test]
+async fn until_its_caches_have_listed_the_webhook_denies_asking_to_try_again() {
+    for failing in [("list", "nodes"), ("list", "nodemaintenances")] {
+        let cluster = Cluster {
+            nodes: vec![node("worker-1", &[])],
+            ..Default::default()
+        };
+        let harness = Harness::start_failing(cluster, &[failing]).await;
+        let response = harness.create("nm-0", "worker-1").await;
+        assert_eq!(response["allowed"], false, "{failing:?}: {response}");
         let message = response["status"]["message"].as_str().unwrap();
         assert!(
             message.ends_with("please try again"),
-            "{failing}: {message}"
-        );
-        assert!(
-            message.contains("(500)") && !message.contains("Status {"),
-            "the API server's message, in one line: {message}"
+            "{failing:?}: {message}"
         );
         harness.stop().await;
     }
@@ -802,6 +888,116 @@ async fn malformed_reviews_get_a_clean_400_and_the_server_keeps_serving() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     // Still serving.
     assert_allowed(&harness.create("nm-1", "worker-1").await);
+    harness.stop().await;
+}
+
+/// Writes a review's headers and `sent` bytes of its body on `stream`, promising all of it.
+async fn start_review(
+    stream: &mut tokio_rustls::client::TlsStream<TcpStream>,
+    body: &str,
+    sent: usize,
+) {
+    let head = format!(
+        "POST {VALIDATE_PATH} HTTP/1.1\r\nHost: nmo-webhook.nmo-system.svc\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(&body.as_bytes()[..sent]).await.unwrap();
+    stream.flush().await.unwrap();
+}
+
+/// The HTTPS server's own behaviour, whatever the cluster: on the simulator only. Clients
+/// holding connections with half-sent bodies (more of them than reviews are decided at once)
+/// keep no review waiting: not a CREATE, not an UPDATE such as nmo's own finalizer patches or a
+/// person removing a finalizer by hand.
+#[tokio::test]
+async fn clients_trickling_their_bodies_keep_no_review_waiting() {
+    let harness = Harness::start_on(
+        Backend::Sim,
+        Cluster {
+            nodes: vec![node("worker-1", &[])],
+            ..Default::default()
+        },
+        false,
+    )
+    .await;
+    let body = admission("CREATE", Some(maintenance("nm-x", "worker-1")), None).to_string();
+    let mut stalled = Vec::new();
+    for _ in 0..16 {
+        let mut stream = harness.connect().await;
+        start_review(&mut stream, &body, body.len() / 2).await;
+        stalled.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let started = std::time::Instant::now();
+    assert_allowed(&harness.create("nm-1", "worker-1").await);
+    let old = maintenance("nm-2", "worker-1");
+    let mut no_finalizer = old.clone();
+    no_finalizer["metadata"]["finalizers"] = json!([]);
+    assert_allowed(
+        &harness
+            .review(admission("UPDATE", Some(no_finalizer), Some(old)))
+            .await,
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "the reviews waited {:?} behind the stalled clients",
+        started.elapsed()
+    );
+    drop(stalled);
+    harness.stop().await;
+}
+
+/// The HTTPS server's own behaviour (simulator only: the slow API is injected). A client whose
+/// body comes late, with an API server that answers slowly: the webhook still answers well
+/// inside the API server's 10 s timeout (`timeoutSeconds`), so the user reads nmo's answer.
+#[tokio::test]
+async fn every_review_is_answered_inside_the_api_servers_timeout() {
+    let harness = Harness::start_on(
+        Backend::Sim,
+        Cluster {
+            nodes: vec![node("worker-1", &[])],
+            ..Default::default()
+        },
+        false,
+    )
+    .await;
+    for (verb, resource) in [("get", "nodes"), ("list", "nodemaintenances")] {
+        harness
+            .env
+            .sim()
+            .faults()
+            .add(FaultRule::on(Some(verb), Some(resource)).latency(Duration::from_secs(30)));
+    }
+    let body = admission("CREATE", Some(maintenance("nm-1", "worker-1")), None).to_string();
+    let mut stream = harness.connect().await;
+    let started = std::time::Instant::now();
+    start_review(&mut stream, &body, 10).await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let _ = stream.write_all(&body.as_bytes()[10..]).await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut buffer = [0u8; 4096];
+        loop {
+            match stream.read(&mut buffer).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    answer.extend_from_slice(&buffer[..n]);
+                    if answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                        break;
+                    }
+                }
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "no answer at all");
+    assert!(
+        started.elapsed() < Duration::from_secs(9),
+        "answered after {:?}: {}",
+        started.elapsed(),
+        String::from_utf8_lossy(&answer)
+    );
     harness.stop().await;
 }
 
@@ -987,4 +1183,83 @@ async fn a_disabled_webhook_needs_no_certificate_and_waits_for_shutdown() {
         .unwrap()
         .unwrap()
         .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The webhook configuration (deploy/webhook), on a real API server.
+
+/// On a real API server: deploy/webhook's configuration, pointed at a webhook that cannot be
+/// reached, with `failurePolicy: Fail` (what nmo sets once its certificate is trusted), for
+/// this test's objects only. A change of the spec is
+/// refused ("failed calling webhook"); a change of metadata alone (the finalizer list, a
+/// label) is not sent to the webhook at all and goes through: nmo's own finalizer patches and
+/// a person's emergency finalizer removal never depend on the webhook answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_of_metadata_alone_never_wait_on_the_webhook() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube::Api;
+    use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+
+    let env = TestEnv::on(Backend::Real).without_operator().start().await;
+    let admin = env.admin_client();
+    let label = env.name("webhook-scope");
+    let name = env.name("nm-metadata");
+    let mut nm = maintenance(&name, "worker-1");
+    nm["metadata"]["labels"] = json!({ "nmo-test": label });
+    let maintenances = Api::<NodeMaintenance>::all(admin.clone());
+    maintenances
+        .create(&PostParams::default(), &serde_json::from_value(nm).unwrap())
+        .await
+        .expect("created before the webhook is registered");
+
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/webhook/validatingwebhookconfiguration.yaml");
+    let mut configuration: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let configuration_name = env.name("nmo-unreachable-webhook");
+    configuration["metadata"]["name"] = json!(configuration_name);
+    let webhook = &mut configuration["webhooks"][0];
+    webhook["clientConfig"] = json!({"url": format!("https://127.0.0.1:9{VALIDATE_PATH}")});
+    webhook["objectSelector"] = json!({"matchLabels": {"nmo-test": label}});
+    webhook["timeoutSeconds"] = json!(2);
+    // As nmo sets it once its certificate is trusted (the file ships Ignore until then).
+    webhook["failurePolicy"] = json!("Fail");
+    let configurations = Api::<ValidatingWebhookConfiguration>::all(admin.clone());
+    configurations
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(configuration).unwrap(),
+        )
+        .await
+        .expect("the webhook configuration is accepted");
+
+    let patch = |body: Value| {
+        let maintenances = maintenances.clone();
+        let name = name.clone();
+        async move {
+            maintenances
+                .patch(&name, &PatchParams::default(), &Patch::Merge(body))
+                .await
+        }
+    };
+    eventually(
+        "the webhook to be called",
+        Duration::from_secs(20),
+        async || {
+            patch(json!({"spec": {"reason": "changed"}}))
+                .await
+                .is_err_and(|error| error.to_string().contains("failed calling webhook"))
+        },
+    )
+    .await;
+    let finalizers = patch(json!({"metadata": {"finalizers": null}})).await;
+    let labels = patch(json!({"metadata": {"labels": {"touched": "yes"}}})).await;
+
+    configurations
+        .delete(&configuration_name, &DeleteParams::default())
+        .await
+        .expect("the webhook configuration is deleted");
+    let _ = maintenances.delete(&name, &DeleteParams::default()).await;
+    finalizers.expect("the finalizer is removed without the webhook");
+    labels.expect("a label is added without the webhook");
 }
