@@ -63,6 +63,7 @@ impl Controller {
         readiness.leading(watches.clone());
         let mut config = options.actor_config();
         ensure_lease_namespace(cluster.as_ref(), &config).await;
+        let queue = metrics.maintenances.controller().clone();
         config.observer = ProcessObserver::new(metrics.maintenances.clone()).shared();
         let actors = system::start(cluster, config).await?;
         let watch = tokio::spawn(maintenance_watch::run(
@@ -71,6 +72,7 @@ impl Controller {
             watches.clone(),
             actors.supervisor.clone(),
             readiness.clone(),
+            queue,
         ));
         let health_report = tokio::spawn(health::report(
             readiness,

@@ -14,6 +14,7 @@ use crate::cluster::maintenance;
 use crate::cluster::watch::{InitialLists, events};
 use crate::cluster::watch_health::WatchHealth;
 use crate::crd::NodeMaintenance;
+use crate::observability::controller_metrics::{ControllerMetrics, WATCH_QUEUE};
 use crate::observability::health::Readiness;
 
 /// Why the NodeMaintenance watch stopped feeding the supervisor.
@@ -41,7 +42,13 @@ pub async fn run(
     health: WatchHealth,
     supervisor: ActorRef<SupervisorMsg>,
     readiness: Readiness,
+    queue: ControllerMetrics,
 ) -> WatchError {
+    // Every message to the supervisor is counted as added to its work queue.
+    let supervisor = Supervisor {
+        actor: supervisor,
+        queue,
+    };
     let api: Api<NodeMaintenance> = Api::all(client);
     let mut stream = events(
         api,
@@ -61,7 +68,7 @@ pub async fn run(
             }
             Event::InitApply(object) => {
                 relisted.insert(object.name_any(), uid(&object));
-                upsert(&supervisor, &object)
+                supervisor.upsert(&object)
             }
             Event::InitDone => {
                 // Gone: not relisted, or relisted under another uid (deleted and created again).
@@ -73,19 +80,19 @@ pub async fn run(
                 known = std::mem::take(&mut relisted);
                 readiness.listed();
                 gone.into_iter()
-                    .try_for_each(|(name, uid)| deleted(&supervisor, name, uid))
+                    .try_for_each(|(name, uid)| supervisor.deleted(name, uid))
                     // Only now does the budget know every maintenance holding a slot, and may
                     // the orphan sweep look for nodes of NodeMaintenances that are gone.
-                    .and_then(|()| listed(&supervisor))
+                    .and_then(|()| supervisor.listed())
             }
             Event::Apply(object) => {
                 known.insert(object.name_any(), uid(&object));
-                upsert(&supervisor, &object)
+                supervisor.upsert(&object)
             }
             Event::Delete(object) => {
                 let name = object.name_any();
                 known.remove(&name);
-                deleted(&supervisor, name, uid(&object))
+                supervisor.deleted(name, uid(&object))
             }
         };
         if let Err(error) = sent {
@@ -95,31 +102,34 @@ pub async fn run(
     WatchError::WatchEnded
 }
 
-fn upsert(
-    supervisor: &ActorRef<SupervisorMsg>,
-    object: &NodeMaintenance,
-) -> Result<(), WatchError> {
-    supervisor
-        .cast(SupervisorMsg::Upsert(Box::new(maintenance(object))))
-        .map_err(|e| WatchError::SupervisorGone(e.to_string()))
+/// The supervisor, as the watch feeds it.
+struct Supervisor {
+    actor: ActorRef<SupervisorMsg>,
+    queue: ControllerMetrics,
 }
 
-fn listed(supervisor: &ActorRef<SupervisorMsg>) -> Result<(), WatchError> {
-    supervisor
-        .cast(SupervisorMsg::Listed)
-        .map_err(|e| WatchError::SupervisorGone(e.to_string()))
+impl Supervisor {
+    fn send(&self, message: SupervisorMsg) -> Result<(), WatchError> {
+        // Counted first: the supervisor may handle it (and count it out) before `cast` returns.
+        self.queue.added(WATCH_QUEUE);
+        self.actor
+            .cast(message)
+            .map_err(|e| WatchError::SupervisorGone(e.to_string()))
+    }
+
+    fn upsert(&self, object: &NodeMaintenance) -> Result<(), WatchError> {
+        self.send(SupervisorMsg::Upsert(Box::new(maintenance(object))))
+    }
+
+    fn listed(&self) -> Result<(), WatchError> {
+        self.send(SupervisorMsg::Listed)
+    }
+
+    fn deleted(&self, name: String, uid: String) -> Result<(), WatchError> {
+        self.send(SupervisorMsg::Deleted { name, uid })
+    }
 }
 
 fn uid(object: &NodeMaintenance) -> String {
     object.metadata.uid.clone().unwrap_or_default()
-}
-
-fn deleted(
-    supervisor: &ActorRef<SupervisorMsg>,
-    name: String,
-    uid: String,
-) -> Result<(), WatchError> {
-    supervisor
-        .cast(SupervisorMsg::Deleted { name, uid })
-        .map_err(|e| WatchError::SupervisorGone(e.to_string()))
 }

@@ -77,6 +77,7 @@ pub async fn run(
         if options.leader_elect {
             // A standby is ready: it serves probes and waits; only the leader watches.
             probes.readiness.standing_by();
+            metrics.leadership.electing();
         }
         let leadership = tokio::select! {
             () = &mut shutdown => return Ok(()),

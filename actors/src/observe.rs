@@ -93,6 +93,17 @@ impl LeaseResult {
     }
 }
 
+/// How a node actor's operation (a start-up or repair pass, a drain pass, an undo) ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum OpOutcome {
+    /// It did what it set out to do (a drain pass may leave pods for the next one).
+    Success,
+    /// It failed (a call failed or was refused); the actor retries with backoff.
+    Error,
+    /// The actor stopped before the result came back.
+    Abandoned,
+}
+
 /// Where the spans that only give log lines their context go (a maintenance's node and trace
 /// id once its trace has ended): the process keeps them out of its traces.
 pub const LOGS_ONLY_TARGET: &str = "nmo_actors::logs_only";
@@ -127,6 +138,21 @@ pub trait Observer: Send + Sync + 'static {
 
     /// One eviction request was answered (or refused by the queue).
     fn eviction(&self, _result: EvictionResult) {}
+
+    /// An eviction request was taken into the eviction actor's queue (not one already held for
+    /// the same pod, nor one refused because the queue is full).
+    fn eviction_queued(&self) {}
+
+    /// The supervisor handled a message of the NodeMaintenance watch (a change, a deletion, the
+    /// end of a listing).
+    fn watch_event_handled(&self) {}
+
+    /// A node actor started an operation (its one at a time: a start-up or repair pass, a drain
+    /// pass, an undo).
+    fn operation_started(&self) {}
+
+    /// That operation ended, `took` after it started.
+    fn operation_finished(&self, _took: Duration, _outcome: OpOutcome) {}
 
     /// The eviction actor's requests waiting (queued or parked behind a budget) and in flight.
     fn eviction_queue(&self, _waiting: usize, _in_flight: usize) {}

@@ -4,8 +4,10 @@
 //! more run after it, which then decides from what is current.
 
 use std::future::Future;
+use std::time::Duration;
 
 use ractor::{ActorRef, Message};
+use tokio::time::Instant;
 
 use crate::task::TaskSet;
 
@@ -14,6 +16,8 @@ use crate::task::TaskSet;
 pub(crate) struct OpRunner {
     running: bool,
     again: bool,
+    /// When the running operation started.
+    started: Option<Instant>,
 }
 
 impl OpRunner {
@@ -42,6 +46,7 @@ impl OpRunner {
         F: FnOnce(T) -> M + Send + 'static,
     {
         self.running = true;
+        self.started = Some(Instant::now());
         tasks.spawn_cast_back(actor, span, work, into_msg);
     }
 
@@ -50,9 +55,12 @@ impl OpRunner {
         self.running
     }
 
-    /// The running operation's result arrived.
-    pub(crate) fn finished(&mut self) {
+    /// The running operation's result arrived; returns how long it ran.
+    pub(crate) fn finished(&mut self) -> Duration {
         self.running = false;
+        self.started
+            .take()
+            .map_or(Duration::ZERO, |started| started.elapsed())
     }
 
     /// Asks for one more operation once the result at hand is handled.
@@ -88,6 +96,7 @@ mod tests {
         let mut runner = OpRunner {
             running: true,
             again: false,
+            started: None,
         };
         runner.finished();
         assert!(!runner.take_again());

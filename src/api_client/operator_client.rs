@@ -79,6 +79,9 @@ pub struct OperatorClient {
     pub client: Client,
     /// Its connections, reported as `nmo_kube_api_connections_*`.
     pub connections: Option<ConnectionCount>,
+    /// The API server's `host:port`, for the `host` label of client-go's request metrics
+    /// (empty when unknown).
+    pub host: String,
 }
 
 impl From<Client> for OperatorClient {
@@ -86,6 +89,7 @@ impl From<Client> for OperatorClient {
         OperatorClient {
             client,
             connections: None,
+            host: String::new(),
         }
     }
 }
@@ -97,6 +101,11 @@ pub fn client(
     options: &OperatorOptions,
 ) -> Result<OperatorClient, ApiClientError> {
     let config = client_config(config);
+    let host = config
+        .cluster_url
+        .authority()
+        .map(ToString::to_string)
+        .unwrap_or_default();
     let client_options = ApiClientOptions {
         http2_prior_knowledge: options.kube_api_http2_prior_knowledge,
         ..ApiClientOptions::default()
@@ -106,6 +115,7 @@ pub fn client(
     Ok(OperatorClient {
         client,
         connections: Some(connections),
+        host,
     })
 }
 

@@ -2,9 +2,12 @@
 //! included), by verb, resource and HTTP status: the API server is the scarce resource of a
 //! large cluster, so what nmo costs it should be visible.
 
-use http::{Method, Request, Uri};
+use std::time::Duration;
+
+use http::{Method, Request, StatusCode, Uri};
 use kube::Client;
 use kube::client::Body;
+use tokio::time::Instant;
 
 use crate::api_client::ConnectionCount;
 use prometheus_client::collector::Collector;
@@ -12,6 +15,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// Labels of `nmo_kube_api_requests_total`.
@@ -22,10 +26,42 @@ struct RequestLabels {
     code: String,
 }
 
-/// The request counter; cheap to clone.
-#[derive(Debug, Clone, Default)]
+/// Labels of client-go's `rest_client_requests_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RestClientLabels {
+    code: String,
+    method: String,
+    host: String,
+}
+
+/// Labels of client-go's `rest_client_request_duration_seconds`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RestLatencyLabels {
+    verb: String,
+    host: String,
+}
+
+/// client-go's request latency buckets (seconds).
+const LATENCY_BUCKETS: [f64; 12] = [
+    0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+];
+
+/// The request counters; cheap to clone.
+#[derive(Debug, Clone)]
 pub struct ApiRequests {
     requests: Family<RequestLabels, Counter>,
+    rest_requests: Family<RestClientLabels, Counter>,
+    rest_latency: Family<RestLatencyLabels, Histogram>,
+}
+
+impl Default for ApiRequests {
+    fn default() -> Self {
+        ApiRequests {
+            requests: Family::default(),
+            rest_requests: Family::default(),
+            rest_latency: Family::new_with_constructor(|| Histogram::new(LATENCY_BUCKETS)),
+        }
+    }
 }
 
 impl ApiRequests {
@@ -36,9 +72,27 @@ impl ApiRequests {
             "Requests to the Kubernetes API, by verb, resource and HTTP status code (`error`: no response)",
             self.requests.clone(),
         );
+        registry.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by status code, method, and host (client-go's)",
+            self.rest_requests.clone(),
+        );
+        registry.register(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds, until the response headers, by verb (HTTP method) and host (client-go's)",
+            self.rest_latency.clone(),
+        );
     }
 
-    fn count(&self, verb: &'static str, resource: String, code: String) {
+    fn count(
+        &self,
+        request: &Request<Body>,
+        host: &str,
+        answered: Option<StatusCode>,
+        took: Duration,
+    ) {
+        let (verb, resource) = classify(request.method(), request.uri());
+        let code = answered.map_or_else(|| "error".to_string(), |code| code.as_str().to_string());
         self.requests
             .get_or_create(&RequestLabels {
                 verb,
@@ -46,6 +100,22 @@ impl ApiRequests {
                 code,
             })
             .inc();
+        let method = request.method().as_str().to_string();
+        self.rest_requests
+            .get_or_create(&RestClientLabels {
+                // client-go's label for a request that got no response.
+                code: answered
+                    .map_or_else(|| "<error>".to_string(), |code| code.as_str().to_string()),
+                method: method.clone(),
+                host: host.to_string(),
+            })
+            .inc();
+        self.rest_latency
+            .get_or_create(&RestLatencyLabels {
+                verb: method,
+                host: host.to_string(),
+            })
+            .observe(took.as_secs_f64());
     }
 }
 
@@ -80,20 +150,24 @@ impl Collector for Connections {
     }
 }
 
-/// A client that sends through `client` and counts each request in `requests`.
-pub fn count_requests(client: Client, requests: ApiRequests) -> Client {
+/// A client that sends through `client` and counts each request in `requests`; `host` (the API
+/// server's `host:port`) labels client-go's families.
+pub fn count_requests(client: Client, requests: ApiRequests, host: String) -> Client {
     let namespace = client.default_namespace().to_string();
+    let host: std::sync::Arc<str> = host.into();
     let service = tower::service_fn(move |request: Request<Body>| {
         let client = client.clone();
         let requests = requests.clone();
+        let host = host.clone();
         async move {
-            let (verb, resource) = classify(request.method(), request.uri());
+            // Only the method and the path are kept: the request itself goes to `send`.
+            let mut counted = Request::new(Body::empty());
+            *counted.method_mut() = request.method().clone();
+            *counted.uri_mut() = request.uri().clone();
+            let started = Instant::now();
             let response = client.send(request).await;
-            let code = match &response {
-                Ok(response) => response.status().as_str().to_string(),
-                Err(_) => "error".to_string(),
-            };
-            requests.count(verb, resource, code);
+            let answered = response.as_ref().ok().map(http::Response::status);
+            requests.count(&counted, &host, answered, started.elapsed());
             response
         }
     });

@@ -5,6 +5,7 @@
 //! the probes (`endpoints`, served by `http`).
 
 pub mod api_metrics;
+pub mod controller_metrics;
 pub mod drain_metrics;
 pub mod endpoints;
 pub mod health;

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use nmo_actors::model::Phase;
-use nmo_actors::observe::{EvictionResult, LeaseOp, LeaseResult, Observer, TraceAnchor};
+use nmo_actors::observe::{EvictionResult, LeaseOp, LeaseResult, Observer, OpOutcome, TraceAnchor};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -14,6 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use super::controller_metrics::{ControllerMetrics, EVICTION_QUEUE};
 use super::drain_metrics::DrainMetrics;
 use super::telemetry;
 
@@ -55,6 +56,7 @@ pub struct OperatorMetrics {
     lease_operations: Family<LeaseLabels, Counter<u64, AtomicU64>>,
     drain: DrainMetrics,
     maintenance_start: Family<MaintenanceLabels, Gauge>,
+    controller: ControllerMetrics,
 }
 
 impl Default for OperatorMetrics {
@@ -70,6 +72,7 @@ impl Default for OperatorMetrics {
             lease_operations: Family::default(),
             drain: DrainMetrics::default(),
             maintenance_start: Family::default(),
+            controller: ControllerMetrics::default(),
         }
     }
 }
@@ -113,11 +116,17 @@ impl OperatorMetrics {
             self.lease_operations.clone(),
         );
         self.drain.register(registry);
+        self.controller.register(registry);
         registry.register(
             "nmo_maintenance_start_time_seconds",
             "For each Running NodeMaintenance this process drives, when it was created (unix time): `time() - nmo_maintenance_start_time_seconds > 3600` is a maintenance unfinished after an hour",
             self.maintenance_start.clone(),
         );
+    }
+
+    /// controller-runtime's families (reconciles, workers, work queues).
+    pub fn controller(&self) -> &ControllerMetrics {
+        &self.controller
     }
 
     fn phase(&self, phase: Phase) -> Gauge {
@@ -177,9 +186,37 @@ impl Observer for ProcessObserver {
     fn eviction_queue(&self, waiting: usize, in_flight: usize) {
         self.metrics.queue_depth.set(gauge_value(waiting));
         self.metrics.in_flight.set(gauge_value(in_flight));
+        self.metrics.controller.eviction_depth(waiting);
+    }
+
+    fn eviction_queued(&self) {
+        self.metrics.controller.added(EVICTION_QUEUE);
+    }
+
+    fn watch_event_handled(&self) {
+        self.metrics.controller.watch_event_handled();
+    }
+
+    fn operation_started(&self) {
+        self.metrics.controller.started();
+    }
+
+    fn operation_finished(&self, took: Duration, outcome: OpOutcome) {
+        let failed = match outcome {
+            OpOutcome::Success => Some(false),
+            OpOutcome::Error => Some(true),
+            OpOutcome::Abandoned => None,
+        };
+        self.metrics.controller.finished(took, failed);
     }
 
     fn maintenance_phase(&self, from: Option<Phase>, to: Option<Phase>) {
+        // A node actor starts reporting with its first phase and stops when it ends.
+        match (from, to) {
+            (None, Some(_)) => self.metrics.controller.workers_changed(1),
+            (Some(_), None) => self.metrics.controller.workers_changed(-1),
+            _ => {}
+        }
         if let Some(from) = from {
             self.metrics.phase(from).dec();
         }

@@ -2,13 +2,18 @@
 //! (`nmo_leader`), and the standard process metrics (`process_cpu_seconds_total`,
 //! `process_resident_memory_bytes`, `process_open_fds`, ...) read from /proc at each scrape.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::info::Info;
 use prometheus_client::registry::Registry;
 
 use crate::build_info;
+use crate::leader::LEADER_ELECTION_ID;
 
 /// Labels of `nmo_build_info`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -29,29 +34,69 @@ pub fn register_build_info(registry: &mut Registry) {
     );
 }
 
+/// Label of `leader_election_master_status`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ElectionLabels {
+    name: &'static str,
+}
+
 /// `nmo_leader`: 1 while this replica leads (or runs without leader election), 0 while it
-/// stands by. Cheap to clone.
+/// stands by; and client-go's `leader_election_master_status{name}`, the same for the election's
+/// lease, present only with leader election (as in controller-runtime). Cheap to clone.
 #[derive(Debug, Clone, Default)]
-pub struct Leadership(Gauge);
+pub struct Leadership {
+    leader: Gauge,
+    master_status: Family<ElectionLabels, Gauge>,
+    elected: Arc<AtomicBool>,
+}
 
 impl Leadership {
-    /// Registers the gauge in `registry` (at 0: standing by).
+    /// Registers the gauges in `registry` (at 0: standing by).
     pub fn register(&self, registry: &mut Registry) {
         registry.register(
             "nmo_leader",
             "1 on the replica that leads (acts on NodeMaintenances), 0 on a standby",
-            self.0.clone(),
+            self.leader.clone(),
         );
+        registry.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease.",
+            self.master_status.clone(),
+        );
+    }
+
+    fn master_status(&self) -> Option<Gauge> {
+        self.elected.load(Ordering::Acquire).then(|| {
+            self.master_status
+                .get_or_create(&ElectionLabels {
+                    name: LEADER_ELECTION_ID,
+                })
+                .clone()
+        })
+    }
+
+    /// This replica takes part in the leader election (it stands by until it leads).
+    pub fn electing(&self) {
+        self.elected.store(true, Ordering::Release);
+        if let Some(status) = self.master_status() {
+            status.set(0);
+        }
     }
 
     /// This replica leads.
     pub fn leading(&self) {
-        self.0.set(1);
+        self.leader.set(1);
+        if let Some(status) = self.master_status() {
+            status.set(1);
+        }
     }
 
     /// This replica does not lead (any more).
     pub fn standing_by(&self) {
-        self.0.set(0);
+        self.leader.set(0);
+        if let Some(status) = self.master_status() {
+            status.set(0);
+        }
     }
 }
 
@@ -191,6 +236,24 @@ mod tests {
         assert!(scrape(&registry).contains("nmo_leader 1"));
         leadership.standing_by();
         assert!(scrape(&registry).contains("nmo_leader 0"));
+        assert!(
+            !scrape(&registry).contains("leader_election_master_status{"),
+            "no election, no election status"
+        );
+    }
+
+    #[test]
+    fn the_election_status_names_the_lease_as_client_go_does() {
+        let mut registry = Registry::default();
+        let leadership = Leadership::default();
+        leadership.register(&mut registry);
+        leadership.electing();
+        let series = "leader_election_master_status{name=\"135b1886.medik8s.io\"}";
+        assert!(scrape(&registry).contains(&format!("{series} 0")));
+        leadership.leading();
+        assert!(scrape(&registry).contains(&format!("{series} 1")));
+        leadership.standing_by();
+        assert!(scrape(&registry).contains(&format!("{series} 0")));
     }
 
     #[cfg(target_os = "linux")]

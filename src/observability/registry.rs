@@ -66,7 +66,8 @@ impl Metrics {
     /// that counts each request it makes (watches, election and events included) in them.
     pub fn for_client(client: OperatorClient) -> (Metrics, Client) {
         let metrics = Metrics::new(client.connections);
-        let client = api_metrics::count_requests(client.client, metrics.api_requests.clone());
+        let client =
+            api_metrics::count_requests(client.client, metrics.api_requests.clone(), client.host);
         (metrics, client)
     }
 }

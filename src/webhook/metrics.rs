@@ -39,11 +39,19 @@ pub struct WebhookMetrics {
 
 impl Default for WebhookMetrics {
     fn default() -> Self {
-        WebhookMetrics {
+        let metrics = WebhookMetrics {
             requests: Family::default(),
             // 1 ms .. about 4 s: a review is a lookup or two; the API server gives up at 10 s.
             duration: Histogram::new(exponential_buckets(0.001, 2.0, 13)),
+        };
+        // The answered reviews' series exist from the start, at zero.
+        for allowed in ["true", "false"] {
+            drop(metrics.requests.get_or_create(&RequestLabels {
+                code: "200".to_string(),
+                allowed,
+            }));
         }
+        metrics
     }
 }
 

@@ -57,7 +57,11 @@ async fn api_requests_are_counted_by_verb_resource_and_code() {
     // kube retries 429s itself (up to 15 times, minutes of backoff): count what nmo sees.
     config.default_retry = false;
     let requests = ApiRequests::default();
-    let client = count_requests(Client::try_from(config).unwrap(), requests.clone());
+    let client = count_requests(
+        Client::try_from(config).unwrap(),
+        requests.clone(),
+        address.to_string(),
+    );
 
     let nodes: Api<Node> = Api::all(client.clone());
     assert!(nodes.get("n1").await.is_ok());
@@ -74,6 +78,16 @@ async fn api_requests_are_counted_by_verb_resource_and_code() {
         "nmo_kube_api_requests_total{verb=\"get\",resource=\"nodes\",code=\"200\"} 1\n",
         "nmo_kube_api_requests_total{verb=\"get\",resource=\"nodes\",code=\"404\"} 2\n",
         "nmo_kube_api_requests_total{verb=\"create\",resource=\"pods/eviction\",code=\"429\"} 1\n",
+        // client-go's families, as controller-runtime's dashboards read them.
+        &format!(
+            "rest_client_requests_total{{code=\"404\",method=\"GET\",host=\"{address}\"}} 2\n"
+        ),
+        &format!(
+            "rest_client_requests_total{{code=\"429\",method=\"POST\",host=\"{address}\"}} 1\n"
+        ),
+        &format!(
+            "rest_client_request_duration_seconds_count{{verb=\"GET\",host=\"{address}\"}} 3\n"
+        ),
     ] {
         assert!(text.contains(expected), "no {expected} in:\n{text}");
     }

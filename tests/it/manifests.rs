@@ -7,7 +7,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, ResourceQuota, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ResourceQuota, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -105,6 +105,7 @@ pub(crate) fn check_document(document: &Value) -> Result<(), String> {
         ("v1", "ServiceAccount") => check_typed::<ServiceAccount>(document),
         ("v1", "Service") => check_typed::<Service>(document),
         ("v1", "ResourceQuota") => check_typed::<ResourceQuota>(document),
+        ("v1", "ConfigMap") => check_typed::<ConfigMap>(document),
         ("policy/v1", "PodDisruptionBudget") => check_typed::<PodDisruptionBudget>(document),
         ("nodemaintenance.medik8s.io/v1beta1", "NodeMaintenance") => {
             check_typed::<nmo::crd::NodeMaintenance>(document)

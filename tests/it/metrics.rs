@@ -78,6 +78,44 @@ async fn metrics_after_a_drain_count_what_happened() {
     );
     assert_eq!(value(&text, "nmo_eviction_queue_depth"), 0.0);
     assert_eq!(value(&text, "nmo_evictions_in_flight"), 0.0);
+    // controller-runtime's families: each node actor operation is one reconcile.
+    let ours =
+        |family: &str, labels: &str| format!("{family}{{controller=\"nodemaintenance\"{labels}}}");
+    assert!(
+        value(
+            &text,
+            &ours("controller_runtime_reconcile_total", ",result=\"success\"")
+        ) >= 2.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            &ours("controller_runtime_reconcile_time_seconds_count", "")
+        ),
+        value(
+            &text,
+            &ours("controller_runtime_reconcile_total", ",result=\"success\"")
+        ) + value(
+            &text,
+            &ours("controller_runtime_reconcile_total", ",result=\"error\"")
+        )
+    );
+    assert_eq!(
+        value(&text, &ours("controller_runtime_active_workers", "")),
+        0.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            &ours("controller_runtime_max_concurrent_reconciles", "")
+        ),
+        1.0
+    );
+    assert!(value(&text, &ours("workqueue_adds_total", ",name=\"eviction\"")) >= PODS.len() as f64);
+    assert_eq!(
+        value(&text, &ours("workqueue_depth", ",name=\"eviction\"")),
+        0.0
+    );
 
     end_maintenance(&cluster, NM).await;
     let (_, text) = http_get(address, "/metrics").await;
@@ -92,6 +130,14 @@ async fn metrics_after_a_drain_count_what_happened() {
             "nmo_lease_operations_total{operation=\"release\",result=\"ok\"}"
         ),
         1.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            "controller_runtime_max_concurrent_reconciles{controller=\"nodemaintenance\"}"
+        ),
+        0.0,
+        "no node actor left"
     );
     assert!(
         text.ends_with("# EOF\n"),

@@ -219,6 +219,7 @@ impl EvictionState {
             return;
         }
         let pod = req.pod.clone();
+        self.config.observer.eviction_queued();
         self.next_seq += 1;
         // A pod already known to sit behind a closed PDB waits with the others.
         if self.gates.park_if_closed(&pod) {

@@ -54,7 +54,7 @@ pub use status::InitialCounts;
 use crate::config::Config;
 use crate::eviction::EvictionMsg;
 use crate::model::{Maintenance, Phase};
-use crate::observe::{BlockedReport, MaintenanceIdentity, PhaseReport};
+use crate::observe::{BlockedReport, MaintenanceIdentity, OpOutcome, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::retry::Backoff;
@@ -188,6 +188,14 @@ impl Actor for NodeActor {
     ) -> Result<(), ActorProcessingErr> {
         state.tick.clear();
         state.retry_timer.clear();
+        if state.ops.running() {
+            let took = state.ops.finished();
+            state
+                .ctx
+                .config
+                .observer
+                .operation_finished(took, OpOutcome::Abandoned);
+        }
         state.lease.stop_renewing();
         state.watches.stop_node();
         state.watches.stop_pods();
@@ -226,7 +234,12 @@ impl Actor for NodeActor {
             NodeMsg::WatchEnded(kind) => state.on_watch_ended(&myself, kind),
             NodeMsg::Resubscribe(kind) => state.on_resubscribe(&myself, kind),
             NodeMsg::Op(result) => {
-                state.ops.finished();
+                let took = state.ops.finished();
+                state
+                    .ctx
+                    .config
+                    .observer
+                    .operation_finished(took, result.outcome());
                 match result {
                     OpResult::Reconciled(done) => state.on_reconciled(&myself, *done),
                     OpResult::Drained(pass) => state.on_drained(&myself, pass),

@@ -114,13 +114,9 @@ impl NodeActorState {
                     untouched: Failure::recorded(&self.status.wanted, &self.nm)
                         == Failure::InvalidSpec,
                 };
-                self.ops.run(
-                    &mut self.tasks,
-                    myself,
-                    span,
-                    ops::undo(ctx, input),
-                    move |result| NodeMsg::Op(OpResult::Undone { finalizer, result }),
-                );
+                self.start_op(myself, span, ops::undo(ctx, input), move |result| {
+                    NodeMsg::Op(OpResult::Undone { finalizer, result })
+                });
             }
         }
     }
@@ -147,13 +143,9 @@ impl NodeActorState {
         let span = tracing::info_span!(parent: &self.work_span(), "reconcile");
         let ctx = self.ctx.clone();
         self.reconcile_sent = Some(Instant::now());
-        self.ops.run(
-            &mut self.tasks,
-            myself,
-            span,
-            ops::reconcile(ctx, input),
-            |done| NodeMsg::Op(OpResult::Reconciled(Box::new(done))),
-        );
+        self.start_op(myself, span, ops::reconcile(ctx, input), |done| {
+            NodeMsg::Op(OpResult::Reconciled(Box::new(done)))
+        });
     }
 
     fn run_drain_pass(&mut self, myself: &ActorRef<NodeMsg>) {
@@ -167,9 +159,26 @@ impl NodeActorState {
         let span = drain.span().clone();
         self.ctx.config.observer.drain_pass();
         let work = ops::drain_pass(self.ctx.clone(), snapshot, self.daemonsets.clone(), handled);
-        self.ops.run(&mut self.tasks, myself, span, work, |pass| {
+        self.start_op(myself, span, work, |pass| {
             NodeMsg::Op(OpResult::Drained(pass))
         });
+    }
+
+    /// Starts `work` as the actor's one operation, reported to the observer as it starts (and,
+    /// where its result is handled, as it ends).
+    fn start_op<T, W, F>(
+        &mut self,
+        myself: &ActorRef<NodeMsg>,
+        span: tracing::Span,
+        work: W,
+        into_msg: F,
+    ) where
+        T: Send + 'static,
+        W: std::future::Future<Output = T> + Send + 'static,
+        F: FnOnce(T) -> NodeMsg + Send + 'static,
+    {
+        self.ctx.config.observer.operation_started();
+        self.ops.run(&mut self.tasks, myself, span, work, into_msg);
     }
 
     /// Writes the status if it differs from what the API has; one write at a time, news and

@@ -75,3 +75,14 @@ pub enum SupervisorMsg {
         result: Result<(), DuplicateError>,
     },
 }
+
+impl SupervisorMsg {
+    /// Whether the NodeMaintenance watch sends this (`Upsert`, `Deleted`, `Listed`): its work
+    /// queue, as the metrics count it.
+    pub fn is_from_the_watch(&self) -> bool {
+        matches!(
+            self,
+            SupervisorMsg::Upsert(_) | SupervisorMsg::Deleted { .. } | SupervisorMsg::Listed
+        )
+    }
+}

@@ -121,6 +121,9 @@ impl Actor for Supervisor {
         message: Self::Msg,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
+        if message.is_from_the_watch() {
+            state.config.observer.watch_event_handled();
+        }
         match message {
             SupervisorMsg::Upsert(nm) => state.upsert(&myself, *nm).await,
             SupervisorMsg::Deleted { uid, .. } => {

@@ -17,7 +17,12 @@ impl ExprVisitor for Selectors {
     type Error = String;
 
     fn pre_visit(&mut self, expr: &Expr) -> Result<bool, String> {
-        if let Expr::VectorSelector(selector) = expr {
+        let selector = match expr {
+            Expr::VectorSelector(selector) => Some(selector),
+            Expr::MatrixSelector(matrix) => Some(&matrix.vs),
+            _ => None,
+        };
+        if let Some(selector) = selector {
             let labels = selector
                 .matchers
                 .matchers
@@ -93,9 +98,7 @@ fn every_alert_is_valid_promql_over_nmo_metrics() {
         let expr = alert["expr"].as_str().expect("an expression");
         let used = selectors(expr).unwrap_or_else(|e| panic!("{name}: {expr}: {e}"));
         assert!(!used.is_empty(), "{name} reads no metric");
-        for (metric, _) in &used {
-            assert!(metric.starts_with("nmo_"), "{name} reads {metric}");
-        }
+        // That nmo serves each metric read: every_query_and_alert_reads_a_metric_nmo_serves.
         assert!(
             ["warning", "critical"].contains(&alert["labels"]["severity"].as_str().unwrap_or("")),
             "{name} has no severity"
@@ -151,4 +154,141 @@ fn a_broken_expression_is_caught() {
         selectors(r#"sum(nmo_maintenances{phase="Failed"}) > 0"#).expect("valid"),
         vec![("nmo_maintenances".to_string(), vec!["phase".to_string()])]
     );
+}
+
+/// Every expression of the dashboard's panels and of the alerts, with where it comes from.
+fn dashboard_and_alert_expressions() -> Vec<(String, String)> {
+    fn collect(value: &Value, at: &str, out: &mut Vec<(String, String)>) {
+        match value {
+            Value::Object(map) => {
+                let title = map.get("title").and_then(Value::as_str).unwrap_or(at);
+                for (key, value) in map {
+                    match (key.as_str(), value) {
+                        ("expr", Value::String(expr)) => {
+                            out.push((title.to_string(), expr.clone()))
+                        }
+                        _ => collect(value, title, out),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|item| collect(item, at, out)),
+            _ => {}
+        }
+    }
+    let dir = super::support::repo().join("deploy/components/monitoring");
+    let dashboard: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("dashboard.json")).expect("read"))
+            .expect("the dashboard is JSON");
+    let rule: Value = serde_yaml::from_str(
+        &std::fs::read_to_string(dir.join("prometheusrule.yaml")).expect("read"),
+    )
+    .expect("the rule is YAML");
+    let mut found = Vec::new();
+    collect(&dashboard, "dashboard", &mut found);
+    let panels = found.len();
+    assert!(panels >= 10, "the dashboard has {panels} queries");
+    collect(&rule, "rule", &mut found);
+    assert!(found.len() > panels, "the rule has alerts");
+    found
+}
+
+/// The sample names a scrape serves: those of its samples, and those its `# TYPE` lines
+/// declare (a counter's `_total`, a histogram's `_bucket`, `_sum`, `_count`), so that a family
+/// with no sample yet (no error so far, say) counts as served.
+fn served(scrape: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    for line in scrape.lines() {
+        if let Some(declared) = line.strip_prefix("# TYPE ") {
+            let mut parts = declared.split_whitespace();
+            let (Some(name), Some(kind)) = (parts.next(), parts.next()) else {
+                continue;
+            };
+            let suffixes: &[&str] = match kind {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                "info" => &["_info"],
+                _ => &[""],
+            };
+            names.extend(suffixes.iter().map(|suffix| format!("{name}{suffix}")));
+        } else if !line.starts_with('#') {
+            let name = line.split(['{', ' ']).next().unwrap_or_default();
+            names.insert(name.to_string());
+        }
+    }
+    names
+}
+
+/// nmo running with leader election on the simulated cluster, a drain held up by a budget:
+/// every metric the dashboard's queries and the alerts read is one its `/metrics` serves,
+/// controller-runtime's families included. (A family is served from its first series on: the
+/// blocked drain gives `nmo_maintenance_blocked_since_seconds` one.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_query_and_alert_reads_a_metric_nmo_serves() {
+    let metrics_at = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free port");
+    let options = nmo::operator::OperatorOptions {
+        leader_elect: true,
+        metrics_bind_address: metrics_at.to_string(),
+        metrics_secure: false,
+        ..crate::support::test_options()
+    };
+    let env = crate::support::TestEnv::builder()
+        .scenario(nmo_sim::Scenario::plain(1, 2).pdb(None))
+        .namespace("precious")
+        .pod("precious", "db-0", "node-0", "db")
+        .pdb("precious", "db-budget", "db", 1)
+        .operator_options(options)
+        .start()
+        .await;
+    env.create_maintenance("nm-0", "node-0").await;
+    let mut scrape = String::new();
+    crate::support::eventually(
+        "the drain to show blocked",
+        std::time::Duration::from_secs(30),
+        async || {
+            if tokio::net::TcpStream::connect(metrics_at).await.is_err() {
+                return false;
+            }
+            let (status, text) = crate::obs_support::http_get(metrics_at, "/metrics").await;
+            scrape = text;
+            status == 200 && scrape.contains("nmo_maintenance_blocked_since_seconds{")
+        },
+    )
+    .await;
+    // The watch's work queue: everything it handed the supervisor was handled.
+    let queue = "workqueue_depth{controller=\"nodemaintenance\",name=\"nodemaintenance\"}";
+    crate::support::eventually(
+        "the watch's queue to drain",
+        std::time::Duration::from_secs(10),
+        async || {
+            let (_, text) = crate::obs_support::http_get(metrics_at, "/metrics").await;
+            crate::metrics::sample(&text, queue) == Some(0.0)
+                && crate::metrics::sample(
+                    &text,
+                    "workqueue_adds_total{controller=\"nodemaintenance\",name=\"nodemaintenance\"}",
+                )
+                .is_some_and(|adds| adds >= 2.0)
+        },
+    )
+    .await;
+    let served = served(&scrape);
+    for family in [
+        "controller_runtime_reconcile_total",
+        "workqueue_depth",
+        "rest_client_requests_total",
+        "leader_election_master_status",
+    ] {
+        assert!(served.contains(family), "{family} not served:\n{scrape}");
+    }
+    for (at, expr) in dashboard_and_alert_expressions() {
+        let used = selectors(&expr).unwrap_or_else(|e| panic!("{at}: {expr}: {e}"));
+        assert!(!used.is_empty(), "{at} reads no metric: {expr}");
+        for (metric, _) in used {
+            assert!(
+                served.contains(&metric),
+                "{at} reads {metric}, which nmo does not serve: {expr}"
+            );
+        }
+    }
 }

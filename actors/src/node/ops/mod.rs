@@ -21,6 +21,7 @@ pub use reconcile::{ReconcileOutcome, Reconciled};
 pub(crate) use undo::{Known, UndoInput, announce, undo};
 
 use super::errors::UndoError;
+use crate::observe::OpOutcome;
 
 /// The result of an operation, cast back to the node actor.
 #[derive(Debug)]
@@ -36,4 +37,20 @@ pub enum OpResult {
         /// Ok, or what went wrong (retried on the next tick).
         result: Result<(), UndoError>,
     },
+}
+
+impl OpResult {
+    /// Whether the operation failed, as the observer counts it.
+    pub fn outcome(&self) -> OpOutcome {
+        let failed = match self {
+            OpResult::Reconciled(done) => done.outcome.is_err(),
+            OpResult::Drained(pass) => !pass.errors.is_empty(),
+            OpResult::Undone { result, .. } => result.is_err(),
+        };
+        if failed {
+            OpOutcome::Error
+        } else {
+            OpOutcome::Success
+        }
+    }
 }
