@@ -45,6 +45,7 @@ impl RunArgs {
                 .or_else(|| self.zap.format())
                 .unwrap_or(LogFormat::Text),
             forced_filter: self.zap.level().map(str::to_string),
+            time_encoding: self.zap.zap_time_encoding.unwrap_or_default(),
             default_filter: self
                 .zap
                 .default_level()
@@ -224,6 +225,10 @@ mod tests {
             "--zap-time-encoding=rfc3339nano",
         ])
         .unwrap();
-        assert_eq!(accepted.zap.ignored().len(), 2);
+        assert_eq!(accepted.zap.ignored().len(), 1);
+        assert_eq!(
+            accepted.log_settings().time_encoding,
+            crate::observability::zap_json::TimeEncoding::Rfc3339nano
+        );
     }
 }

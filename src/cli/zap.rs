@@ -1,9 +1,10 @@
 //! controller-runtime's `--zap-*` logging flags, which the Go operator's manifests may pass:
-//! mapped to nmo's logging where they mean something (level, encoder, development mode),
-//! accepted with a warning where they do not (stack traces, time encoding).
+//! mapped to nmo's logging where they mean something (level, encoder, development mode, the
+//! JSON lines' time encoding), accepted with a warning where they do not (stack traces).
 
 use super::go_flags::parse_go_bool;
 use crate::observability::telemetry::LogFormat;
+use crate::observability::zap_json::TimeEncoding;
 
 /// The `--zap-*` flags (controller-runtime's names and values).
 #[derive(Debug, Clone, Default, PartialEq, Eq, clap::Args)]
@@ -23,11 +24,10 @@ pub struct ZapFlags {
     /// Accepted for compatibility (info, error or panic); nmo logs no stack traces.
     #[arg(long, value_parser = ["info", "error", "panic"], value_name = "LEVEL")]
     pub zap_stacktrace_level: Option<String>,
-    /// Accepted for compatibility (epoch, millis, nano, iso8601, rfc3339, rfc3339nano); nmo
-    /// writes RFC 3339 times.
-    #[arg(long, value_parser = ["epoch", "millis", "nano", "iso8601", "rfc3339", "rfc3339nano"],
-          value_name = "ENCODING")]
-    pub zap_time_encoding: Option<String>,
+    /// How JSON lines write `ts`: epoch, millis, nano, iso8601, rfc3339 (the default) or
+    /// rfc3339nano.
+    #[arg(long, value_enum, value_name = "ENCODING")]
+    pub zap_time_encoding: Option<TimeEncoding>,
 }
 
 /// `--zap-encoder`'s values.
@@ -91,9 +91,6 @@ impl ZapFlags {
         if let Some(level) = &self.zap_stacktrace_level {
             ignored.push(format!("--zap-stacktrace-level={level}"));
         }
-        if let Some(encoding) = &self.zap_time_encoding {
-            ignored.push(format!("--zap-time-encoding={encoding}"));
-        }
         ignored
     }
 }
@@ -135,16 +132,13 @@ mod tests {
     }
 
     #[test]
-    fn stack_traces_and_time_encoding_are_named_as_ignored() {
+    fn stack_traces_are_named_as_ignored_and_the_time_encoding_is_not() {
         let flags = ZapFlags {
             zap_stacktrace_level: Some("error".into()),
-            zap_time_encoding: Some("epoch".into()),
+            zap_time_encoding: Some(TimeEncoding::Epoch),
             ..ZapFlags::default()
         };
-        assert_eq!(
-            flags.ignored(),
-            ["--zap-stacktrace-level=error", "--zap-time-encoding=epoch"]
-        );
+        assert_eq!(flags.ignored(), ["--zap-stacktrace-level=error"]);
         assert!(ZapFlags::default().ignored().is_empty());
     }
 }

@@ -17,3 +17,4 @@ pub mod otlp_http;
 pub mod process_metrics;
 pub mod registry;
 pub mod telemetry;
+pub mod zap_json;

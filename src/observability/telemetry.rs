@@ -4,9 +4,9 @@
 //! or HTTP with protobuf (4318) when `OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf`.
 //!
 //! Log lines carry ANSI colours only when standard output is a terminal (and `NO_COLOR` is
-//! unset): a pod's log or a file gets plain text. JSON lines are flat, the message and the
-//! event's fields at the top level (what Loki and Elasticsearch index), with the enclosing
-//! spans under `spans`.
+//! unset): a pod's log or a file gets plain text. JSON lines have zap's shape (`zap_json`): the
+//! message and every field, the enclosing spans' included, at the top level (what Loki and
+//! Elasticsearch index).
 //!
 //! The OpenTelemetry layer is installed even when nothing is exported: it gives every
 //! maintenance a trace id, which its log lines carry (`trace_id` on the trace root's span).
@@ -25,12 +25,14 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use tracing::Level;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::filter::{EnvFilter, LevelFilter, Targets};
+use tracing_subscriber::fmt::format::JsonFields;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, Registry};
 
 use super::otlp_http::{HttpClientError, RuntimeHttpClient};
+use super::zap_json::{TimeEncoding, ZapJson};
 use crate::build_info;
 
 /// The service name traces carry when `OTEL_SERVICE_NAME` does not say otherwise.
@@ -45,7 +47,8 @@ const HTTP_EXPORT_TIMEOUT: Duration = Duration::from_secs(10);
 pub enum LogFormat {
     /// Human readable lines.
     Text,
-    /// One JSON object per line, with the fields of every enclosing span.
+    /// One JSON object per line in zap's shape (the Go operator's): `level`, `ts`, `logger`,
+    /// `caller`, `msg`, and the fields of the event and of its spans at the top level.
     Json,
 }
 
@@ -58,6 +61,8 @@ pub struct LogSettings {
     pub default_filter: String,
     /// A filter that wins over RUST_LOG (`--zap-log-level`).
     pub forced_filter: Option<String>,
+    /// How JSON lines write their time (`--zap-time-encoding`).
+    pub time_encoding: TimeEncoding,
 }
 
 impl LogSettings {
@@ -323,17 +328,29 @@ where
     S: tracing::Subscriber + for<'span> LookupSpan<'span>,
     W: for<'writer> tracing_subscriber::fmt::MakeWriter<'writer> + Send + Sync + 'static,
 {
+    log_layer_timed(format, writer, ansi, TimeEncoding::default())
+}
+
+/// [`log_layer_with`], JSON lines writing their time as `time` says.
+pub fn log_layer_timed<S, W>(
+    format: LogFormat,
+    writer: W,
+    ansi: bool,
+    time: TimeEncoding,
+) -> Box<dyn Layer<S> + Send + Sync>
+where
+    S: tracing::Subscriber + for<'span> LookupSpan<'span>,
+    W: for<'writer> tracing_subscriber::fmt::MakeWriter<'writer> + Send + Sync + 'static,
+{
     match format {
         LogFormat::Text => tracing_subscriber::fmt::layer()
             .with_ansi(ansi)
             .with_writer(writer)
             .boxed(),
         LogFormat::Json => tracing_subscriber::fmt::layer()
-            .json()
+            .fmt_fields(JsonFields::new())
+            .event_format(ZapJson { time })
             .with_ansi(false)
-            .flatten_event(true)
-            .with_current_span(false)
-            .with_span_list(true)
             .with_writer(writer)
             .boxed(),
     }
@@ -352,6 +369,7 @@ pub fn init(format: LogFormat, default_filter: &str) -> Result<Telemetry, Teleme
         format,
         default_filter: default_filter.to_string(),
         forced_filter: None,
+        time_encoding: TimeEncoding::default(),
     })
 }
 
@@ -369,8 +387,13 @@ pub fn init_with(settings: &LogSettings) -> Result<Telemetry, TelemetryError> {
         None => EnvFilter::try_from_default_env()
             .unwrap_or_else(|_| EnvFilter::new(&settings.default_filter)),
     };
-    let log_layer = log_layer_with(settings.format, std::io::stdout, stdout_wants_colour())
-        .with_filter(log_filter);
+    let log_layer = log_layer_timed(
+        settings.format,
+        std::io::stdout,
+        stdout_wants_colour(),
+        settings.time_encoding,
+    )
+    .with_filter(log_filter);
     Registry::default()
         .with(otel_layer)
         .with(log_layer)

@@ -1,7 +1,8 @@
 //! Log lines inside a maintenance name its node and its trace id, even with no exporter
 //! configured (the trace id still ties a maintenance's lines together), and even after the
-//! maintenance's trace has ended. JSON lines are flat: the message and the event's fields at
-//! the top level, as Loki and Elasticsearch index them.
+//! maintenance's trace has ended. JSON lines have zap's shape (the Go operator's): `level`,
+//! `ts`, `logger`, `caller`, `msg`, and every field, the spans' included, at the top level, as
+//! Loki and Elasticsearch index them.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -13,7 +14,8 @@ use serde_json::Value;
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::obs_support::{
-    FakeOperator, NODE, cluster_with_guarded_pod, drain_through_the_pdb, end_maintenance,
+    BLOCKED, FakeOperator, NODE, NS, cluster_with_guarded_pod, drain_through_the_pdb,
+    end_maintenance,
 };
 
 const NM: &str = "nm-logged";
@@ -102,48 +104,55 @@ async fn log_lines_inside_a_maintenance_carry_node_and_trace_id() {
     let ours: Vec<&Value> = lines
         .iter()
         .filter(|l| {
-            l["target"]
+            l["logger"]
                 .as_str()
                 .is_some_and(|t| t.starts_with("nmo_actors"))
         })
         .collect();
     assert!(ours.len() >= 3, "too few lines to judge:\n{output}");
-    let mut trace_ids = std::collections::BTreeMap::new();
+    let mut trace_ids = std::collections::BTreeSet::new();
     for line in &ours {
-        let root = &line["spans"][0];
-        assert_eq!(root["k8s.node.name"], NODE, "{line}");
-        assert!(line.get("fields").is_none(), "flat: {line}");
+        // zap's keys, as the Go operator writes them.
         assert!(
-            line["message"].is_string(),
+            line["msg"].is_string(),
             "the message at the top level: {line}"
         );
-        let trace_id = root["trace_id"].as_str().unwrap_or_default();
+        assert!(
+            ["debug", "info", "warn", "error"]
+                .contains(&line["level"].as_str().unwrap_or_default()),
+            "{line}"
+        );
+        assert!(
+            line["ts"].is_string() && line["caller"].is_string(),
+            "{line}"
+        );
+        // The maintenance's fields at the top level, no span list.
+        assert_eq!(line["node"], NODE, "{line}");
+        assert_eq!(line["nodemaintenance"], NM, "{line}");
+        assert!(
+            line.get("fields").is_none() && line.get("spans").is_none(),
+            "flat: {line}"
+        );
+        let trace_id = line["trace_id"].as_str().unwrap_or_default();
         assert!(is_trace_id(trace_id), "no trace id in {line}");
-        let root_name = root["name"].as_str().unwrap_or_default().to_string();
-        trace_ids
-            .entry(root_name)
-            .or_insert_with(std::collections::BTreeSet::new)
-            .insert(trace_id.to_string());
+        trace_ids.insert(trace_id.to_string());
     }
     // One trace id for the maintenance, another for ending it.
-    let maintenance = &trace_ids["maintenance"];
-    let end = &trace_ids["end_maintenance"];
-    assert_eq!(maintenance.len(), 1, "{trace_ids:?}");
-    assert_eq!(end.len(), 1, "{trace_ids:?}");
-    assert_ne!(maintenance, end);
+    assert_eq!(trace_ids.len(), 2, "{trace_ids:?}");
     let refusal = ours
         .iter()
         .find(|l| {
-            l["message"]
+            l["msg"]
                 .as_str()
                 .is_some_and(|m| m.starts_with("blocked by a PodDisruptionBudget"))
         })
         .expect("the refusal is logged");
-    let names: Vec<&str> = refusal["spans"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|s| s["name"].as_str())
-        .collect();
-    assert_eq!(names, ["maintenance", "drain", "evict_pod"], "{refusal}");
+    // The eviction attempt's own span fields too.
+    assert_eq!(refusal["pod"], BLOCKED, "{refusal}");
+    assert_eq!(refusal["namespace"], NS, "{refusal}");
+    let first = ours[0]["trace_id"].as_str().unwrap_or_default();
+    assert_eq!(
+        refusal["trace_id"], first,
+        "the refusal is the maintenance's: {refusal}"
+    );
 }
