@@ -18,7 +18,7 @@ pub use crate::api_client::operator_client::{
 };
 use crate::coexistence::{GoOperatorWatch, Sighting};
 use crate::controller::{Controller, ControllerError};
-use crate::leader::{LeaderError, Leadership};
+use crate::leader::{self, LeaderError, Leadership};
 use crate::observability::registry::Metrics;
 pub use crate::options::{OperatorOptions, OptionsError};
 use crate::rbac_check;
@@ -60,9 +60,10 @@ pub async fn run(
 ) -> Result<(), OperatorError> {
     options.validate()?;
     let client = client.into();
+    // The rights nmo will use, the leader lease's in the election's namespace included.
     let leader_namespace = options
         .leader_elect
-        .then(|| client.client.default_namespace().to_string());
+        .then(|| leader::election_namespace(&options, &client.client));
     let needs = rbac_check::needs(&options.lease_namespace, leader_namespace.as_deref());
     rbac_check::check(&client.client, &needs, options.api_call_timeout).await?;
     let (metrics, client) = Metrics::for_client(client);

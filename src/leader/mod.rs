@@ -482,6 +482,7 @@ impl Leadership {
             return Ok(Leadership::Unelected);
         }
         let namespace = election_namespace(options, client);
+        tracing::info!(%namespace, "leader election lease namespace");
         let elector = LeaderElector::new(client.clone(), options.leader_config(namespace));
         elector.acquire().await?;
         Ok(Leadership::Elected(Box::new(elector)))
@@ -518,12 +519,10 @@ impl Leadership {
 /// client's namespace, which in a pod is the pod's own (kube reads the service account's
 /// namespace file) and outside a cluster the kubeconfig context's.
 pub fn election_namespace(options: &OperatorOptions, client: &Client) -> String {
-    let namespace = match &options.leader_election_namespace {
+    match &options.leader_election_namespace {
         Some(namespace) => namespace.clone(),
         None => client.default_namespace().to_string(),
-    };
-    tracing::info!(%namespace, "leader election lease namespace");
-    namespace
+    }
 }
 
 /// What the API server said when it refused the lease for good: 403 (no right to leases in

@@ -191,10 +191,11 @@ async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
     standby.stop().await.expect("clean stop");
 }
 
-/// nmo run outside the cluster with a kubeconfig whose namespace is not nmo's: the election's
-/// lease there is refused (403). nmo stops at once with an error naming the namespace and the
-/// flag, rather than retrying every retry period for ever. With
-/// `--leader-election-namespace` naming nmo's namespace, the same replica leads.
+/// nmo run outside the cluster with a kubeconfig whose namespace is not nmo's: nmo may not use
+/// leases there. It stops at once with an error naming the namespace (its start-up rights check
+/// says so; had that passed, the election's first refused call would), rather than retrying
+/// every retry period for ever. With `--leader-election-namespace` naming nmo's namespace, the
+/// same replica leads.
 async fn an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error(backend: Backend) {
     let env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 1).pdb(None))
@@ -219,7 +220,7 @@ async fn an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error(backe
     let error = outcome
         .expect_err("no leader election without the lease")
         .to_string();
-    for part in ["namespace default", "--leader-election-namespace", "(403)"] {
+    for part in ["namespace default", "leases"] {
         assert!(error.contains(part), "{part} in: {error}");
     }
 
@@ -237,3 +238,44 @@ async fn an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error(backe
 }
 
 both_backends!(an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error);
+
+/// `--leader-election-namespace` naming a namespace that does not exist, with every right (an
+/// admin's kubeconfig, so the start-up rights check passes): the API server refuses the lease
+/// (404), and nmo stops at once saying which namespace and which flag, rather than retrying
+/// every retry period for ever.
+async fn an_election_namespace_that_does_not_exist_stops_nmo_with_a_clear_error(backend: Backend) {
+    let env = TestEnv::on(backend)
+        .scenario(Scenario::plain(1, 1).pdb(None))
+        .without_operator()
+        .start()
+        .await;
+    let files = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
+    let kubeconfig = files.path().join("admin");
+    env.write_admin_kubeconfig(&kubeconfig);
+    let config = nmo::api_client::cluster_config(Some(&kubeconfig))
+        .await
+        .expect("the admin's configuration");
+    let missing = env.ns("no-such-namespace");
+    let refused = Operator::start(
+        move || kube::Client::try_from(config).expect("a client"),
+        OperatorOptions {
+            leader_election_namespace: Some(missing.clone()),
+            ..elected()
+        },
+    );
+    let outcome = tokio::time::timeout(Duration::from_secs(10), refused.wait())
+        .await
+        .expect("nmo stops within seconds instead of retrying for ever");
+    let error = outcome
+        .expect_err("no election in a missing namespace")
+        .to_string();
+    for part in [
+        format!("namespace {missing}"),
+        "--leader-election-namespace".to_string(),
+        "(404)".to_string(),
+    ] {
+        assert!(error.contains(&part), "{part} in: {error}");
+    }
+}
+
+both_backends!(an_election_namespace_that_does_not_exist_stops_nmo_with_a_clear_error);
