@@ -186,7 +186,7 @@ def main():
                 f"SSL_CERT_FILE={CA_BUNDLE}",
             ],
             "WorkingDir": "/",
-            "ExposedPorts": {"8080/tcp": {}, "8081/tcp": {}, "9443/tcp": {}},
+            "ExposedPorts": {"8443/tcp": {}, "8081/tcp": {}, "9443/tcp": {}},
             "Labels": labels,
         },
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer).hexdigest()}"]},
