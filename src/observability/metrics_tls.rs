@@ -10,7 +10,7 @@ use std::sync::Arc;
 use rustls::ServerConfig;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
 
-use crate::webhook::tls::{CertFiles, ReloadingCert, TlsError};
+use crate::webhook::tls::{CertFiles, ReloadingCert, TlsError, alpn_protocols};
 
 /// Where the metrics certificate comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,11 +78,7 @@ pub fn server_config(
             builder.with_cert_resolver(Arc::new(resolver))
         }
     };
-    config.alpn_protocols = if enable_http2 {
-        vec![b"h2".to_vec(), b"http/1.1".to_vec()]
-    } else {
-        vec![b"http/1.1".to_vec()]
-    };
+    config.alpn_protocols = alpn_protocols(enable_http2);
     Ok(config)
 }
 

@@ -401,12 +401,17 @@ pub fn server_config(
         .map_err(TlsError::Config)?
         .with_no_client_auth()
         .with_cert_resolver(resolver);
-    config.alpn_protocols = if enable_http2 {
+    config.alpn_protocols = alpn_protocols(enable_http2);
+    Ok(config)
+}
+
+/// What a server of nmo's offers in ALPN: `http/1.1`, and `h2` first when HTTP/2 is enabled.
+pub fn alpn_protocols(enable_http2: bool) -> Vec<Vec<u8>> {
+    if enable_http2 {
         vec![b"h2".to_vec(), b"http/1.1".to_vec()]
     } else {
         vec![b"http/1.1".to_vec()]
-    };
-    Ok(config)
+    }
 }
 
 #[cfg(test)]

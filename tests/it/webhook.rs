@@ -891,6 +891,14 @@ async fn malformed_reviews_get_a_clean_400_and_the_server_keeps_serving() {
     harness.stop().await;
 }
 
+/// A cluster of one worker node, `worker-1`.
+fn one_worker() -> Cluster {
+    Cluster {
+        nodes: vec![node("worker-1", &[])],
+        ..Default::default()
+    }
+}
+
 /// Writes a review's headers and `sent` bytes of its body on `stream`, promising all of it.
 async fn start_review(
     stream: &mut tokio_rustls::client::TlsStream<TcpStream>,
@@ -912,15 +920,7 @@ async fn start_review(
 /// person removing a finalizer by hand.
 #[tokio::test]
 async fn clients_trickling_their_bodies_keep_no_review_waiting() {
-    let harness = Harness::start_on(
-        Backend::Sim,
-        Cluster {
-            nodes: vec![node("worker-1", &[])],
-            ..Default::default()
-        },
-        false,
-    )
-    .await;
+    let harness = Harness::start_on(Backend::Sim, one_worker(), false).await;
     let body = admission("CREATE", Some(maintenance("nm-x", "worker-1")), None).to_string();
     let mut stalled = Vec::new();
     for _ in 0..16 {
@@ -953,15 +953,7 @@ async fn clients_trickling_their_bodies_keep_no_review_waiting() {
 /// inside the API server's 10 s timeout (`timeoutSeconds`), so the user reads nmo's answer.
 #[tokio::test]
 async fn every_review_is_answered_inside_the_api_servers_timeout() {
-    let harness = Harness::start_on(
-        Backend::Sim,
-        Cluster {
-            nodes: vec![node("worker-1", &[])],
-            ..Default::default()
-        },
-        false,
-    )
-    .await;
+    let harness = Harness::start_on(Backend::Sim, one_worker(), false).await;
     for (verb, resource) in [("get", "nodes"), ("list", "nodemaintenances")] {
         harness
             .env
