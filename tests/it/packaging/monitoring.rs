@@ -220,8 +220,10 @@ fn served(scrape: &str) -> BTreeSet<String> {
 
 /// nmo running with leader election on the simulated cluster, a drain held up by a budget:
 /// every metric the dashboard's queries and the alerts read is one its `/metrics` serves,
-/// controller-runtime's families included. (A family is served from its first series on: the
-/// blocked drain gives `nmo_maintenance_blocked_since_seconds` one.)
+/// controller-runtime's families included. (A family with labels is served from its first
+/// series on: the blocked drain gives `nmo_maintenance_blocked_since_seconds` one, and its
+/// answered evictions `nmo_evictions_total`, which may be counted a moment after the drain shows
+/// blocked.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_query_and_alert_reads_a_metric_nmo_serves() {
     let metrics_at = std::net::TcpListener::bind("127.0.0.1:0")
@@ -252,7 +254,9 @@ async fn every_query_and_alert_reads_a_metric_nmo_serves() {
             }
             let (status, text) = crate::obs_support::http_get(metrics_at, "/metrics").await;
             scrape = text;
-            status == 200 && scrape.contains("nmo_maintenance_blocked_since_seconds{")
+            status == 200
+                && scrape.contains("nmo_maintenance_blocked_since_seconds{")
+                && scrape.contains("nmo_evictions_total{")
         },
     )
     .await;
