@@ -283,8 +283,24 @@ impl Harness {
 
     /// A TLS connection to the webhook, for a client that writes its request by hand.
     async fn connect(&self) -> tokio_rustls::client::TlsStream<TcpStream> {
+        self.connect_trusting(&[]).await.unwrap()
+    }
+
+    /// A TLS connection to the webhook trusting `roots` (the harness CA when empty); the
+    /// handshake's error when the server's certificate is not trusted.
+    async fn connect_trusting(
+        &self,
+        roots: &[CertificateDer<'static>],
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
         let mut store = RootCertStore::empty();
-        store.add(self.ca.der()).unwrap();
+        let default_roots = [self.ca.der()];
+        for root in if roots.is_empty() {
+            &default_roots[..]
+        } else {
+            roots
+        } {
+            store.add(root.clone()).unwrap();
+        }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
@@ -295,7 +311,6 @@ impl Harness {
         TlsConnector::from(Arc::new(config))
             .connect(ServerName::try_from("localhost").unwrap(), tcp)
             .await
-            .unwrap()
     }
 
     /// How many requests the webhook made, of `verb` on `resource` (it runs as nmo: its
@@ -330,24 +345,8 @@ impl Harness {
         body: String,
         roots: &[CertificateDer<'static>],
     ) -> Result<(StatusCode, Vec<u8>, CertificateDer<'static>), String> {
-        let mut store = RootCertStore::empty();
-        let default_roots = [self.ca.der()];
-        for root in if roots.is_empty() {
-            &default_roots[..]
-        } else {
-            roots
-        } {
-            store.add(root.clone()).unwrap();
-        }
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(store)
-            .with_no_client_auth();
-        let tcp = TcpStream::connect(self.address).await.unwrap();
-        let tls = TlsConnector::from(Arc::new(config))
-            .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        let tls = self
+            .connect_trusting(roots)
             .await
             .map_err(|e| e.to_string())?;
         let leaf = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
