@@ -157,3 +157,23 @@ impl SoakConfig {
 pub(super) fn nm_name(node: &str) -> String {
     format!("nm-{node}")
 }
+
+/// Creates the soak's NodeMaintenance for `node`. A failure is only logged: the driver's client
+/// retries, and a name still being deleted from an earlier round is simply not created again.
+pub(super) async fn create_maintenance(
+    api: &kube::Api<nmo::crd::NodeMaintenance>,
+    node: &str,
+    reason: String,
+) {
+    let nm = nmo::crd::NodeMaintenance::new(
+        &nm_name(node),
+        nmo::crd::NodeMaintenanceSpec {
+            node_name: node.to_string(),
+            reason: Some(reason),
+            ..nmo::crd::NodeMaintenanceSpec::default()
+        },
+    );
+    if let Err(error) = api.create(&kube::api::PostParams::default(), &nm).await {
+        tracing::warn!(%error, node, "cannot create NodeMaintenance");
+    }
+}

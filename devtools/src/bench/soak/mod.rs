@@ -38,7 +38,7 @@ mod takeovers;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use kube::api::{DeleteParams, PostParams};
+use kube::api::DeleteParams;
 use kube::{Api, Client};
 use nmo_sim::{ClientOptions, FaultRule, Query, SimConfig, SimHandle, Simulator};
 use serde_json::Value;
@@ -46,10 +46,10 @@ use serde_json::Value;
 use super::error::BenchError;
 use audit::Audit;
 pub use config::SoakConfig;
-use config::nm_name;
+use config::{create_maintenance, nm_name};
 use end_state::EndState;
 use injections::Injections;
-use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
+use nmo::crd::NodeMaintenance;
 use nmo::leader::LEADER_ELECTION_ID;
 use replicas::Replicas;
 pub use report::{Check, SoakReport};
@@ -265,19 +265,7 @@ async fn drive(
             .before_wave(sim, client, index, nodes, given_back)
             .await;
         for node in nodes {
-            let nm = NodeMaintenance::new(
-                &nm_name(node),
-                NodeMaintenanceSpec {
-                    node_name: node.clone(),
-                    reason: Some(format!("soak wave {index}")),
-                    ..NodeMaintenanceSpec::default()
-                },
-            );
-            // The driver's client retries; a name still being deleted from an earlier wave
-            // is simply not created again.
-            if let Err(error) = api.create(&PostParams::default(), &nm).await {
-                tracing::warn!(%error, node, "cannot create NodeMaintenance");
-            }
+            create_maintenance(&api, node, format!("soak wave {index}")).await;
         }
         for node in &previous {
             if !nodes.contains(node) {

@@ -8,15 +8,15 @@
 
 use std::time::{Duration, Instant};
 
-use kube::api::{DeleteParams, PostParams};
+use kube::api::DeleteParams;
 use kube::{Api, Client};
-use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
+use nmo::crd::NodeMaintenance;
 use nmo_sim::SimHandle;
 use serde::Serialize;
 use serde_json::Value;
 
 use super::BenchError;
-use super::config::{SoakConfig, nm_name};
+use super::config::{SoakConfig, create_maintenance, nm_name};
 use super::end_state::EndState;
 use super::replicas::Replicas;
 
@@ -62,17 +62,7 @@ pub(super) async fn run(
         let back = Instant::now();
         recoveries.dropped.push(dropped);
         for node in &nodes {
-            let nm = NodeMaintenance::new(
-                &nm_name(node),
-                NodeMaintenanceSpec {
-                    node_name: node.clone(),
-                    reason: Some(format!("soak restart {round}")),
-                    ..NodeMaintenanceSpec::default()
-                },
-            );
-            if let Err(error) = api.create(&PostParams::default(), &nm).await {
-                tracing::warn!(%error, node, "cannot create NodeMaintenance");
-            }
+            create_maintenance(&api, node, format!("soak restart {round}")).await;
         }
         let mut waiting = nodes.clone();
         let mut first = None;

@@ -10,15 +10,15 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, Patch, PatchParams};
 use kube::{Api, Client};
-use nmo::crd::{NodeMaintenance, NodeMaintenanceSpec};
+use nmo::crd::NodeMaintenance;
 use nmo_sim::SimHandle;
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::BenchError;
-use super::config::{SoakConfig, nm_name};
+use super::config::{SoakConfig, create_maintenance, nm_name};
 use super::end_state::EndState;
 use super::replicas::Replicas;
 
@@ -60,17 +60,7 @@ pub(super) async fn run(
         .collect();
     let maintenances: Api<NodeMaintenance> = Api::all(client.clone());
     for node in &nodes {
-        let nm = NodeMaintenance::new(
-            &nm_name(node),
-            NodeMaintenanceSpec {
-                node_name: node.clone(),
-                reason: Some("soak takeover".into()),
-                ..NodeMaintenanceSpec::default()
-            },
-        );
-        if let Err(error) = maintenances.create(&PostParams::default(), &nm).await {
-            tracing::warn!(%error, node, "cannot create NodeMaintenance");
-        }
+        create_maintenance(&maintenances, node, "soak takeover".into()).await;
     }
     // Taken over once nmo holds the lease and the drain is under way or done.
     let held = Instant::now() + config.wave_timeout;
