@@ -126,9 +126,11 @@ impl Drop for GoOperatorWatch {
     }
 }
 
-/// Polls until aborted. A failed look keeps the last verdict; a first look that fails (RBAC
-/// without the rule, say) counts as alone, with a warning: nmo cannot tell, and an nmo that
-/// never drives because of a missing grant would be worse.
+/// Polls until aborted. A failed look keeps the last verdict. A first look that the API server
+/// refuses for good (RBAC without the rule, say: [`fails_for_good`]) counts as alone, with a
+/// warning: nmo cannot tell, and an nmo that never drives because of a missing grant would be
+/// worse. A first look that fails for a while (a server still starting answers 429 or 5xx) is
+/// tried again: nmo does not drive before it knows.
 async fn look(
     client: Client,
     config: CoexistenceConfig,
@@ -149,12 +151,15 @@ async fn look(
         let leases = match listed {
             Ok(Ok(list)) => list.items,
             failed => {
-                let why = match failed {
-                    Ok(Err(error)) => error.to_string(),
-                    _ => format!("no answer within {:?}", config.call_timeout),
+                let (why, for_good) = match failed {
+                    Ok(Err(error)) => (error.to_string(), fails_for_good(&error)),
+                    _ => (format!("no answer within {:?}", config.call_timeout), false),
                 };
-                reporter.cannot_look(&why, *verdict.borrow() == Verdict::Unknown);
-                verdict.send_if_modified(settle_unknown);
+                let first = *verdict.borrow() == Verdict::Unknown;
+                reporter.cannot_look(&why, first, for_good);
+                if for_good {
+                    verdict.send_if_modified(settle_unknown);
+                }
                 continue;
             }
         };
@@ -181,7 +186,14 @@ async fn look(
     }
 }
 
-/// A first look that failed settles the verdict as alone; true when it changed.
+/// Whether a look will keep failing however long nmo waits: the API server does not allow it
+/// (401, 403) or does not serve it (404). Anything else (a timeout, a 429 or a 5xx of a server
+/// that is starting or overloaded) passes.
+fn fails_for_good(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if matches!(status.code, 401 | 403 | 404))
+}
+
+/// A first look that failed for good settles the verdict as alone; true when it changed.
 fn settle_unknown(verdict: &mut Verdict) -> bool {
     if *verdict == Verdict::Unknown {
         *verdict = Verdict::Alone;
@@ -206,5 +218,38 @@ fn view(lease: &Lease) -> LeaseView {
         renewed: spec.renew_time.map(|time| from_timestamp(&time.0)),
         duration_seconds: spec.lease_duration_seconds,
         resource_version: lease.resource_version().unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            message: format!("answered {code}"),
+            ..kube::core::Status::default()
+        }))
+    }
+
+    #[test]
+    fn a_refusal_fails_for_good_and_a_busy_server_does_not() {
+        for code in [401, 403, 404] {
+            assert!(fails_for_good(&api_error(code)), "{code}");
+        }
+        for code in [429, 500, 503, 504] {
+            assert!(!fails_for_good(&api_error(code)), "{code}");
+        }
+    }
+
+    #[test]
+    fn only_a_first_verdict_is_settled_as_alone() {
+        let mut unknown = Verdict::Unknown;
+        assert!(settle_unknown(&mut unknown));
+        assert_eq!(unknown, Verdict::Alone);
+        let mut running = Verdict::Running(Vec::new());
+        assert!(!settle_unknown(&mut running));
+        assert_eq!(running, Verdict::Running(Vec::new()));
     }
 }

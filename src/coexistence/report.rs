@@ -44,7 +44,7 @@ impl Reporter {
     }
 
     /// Looking failed; `first`: nmo has not looked successfully yet, so it goes on as if alone.
-    pub(super) fn cannot_look(&self, why: &str, first: bool) {
+    pub(super) fn cannot_look(&self, why: &str, first: bool, for_good: bool) {
         let mut last = self
             .last_failure
             .lock()
@@ -53,11 +53,13 @@ impl Reporter {
             return;
         }
         *last = Some(why.to_string());
-        if first {
+        if first && for_good {
             tracing::warn!(
                 error = %why,
                 "cannot look for the Go operator's leader election lease; nmo drives nodes without knowing whether it runs"
             );
+        } else if first {
+            tracing::warn!(error = %why, "cannot look for the Go operator's leader election lease yet; nmo drives no node until it has looked");
         } else {
             tracing::warn!(error = %why, "cannot look for the Go operator's leader election lease; keeping the last verdict");
         }
