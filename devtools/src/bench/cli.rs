@@ -195,6 +195,13 @@ pub async fn run_all(
             writeln!(out, "\ndrain policy:")?;
             out.write_all(report::policy_tables(&results).as_bytes())?;
         }
+        if results.iter().any(|r| r.real.is_some()) {
+            writeln!(
+                out,
+                "\nreal API server: nmo against the floor, control-plane cost:"
+            )?;
+            out.write_all(super::real_figures::table(&results).as_bytes())?;
+        }
         writeln!(out, "\nnmo's requests by verb:")?;
         out.write_all(report::verbs_lines(&results).as_bytes())?;
     }

@@ -5,7 +5,9 @@
 //! `nmo run` in a child process as its ServiceAccount under deploy/base's RBAC (a kubeconfig
 //! of its own). nmo's requests are counted from the API server's audit log (a policy that logs
 //! nmo's user only), as the simulator would count them: by verb and resource, watches when
-//! they open, start-up included.
+//! they open, start-up included. Each scenario also runs its floor (the least work any operator
+//! must do, [`super::floor`]) on a control plane of its own, and both runs' cost to
+//! kube-apiserver and etcd is read ([`super::server_cost`]).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -15,9 +17,13 @@ use nmo_envtest::{AuditLog, ControlPlane, Identity, NodeTemplate, Options, yaml_
 use nmo_sim::kubelet::remote::{NodeSet, RemoteKubelet};
 
 use super::error::BenchError;
+use super::figures::percentile;
+use super::floor;
 use super::process::{self, OperatorProcess};
+use super::real_figures::{self, FloorFigures, RealFigures};
 use super::result::ScenarioResult;
 use super::scenario::BenchScenario;
+use super::server_cost::{self, ServerCost};
 use crate::demo::requests::RequestTotals;
 use crate::demo::tracker::{self, Tracker};
 use crate::demo::{DemoError, maintenance};
@@ -40,8 +46,70 @@ fn operator_identity() -> Identity {
     Identity::service_account(OPERATOR_ACCOUNT.0, OPERATOR_ACCOUNT.1)
 }
 
-/// Runs one scenario on a real control plane of its own, with the operator binary `nmo`;
-/// scratch files (the audit log, the operator's log) go to `dir`.
+/// A fresh control plane, with the audit log that counts nmo's user's requests.
+struct Plane {
+    control_plane: ControlPlane,
+    audit: AuditLog,
+}
+
+/// Starts a control plane for run `run` (`floor` or `nmo`) of `scenario`.
+async fn start_plane(scenario: &BenchScenario, dir: &Path, run: &str) -> Result<Plane, BenchError> {
+    let user = operator_identity().name().to_string();
+    let audit_dir = dir.join(format!("{}-{run}-audit", scenario.name));
+    std::fs::create_dir_all(&audit_dir)?;
+    let audit = AuditLog::for_users(&audit_dir, &[&user])?;
+    let options = Options {
+        extra_args: audit.apiserver_args(),
+        ..Options::default()
+    };
+    // Starting blocks for seconds: off the runtime's workers.
+    let control_plane = tokio::task::spawn_blocking(move || ControlPlane::start(options))
+        .await
+        .map_err(|join| BenchError::Real(join.to_string()))??;
+    Ok(Plane {
+        control_plane,
+        audit,
+    })
+}
+
+impl Plane {
+    /// Stops it: that waits for the processes to exit, off the runtime's workers.
+    async fn stop(self) {
+        let control_plane = self.control_plane;
+        let _ = tokio::task::spawn_blocking(move || drop(control_plane)).await;
+    }
+
+    /// Installs deploy/base, registers the scenario's nodes, starts the kubelet stand-in and
+    /// seeds the workload; returns the admin's client and the kubelet.
+    async fn seed(
+        &self,
+        scenario: &BenchScenario,
+    ) -> Result<(kube::Client, RemoteKubelet), BenchError> {
+        let control_plane = &self.control_plane;
+        let deploy = yaml_files_in(&deploy_base())?;
+        control_plane.install_crds(&deploy).await?;
+        control_plane.apply_rbac(&deploy).await?;
+        let admin = control_plane.admin_client()?;
+        let seeded = scenario.scenario();
+        for node in seeded.node_names() {
+            control_plane.register(NodeTemplate::new(node)).await?;
+        }
+        let kubelet = RemoteKubelet::spawn(admin.clone(), scenario.timing(), NodeSet::all());
+        nmo_sim::api_seed::seed(&admin, &seeded, SEED_TIMEOUT).await?;
+        Ok((admin, kubelet))
+    }
+}
+
+/// Runs one scenario on the real API server, with the operator binary `nmo`, and its floor;
+/// scratch files (the audit logs, the operator's log) go to `dir`.
+///
+/// The floor and nmo's run each get a fresh control plane of their own, started with the same
+/// options, given the same nodes and seeded with the same workload by the same steps, with
+/// the same kubelet stand-in: both begin from the same cluster state (objects, pods per node,
+/// etcd's history), so `wall / floor` compares the work alone. Reusing one control plane would
+/// not give that: the floor's evictions leave replacement pods, new pod names and a longer
+/// etcd history behind. The floor runs first, as nmo's ServiceAccount, so that flow control
+/// classifies its requests as it does nmo's.
 pub async fn run(
     scenario: &BenchScenario,
     nmo: &Path,
@@ -53,41 +121,57 @@ pub async fn run(
             scenario.name
         )));
     }
-    let user = operator_identity().name().to_string();
-    let audit_dir = dir.join(format!("{}-audit", scenario.name));
-    std::fs::create_dir_all(&audit_dir)?;
-    let audit = AuditLog::for_users(&audit_dir, &[&user])?;
-    let options = Options {
-        extra_args: audit.apiserver_args(),
-        ..Options::default()
-    };
-    // Starting blocks for seconds: off the runtime's workers.
-    let control_plane = tokio::task::spawn_blocking(move || ControlPlane::start(options))
-        .await
-        .map_err(|join| BenchError::Real(join.to_string()))??;
-    let outcome = measure(&control_plane, &audit, scenario, nmo, dir).await;
-    // Stopping waits for the processes to exit: off the runtime's workers too.
-    let _ = tokio::task::spawn_blocking(move || drop(control_plane)).await;
-    outcome
+    let plane = start_plane(scenario, dir, "floor").await?;
+    let floor = measure_floor(&plane, scenario).await;
+    plane.stop().await;
+    let floor = floor?;
+    let plane = start_plane(scenario, dir, "nmo").await?;
+    let outcome = measure(&plane, scenario, nmo, dir).await;
+    plane.stop().await;
+    let (mut result, cost) = outcome?;
+    result.real = Some(RealFigures {
+        wall_over_floor: real_figures::ratio(result.wall_s, floor.wall_s),
+        floor,
+        cost,
+    });
+    Ok(result)
 }
 
+/// The floor of `scenario` on `plane` (see [`floor`]), with its cost to the control plane.
+async fn measure_floor(
+    plane: &Plane,
+    scenario: &BenchScenario,
+) -> Result<FloorFigures, BenchError> {
+    let (admin, kubelet) = plane.seed(scenario).await?;
+    let client = plane.control_plane.client_as(&operator_identity())?;
+    let prepared = floor::prepare(&client, &scenario.maintained_nodes()).await?;
+    let before = server_cost::snapshot(&plane.control_plane, &admin).await?;
+    let run = floor::drain(prepared, &client, scenario.timeout).await;
+    tokio::time::sleep(SETTLE).await;
+    let after = server_cost::snapshot(&plane.control_plane, &admin).await;
+    kubelet.stop();
+    let run = run?;
+    let requests = RequestTotals::from_audit(&plane.audit.requests()?);
+    Ok(FloorFigures {
+        wall_s: run.wall.as_secs_f64(),
+        p50_s: percentile(&run.drained, 0.50),
+        p99_s: percentile(&run.drained, 0.99),
+        removed: run.removed,
+        requests: requests.total,
+        too_many_requests: requests.too_many_requests,
+        cost: ServerCost::between(&before, &after?),
+    })
+}
+
+/// nmo's run of `scenario` on `plane`, with its cost to the control plane.
 async fn measure(
-    control_plane: &ControlPlane,
-    audit: &AuditLog,
+    plane: &Plane,
     scenario: &BenchScenario,
     nmo: &Path,
     dir: &Path,
-) -> Result<ScenarioResult, BenchError> {
-    let deploy = yaml_files_in(&deploy_base())?;
-    control_plane.install_crds(&deploy).await?;
-    control_plane.apply_rbac(&deploy).await?;
-    let admin = control_plane.admin_client()?;
-    let seeded = scenario.scenario();
-    for node in seeded.node_names() {
-        control_plane.register(NodeTemplate::new(node)).await?;
-    }
-    let kubelet = RemoteKubelet::spawn(admin.clone(), scenario.timing(), NodeSet::all());
-    nmo_sim::api_seed::seed(&admin, &seeded, SEED_TIMEOUT).await?;
+) -> Result<(ScenarioResult, ServerCost), BenchError> {
+    let (control_plane, audit) = (&plane.control_plane, &plane.audit);
+    let (admin, kubelet) = plane.seed(scenario).await?;
 
     let kubeconfig = control_plane.kubeconfig_path(&operator_identity())?;
     let log = dir.join(format!("{}.nmo.log", scenario.name));
@@ -100,6 +184,7 @@ async fn measure(
 
     let (tracker, watch_task) = Tracker::start(admin.clone());
     let before = operator.usage()?;
+    let server_before = server_cost::snapshot(control_plane, &admin).await?;
     let nodes = scenario.maintained_nodes();
     let started = Instant::now();
     let names = maintenance::create_all(&admin, &tracker, &nodes, "benchmark").await?;
@@ -111,6 +196,7 @@ async fn measure(
     let wall = started.elapsed();
     tokio::time::sleep(SETTLE).await;
     let after = operator.usage()?;
+    let server_after = server_cost::snapshot(control_plane, &admin).await?;
     let mut requests = RequestTotals::from_audit(&audit.requests()?);
     if let Some(addr) = metrics {
         // Over TLS the API server and nmo's client agree on HTTP/2 by ALPN: a handful of
@@ -150,7 +236,7 @@ async fn measure(
         after.cpu.saturating_sub(before.cpu),
     );
     result.backend = "real".into();
-    Ok(result)
+    Ok((result, ServerCost::between(&server_before, &server_after)))
 }
 
 /// nmo's counter of the connections its kube client opened (`observability::api_metrics`); an

@@ -8,6 +8,7 @@ use serde::Serialize;
 use super::figures::{Target, percentile, target};
 use super::policy::PolicyFigures;
 use super::procstat::ProcessUsage;
+use super::real_figures::RealFigures;
 use super::scenario::BenchScenario;
 use crate::demo::requests::RequestTotals;
 
@@ -54,6 +55,9 @@ pub struct ScenarioResult {
     pub cpu_ms_per_node: f64,
     /// The drain policy figures, for a scenario budgets drive.
     pub policy: Option<PolicyFigures>,
+    /// The floor and the control plane's cost, on the real API server.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub real: Option<RealFigures>,
     /// The targets of this scenario.
     pub targets: Vec<Target>,
 }
@@ -92,6 +96,7 @@ impl ScenarioResult {
             cpu_s: cpu.as_secs_f64(),
             cpu_ms_per_node: cpu.as_secs_f64() * 1000.0 / maintained,
             policy: None,
+            real: None,
             targets: Vec::new(),
         };
         result.targets = targets(&result);

@@ -62,7 +62,8 @@ impl BenchScenario {
     }
 
     /// The same scenario at `nodes` nodes, with as large a share of them in maintenance
-    /// (at least one).
+    /// (at least one), and a timeout grown with the pods to drain (never shrunk: a smaller
+    /// run keeps the scenario's own, whose margin covers start-up).
     #[must_use]
     pub fn with_nodes(mut self, nodes: usize) -> BenchScenario {
         let share = self.maintenance as f64 / self.nodes.max(1) as f64;
@@ -72,7 +73,10 @@ impl BenchScenario {
             reason = "a share of a node count, between 0 and the count"
         )]
         let maintained = (share * nodes as f64).round() as usize;
-        self.maintenance = maintained.clamp(1, nodes.max(1));
+        let maintained = maintained.clamp(1, nodes.max(1));
+        let growth = maintained as f64 / self.maintenance.max(1) as f64;
+        self.timeout = self.timeout.mul_f64(growth.max(1.0));
+        self.maintenance = maintained;
         self.title = format!("{} (at {nodes} nodes)", self.title);
         self.nodes = nodes;
         self
@@ -254,6 +258,23 @@ mod tests {
         let c = pdb_constrained().with_nodes(8);
         assert_eq!((c.nodes, c.maintenance), (8, 2));
         assert_eq!(scaling(100).with_nodes(2).maintenance, 1);
+    }
+
+    #[test]
+    fn the_timeout_grows_with_the_nodes_drained_and_never_shrinks() {
+        let a = all_at_once();
+        assert_eq!(a.timeout, Duration::from_secs(120));
+        assert_eq!(a.clone().with_nodes(500).timeout, Duration::from_secs(1200));
+        assert_eq!(
+            a.clone().with_nodes(1000).timeout,
+            Duration::from_secs(2400)
+        );
+        assert_eq!(a.with_nodes(20).timeout, Duration::from_secs(120));
+        // b keeps a quarter in maintenance: 2000 -> 4000 nodes doubles its timeout.
+        assert_eq!(
+            scaling(2000).with_nodes(4000).timeout,
+            scaling(2000).timeout * 2
+        );
     }
 
     #[test]
