@@ -148,7 +148,8 @@ pub async fn run_all(
         }
         let result = match args.backend {
             BenchBackend::Sim => run::run(s, nmo, &dir).await?,
-            BenchBackend::Real => real::run(s, nmo, &dir).await?,
+            // Two control planes' runs in one future: too large for the stack unboxed.
+            BenchBackend::Real => Box::pin(real::run(s, nmo, &dir)).await?,
         };
         if args.json {
             writeln!(out, "{}", serde_json::to_string(&result)?)?;

@@ -160,7 +160,7 @@ impl ServerCost {
             })
             .filter(|f| f.dispatched + f.rejected > 0)
             .collect();
-        flows.sort_by(|x, y| (y.dispatched + y.rejected).cmp(&(x.dispatched + x.rejected)));
+        flows.sort_by_key(|f| std::cmp::Reverse(f.dispatched + f.rejected));
         ServerCost {
             apiserver_cpu_s: after
                 .apiserver_cpu
