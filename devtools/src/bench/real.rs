@@ -39,7 +39,8 @@ const SETTLE: Duration = Duration::from_millis(500);
 
 /// deploy/base: the CRD and the RBAC the operator runs under.
 fn deploy_base() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base")
+    // This crate lives in devtools/; deploy/ is the workspace's, one level up.
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/base")
 }
 
 fn operator_identity() -> Identity {
