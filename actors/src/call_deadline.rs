@@ -168,11 +168,13 @@ impl Cluster for Bounded {
         &self,
         namespace: &str,
         name: &str,
+        uid: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<(), ClusterError> {
         self.within(
             "delete pod",
-            self.inner.delete_pod(namespace, name, grace_period_seconds),
+            self.inner
+                .delete_pod(namespace, name, uid, grace_period_seconds),
         )
         .await
     }
@@ -181,11 +183,13 @@ impl Cluster for Bounded {
         &self,
         namespace: &str,
         name: &str,
+        uid: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError> {
         self.within(
             "evict pod",
-            self.inner.evict_pod(namespace, name, grace_period_seconds),
+            self.inner
+                .evict_pod(namespace, name, uid, grace_period_seconds),
         )
         .await
     }

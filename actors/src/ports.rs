@@ -48,7 +48,8 @@ pub enum ClusterError {
 pub enum EvictionOutcome {
     /// 201: the pod is being deleted with its own grace period.
     Evicted,
-    /// 404: the pod is already gone (counts as success).
+    /// 404: the pod is already gone (counts as success); or 409 on its uid precondition: a pod
+    /// of that name exists, but it is another one (the pod decided on is gone).
     NotFound,
     /// 429 with a disruption budget cause: evicting now would violate a PodDisruptionBudget.
     BlockedByPdb {
@@ -191,20 +192,26 @@ pub trait Cluster: Send + Sync + 'static {
         uid: &str,
     ) -> Result<bool, ClusterError>;
 
-    /// Deletes a pod with the given grace period (None = the pod's own). Gone = `NotFound`.
+    /// Deletes the pod `namespace/name` whose uid is `uid` (`deleteOptions.preconditions.uid`),
+    /// with the given grace period (None = the pod's own). Gone = `NotFound`, and so is a pod of
+    /// that name with another uid (deleted and created again meanwhile: not the pod decided on).
     async fn delete_pod(
         &self,
         namespace: &str,
         name: &str,
+        uid: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<(), ClusterError>;
 
-    /// Evicts a pod through `policy/v1` Eviction (the pod's own grace period). Refusals the
-    /// drain understands are `Ok(outcome)`; anything else is `Err`.
+    /// Evicts the pod `namespace/name` whose uid is `uid` through `policy/v1` Eviction, with
+    /// `uid` as the eviction's precondition (the pod's own grace period unless given). A pod of
+    /// that name with another uid is [`EvictionOutcome::NotFound`]: the pod decided on is gone.
+    /// Refusals the drain understands are `Ok(outcome)`; anything else is `Err`.
     async fn evict_pod(
         &self,
         namespace: &str,
         name: &str,
+        uid: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError>;
 

@@ -62,6 +62,27 @@ fn is_failed_patch_test(status: &Status) -> bool {
             .any(|cause| mentions_test(&cause.message))
 }
 
+/// Whether a 409 is the refusal of a uid precondition: the object of that name is another one
+/// (deleted and created again). The API server says so in one of two ways: the storage's
+/// precondition check, or the eviction's own check before it marks the pod (Kubernetes 1.26+,
+/// with the `DisruptionTarget` condition).
+fn is_uid_precondition_failure(status: &Status) -> bool {
+    status.code == 409
+        && (status.message.contains("UID in precondition")
+            || status.message.contains("UID in the precondition"))
+}
+
+/// Maps the error of a pod deletion with a uid precondition: a failed precondition means the
+/// pod asked for is gone (`NotFound`), never "try again" against the pod that has its name now.
+pub fn deletion_error(error: kube::Error) -> ClusterError {
+    match error {
+        kube::Error::Api(status) if is_uid_precondition_failure(&status) => {
+            ClusterError::NotFound(status.message.clone())
+        }
+        other => to_cluster_error(other),
+    }
+}
+
 /// Reads the result of an eviction request.
 pub fn eviction_outcome(
     result: Result<Status, kube::Error>,
@@ -82,6 +103,10 @@ pub fn eviction_outcome(
         .map(|d| d.retry_after_seconds)
         .filter(|seconds| *seconds > 0)
         .map(|seconds| Duration::from_secs(u64::from(seconds)));
+    if is_uid_precondition_failure(&status) {
+        // The pod decided on is gone; another has its name.
+        return Ok(EvictionOutcome::NotFound);
+    }
     match status.code {
         404 => Ok(EvictionOutcome::NotFound),
         429 => match causes.iter().find(|c| c.reason == DISRUPTION_BUDGET_CAUSE) {
@@ -186,6 +211,23 @@ mod tests {
         assert_eq!(missing, Ok(EvictionOutcome::NotFound));
         let other = eviction_outcome(Err(refusal(500, "etcd timeout", vec![])));
         assert!(matches!(other, Err(ClusterError::Transient(_))));
+    }
+
+    #[test]
+    fn a_failed_uid_precondition_means_the_pod_is_gone() {
+        for message in [
+            "Precondition failed: UID in precondition: a, UID in object meta: b",
+            "Operation cannot be fulfilled on Pod \"web-0\": the UID in the precondition (a) \
+             does not match the UID in record (b). The object might have been deleted and then \
+             recreated",
+        ] {
+            let outcome = eviction_outcome(Err(refusal(409, message, vec![])));
+            assert_eq!(outcome, Ok(EvictionOutcome::NotFound), "{message}");
+            let deleted = deletion_error(refusal(409, message, vec![]));
+            assert!(matches!(deleted, ClusterError::NotFound(_)), "{message}");
+        }
+        let other = deletion_error(refusal(409, "the object has been modified", vec![]));
+        assert!(matches!(other, ClusterError::Conflict(_)));
     }
 
     #[test]

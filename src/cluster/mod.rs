@@ -13,6 +13,7 @@
 pub(crate) mod convert;
 mod daemonsets;
 mod errors;
+mod eviction_request;
 mod followed;
 pub(crate) mod lease_hub;
 pub mod node_hub;
@@ -33,9 +34,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
-use kube::api::{
-    DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams, Preconditions,
-};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
@@ -61,6 +60,15 @@ use slim_pod::SlimPod;
 /// `mgr.GetEventRecorderFor("NodeMaintenance")`), so event filters and dashboards written for
 /// it (`reportingComponent=NodeMaintenance`) keep matching.
 pub const CONTROLLER_NAME: &str = "NodeMaintenance";
+
+/// `deleteOptions.preconditions` naming exactly the pod with `uid`: a pod deleted and created
+/// again with its name (a StatefulSet's, say, now on another node) is not touched.
+fn uid_precondition(uid: &str) -> Preconditions {
+    Preconditions {
+        uid: Some(uid.to_string()),
+        resource_version: None,
+    }
+}
 
 /// [`Cluster`] over a kube client.
 #[derive(Clone)]
@@ -563,10 +571,12 @@ impl Cluster for KubeCluster {
         &self,
         namespace: &str,
         name: &str,
+        uid: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<(), ClusterError> {
         let params = DeleteParams {
             grace_period_seconds: grace_period_seconds.and_then(|s| u32::try_from(s).ok()),
+            preconditions: Some(uid_precondition(uid)),
             ..DeleteParams::default()
         };
         self.write("delete pod", async {
@@ -574,7 +584,7 @@ impl Cluster for KubeCluster {
                 .delete(name, &params)
                 .await
                 .map(drop)
-                .map_err(to_cluster_error)
+                .map_err(errors::deletion_error)
         })
         .await
     }
@@ -583,19 +593,14 @@ impl Cluster for KubeCluster {
         &self,
         namespace: &str,
         name: &str,
+        uid: &str,
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError> {
-        let params = EvictParams {
-            delete_options: grace_period_seconds
-                .and_then(|s| u32::try_from(s).ok())
-                .map(|seconds| DeleteParams {
-                    grace_period_seconds: Some(seconds),
-                    ..DeleteParams::default()
-                }),
-            ..EvictParams::default()
-        };
         self.write("evict pod", async {
-            eviction_outcome(self.pods(namespace).evict(name, &params).await)
+            eviction_outcome(
+                eviction_request::send(&self.client, namespace, name, uid, grace_period_seconds)
+                    .await,
+            )
         })
         .await
     }

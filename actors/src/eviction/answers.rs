@@ -41,13 +41,15 @@ impl EvictionState {
         &mut self,
         myself: &ActorRef<EvictionMsg>,
         pod: PodRef,
+        uid: &str,
         result: Result<EvictionOutcome, ClusterError>,
     ) {
         self.in_flight = self.in_flight.saturating_sub(1);
-        // Only the request whose call this was: one cancelled while its call was out may have
-        // been made again meanwhile, and that one waits for a call of its own.
+        // Only the request whose call this was: one cancelled or withdrawn while its call was
+        // out may have been made again meanwhile (for another pod of that name, too), and that
+        // one waits for a call of its own.
         let mut held = match self.held.get(&pod) {
-            Some(h) if h.at == Where::InFlight => self.held.remove(&pod),
+            Some(h) if h.at == Where::InFlight && h.req.uid == uid => self.held.remove(&pod),
             _ => None,
         };
         let (counted, status) = outcome::classify(&result);

@@ -70,6 +70,7 @@ impl Held {
     pub(super) fn reply(&self, reply: EvictionReply) {
         let report = EvictionReport {
             pod: self.req.pod.clone(),
+            uid: self.req.uid.clone(),
             reply,
         };
         let _ = self.req.reply_to.cast(report);

@@ -12,6 +12,15 @@ use crate::ports::{ClusterError, EvictionOutcome};
 pub enum EvictionMsg {
     /// Evict a pod; the outcome goes to `reply_to`.
     Evict(EvictionRequest),
+    /// The pod of a request left the node (or its name now belongs to another pod): forget
+    /// the request for the pod with this uid, sent or not (the outcome of a call already out
+    /// is dropped; its uid precondition keeps it off any other pod).
+    Withdraw {
+        /// The pod's namespace and name.
+        pod: PodRef,
+        /// The uid of the pod that left.
+        uid: String,
+    },
     /// Forget every request of this NodeMaintenance that has not been sent yet.
     Cancel {
         /// NodeMaintenance name.
@@ -25,6 +34,8 @@ pub enum EvictionMsg {
     Done {
         /// The pod.
         pod: PodRef,
+        /// The uid the call named (its precondition).
+        uid: String,
         /// What the API said.
         result: Result<EvictionOutcome, ClusterError>,
     },
@@ -52,6 +63,9 @@ pub enum EvictionMsg {
 pub struct EvictionRequest {
     /// The pod.
     pub pod: PodRef,
+    /// The pod's uid: the eviction's precondition, so that it never reaches another pod that
+    /// took the name (the drain decided on this one).
+    pub uid: String,
     /// The pod's grace period (None = its own).
     pub grace_period_seconds: Option<i64>,
     /// NodeMaintenance name of the asker (for cancellation).
@@ -77,6 +91,8 @@ pub struct EvictionRequest {
 pub struct EvictionReport {
     /// The pod.
     pub pod: PodRef,
+    /// The uid its request named.
+    pub uid: String,
     /// What happened.
     pub reply: EvictionReply,
 }

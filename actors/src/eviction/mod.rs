@@ -31,6 +31,7 @@ mod messages;
 mod outcome;
 mod pdb_flow;
 mod pdb_gates;
+mod withdraw;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -195,22 +196,34 @@ impl EvictionState {
             );
             held.attempt_span = Some(span.clone());
             let grace = held.req.grace_period_seconds;
+            let uid = held.req.uid.clone();
             let cluster = self.cluster.clone();
             let call = pod.clone();
+            let precondition = uid.clone();
             self.calls.spawn_cast_back(
                 myself,
                 span,
-                async move { cluster.evict_pod(&call.namespace, &call.name, grace).await },
-                move |result| EvictionMsg::Done { pod, result },
+                async move {
+                    cluster
+                        .evict_pod(&call.namespace, &call.name, &precondition, grace)
+                        .await
+                },
+                move |result| EvictionMsg::Done { pod, uid, result },
             );
         }
     }
 
     fn enqueue(&mut self, myself: &ActorRef<EvictionMsg>, req: EvictionRequest) {
         if let Some(existing) = self.held.get_mut(&req.pod) {
-            // Already held: keep the newest reply address, do not duplicate.
-            existing.req.reply_to = req.reply_to;
-            return;
+            if existing.req.uid == req.uid {
+                // Already held: keep the newest reply address, do not duplicate.
+                existing.req.reply_to = req.reply_to;
+                return;
+            }
+            // The name belongs to another pod now, and its asker did not withdraw the old
+            // one: the old request goes, the new one is taken as new.
+            let (pod, uid) = (req.pod.clone(), existing.req.uid.clone());
+            self.withdraw(&pod, &uid);
         }
         if self.held.len() >= self.config.eviction_queue_bound {
             self.stats.refused += 1;
@@ -350,6 +363,7 @@ impl Actor for EvictionActor {
     ) -> Result<(), ActorProcessingErr> {
         match message {
             EvictionMsg::Evict(req) => state.enqueue(&myself, req),
+            EvictionMsg::Withdraw { pod, uid } => state.withdraw(&pod, &uid),
             EvictionMsg::Cancel { maintenance } => state.cancel(&maintenance),
             EvictionMsg::Pump => {
                 state.pump_timer.finished();
@@ -357,7 +371,7 @@ impl Actor for EvictionActor {
                 state.pump(&myself);
             }
             EvictionMsg::GateOpen(key) => state.open_gate(&myself, &key),
-            EvictionMsg::Done { pod, result } => state.done(&myself, pod, result),
+            EvictionMsg::Done { pod, uid, result } => state.done(&myself, pod, &uid, result),
             EvictionMsg::Stats(port) => {
                 let mut stats = state.stats;
                 stats.held = state.held.len();

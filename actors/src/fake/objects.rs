@@ -176,6 +176,12 @@ impl Inner {
         })
     }
 
+    /// The uid of the pod `namespace/name`, on whichever node it is.
+    pub(super) fn pod_uid(&self, namespace: &str, name: &str) -> Option<&str> {
+        let (node, index) = self.find_pod(namespace, name)?;
+        self.pods.get(&node)?.get(index).map(|p| p.uid.as_str())
+    }
+
     pub(super) fn remove_pod(&mut self, namespace: &str, name: &str) -> bool {
         let Some((node, index)) = self.find_pod(namespace, name) else {
             return false;

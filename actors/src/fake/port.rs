@@ -384,6 +384,7 @@ impl Cluster for FakeCluster {
         &self,
         namespace: &str,
         name: &str,
+        uid: &str,
         _grace_period_seconds: Option<i64>,
     ) -> Result<(), ClusterError> {
         let mut inner = self
@@ -391,6 +392,15 @@ impl Cluster for FakeCluster {
             .await;
         if let Some(err) = inner.take_error("delete_pod") {
             return Err(err);
+        }
+        // The uid precondition: another pod of that name is not the one asked for.
+        if inner
+            .pod_uid(namespace, name)
+            .is_some_and(|found| found != uid)
+        {
+            return Err(ClusterError::NotFound(format!(
+                "{namespace}/{name} uid {uid}"
+            )));
         }
         if inner.remove_pod(namespace, name) {
             Ok(())
@@ -403,6 +413,7 @@ impl Cluster for FakeCluster {
         &self,
         namespace: &str,
         name: &str,
+        uid: &str,
         _grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError> {
         let mut inner = self
@@ -410,6 +421,17 @@ impl Cluster for FakeCluster {
             .await;
         if let Some(err) = inner.take_error("evict_pod") {
             return Err(err);
+        }
+        if inner
+            .pod_uid(namespace, name)
+            .is_some_and(|found| found != uid)
+        {
+            // The uid precondition failed (a 409 the adapter reads as gone). Recorded apart:
+            // a test can tell that a request reached a pod that took the name.
+            inner
+                .calls
+                .push(format!("uid_precondition_failed {namespace}/{name}"));
+            return Ok(EvictionOutcome::NotFound);
         }
         let pod = PodRef {
             namespace: namespace.to_string(),

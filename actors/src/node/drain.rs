@@ -67,8 +67,12 @@ pub(super) struct Drain {
     /// Uids of pods whose eviction was accepted or which were deleted: a watch snapshot that
     /// still shows them (it may lag) must not cause a second call.
     handled: Hashed<String>,
-    /// Pods handed to the eviction actor and not finally answered.
-    asked: Hashed<PodRef>,
+    /// Pods handed to the eviction actor and not finally answered, with the uid each request
+    /// named.
+    asked: HashMap<PodRef, String, FastHash>,
+    /// Requests to withdraw from the eviction actor: their pod left the node, or its name now
+    /// belongs to another pod (see [`Drain::take_withdrawn`]).
+    withdrawn: Vec<(PodRef, String)>,
     /// Pods the eviction actor refused (its queue was full): asked again on the retry tick,
     /// not on every change of the node's pods, which only brought another refusal.
     refused: Hashed<PodRef>,
@@ -99,7 +103,8 @@ impl Drain {
             pending: Vec::new(),
             passed: None,
             handled: Hashed::default(),
-            asked: Hashed::default(),
+            asked: HashMap::default(),
+            withdrawn: Vec::new(),
             refused: Hashed::default(),
             reasons: BTreeMap::new(),
             errors: Vec::new(),
@@ -222,18 +227,28 @@ impl Drain {
         self.settle()
     }
 
-    /// Forgets what was asked about pods no longer pending; returns the pending pods to ask the
-    /// eviction actor for (to evict, not asked yet, not already handled).
+    /// Forgets what was asked about pods no longer pending, and withdraws their requests (a
+    /// request the eviction actor kept would be sent when its budget allows, to whatever pod
+    /// has the name by then); returns the pending pods to ask the eviction actor for (to evict,
+    /// not asked yet, not already handled).
     fn settle(&mut self) -> Vec<PendingPod> {
-        let present: Hashed<&PodRef> = self.pending.iter().map(|p| &p.pod).collect();
-        self.asked.retain(|p| present.contains(p));
-        self.refused.retain(|p| present.contains(p));
-        self.reasons.retain(|p, _| present.contains(p));
+        let present: HashMap<&PodRef, &String, FastHash> =
+            self.pending.iter().map(|p| (&p.pod, &p.uid)).collect();
+        let withdrawn = &mut self.withdrawn;
+        self.asked.retain(|pod, uid| {
+            let same = present.get(pod).is_some_and(|now| *now == uid);
+            if !same {
+                withdrawn.push((pod.clone(), uid.clone()));
+            }
+            same
+        });
+        self.refused.retain(|p| present.contains_key(p));
+        self.reasons.retain(|p, _| present.contains_key(p));
         self.pending
             .iter()
             .filter(|p| {
                 p.action == PodAction::Evict
-                    && !self.asked.contains(&p.pod)
+                    && !self.asked.contains_key(&p.pod)
                     && !self.refused.contains(&p.pod)
                     && !self.handled.contains(&p.uid)
             })
@@ -245,6 +260,13 @@ impl Drain {
     /// asked for again once evictions resume.
     pub(super) fn forget_asked(&mut self) {
         self.asked.clear();
+        self.withdrawn.clear();
+    }
+
+    /// The requests to withdraw from the eviction actor (their pod with that uid left the
+    /// node), taken out.
+    pub(super) fn take_withdrawn(&mut self) -> Vec<(PodRef, String)> {
+        std::mem::take(&mut self.withdrawn)
     }
 
     /// The retry tick: pods the eviction actor refused are asked for again by the next pass.
@@ -253,13 +275,17 @@ impl Drain {
     }
 
     /// The eviction actor took the request for `pod`.
-    pub(super) fn asked(&mut self, pod: PodRef) {
-        self.asked.insert(pod);
+    pub(super) fn asked(&mut self, pod: &PendingPod) {
+        self.asked.insert(pod.pod.clone(), pod.uid.clone());
     }
 
-    /// An answer of the eviction actor; true when it changes what the status says.
+    /// An answer of the eviction actor; true when it changes what the status says. An answer
+    /// about another pod of the name (one that left) changes nothing.
     pub(super) fn report(&mut self, report: EvictionReport) -> bool {
-        let EvictionReport { pod, reply } = report;
+        let EvictionReport { pod, uid, reply } = report;
+        let Some(pending) = self.pending.iter().find(|p| p.pod == pod && p.uid == uid) else {
+            return false;
+        };
         if reply.is_final() {
             self.asked.remove(&pod);
         }
@@ -267,9 +293,6 @@ impl Drain {
             self.refused.insert(pod.clone());
         }
         let reason = PodReason::of_reply(reply);
-        let Some(pending) = self.pending.iter().find(|p| p.pod == pod) else {
-            return false;
-        };
         if reason.reason == PendingReason::Evicted {
             self.handled.insert(pending.uid.clone());
         }
@@ -327,8 +350,10 @@ mod tests {
     }
 
     fn report(name: &str, reply: EvictionReply) -> EvictionReport {
+        let pod = pod(name);
         EvictionReport {
-            pod: pod(name).pod_ref(),
+            pod: pod.pod_ref(),
+            uid: pod.uid.clone(),
             reply,
         }
     }
@@ -347,7 +372,7 @@ mod tests {
         ]);
         let ask = drain.apply(first);
         assert_eq!(names(&ask), ["a"]);
-        drain.asked(ask[0].pod.clone());
+        drain.asked(&ask[0]);
         let again = drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Wait)]));
         assert!(again.is_empty(), "already asked");
     }
@@ -356,17 +381,45 @@ mod tests {
     fn an_accepted_eviction_is_not_asked_again_while_the_watch_lags() {
         let mut drain = Drain::begin(&tracing::Span::none(), 1);
         let ask = drain.apply(pass(&[("a", PodAction::Evict)]));
-        drain.asked(ask[0].pod.clone());
+        drain.asked(&ask[0]);
         assert!(drain.report(report("a", EvictionReply::Done)));
         let again = drain.apply(pass(&[("a", PodAction::Evict)]));
         assert!(again.is_empty(), "handled: the snapshot is stale");
     }
 
     #[test]
+    fn a_request_whose_pod_left_or_changed_uid_is_withdrawn_and_the_new_pod_asked() {
+        let mut drain = Drain::begin(&tracing::Span::none(), 2);
+        for p in drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)])) {
+            drain.asked(&p);
+        }
+        assert!(drain.take_withdrawn().is_empty());
+        // `a` left the node; `b` was deleted and created again (same name, new uid).
+        let b_again = Arc::new(PodInfo {
+            uid: "uid-b-again".into(),
+            ..(*pod("b")).clone()
+        });
+        let ask = drain.apply(pass_of(&[(&b_again, PodAction::Evict)]));
+        let mut withdrawn = drain.take_withdrawn();
+        withdrawn.sort();
+        assert_eq!(
+            withdrawn,
+            [
+                (pod("a").pod_ref(), "uid-app-a".to_string()),
+                (pod("b").pod_ref(), "uid-app-b".to_string())
+            ]
+        );
+        assert_eq!(names(&ask), ["b"], "the new b is a pod of its own");
+        assert_eq!(ask[0].uid, "uid-b-again");
+        // A late answer about the old b changes nothing of the new one.
+        assert!(!drain.report(report("b", EvictionReply::Done)));
+    }
+
+    #[test]
     fn a_failed_call_is_asked_again_on_the_next_pass_but_a_blocked_one_is_held() {
         let mut drain = Drain::begin(&tracing::Span::none(), 2);
         for p in drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)])) {
-            drain.asked(p.pod);
+            drain.asked(&p);
         }
         drain.report(report("a", EvictionReply::Failed("timeout".into())));
         drain.report(report(
@@ -385,7 +438,7 @@ mod tests {
     fn a_pod_refused_by_a_full_queue_is_asked_again_on_the_retry_tick_only() {
         let mut drain = Drain::begin(&tracing::Span::none(), 2);
         for p in drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)])) {
-            drain.asked(p.pod);
+            drain.asked(&p);
         }
         drain.report(report("a", EvictionReply::Refused));
         let again = drain.apply(pass(&[("a", PodAction::Evict), ("b", PodAction::Evict)]));
@@ -440,7 +493,7 @@ mod tests {
             ),
         ]);
         for p in drain.apply(first) {
-            drain.asked(p.pod);
+            drain.asked(&p);
         }
         drain.report(report("c", EvictionReply::Failed("timeout".into())));
 
@@ -461,7 +514,7 @@ mod tests {
             "the pod whose call failed is asked again, the new one asked, as a pass would"
         );
         for p in ask {
-            drain.asked(p.pod);
+            drain.asked(&p);
         }
         let ask = drain
             .take_without_pass(&list(&[&ds]), &known)
@@ -568,7 +621,7 @@ mod tests {
         let observer = crate::observe::NoopObserver;
         let mut drain = Drain::begin(&tracing::Span::none(), 1);
         let ask = drain.apply(pass(&[("a", PodAction::Evict)]));
-        drain.asked(ask[0].pod.clone());
+        drain.asked(&ask[0]);
         assert!(drain.end(DrainEnd::Stopped, &observer));
         let drain = Drain::begin(&tracing::Span::none(), 0);
         assert!(!drain.end(DrainEnd::Drained, &observer));

@@ -297,16 +297,21 @@ impl NodeActorState {
     /// Hands the drain's pods `to_ask` to the eviction actor, unless the lease is about to
     /// lapse (evictions wait for its renewal then).
     fn ask_evictions(&mut self, to_ask: Vec<PendingPod>) {
+        // Withdrawals go whatever the lease says: they only ever stop an eviction.
+        let Some(drain) = self.stage.drain_mut() else {
+            return;
+        };
+        for (pod, uid) in drain.take_withdrawn() {
+            let _ = self.evictor.cast(EvictionMsg::Withdraw { pod, uid });
+        }
         if self.lease.paused() {
             return;
         }
-        let Some(drain) = self.stage.drain() else {
-            return;
-        };
         let span = drain.span().clone();
         for pending in to_ask {
             let request = EvictionRequest {
                 pod: pending.pod.clone(),
+                uid: pending.uid.clone(),
                 grace_period_seconds: pending.grace,
                 maintenance: self.ctx.nm_name.clone(),
                 reply_to: self.reports.clone(),
@@ -319,7 +324,7 @@ impl NodeActorState {
             if self.evictor.cast(EvictionMsg::Evict(request)).is_ok()
                 && let Some(drain) = self.stage.drain_mut()
             {
-                drain.asked(pending.pod);
+                drain.asked(&pending);
             }
         }
     }

@@ -13,6 +13,7 @@ mod pdbs;
 mod races;
 mod reads;
 mod resilience;
+mod right_pod;
 mod status;
 mod supervisor;
 

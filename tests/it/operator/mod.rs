@@ -18,6 +18,7 @@ mod pdb;
 mod prior_state;
 mod rbac;
 mod restart;
+mod right_pod;
 mod safety;
 mod self_placement;
 mod spec_limits;

@@ -118,7 +118,12 @@ pub(crate) async fn drain_pass(
         );
         match ctx
             .cluster
-            .delete_pod(&pod.namespace, &pod.name, pod.grace_period_seconds)
+            .delete_pod(
+                &pod.namespace,
+                &pod.name,
+                &pod.uid,
+                pod.grace_period_seconds,
+            )
             .instrument(span)
             .await
         {
