@@ -98,6 +98,19 @@ pub fn needs(lease_namespace: &str, leader_namespace: Option<&str>) -> Vec<Need>
         need(None, "", "pods", "delete"),
         need(None, "", "pods/eviction", "create"),
         need(Some("default"), "events.k8s.io", "events", "create"),
+        // What acts on eviction requests (the VMI watch is left out: KubeVirt is optional).
+        need(
+            None,
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            "watch",
+        ),
+        need(
+            None,
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "watch",
+        ),
     ];
     for verb in ["get", "list", "watch", "create", "update", "delete"] {
         needs.push(need(

@@ -13,6 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
+use crate::interception::EvictionWebhooks;
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
     NodeSummaryEvent, PodList, StatusPrecondition,
@@ -196,6 +197,10 @@ impl Cluster for Bounded {
 
     fn watch_pdbs(&self) -> BoxStream<'static, PdbChange> {
         self.inner.watch_pdbs()
+    }
+
+    fn watch_eviction_webhooks(&self) -> BoxStream<'static, EvictionWebhooks> {
+        self.inner.watch_eviction_webhooks()
     }
 
     async fn list_selected_pods(

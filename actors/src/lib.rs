@@ -11,6 +11,7 @@ pub mod eviction;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 pub mod fleet;
+pub mod interception;
 pub mod model;
 pub mod node;
 pub mod observe;

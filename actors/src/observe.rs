@@ -28,6 +28,8 @@ pub enum EvictionResult {
     Error,
     /// Never sent: the eviction queue was full.
     QueueFull,
+    /// Refused by an admission webhook on `pods/eviction` (which acts on the request).
+    DeniedByWebhook,
 }
 
 impl EvictionResult {
@@ -42,6 +44,7 @@ impl EvictionResult {
             EvictionResult::NamespaceTerminating => "namespace_terminating",
             EvictionResult::Error => "error",
             EvictionResult::QueueFull => "queue_full",
+            EvictionResult::DeniedByWebhook => "denied_by_webhook",
         }
     }
 }

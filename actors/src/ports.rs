@@ -6,6 +6,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::stream::BoxStream;
 
+use crate::interception::EvictionWebhooks;
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
     NodeSummaryEvent, PodList, StatusPrecondition,
@@ -74,6 +75,17 @@ pub enum EvictionOutcome {
     },
     /// 403 with cause NamespaceTerminating: the pod's namespace is being deleted; wait.
     NamespaceTerminating,
+    /// An admission webhook on `pods/eviction` refused the request, with whatever code it
+    /// chose (KubeVirt answers 429, Strimzi's Drain Cleaner 500, the API server's default is
+    /// 403): the webhook acts on the request (a migration, a rolling restart); ask again.
+    DeniedByWebhook {
+        /// The webhook's name, as the API server quotes it.
+        webhook: String,
+        /// The API server's message (`admission webhook "<name>" denied the request: ...`).
+        message: String,
+        /// The HTTP status code of the refusal.
+        code: u16,
+    },
 }
 
 /// Every Kubernetes operation the actors use. Object safe; used as `Arc<dyn Cluster>`.
@@ -221,6 +233,12 @@ pub trait Cluster: Send + Sync + 'static {
     /// list first and after every relist ([`PdbChange::Listed`]), then each change. Same
     /// retry contract as [`Cluster::watch_node`].
     fn watch_pdbs(&self) -> BoxStream<'static, PdbChange>;
+
+    /// Watches the Validating and Mutating WebhookConfigurations, read only, reduced to the
+    /// webhooks whose rules match `pods/eviction` (something acts on eviction requests): the
+    /// complete set at start and after every change. Same retry contract as
+    /// [`Cluster::watch_node`]; an adapter that may not read them yields an empty set once.
+    fn watch_eviction_webhooks(&self) -> BoxStream<'static, EvictionWebhooks>;
 
     /// Lists the pods of `namespace` that `selector` selects (a PDB's pods), to find the
     /// one a blocked PDB waits for. One bounded LIST.

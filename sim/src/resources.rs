@@ -269,6 +269,28 @@ fn builtins() -> Vec<ResourceDef> {
         ds,
         rs,
         crd,
+        // What acts on eviction requests (the simulator calls the webhooks on pods/eviction
+        // that these register, as kube-apiserver does: see `admission`).
+        ResourceDef::builtin(
+            "admissionregistration.k8s.io",
+            "v1",
+            "validatingwebhookconfigurations",
+            "ValidatingWebhookConfiguration",
+            false,
+            &[],
+            false,
+            &[],
+        ),
+        ResourceDef::builtin(
+            "admissionregistration.k8s.io",
+            "v1",
+            "mutatingwebhookconfigurations",
+            "MutatingWebhookConfiguration",
+            false,
+            &[],
+            false,
+            &[],
+        ),
     ]
 }
 
@@ -304,6 +326,11 @@ pub mod names {
     pub const LEASES: (&str, &str) = ("coordination.k8s.io", "leases");
     /// core/v1 events.
     pub const EVENTS: (&str, &str) = ("", "events");
+    /// ValidatingWebhookConfigurations.
+    pub const VALIDATING_WEBHOOKS: (&str, &str) = (
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+    );
 }
 
 impl Registry {

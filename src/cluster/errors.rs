@@ -83,6 +83,17 @@ pub fn deletion_error(error: kube::Error) -> ClusterError {
     }
 }
 
+/// The webhook named by the API server's refusal on an admission webhook's behalf:
+/// `admission webhook "<name>" denied the request[: <message>]` (k8s.io/apiserver's
+/// `webhookerrors.ToStatusErr`, for validating and mutating webhooks alike).
+fn denying_webhook(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("admission webhook \"")?;
+    let (name, after) = rest.split_once('"')?;
+    after
+        .starts_with(" denied the request")
+        .then(|| name.to_string())
+}
+
 /// Reads the result of an eviction request.
 pub fn eviction_outcome(
     result: Result<Status, kube::Error>,
@@ -103,6 +114,15 @@ pub fn eviction_outcome(
         .map(|d| d.retry_after_seconds)
         .filter(|seconds| *seconds > 0)
         .map(|seconds| Duration::from_secs(u64::from(seconds)));
+    if let Some(webhook) = denying_webhook(&status.message) {
+        // Whatever its code: KubeVirt answers 429, the Drain Cleaner 500, and a webhook that
+        // sets none gets the API server's 403.
+        return Ok(EvictionOutcome::DeniedByWebhook {
+            webhook,
+            message: status.message.clone(),
+            code: status.code,
+        });
+    }
     if is_uid_precondition_failure(&status) {
         // The pod decided on is gone; another has its name.
         return Ok(EvictionOutcome::NotFound);
@@ -211,6 +231,36 @@ mod tests {
         assert_eq!(missing, Ok(EvictionOutcome::NotFound));
         let other = eviction_outcome(Err(refusal(500, "etcd timeout", vec![])));
         assert!(matches!(other, Err(ClusterError::Transient(_))));
+    }
+
+    #[test]
+    fn a_webhook_refusal_of_any_code_is_told_apart_from_throttling_and_errors() {
+        let kubevirt = "admission webhook \"virt-launcher-eviction-interceptor.kubevirt.io\" \
+                        denied the request: Eviction triggered evacuation of VMI \"vms/vm-a\"";
+        let strimzi = "admission webhook \"strimzi-drain-cleaner.strimzi.io\" denied the \
+                       request: The pod will be rolled by the Strimzi Cluster Operator";
+        let silent =
+            "admission webhook \"guard.example.com\" denied the request without explanation";
+        for (code, message, webhook) in [
+            (
+                429,
+                kubevirt,
+                "virt-launcher-eviction-interceptor.kubevirt.io",
+            ),
+            (500, strimzi, "strimzi-drain-cleaner.strimzi.io"),
+            (403, silent, "guard.example.com"),
+        ] {
+            let outcome = eviction_outcome(Err(refusal(code, message, vec![])));
+            assert_eq!(
+                outcome,
+                Ok(EvictionOutcome::DeniedByWebhook {
+                    webhook: webhook.into(),
+                    message: message.into(),
+                    code,
+                })
+            );
+        }
+        assert_eq!(denying_webhook("admission webhook \"x\" is unhappy"), None);
     }
 
     #[test]

@@ -14,6 +14,7 @@ pub(crate) mod convert;
 mod daemonsets;
 mod errors;
 mod eviction_request;
+mod eviction_webhooks;
 mod followed;
 pub(crate) mod lease_hub;
 pub mod node_hub;
@@ -38,6 +39,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Precon
 use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
+use nmo_actors::interception::EvictionWebhooks;
 use nmo_actors::model::{
     Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
     NodeState, NodeSummaryEvent, PodList, StatusPrecondition,
@@ -610,6 +612,14 @@ impl Cluster for KubeCluster {
             self.client.clone(),
             self.initial_lists.clone(),
             self.health.register("PodDisruptionBudgets"),
+        )
+    }
+
+    fn watch_eviction_webhooks(&self) -> BoxStream<'static, EvictionWebhooks> {
+        eviction_webhooks::watch(
+            self.client.clone(),
+            self.initial_lists.clone(),
+            &self.health,
         )
     }
 

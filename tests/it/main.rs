@@ -7,6 +7,7 @@ mod crd;
 mod demo;
 mod docs;
 mod go_command_line;
+mod interceptors;
 mod logs;
 mod manifests;
 mod metrics;

@@ -68,6 +68,15 @@ pub enum Blocker {
         /// The API's or the PDB's numbers.
         message: String,
     },
+    /// Something acts on the eviction request (an admission webhook on `pods/eviction`, or
+    /// KubeVirt for a launcher pod): the request was refused, by the webhook or by the budget
+    /// after the webhook let it through, and the pod is asked again until it leaves.
+    EvictionIntercepted {
+        /// Who sees the request: the webhooks' names, or KubeVirt.
+        by: String,
+        /// The refusal's own words (the webhook's message, or the budget's).
+        message: String,
+    },
 }
 
 impl Blocker {
@@ -80,17 +89,19 @@ impl Blocker {
             Blocker::StructuralBudget { .. } => "StructuralBudget",
             Blocker::MultipleBudgets { .. } => "MultipleBudgets",
             Blocker::BudgetExhausted { .. } => "BudgetExhausted",
+            Blocker::EvictionIntercepted { .. } => "EvictionIntercepted",
         }
     }
 
     /// Every class reason, for metrics that list them all.
-    pub const REASONS: [&'static str; 6] = [
+    pub const REASONS: [&'static str; 7] = [
         "WaitingForReplacement",
         "ReplacementUnschedulable",
         "CrossNodeDeadlock",
         "StructuralBudget",
         "MultipleBudgets",
         "BudgetExhausted",
+        "EvictionIntercepted",
     ];
 
     /// How much a person is needed: the maintenance as a whole shows its pods' most severe
@@ -101,7 +112,7 @@ impl Blocker {
             Blocker::StructuralBudget { .. } => 4,
             Blocker::MultipleBudgets { .. } => 3,
             Blocker::ReplacementUnschedulable { .. } => 2,
-            Blocker::WaitingForReplacement { .. } => 1,
+            Blocker::WaitingForReplacement { .. } | Blocker::EvictionIntercepted { .. } => 1,
             Blocker::BudgetExhausted { .. } => 0,
         }
     }
@@ -119,7 +130,7 @@ impl Blocker {
             | Blocker::CrossNodeDeadlock { pdb, .. }
             | Blocker::StructuralBudget { pdb, .. } => Some(pdb),
             Blocker::BudgetExhausted { pdb, .. } => pdb.as_deref(),
-            Blocker::MultipleBudgets { .. } => None,
+            Blocker::MultipleBudgets { .. } | Blocker::EvictionIntercepted { .. } => None,
         }
     }
 
@@ -220,6 +231,10 @@ impl fmt::Display for Blocker {
                 ),
                 None => write!(f, "a PodDisruptionBudget allows no disruption now: {message}"),
             },
+            Blocker::EvictionIntercepted { by, message } => write!(
+                f,
+                "the eviction request is handed to {by}, which acts on it; asked again until the pod leaves: {message}"
+            ),
         }
     }
 }
@@ -290,6 +305,6 @@ mod tests {
                 .contains("more than one PodDisruptionBudget (a, b)")
         );
         assert_eq!(several.pdb(), None);
-        assert_eq!(Blocker::REASONS.len(), 6);
+        assert_eq!(Blocker::REASONS.len(), 7);
     }
 }

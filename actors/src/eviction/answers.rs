@@ -9,6 +9,7 @@ use tokio::time::Instant;
 use super::EvictionState;
 use super::gate::Accepted;
 use super::held::Where;
+use super::intercepted::intercepted_by_webhook;
 use super::messages::{EvictionMsg, EvictionReply};
 use super::outcome;
 use crate::model::PodRef;
@@ -82,6 +83,33 @@ impl EvictionState {
                 self.throttle.passed();
                 if let Some(h) = held {
                     h.reply(EvictionReply::Done);
+                }
+            }
+            Ok(EvictionOutcome::BlockedByPdb { pdb, message, .. })
+                if held
+                    .as_ref()
+                    .is_some_and(|h| h.interception.is_intercepted()) =>
+            {
+                // Refused by the budget after the webhooks let the request through (KubeVirt
+                // marks the VM for migration and lets its budget answer): asked again with
+                // the interceptors' backoff, not the budget's.
+                self.stats.blocked += 1;
+                self.pdbs.refused(&pod);
+                if let Some(name) = &pdb {
+                    span.record("nmo.pdb", name.as_str());
+                }
+                span.in_scope(|| tracing::info!(refusal = %message, "intercepted eviction refused by its budget, asking again"));
+                if let Some(h) = held {
+                    self.intercepted_refusal(myself, h, pdb, message);
+                }
+            }
+            Ok(EvictionOutcome::DeniedByWebhook {
+                webhook, message, ..
+            }) => {
+                span.in_scope(|| tracing::info!(%webhook, refusal = %message, "eviction refused by an admission webhook, asking again"));
+                if let Some(mut h) = held {
+                    intercepted_by_webhook(&mut h, &webhook);
+                    self.intercepted_refusal(myself, h, None, message);
                 }
             }
             Ok(EvictionOutcome::BlockedByPdb {

@@ -1,6 +1,7 @@
 //! A request the eviction actor holds, and where it is.
 
 use super::messages::{EvictionReply, EvictionReport, EvictionRequest};
+use crate::interception::Interception;
 
 /// Where a held request is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +28,10 @@ pub(super) struct Held {
     /// The PDB watch's change count when the last call was sent: a refusal of a PDB
     /// whose status changed since was answered on a status already replaced.
     pub(super) sent_at_change: u64,
+    /// Who may act on the request besides the budget (see [`crate::interception`]).
+    pub(super) interception: Interception,
+    /// Refusals in a row of an intercepted request (its re-ask backoff).
+    pub(super) refusals: u32,
     /// The last `Blocked` told to the asker (not repeated while it says the same).
     told: Option<EvictionReply>,
 }
@@ -40,6 +45,8 @@ impl Held {
             attempt_span: None,
             seq: 0,
             sent_at_change: 0,
+            interception: Interception::None,
+            refusals: 0,
             told: None,
         }
     }

@@ -56,6 +56,12 @@ pub enum EvictionMsg {
     },
     /// Internal: accepted evictions the PDBs' status never showed stop counting.
     Expire,
+    /// Internal: the watch of admission webhooks on `pods/eviction` reported the current set.
+    Webhooks(crate::interception::EvictionWebhooks),
+    /// Internal: that watch ended; subscribe again.
+    WatchWebhooks,
+    /// Internal: intercepted pods are due to be asked again.
+    Reask,
 }
 
 /// One eviction asked of the eviction actor.
@@ -155,4 +161,9 @@ pub struct EvictionStats {
     pub pdb_waits: u64,
     /// API reads made to explain blocked PDBs.
     pub diagnosis_reads: u64,
+    /// Refusals of requests that something intercepts (by its webhook, or its budget after
+    /// the webhook let the request through): each is asked again with backoff.
+    pub intercepted: u64,
+    /// Intercepted requests waiting for their re-ask now.
+    pub reasks: usize,
 }

@@ -27,10 +27,12 @@ mod bucket;
 mod diagnoses;
 mod gate;
 mod held;
+mod intercepted;
 mod messages;
 mod outcome;
 mod pdb_flow;
 mod pdb_gates;
+mod reask;
 mod withdraw;
 
 use std::collections::{HashMap, VecDeque};
@@ -52,6 +54,7 @@ use bucket::TokenBucket;
 use diagnoses::Diagnoses;
 use gate::Gates;
 use held::{Held, Where};
+use intercepted::Interceptors;
 use pdb_gates::PdbGates;
 
 /// The shortest wait of the pump timer, and the period whose tokens it sends together (see
@@ -126,6 +129,8 @@ pub struct EvictionState {
     expire_timer: TaskSlot,
     /// Arrival counter of requests.
     next_seq: u64,
+    /// The webhooks on `pods/eviction`, and the re-asks of the pods something intercepts.
+    interceptors: Interceptors,
 }
 
 impl EvictionState {
@@ -234,8 +239,14 @@ impl EvictionState {
         let pod = req.pod.clone();
         self.config.observer.eviction_queued();
         self.next_seq += 1;
-        // A pod already known to sit behind a closed PDB waits with the others.
-        if self.gates.park_if_closed(&pod) {
+        let interception = self.interceptors.for_request(&req);
+        if interception.is_intercepted() {
+            let mut held = Held::new(req, Where::Ready);
+            held.seq = self.next_seq;
+            held.interception = interception;
+            self.enqueue_intercepted(held);
+        } else if self.gates.park_if_closed(&pod) {
+            // A pod already known to sit behind a closed budget waits with the others.
             let mut held = Held::new(req, Where::Parked);
             held.seq = self.next_seq;
             self.held.insert(pod, Box::new(held));
@@ -274,6 +285,13 @@ impl EvictionState {
             .filter(|(_, h)| h.req.maintenance == maintenance && h.at != Where::InFlight)
             .map(|(pod, _)| pod.clone())
             .collect();
+        for (pod, _) in self
+            .held
+            .iter()
+            .filter(|(_, h)| h.req.maintenance == maintenance)
+        {
+            self.interceptors.forget(pod);
+        }
         self.held.retain(|_, h| {
             let keep = h.req.maintenance != maintenance;
             if !keep && let Some(span) = &h.attempt_span {
@@ -329,6 +347,7 @@ impl Actor for EvictionActor {
             pdb_watch: TaskSlot::default(),
             expire_timer: TaskSlot::default(),
             next_seq: 0,
+            interceptors: Interceptors::default(),
         })
     }
 
@@ -338,6 +357,7 @@ impl Actor for EvictionActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         state.watch_pdbs(&myself);
+        state.watch_webhooks(&myself);
         Ok(())
     }
 
@@ -352,6 +372,7 @@ impl Actor for EvictionActor {
         state.diagnosis_timers.clear();
         state.pdb_watch.clear();
         state.expire_timer.clear();
+        state.interceptors.stop();
         Ok(())
     }
 
@@ -376,6 +397,7 @@ impl Actor for EvictionActor {
                 let mut stats = state.stats;
                 stats.held = state.held.len();
                 (stats.gates, stats.gated_pods) = state.gates.sizes();
+                stats.reasks = state.interceptors.planned();
                 let _ = port.send(stats);
             }
             EvictionMsg::Pdbs(change) => state.on_pdbs(&myself, change),
@@ -385,6 +407,9 @@ impl Actor for EvictionActor {
                 state.diagnosed(&myself, &key, investigation);
             }
             EvictionMsg::Expire => state.expire(&myself),
+            EvictionMsg::Webhooks(webhooks) => state.on_webhooks(&myself, webhooks),
+            EvictionMsg::WatchWebhooks => state.watch_webhooks(&myself),
+            EvictionMsg::Reask => state.reask_due(&myself),
         }
         let waiting = state.held.len().saturating_sub(state.in_flight);
         state

@@ -16,6 +16,9 @@ pub(super) fn classify(
         Ok(EvictionOutcome::NamespaceTerminating) => {
             (EvictionResult::NamespaceTerminating, Some(403))
         }
+        Ok(EvictionOutcome::DeniedByWebhook { code, .. }) => {
+            (EvictionResult::DeniedByWebhook, Some(*code))
+        }
         Err(err) => {
             let status = match err {
                 ClusterError::NotFound(_) => Some(404),

@@ -64,6 +64,10 @@ impl EvictionState {
         let Some(held) = self.held.get(pod) else {
             return false;
         };
+        // An intercepted pod waits on its budget only between its re-asks, and keeps the
+        // words of its last refusal (the diagnosis of a budget an interceptor works behind,
+        // KubeVirt's or Strimzi's, would call it structural).
+        let intercepted = held.interception.is_intercepted();
         let facts = PodFacts {
             labels: &held.req.labels,
             healthy: held.req.healthy,
@@ -75,6 +79,20 @@ impl EvictionState {
                     held.at = Where::Ready;
                 }
                 true
+            }
+            Admission::Wait(key) if intercepted => {
+                self.pdbs.wait(&key, pod.clone());
+                if let Some(held) = self.held.get_mut(pod) {
+                    held.at = Where::Waiting;
+                }
+                false
+            }
+            Admission::Several(_) if intercepted => {
+                self.pdbs.contest(pod.clone());
+                if let Some(held) = self.held.get_mut(pod) {
+                    held.at = Where::Waiting;
+                }
+                false
             }
             Admission::Wait(key) => {
                 self.stats.pdb_waits += 1;
@@ -291,7 +309,11 @@ impl EvictionState {
             .cloned()
             .collect();
         for pod in pods {
-            if let Some(held) = self.held.get_mut(&pod) {
+            if let Some(held) = self
+                .held
+                .get_mut(&pod)
+                .filter(|h| !h.interception.is_intercepted())
+            {
                 held.tell_blocked(EvictionReply::Blocked {
                     pdb: Some(pdb.clone()),
                     message: message.clone(),

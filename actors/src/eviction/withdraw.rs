@@ -19,6 +19,7 @@ impl EvictionState {
             span.record("nmo.outcome", "withdrawn");
         }
         self.held.remove(pod);
+        self.interceptors.forget(pod);
         // The ready queue skips requests no longer held; the gates and the budgets' lists
         // would keep the pod and count it as blocked.
         self.gates.retain_parked(|parked| parked != pod);

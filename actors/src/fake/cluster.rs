@@ -62,6 +62,15 @@ impl FakeCluster {
         self.set_node(NodeState::test(name));
     }
 
+    /// Registers admission webhooks on `pods/eviction` by name (none: nothing intercepts).
+    pub fn set_eviction_webhooks(&self, names: &[&str]) {
+        let mut inner = self.lock();
+        inner.eviction_webhooks = crate::interception::EvictionWebhooks {
+            names: names.iter().map(|n| n.to_string()).collect(),
+        };
+        inner.notify_webhooks();
+    }
+
     /// Replaces a node's state (e.g. someone uncordons it).
     pub fn set_node(&self, node: NodeState) {
         let mut inner = self.lock();

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
+use crate::interception::EvictionWebhooks;
 use crate::model::{
     Event, Lease, Maintenance, NodeOwner, NodeState, NodeSummary, NodeSummaryEvent, PodInfo, PodRef,
 };
@@ -78,6 +79,9 @@ pub(super) struct Inner {
     /// Nodes whose `Ready` condition is not True.
     pub(super) not_ready: HashSet<String>,
     pub(super) summary_watchers: Vec<mpsc::UnboundedSender<NodeSummaryEvent>>,
+    /// The admission webhooks on `pods/eviction`.
+    pub(super) eviction_webhooks: EvictionWebhooks,
+    pub(super) webhook_watchers: Vec<mpsc::UnboundedSender<EvictionWebhooks>>,
 }
 
 impl Inner {
@@ -155,6 +159,12 @@ impl Inner {
             let nm = nm.clone();
             self.notify_nm(MaintenanceChange::Upsert(Box::new(nm)));
         }
+    }
+
+    pub(super) fn notify_webhooks(&mut self) {
+        let webhooks = self.eviction_webhooks.clone();
+        self.webhook_watchers
+            .retain(|tx| tx.send(webhooks.clone()).is_ok());
     }
 
     pub(super) fn notify_pdbs(&mut self, change: &PdbChange) {

@@ -14,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::cluster::FakeCluster;
 use super::objects::UnwatchedPdb;
+use crate::interception::EvictionWebhooks;
 use crate::model::{
     EXCLUDE_LABEL, Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
     NodeState, NodeSummaryEvent, PodInfo, PodList, PodRef, RecordWrite, StatusPrecondition,
@@ -528,6 +529,13 @@ impl Cluster for FakeCluster {
         inner.pdb_watchers.push(tx);
         let listed = PdbChange::Listed(inner.watched_pdbs.values().cloned().collect());
         snapshots(listed, rx)
+    }
+
+    fn watch_eviction_webhooks(&self) -> BoxStream<'static, EvictionWebhooks> {
+        let mut inner = self.record("watch_eviction_webhooks".to_string());
+        let (tx, rx) = mpsc::unbounded_channel();
+        inner.webhook_watchers.push(tx);
+        snapshots(inner.eviction_webhooks.clone(), rx)
     }
 
     async fn list_selected_pods(

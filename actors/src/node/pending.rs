@@ -66,6 +66,9 @@ pub(super) enum PendingReason {
     EvictionQueueFull,
     /// The eviction call failed.
     EvictionFailed,
+    /// Something acts on the eviction request (a webhook, KubeVirt) and refused it for now:
+    /// asked again until the pod leaves.
+    EvictionIntercepted,
 }
 
 impl PendingReason {
@@ -81,6 +84,7 @@ impl PendingReason {
             PendingReason::NamespaceTerminating => "NamespaceTerminating",
             PendingReason::EvictionQueueFull => "EvictionQueueFull",
             PendingReason::EvictionFailed => "EvictionFailed",
+            PendingReason::EvictionIntercepted => "EvictionIntercepted",
         }
     }
 
@@ -154,6 +158,7 @@ impl PodReason {
             } => {
                 let reason = match &blocker {
                     Some(Blocker::MultipleBudgets { .. }) => PendingReason::TooManyPdbs,
+                    Some(Blocker::EvictionIntercepted { .. }) => PendingReason::EvictionIntercepted,
                     _ => PendingReason::BlockedByPdb,
                 };
                 let blocker = blocker.or_else(|| {
@@ -361,6 +366,7 @@ mod tests {
             PendingReason::NamespaceTerminating,
             PendingReason::EvictionQueueFull,
             PendingReason::EvictionFailed,
+            PendingReason::EvictionIntercepted,
         ] {
             assert_eq!(
                 PendingReason::text_is_progress(reason.as_str()),

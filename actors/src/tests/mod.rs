@@ -7,6 +7,7 @@ mod drain;
 mod eviction;
 mod faults;
 mod fleet;
+mod intercepted;
 mod lease;
 mod lifecycle;
 mod pdbs;

@@ -87,9 +87,22 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used(backend: Backend
     // (operator::watch_lists; the real backend's etcd is one), and
     // the GET of a node, which only a patch that lost a race makes (operator::faults), and the
     // GET of a NodeMaintenance, which only a stale finalizer list or a restart makes
-    // (operator::finalizer, operator::restart).
+    // (operator::finalizer, operator::restart). The webhook configurations' LISTs are the
+    // watches' too; the VMI watch runs only where KubeVirt is installed.
     let mut exercised_elsewhere: Vec<(&str, &str, &str)> = vec![
         ("policy", "poddisruptionbudgets", "list"),
+        (
+            "admissionregistration.k8s.io",
+            "validatingwebhookconfigurations",
+            "list",
+        ),
+        (
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "list",
+        ),
+        ("kubevirt.io", "virtualmachineinstances", "list"),
+        ("kubevirt.io", "virtualmachineinstances", "watch"),
         ("events.k8s.io", "events", "patch"),
         ("", "nodes", "list"),
         ("", "nodes", "get"),

@@ -25,6 +25,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::ReplicaSet;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
@@ -43,6 +44,8 @@ use super::names::Names;
 
 /// The label on every node a real-backend test registers: its prefix without the dash.
 pub const TEST_LABEL: &str = "nmo-test/env";
+/// The label of the admission webhooks a test registers (`interceptors`): swept with the rest.
+pub const TEST_WEBHOOK_LABEL: &str = "nmo-test/webhook";
 /// nmo's ServiceAccount (deploy/base/serviceaccount.yaml), the subject of deploy/base's RBAC.
 const OPERATOR_ACCOUNT: &str = "nmo";
 /// How long a scenario may take to settle (pods running, owners and PDBs up to date).
@@ -298,6 +301,16 @@ async fn best_effort<T>(what: String, call: impl Future<Output = Result<T, kube:
 /// will undo them), namespaces (their pods deleted at once, as no kubelet finishes them),
 /// nodes, node leases, nmo's workload in its namespace, and nmo's leader lease.
 async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
+    // First: a test's eviction webhook left registered would see every later eviction.
+    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    best_effort(
+        "deleting the tests' eviction webhooks".to_string(),
+        webhooks.delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels(TEST_WEBHOOK_LABEL),
+        ),
+    )
+    .await;
     let maintenances: Api<NodeMaintenance> = Api::all(admin.clone());
     if let Ok(list) = maintenances.list(&ListParams::default()).await {
         for nm in list.items {
