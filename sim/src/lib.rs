@@ -104,6 +104,7 @@
 //! of a real server, whose controllers then make what the simulator's seeding writes directly.
 
 pub mod accounting;
+pub mod admission;
 pub mod api_seed;
 pub mod audit;
 pub mod cli;

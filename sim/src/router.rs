@@ -348,7 +348,7 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         if !fault.latency.is_zero() {
             tokio::time::sleep(fault.latency).await;
         }
-        take_effect(&sh, &key, verb, &target, &q, &accept, &ctype, &body, &fault)
+        take_effect(&sh, &key, verb, &target, &q, &accept, &ctype, &body, &fault).await
     };
     if late {
         // Delivered whether or not its client still waits: the request was on its way (in
@@ -364,7 +364,7 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
 /// hooks around it).
 // The request's parts, as `handle` took them apart (one call site).
 #[allow(clippy::too_many_arguments)]
-fn take_effect(
+async fn take_effect(
     sh: &Arc<Shared>,
     key: &RequestKey,
     verb: &'static str,
@@ -400,6 +400,21 @@ fn take_effect(
     )
     .delivered_late(fault.delivered_late, fault.latency);
     sh.audit.served(&served);
+    if verb == "create" && target.sub == "eviction" {
+        // Admission webhooks on pods/eviction see the request before it is decided.
+        let eviction = parse_body(body, ctype).unwrap_or(Value::Null);
+        let (ns, name) = (
+            target.ns.as_deref().unwrap_or(""),
+            target.name.as_deref().unwrap_or(""),
+        );
+        if let Err(refusal) =
+            crate::admission::review_eviction(&sh.api, ns, name, &eviction, &key.user).await
+        {
+            let response = refusal.into_response();
+            sh.audit.outcome(&served, response.status().as_u16());
+            return answered(response);
+        }
+    }
     let ctx = Ctx {
         sh,
         t: target,

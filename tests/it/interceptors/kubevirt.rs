@@ -29,7 +29,7 @@ use serde_json::json;
 
 use super::https::{Eviction, Verdict, WebhookServer, unregister};
 use super::pods::PodWatch;
-use crate::support::{Backend, TestEnv, eventually};
+use crate::support::{Backend, TestEnv, both_backends, eventually};
 
 /// The webhook's name in KubeVirt's virt-api-validator configuration.
 pub const WEBHOOK: &str = "virt-launcher-eviction-interceptor.kubevirt.io";
@@ -480,11 +480,4 @@ async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend)
     drop(webhook);
 }
 
-// The simulator does not call admission webhooks yet: the real API server only, for now.
-mod two_vms_live_migrate_once_each_and_the_drain_succeeds {
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn real() {
-        super::two_vms_live_migrate_once_each_and_the_drain_succeeds(crate::support::Backend::Real)
-            .await;
-    }
-}
+both_backends!(two_vms_live_migrate_once_each_and_the_drain_succeeds);
