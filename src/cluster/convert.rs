@@ -9,8 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 use k8s_openapi::jiff::Timestamp;
 use nmo_actors::model::{
     Condition, DrainPolicy, Lease, MIRROR_ANNOTATION, Maintenance, MaintenanceStatus, NodeOwner,
-    NodeRecord, NodeState, OnDrainTimeout, OwnerRef, PendingPodReason, Phase, PodInfo, PodPhase,
-    PodRef, QueuePlace, RECORD_ANNOTATION, Taint,
+    NodeReady, NodeRecord, NodeState, OnDrainTimeout, OwnerRef, PendingPodReason, Phase, PodInfo,
+    PodPhase, PodRef, QueuePlace, RECORD_ANNOTATION, Taint,
 };
 
 use crate::crd::{self, MaintenancePhase, NodeMaintenance, NodeMaintenanceStatus};
@@ -235,11 +235,28 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
 /// The domain view of a Node.
 pub fn node_state(node: &Node) -> NodeState {
     let spec = node.spec.as_ref();
-    node_state_of(
-        &node.metadata,
-        spec.and_then(|s| s.unschedulable),
-        spec.and_then(|s| s.taints.as_deref()),
-    )
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| NodeReady {
+            status: c.status.clone(),
+            since: c
+                .last_transition_time
+                .as_ref()
+                .map(|t| from_timestamp(&t.0)),
+            reason: c.reason.clone(),
+        })
+        .unwrap_or_default();
+    NodeState {
+        ready,
+        ..node_state_of(
+            &node.metadata,
+            spec.and_then(|s| s.unschedulable),
+            spec.and_then(|s| s.taints.as_deref()),
+        )
+    }
 }
 
 /// The domain view of a Node from the parts nmo reads: its metadata, `spec.unschedulable` and
@@ -264,6 +281,7 @@ pub fn node_state_of(
         unreadable_record: annotation.is_some() && record.is_none(),
         record,
         annotated: metadata.annotations.is_some(),
+        ready: NodeReady::default(),
     }
 }
 

@@ -10,11 +10,10 @@
 use k8s_openapi::api::core::v1::{Node, Taint as KubeTaint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
-use nmo_actors::model::{NodeState, NodeSummary};
+use nmo_actors::model::{NodeReady, NodeState, NodeSummary};
 use serde::Deserialize;
 
 use super::convert;
-use super::slim_pod::SlimCondition;
 
 /// Nodes per LIST page: the page's JSON is held while it is decoded (100 x ~12 KiB).
 pub const PAGE_SIZE: u32 = 100;
@@ -47,9 +46,27 @@ pub struct SlimSpec {
 /// `status` of a [`SlimNode`].
 #[derive(Deserialize, Clone, Debug, Default)]
 pub struct SlimStatus {
-    /// The node's conditions (only type and status are read).
+    /// The node's conditions (type, status, since when and why).
     #[serde(default)]
-    pub conditions: Option<Vec<SlimCondition>>,
+    pub conditions: Option<Vec<SlimNodeCondition>>,
+}
+
+/// A node condition with what nmo reads of it (never the heartbeat, which changes every few
+/// seconds and would make every node watch event a change).
+#[derive(Deserialize, Clone, Debug, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct SlimNodeCondition {
+    /// E.g. `Ready`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// When it took this status.
+    #[serde(default)]
+    pub last_transition_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// Why.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// The budget's view of one node.
@@ -77,11 +94,28 @@ pub fn summary(node: &SlimNode) -> NodeSummary {
 /// The node actor's view of one node.
 pub fn node_state(node: &SlimNode) -> NodeState {
     let spec = node.spec.as_ref();
-    convert::node_state_of(
-        &node.metadata,
-        spec.and_then(|s| s.unschedulable),
-        spec.and_then(|s| s.taints.as_deref()),
-    )
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| NodeReady {
+            status: c.status.clone(),
+            since: c
+                .last_transition_time
+                .as_ref()
+                .map(|t| convert::from_timestamp(&t.0)),
+            reason: c.reason.clone(),
+        })
+        .unwrap_or_default();
+    NodeState {
+        ready,
+        ..convert::node_state_of(
+            &node.metadata,
+            spec.and_then(|s| s.unschedulable),
+            spec.and_then(|s| s.taints.as_deref()),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -98,12 +132,20 @@ mod tests {
             "status": {
                 "conditions": [
                     {"type": "MemoryPressure", "status": "False"},
-                    {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+                    {"type": "Ready", "status": "True", "reason": "KubeletReady",
+                     "lastTransitionTime": "2026-11-30T10:00:00Z"}
                 ],
                 "images": [{"names": ["x"], "sizeBytes": 1}]
             }
         }))
         .unwrap();
+        let ready = node_state(&node).ready;
+        assert_eq!(ready.status, "True");
+        assert_eq!(ready.reason.as_deref(), Some("KubeletReady"));
+        assert_eq!(
+            ready.since.map(|t| t.to_rfc3339()),
+            Some("2026-11-30T10:00:00+00:00".to_string())
+        );
         assert_eq!(
             summary(&node),
             NodeSummary {

@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use chrono::{DateTime, Utc};
+
 use crate::model::PodRef;
 use crate::pdb::Structural;
 
@@ -77,6 +79,20 @@ pub enum Blocker {
         /// The refusal's own words (the webhook's message, or the budget's).
         message: String,
     },
+    /// The node's `Ready` condition is `False` or `Unknown`, and pods on it are terminating: no
+    /// kubelet is there to finish them, so they never go. Nothing is force-deleted.
+    NodeNotReady {
+        /// The node.
+        node: String,
+        /// Its `Ready` condition's status (`False`, `Unknown`).
+        status: String,
+        /// The condition's reason.
+        reason: Option<String>,
+        /// Since when.
+        since: Option<DateTime<Utc>>,
+        /// The pods stuck terminating there.
+        pods: Vec<PodRef>,
+    },
 }
 
 impl Blocker {
@@ -90,11 +106,12 @@ impl Blocker {
             Blocker::MultipleBudgets { .. } => "MultipleBudgets",
             Blocker::BudgetExhausted { .. } => "BudgetExhausted",
             Blocker::EvictionIntercepted { .. } => "EvictionIntercepted",
+            Blocker::NodeNotReady { .. } => "NodeNotReady",
         }
     }
 
     /// Every class reason, for metrics that list them all.
-    pub const REASONS: [&'static str; 7] = [
+    pub const REASONS: [&'static str; 8] = [
         "WaitingForReplacement",
         "ReplacementUnschedulable",
         "CrossNodeDeadlock",
@@ -102,13 +119,14 @@ impl Blocker {
         "MultipleBudgets",
         "BudgetExhausted",
         "EvictionIntercepted",
+        "NodeNotReady",
     ];
 
     /// How much a person is needed: the maintenance as a whole shows its pods' most severe
     /// blocker (a deadlock or a structural PDB never resolves by waiting).
     pub fn severity(&self) -> u8 {
         match self {
-            Blocker::CrossNodeDeadlock { .. } => 5,
+            Blocker::CrossNodeDeadlock { .. } | Blocker::NodeNotReady { .. } => 5,
             Blocker::StructuralBudget { .. } => 4,
             Blocker::MultipleBudgets { .. } => 3,
             Blocker::ReplacementUnschedulable { .. } => 2,
@@ -130,7 +148,9 @@ impl Blocker {
             | Blocker::CrossNodeDeadlock { pdb, .. }
             | Blocker::StructuralBudget { pdb, .. } => Some(pdb),
             Blocker::BudgetExhausted { pdb, .. } => pdb.as_deref(),
-            Blocker::MultipleBudgets { .. } | Blocker::EvictionIntercepted { .. } => None,
+            Blocker::MultipleBudgets { .. }
+            | Blocker::EvictionIntercepted { .. }
+            | Blocker::NodeNotReady { .. } => None,
         }
     }
 
@@ -235,6 +255,27 @@ impl fmt::Display for Blocker {
                 f,
                 "the eviction request is handed to {by}, which acts on it; asked again until the pod leaves: {message}"
             ),
+            Blocker::NodeNotReady {
+                node,
+                status,
+                reason,
+                since,
+                pods,
+            } => {
+                write!(f, "node {node} is not Ready (Ready={status}")?;
+                if let Some(reason) = reason {
+                    write!(f, ", {reason}")?;
+                }
+                if let Some(since) = since {
+                    write!(f, ", since {}", since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))?;
+                }
+                let names: Vec<String> = pods.iter().map(pod_name).collect();
+                write!(
+                    f,
+                    "): no kubelet finishes its terminating pods ({}); nmo force-deletes nothing: bring the node back, or once it is known to be down for good delete them with kubectl delete pod --force --grace-period=0",
+                    names.join(", ")
+                )
+            }
         }
     }
 }
@@ -305,6 +346,6 @@ mod tests {
                 .contains("more than one PodDisruptionBudget (a, b)")
         );
         assert_eq!(several.pdb(), None);
-        assert_eq!(Blocker::REASONS.len(), 7);
+        assert_eq!(Blocker::REASONS.len(), 8);
     }
 }

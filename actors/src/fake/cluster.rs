@@ -86,13 +86,31 @@ impl FakeCluster {
         inner.notify_node(&name);
     }
 
-    /// Sets a node's `Ready` condition (nodes are Ready unless told otherwise).
+    /// Sets a node's `Ready` condition (nodes are Ready unless told otherwise): not ready is
+    /// `Unknown` (`NodeStatusUnknown`, the node controller's word for a kubelet gone silent).
     pub fn set_node_ready(&self, name: &str, ready: bool) {
+        let readiness = if ready {
+            crate::model::NodeReady::ready()
+        } else {
+            crate::model::NodeReady {
+                status: "Unknown".to_string(),
+                since: None,
+                reason: Some("NodeStatusUnknown".to_string()),
+            }
+        };
+        self.set_node_readiness(name, readiness);
+    }
+
+    /// Sets a node's `Ready` condition as given.
+    pub fn set_node_readiness(&self, name: &str, readiness: crate::model::NodeReady) {
         let mut inner = self.lock();
-        if ready {
+        if readiness.status == "True" {
             inner.not_ready.remove(name);
         } else {
             inner.not_ready.insert(name.to_string());
+        }
+        if let Some(node) = inner.nodes.get_mut(name) {
+            node.ready = readiness;
         }
         inner.notify_node(name);
     }

@@ -210,6 +210,7 @@ impl NodeState {
         NodeState {
             name: name.to_string(),
             uid: format!("uid-{name}"),
+            ready: crate::model::NodeReady::ready(),
             ..NodeState::default()
         }
     }

@@ -20,8 +20,8 @@ pub use names::{
     MIRROR_ANNOTATION, NO_SCHEDULE, RECORD_ANNOTATION, UNSCHEDULABLE_TAINT_KEY,
 };
 pub use node::{
-    Lease, NodeOwner, NodePatch, NodeRecord, NodeState, NodeSummary, NodeSummaryEvent, RecordWrite,
-    Taint,
+    Lease, NodeOwner, NodePatch, NodeReady, NodeRecord, NodeState, NodeSummary, NodeSummaryEvent,
+    RecordWrite, Taint,
 };
 pub use pod::{Labels, OwnerRef, PodInfo, PodList, PodPhase};
 pub use text::bounded;

@@ -61,6 +61,35 @@ pub struct NodeState {
     /// The node has an annotation map at all (a JSON patch can only add a member to a map
     /// that exists).
     pub annotated: bool,
+    /// Its `Ready` condition (a kubelet that is gone finishes no terminating pod).
+    pub ready: NodeReady,
+}
+
+/// A node's `Ready` condition as nmo reads it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct NodeReady {
+    /// `True`, `False` or `Unknown` (empty: the node reports no `Ready` condition).
+    pub status: String,
+    /// `lastTransitionTime`: since when it says so.
+    pub since: Option<DateTime<Utc>>,
+    /// Its `reason` (e.g. `NodeStatusUnknown`, `KubeletNotReady`).
+    pub reason: Option<String>,
+}
+
+impl NodeReady {
+    /// A node whose kubelet answers.
+    pub fn ready() -> Self {
+        NodeReady {
+            status: "True".to_string(),
+            since: None,
+            reason: None,
+        }
+    }
+
+    /// `False` or `Unknown`: no kubelet finishes its pods.
+    pub fn is_down(&self) -> bool {
+        self.status == "False" || self.status == "Unknown"
+    }
 }
 
 /// What a node had of nmo's changes before nmo first changed it, and for which maintenance.

@@ -4,18 +4,17 @@
 //! needs a person before one that resolves by waiting; the first pending pod on a tie). An
 //! event goes out once per change of the blocker's class, not per retry nor per pod.
 
-use std::collections::BTreeMap;
-
 use chrono::{DateTime, Utc};
 
-use super::pending::{PendingPod, PodReason};
+use super::pending::PendingPod;
+use super::reasons::Reasons;
 use crate::diagnosis::Blocker;
 use crate::model::PodRef;
 
 /// The maintenance's blocker: the most severe among its pending pods', with its pod.
 pub(super) fn worst<'a>(
     pending: &'a [PendingPod],
-    reasons: &'a BTreeMap<PodRef, PodReason>,
+    reasons: Reasons<'a>,
 ) -> Option<(&'a PodRef, &'a Blocker)> {
     let mut worst: Option<(&PodRef, &Blocker)> = None;
     for pod in pending {
@@ -78,8 +77,11 @@ impl Blockage {
 mod tests {
     use chrono::TimeZone;
 
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::decisions::PodAction;
+    use crate::node::pending::PodReason;
     use crate::pdb::Structural;
 
     fn at(s: i64) -> DateTime<Utc> {
@@ -124,12 +126,12 @@ mod tests {
             (pods[1].pod.clone(), reason(structural())),
             (pods[2].pod.clone(), reason(structural())),
         ]);
-        let (pod, blocker) = worst(&pods, &reasons).unwrap();
+        let (pod, blocker) = worst(&pods, Reasons::told(&reasons)).unwrap();
         assert_eq!(
             (pod.name.as_str(), blocker.reason()),
             ("b", "StructuralBudget")
         );
-        assert!(worst(&pods, &BTreeMap::new()).is_none());
+        assert!(worst(&pods, Reasons::told(&BTreeMap::new())).is_none());
     }
 
     #[test]

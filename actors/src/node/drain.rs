@@ -11,13 +11,15 @@ use tokio::time::Instant;
 use super::blocked::{self, Blockage, Change};
 use super::drain_deadline::DrainDeadline;
 use super::errors::DrainError;
+use super::observed::Observed;
 use super::ops::{DaemonSets, DrainPass, classify_known};
 use super::pending::{PendingPod, PendingReason, PodReason};
+use super::reasons::Reasons;
 use super::status;
 use crate::decisions::PodAction;
 use crate::diagnosis::Blocker;
 use crate::eviction::{EvictionReply, EvictionReport};
-use crate::model::{MaintenanceStatus, PodInfo, PodList, PodRef};
+use crate::model::{MaintenanceStatus, NodeReady, PodInfo, PodList, PodRef};
 
 /// The hasher of the sets a drain pass fills and looks up for each pod: foldhash, not std's
 /// SipHash, whose hashing of pod names was most of a pass's time at b2000. The names come from
@@ -77,6 +79,8 @@ pub(super) struct Drain {
     /// not on every change of the node's pods, which only brought another refusal.
     refused: Hashed<PodRef>,
     reasons: BTreeMap<PodRef, PodReason>,
+    /// What the drain observes on its own (the node's readiness), and the reasons it gives.
+    observed: Observed,
     errors: Vec<DrainError>,
     /// The drain's span: parent of every eviction attempt and pod deletion.
     span: tracing::Span,
@@ -107,6 +111,7 @@ impl Drain {
             withdrawn: Vec::new(),
             refused: Hashed::default(),
             reasons: BTreeMap::new(),
+            observed: Observed::default(),
             errors: Vec::new(),
             span,
             began: Instant::now(),
@@ -117,7 +122,7 @@ impl Drain {
 
     /// What blocks the drain as a whole (the most severe of its pods' blockers), with its pod.
     pub(super) fn blocker(&self) -> Option<(&PodRef, &Blocker)> {
-        blocked::worst(&self.pending, &self.reasons)
+        blocked::worst(&self.pending, self.all_reasons())
     }
 
     /// Takes in what blocks the drain now; a change is recorded on the drain's span (as its
@@ -141,6 +146,21 @@ impl Drain {
             }
         }
         change
+    }
+
+    /// The pods' reasons: the drain's observations over the eviction actor's answers.
+    fn all_reasons(&self) -> Reasons<'_> {
+        Reasons::overlaid(&self.reasons, self.observed.reasons())
+    }
+
+    /// Takes in the node `name`'s `Ready` condition; true when it changes what the status
+    /// says.
+    pub(super) fn node_ready(&mut self, name: &str, ready: &NodeReady) -> bool {
+        if !self.observed.node_ready(name, ready) {
+            return false;
+        }
+        self.observed.refresh(&self.pending);
+        true
     }
 
     /// How many pods are still pending.
@@ -244,6 +264,7 @@ impl Drain {
         });
         self.refused.retain(|p| present.contains_key(p));
         self.reasons.retain(|p, _| present.contains_key(p));
+        self.observed.refresh(&self.pending);
         self.pending
             .iter()
             .filter(|p| {
@@ -302,7 +323,7 @@ impl Drain {
 
     /// Writes the drain's fields into `status`; true when the node is drained.
     pub(super) fn write_status(&self, status: &mut MaintenanceStatus, now: DateTime<Utc>) -> bool {
-        status::drain(status, &self.pending, &self.reasons, &self.errors, now)
+        status::drain(status, &self.pending, self.all_reasons(), &self.errors, now)
     }
 
     /// Ends the drain, recording how in its span; returns whether the eviction actor still

@@ -4,7 +4,6 @@
 //! kept with the cases that pin it.)
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -12,6 +11,7 @@ use chrono::{DateTime, Utc};
 use super::blocked;
 use super::errors::{DrainError, LeaseLost};
 use super::pending::{PendingPod, PendingReason, PodReason};
+use super::reasons::Reasons;
 use crate::decisions::{self, RecordFinding};
 use crate::diagnosis::Blocker;
 use crate::model::{MaintenanceStatus, NodeState, Phase, PodRef, conditions};
@@ -206,7 +206,7 @@ pub(super) fn undo_pending(status: &MaintenanceStatus) -> bool {
 pub(super) fn drain(
     status: &mut MaintenanceStatus,
     pending: &[PendingPod],
-    reasons: &BTreeMap<PodRef, PodReason>,
+    reasons: Reasons<'_>,
     errors: &[DrainError],
     now: DateTime<Utc>,
 ) -> bool {
@@ -381,6 +381,8 @@ pub(super) fn drain_timed_out(status: &mut MaintenanceStatus, error: String, now
 mod tests {
     use chrono::TimeZone;
 
+    use std::collections::BTreeMap;
+
     use super::*;
     use crate::decisions::PodAction;
     use crate::eviction::EvictionReply;
@@ -407,7 +409,13 @@ mod tests {
     fn nothing_pending_is_success_and_clears_the_error() {
         let mut status = running(2);
         status.last_error = Some("old".into());
-        assert!(drain(&mut status, &[], &BTreeMap::new(), &[], now()));
+        assert!(drain(
+            &mut status,
+            &[],
+            Reasons::told(&BTreeMap::new()),
+            &[],
+            now()
+        ));
         assert_eq!(status.phase, Some(Phase::Succeeded));
         assert_eq!(status.drain_progress, 100);
         assert_eq!(status.last_error, None);
@@ -420,9 +428,21 @@ mod tests {
             pending("web-0", PodAction::Evict),
             pending("web-1", PodAction::Evict),
         ];
-        drain(&mut status, &pods, &BTreeMap::new(), &[], now());
+        drain(
+            &mut status,
+            &pods,
+            Reasons::told(&BTreeMap::new()),
+            &[],
+            now(),
+        );
         let written = status.clone();
-        drain(&mut status, &pods, &BTreeMap::new(), &[], now());
+        drain(
+            &mut status,
+            &pods,
+            Reasons::told(&BTreeMap::new()),
+            &[],
+            now(),
+        );
         assert!(Arc::ptr_eq(&status.pending_pods, &written.pending_pods));
         assert!(Arc::ptr_eq(
             &status.pending_pods_refs,
@@ -432,7 +452,13 @@ mod tests {
             &status.pending_pods_reasons,
             &written.pending_pods_reasons
         ));
-        drain(&mut status, &pods[1..], &BTreeMap::new(), &[], now());
+        drain(
+            &mut status,
+            &pods[1..],
+            Reasons::told(&BTreeMap::new()),
+            &[],
+            now(),
+        );
         assert_eq!(&*status.pending_pods, ["web-1".to_string()]);
         assert_eq!(status.pending_pods_reasons.len(), 1);
         assert_eq!(written.pending_pods.len(), 2, "the copy keeps its own");
@@ -453,7 +479,13 @@ mod tests {
                 blocker: None,
             }),
         )]);
-        assert!(!drain(&mut status, &pods, &reasons, &[], now()));
+        assert!(!drain(
+            &mut status,
+            &pods,
+            Reasons::told(&reasons),
+            &[],
+            now()
+        ));
         assert_eq!(status.drain_progress, 0);
         assert_eq!(
             status.last_error.as_deref(),
@@ -484,7 +516,7 @@ mod tests {
                 }),
             }),
         )]);
-        drain(&mut status, &pods, &reasons, &[], now());
+        drain(&mut status, &pods, Reasons::told(&reasons), &[], now());
         let blocked = decisions::condition(&status, conditions::DRAIN_BLOCKED).unwrap();
         assert_eq!(
             (blocked.status.as_str(), blocked.reason.as_str()),
@@ -500,7 +532,13 @@ mod tests {
             status.pending_pods_reasons[0].diagnosis.as_deref(),
             Some("StructuralBudget")
         );
-        drain(&mut status, &pods, &BTreeMap::new(), &[], now());
+        drain(
+            &mut status,
+            &pods,
+            Reasons::told(&BTreeMap::new()),
+            &[],
+            now(),
+        );
         assert!(decisions::condition(&status, conditions::DRAIN_BLOCKED).is_none());
     }
 
@@ -509,7 +547,13 @@ mod tests {
         let mut status = running(1);
         let pods = [pending("p", PodAction::Evict)];
         let errors = [DrainError::ListPods(ClusterError::Transient("x".into()))];
-        assert!(!drain(&mut status, &pods, &BTreeMap::new(), &errors, now()));
+        assert!(!drain(
+            &mut status,
+            &pods,
+            Reasons::told(&BTreeMap::new()),
+            &errors,
+            now()
+        ));
         assert_eq!(
             status.last_error.as_deref(),
             Some("cannot list pods: transient: x")
@@ -526,7 +570,7 @@ mod tests {
             pods[0].pod.clone(),
             PodReason::of_reply(EvictionReply::Failed("boom".into())),
         )]);
-        drain(&mut status, &pods, &reasons, &[], now());
+        drain(&mut status, &pods, Reasons::told(&reasons), &[], now());
         assert_eq!(
             status.last_error.as_deref(),
             Some("cannot evict pod app/p: boom")

@@ -268,6 +268,7 @@ impl NodeActorState {
         if !matches!(self.stage, Stage::Draining(_)) {
             let mut drain = Drain::begin(&self.span, self.status.wanted.eviction_pods);
             drain.pods = self.watches.take_pods();
+            drain.node_ready(&node.name, &node.ready);
             self.set_stage(Stage::Draining(Box::new(drain)));
             self.status.wanted.drain_start_time.get_or_insert(now);
             self.arm_deadline(myself);
@@ -433,6 +434,13 @@ impl NodeActorState {
 
     /// The Node changed (None: it does not exist).
     pub(super) fn on_node_changed(&mut self, myself: &ActorRef<NodeMsg>, node: Option<NodeState>) {
+        // A node that is not Ready finishes none of its terminating pods: the drain says so.
+        if let Some(node) = &node
+            && let Some(drain) = self.stage.drain_mut()
+            && drain.node_ready(&node.name, &node.ready)
+        {
+            self.update_drain_status(myself);
+        }
         if let Some(node) = node
             && self.stage.guards_node()
             && decisions::maintenance_patch(

@@ -377,3 +377,74 @@ async fn a_step_of_the_wall_clock_does_not_move_the_drain_deadline() {
     );
     h.stop().await;
 }
+
+/// A node that is not Ready has no kubelet to finish its terminating pods: the drain says so
+/// (`NodeNotReady`, the node's Ready condition and the pods), with an event, instead of
+/// waiting on "Terminating"; nothing is force-deleted.
+#[tokio::test(start_paused = true)]
+async fn terminating_pods_on_a_node_that_is_not_ready_are_a_blocker_of_their_own() {
+    let cluster = FakeCluster::with_node("n1", 2);
+    cluster.set_evicted_pods_linger(true);
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(5), || cluster.count_calls("evict_pod")
+            == 2)
+        .await
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        condition(&cluster, "nm1", conditions::DRAIN_BLOCKED).is_none(),
+        "terminating on a Ready node is progress"
+    );
+    let since = t0() + chrono::Duration::minutes(3);
+    cluster.set_node_readiness(
+        "n1",
+        crate::model::NodeReady {
+            status: "Unknown".into(),
+            since: Some(since),
+            reason: Some("NodeStatusUnknown".into()),
+        },
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let blocked = condition(&cluster, "nm1", conditions::DRAIN_BLOCKED).expect("DrainBlocked");
+    assert_eq!(blocked.reason, "NodeNotReady");
+    assert!(
+        blocked
+            .message
+            .contains("Ready=Unknown, NodeStatusUnknown, since"),
+        "{blocked:?}"
+    );
+    let status = cluster.status("nm1");
+    assert!(
+        status
+            .pending_pods_reasons
+            .iter()
+            .all(|r| r.diagnosis.as_deref() == Some("NodeNotReady")),
+        "{status:?}"
+    );
+    assert!(
+        status
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("n1-p0") && e.contains("n1-p1")),
+        "{status:?}"
+    );
+    let events = cluster.events();
+    assert!(
+        events.iter().any(|e| e.reason == "DrainBlocked"
+            && e.type_ == EventType::Warning
+            && e.message.contains("NodeNotReady")),
+        "{events:?}"
+    );
+    assert_eq!(
+        cluster.count_calls("delete_pod"),
+        0,
+        "nothing force-deleted"
+    );
+    // The kubelet is back and finishes the pods.
+    cluster.set_node_ready("n1", true);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(condition(&cluster, "nm1", conditions::DRAIN_BLOCKED).is_none());
+    h.stop().await;
+}

@@ -14,6 +14,7 @@ mod fleet;
 mod late_writes;
 mod leader;
 mod lease;
+mod not_ready;
 mod pdb;
 mod prior_state;
 mod rbac;
