@@ -203,6 +203,10 @@ impl Cluster for Bounded {
         self.inner.watch_eviction_webhooks()
     }
 
+    fn watch_vms(&self, node: &str) -> BoxStream<'static, crate::model::VmList> {
+        self.inner.watch_vms(node)
+    }
+
     async fn list_selected_pods(
         &self,
         namespace: &str,

@@ -9,7 +9,7 @@ use futures::stream::BoxStream;
 use crate::interception::EvictionWebhooks;
 use crate::model::{
     Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
-    NodeSummaryEvent, PodList, StatusPrecondition,
+    NodeSummaryEvent, PodList, StatusPrecondition, VmList,
 };
 use crate::pdb::PdbPod;
 use crate::pdb::{LabelSelector, PdbChange};
@@ -239,6 +239,12 @@ pub trait Cluster: Send + Sync + 'static {
     /// complete set at start and after every change. Same retry contract as
     /// [`Cluster::watch_node`]; an adapter that may not read them yields an empty set once.
     fn watch_eviction_webhooks(&self) -> BoxStream<'static, EvictionWebhooks>;
+
+    /// Watches the KubeVirt VirtualMachineInstances on a node (`kubevirt.io/v1`, read only,
+    /// label `kubevirt.io/nodeName=<node>`): the complete list at start and after every change.
+    /// Where the API is not served (no KubeVirt) nothing is delivered and the adapter looks
+    /// again now and then, quietly. Same retry contract as [`Cluster::watch_node`].
+    fn watch_vms(&self, node: &str) -> BoxStream<'static, VmList>;
 
     /// Lists the pods of `namespace` that `selector` selects (a PDB's pods), to find the
     /// one a blocked PDB waits for. One bounded LIST.

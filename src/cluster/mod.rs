@@ -24,6 +24,7 @@ mod shared_labels;
 pub(crate) mod slim_node;
 mod slim_pod;
 mod status_patch;
+mod vms;
 pub mod watch;
 pub mod watch_health;
 pub mod watch_retry;
@@ -42,7 +43,7 @@ use kube::{Api, Client};
 use nmo_actors::interception::EvictionWebhooks;
 use nmo_actors::model::{
     Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, NodeSummaryEvent, PodList, StatusPrecondition,
+    NodeState, NodeSummaryEvent, PodList, StatusPrecondition, VmList,
 };
 use nmo_actors::pdb::PdbPod;
 use nmo_actors::pdb::{LabelSelector, PdbChange};
@@ -87,6 +88,8 @@ pub struct KubeCluster {
     leases: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<lease_hub::LeaseHub>>>>,
     fence: Fence,
     call_timeout: Duration,
+    /// Whether KubeVirt's VMIs are served, found out once for every node's watch.
+    kubevirt: vms::KubeVirtApi,
 }
 
 impl KubeCluster {
@@ -114,6 +117,7 @@ impl KubeCluster {
             health,
             fence: Fence::open(),
             call_timeout: nmo_actors::config::defaults::CALL_TIMEOUT,
+            kubevirt: vms::KubeVirtApi::default(),
         }
     }
 
@@ -620,6 +624,16 @@ impl Cluster for KubeCluster {
             self.client.clone(),
             self.initial_lists.clone(),
             &self.health,
+        )
+    }
+
+    fn watch_vms(&self, node: &str) -> BoxStream<'static, VmList> {
+        vms::watch(
+            self.client.clone(),
+            self.initial_lists.clone(),
+            self.health.clone(),
+            self.kubevirt.clone(),
+            node,
         )
     }
 

@@ -79,6 +79,25 @@ pub enum Blocker {
         /// The refusal's own words (the webhook's message, or the budget's).
         message: String,
     },
+    /// A KubeVirt VM is live-migrating away (or is marked for it): its launcher pod leaves when
+    /// the migration completes. Progress, not an obstacle.
+    VmMigrating {
+        /// The VMI, `namespace/name`.
+        vm: String,
+        /// The node it migrates to (None: marked, not started yet).
+        target: Option<String>,
+        /// Since when.
+        since: Option<DateTime<Utc>>,
+        /// Its domain is ready on the target (the switch-over is next).
+        target_ready: bool,
+    },
+    /// A KubeVirt VM that must live-migrate cannot: KubeVirt refuses its eviction.
+    VmCannotMigrate {
+        /// The VMI, `namespace/name`.
+        vm: String,
+        /// KubeVirt's reason.
+        why: String,
+    },
     /// The node's `Ready` condition is `False` or `Unknown`, and pods on it are terminating: no
     /// kubelet is there to finish them, so they never go. Nothing is force-deleted.
     NodeNotReady {
@@ -107,11 +126,13 @@ impl Blocker {
             Blocker::BudgetExhausted { .. } => "BudgetExhausted",
             Blocker::EvictionIntercepted { .. } => "EvictionIntercepted",
             Blocker::NodeNotReady { .. } => "NodeNotReady",
+            Blocker::VmMigrating { .. } => "LiveMigrating",
+            Blocker::VmCannotMigrate { .. } => "VmCannotMigrate",
         }
     }
 
     /// Every class reason, for metrics that list them all.
-    pub const REASONS: [&'static str; 8] = [
+    pub const REASONS: [&'static str; 10] = [
         "WaitingForReplacement",
         "ReplacementUnschedulable",
         "CrossNodeDeadlock",
@@ -120,6 +141,8 @@ impl Blocker {
         "BudgetExhausted",
         "EvictionIntercepted",
         "NodeNotReady",
+        "LiveMigrating",
+        "VmCannotMigrate",
     ];
 
     /// How much a person is needed: the maintenance as a whole shows its pods' most severe
@@ -127,10 +150,12 @@ impl Blocker {
     pub fn severity(&self) -> u8 {
         match self {
             Blocker::CrossNodeDeadlock { .. } | Blocker::NodeNotReady { .. } => 5,
-            Blocker::StructuralBudget { .. } => 4,
+            Blocker::StructuralBudget { .. } | Blocker::VmCannotMigrate { .. } => 4,
             Blocker::MultipleBudgets { .. } => 3,
             Blocker::ReplacementUnschedulable { .. } => 2,
-            Blocker::WaitingForReplacement { .. } | Blocker::EvictionIntercepted { .. } => 1,
+            Blocker::WaitingForReplacement { .. }
+            | Blocker::EvictionIntercepted { .. }
+            | Blocker::VmMigrating { .. } => 1,
             Blocker::BudgetExhausted { .. } => 0,
         }
     }
@@ -150,7 +175,9 @@ impl Blocker {
             Blocker::BudgetExhausted { pdb, .. } => pdb.as_deref(),
             Blocker::MultipleBudgets { .. }
             | Blocker::EvictionIntercepted { .. }
-            | Blocker::NodeNotReady { .. } => None,
+            | Blocker::NodeNotReady { .. }
+            | Blocker::VmMigrating { .. }
+            | Blocker::VmCannotMigrate { .. } => None,
         }
     }
 
@@ -184,6 +211,10 @@ impl Blocker {
             other => other,
         }
     }
+}
+
+fn rfc3339(at: &DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
 fn pod_name(pod: &PodRef) -> String {
@@ -255,6 +286,29 @@ impl fmt::Display for Blocker {
                 f,
                 "the eviction request is handed to {by}, which acts on it; asked again until the pod leaves: {message}"
             ),
+            Blocker::VmMigrating {
+                vm,
+                target: Some(target),
+                since,
+                target_ready,
+            } => {
+                write!(f, "VM {vm} is live-migrating to node {target}")?;
+                if let Some(since) = since {
+                    write!(f, " since {}", rfc3339(since))?;
+                }
+                if *target_ready {
+                    f.write_str(", its domain is ready on the target")?;
+                }
+                f.write_str("; its launcher pod leaves when the migration completes")
+            }
+            Blocker::VmMigrating { vm, .. } => write!(
+                f,
+                "VM {vm} is marked for evacuation; waiting for KubeVirt to start its live migration"
+            ),
+            Blocker::VmCannotMigrate { vm, why } => write!(
+                f,
+                "VM {vm} cannot live-migrate: {why}; KubeVirt refuses its eviction until it can (make it migratable, change its evictionStrategy, or stop it)"
+            ),
             Blocker::NodeNotReady {
                 node,
                 status,
@@ -267,7 +321,7 @@ impl fmt::Display for Blocker {
                     write!(f, ", {reason}")?;
                 }
                 if let Some(since) = since {
-                    write!(f, ", since {}", since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))?;
+                    write!(f, ", since {}", rfc3339(since))?;
                 }
                 let names: Vec<String> = pods.iter().map(pod_name).collect();
                 write!(
@@ -346,6 +400,6 @@ mod tests {
                 .contains("more than one PodDisruptionBudget (a, b)")
         );
         assert_eq!(several.pdb(), None);
-        assert_eq!(Blocker::REASONS.len(), 8);
+        assert_eq!(Blocker::REASONS.len(), 10);
     }
 }

@@ -62,6 +62,16 @@ impl FakeCluster {
         self.set_node(NodeState::test(name));
     }
 
+    /// Adds or replaces a KubeVirt VMI (by namespace and name).
+    pub fn put_vm(&self, vm: crate::model::VmInfo) {
+        let mut inner = self.lock();
+        inner
+            .vms
+            .retain(|v| !(v.namespace == vm.namespace && v.name == vm.name));
+        inner.vms.push(vm);
+        inner.notify_vms();
+    }
+
     /// Registers admission webhooks on `pods/eviction` by name (none: nothing intercepts).
     pub fn set_eviction_webhooks(&self, names: &[&str]) {
         let mut inner = self.lock();

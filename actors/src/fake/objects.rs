@@ -82,6 +82,9 @@ pub(super) struct Inner {
     /// The admission webhooks on `pods/eviction`.
     pub(super) eviction_webhooks: EvictionWebhooks,
     pub(super) webhook_watchers: Vec<mpsc::UnboundedSender<EvictionWebhooks>>,
+    /// KubeVirt VMIs (none: KubeVirt is not installed).
+    pub(super) vms: Vec<crate::model::VmInfo>,
+    pub(super) vm_watchers: Vec<(String, mpsc::UnboundedSender<crate::model::VmList>)>,
 }
 
 impl Inner {
@@ -159,6 +162,26 @@ impl Inner {
             let nm = nm.clone();
             self.notify_nm(MaintenanceChange::Upsert(Box::new(nm)));
         }
+    }
+
+    /// The VMIs on `node`.
+    pub(super) fn vms_on(&self, node: &str) -> crate::model::VmList {
+        self.vms
+            .iter()
+            .filter(|vm| vm.node.as_deref() == Some(node))
+            .cloned()
+            .collect()
+    }
+
+    pub(super) fn notify_vms(&mut self) {
+        let lists: Vec<(String, crate::model::VmList)> = self
+            .vm_watchers
+            .iter()
+            .map(|(node, _)| (node.clone(), self.vms_on(node)))
+            .collect();
+        let mut lists = lists.into_iter();
+        self.vm_watchers
+            .retain(|(_, tx)| lists.next().is_some_and(|(_, list)| tx.send(list).is_ok()));
     }
 
     pub(super) fn notify_webhooks(&mut self) {

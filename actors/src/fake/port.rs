@@ -531,6 +531,14 @@ impl Cluster for FakeCluster {
         snapshots(listed, rx)
     }
 
+    fn watch_vms(&self, node: &str) -> BoxStream<'static, crate::model::VmList> {
+        let mut inner = self.record(format!("watch_vms {node}"));
+        let (tx, rx) = mpsc::unbounded_channel();
+        inner.vm_watchers.push((node.to_string(), tx));
+        let vms = inner.vms_on(node);
+        snapshots(vms, rx)
+    }
+
     fn watch_eviction_webhooks(&self) -> BoxStream<'static, EvictionWebhooks> {
         let mut inner = self.record("watch_eviction_webhooks".to_string());
         let (tx, rx) = mpsc::unbounded_channel();

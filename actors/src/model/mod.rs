@@ -9,6 +9,7 @@ mod names;
 mod node;
 mod pod;
 mod text;
+mod vm;
 
 pub use event::{Event, EventTarget, EventType};
 pub use maintenance::{
@@ -25,3 +26,4 @@ pub use node::{
 };
 pub use pod::{Labels, OwnerRef, PodInfo, PodList, PodPhase};
 pub use text::bounded;
+pub use vm::{VmCondition, VmInfo, VmList, VmMigration};

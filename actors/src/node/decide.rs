@@ -85,6 +85,8 @@ pub(super) fn watches(stage: &Stage, kind: WatchKind) -> bool {
         (WatchKind::Pods, Stage::Starting | Stage::Draining(_)) => true,
         (WatchKind::Pods, _) => false,
         (WatchKind::Lease, _) => stage.keeps_lease(),
+        (WatchKind::Vms, Stage::Draining(_)) => true,
+        (WatchKind::Vms, _) => false,
     }
 }
 

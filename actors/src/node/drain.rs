@@ -19,7 +19,7 @@ use super::status;
 use crate::decisions::PodAction;
 use crate::diagnosis::Blocker;
 use crate::eviction::{EvictionReply, EvictionReport};
-use crate::model::{MaintenanceStatus, NodeReady, PodInfo, PodList, PodRef};
+use crate::model::{MaintenanceStatus, NodeReady, PodInfo, PodList, PodRef, VmList};
 
 /// The hasher of the sets a drain pass fills and looks up for each pod: foldhash, not std's
 /// SipHash, whose hashing of pod names was most of a pass's time at b2000. The names come from
@@ -161,6 +161,22 @@ impl Drain {
         }
         self.observed.refresh(&self.pending);
         true
+    }
+
+    /// Takes in the VMIs on the node; true when it changes what the status says.
+    pub(super) fn vms(&mut self, vms: VmList) -> bool {
+        if !self.observed.vms(vms) {
+            return false;
+        }
+        self.observed.refresh(&self.pending);
+        true
+    }
+
+    /// Whether a KubeVirt launcher pod is still pending (its VM's state is worth watching).
+    pub(super) fn has_launcher_pods(&self) -> bool {
+        self.pending
+            .iter()
+            .any(|p| crate::interception::pod_is_virt_launcher(&p.source))
     }
 
     /// How many pods are still pending.

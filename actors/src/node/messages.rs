@@ -3,7 +3,7 @@
 //! [`NodeMsg::Eviction`] (so the eviction actor needs no knowledge of this enum).
 
 use crate::eviction::EvictionReport;
-use crate::model::{Lease, Maintenance, NodeState, PodList};
+use crate::model::{Lease, Maintenance, NodeState, PodList, VmList};
 
 use super::errors::LeaseError;
 use super::ops::OpResult;
@@ -18,6 +18,8 @@ pub enum WatchKind {
     Pods,
     /// The node lease's watch.
     Lease,
+    /// The watch of the node's KubeVirt VMIs (while launcher pods are drained).
+    Vms,
 }
 
 /// Messages to a node actor.
@@ -47,6 +49,8 @@ pub enum NodeMsg {
     PodsChanged(PodList),
     /// The node lease changed (None = it does not exist).
     LeaseChanged(Option<Lease>),
+    /// The node's KubeVirt VMIs changed (complete list).
+    VmsChanged(VmList),
     /// A watch stream ended; re-subscribe later.
     WatchEnded(WatchKind),
     /// Internal: re-subscribe a watch.

@@ -233,6 +233,7 @@ impl Actor for NodeActor {
             NodeMsg::NodeChanged(node) => state.on_node_changed(&myself, node),
             NodeMsg::PodsChanged(pods) => state.on_pods_changed(&myself, pods),
             NodeMsg::LeaseChanged(lease) => state.on_lease_seen(&myself, lease),
+            NodeMsg::VmsChanged(vms) => state.on_vms_changed(&myself, vms),
             NodeMsg::WatchEnded(kind) => state.on_watch_ended(&myself, kind),
             NodeMsg::Resubscribe(kind) => state.on_resubscribe(&myself, kind),
             NodeMsg::Op(result) => {

@@ -69,6 +69,10 @@ pub(super) enum PendingReason {
     /// Something acts on the eviction request (a webhook, KubeVirt) and refused it for now:
     /// asked again until the pod leaves.
     EvictionIntercepted,
+    /// Its KubeVirt VM is live-migrating away (or marked for it).
+    LiveMigrating,
+    /// Its KubeVirt VM must live-migrate and cannot.
+    VmCannotMigrate,
 }
 
 impl PendingReason {
@@ -85,6 +89,8 @@ impl PendingReason {
             PendingReason::EvictionQueueFull => "EvictionQueueFull",
             PendingReason::EvictionFailed => "EvictionFailed",
             PendingReason::EvictionIntercepted => "EvictionIntercepted",
+            PendingReason::LiveMigrating => "LiveMigrating",
+            PendingReason::VmCannotMigrate => "VmCannotMigrate",
         }
     }
 
@@ -97,6 +103,7 @@ impl PendingReason {
                 | PendingReason::Evicted
                 | PendingReason::Terminating
                 | PendingReason::Deleting
+                | PendingReason::LiveMigrating
         )
     }
 
@@ -107,6 +114,7 @@ impl PendingReason {
             PendingReason::Evicted,
             PendingReason::Terminating,
             PendingReason::Deleting,
+            PendingReason::LiveMigrating,
         ]
         .iter()
         .any(|reason| reason.as_str() == text)
@@ -367,6 +375,8 @@ mod tests {
             PendingReason::EvictionQueueFull,
             PendingReason::EvictionFailed,
             PendingReason::EvictionIntercepted,
+            PendingReason::LiveMigrating,
+            PendingReason::VmCannotMigrate,
         ] {
             assert_eq!(
                 PendingReason::text_is_progress(reason.as_str()),

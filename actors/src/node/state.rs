@@ -257,6 +257,7 @@ impl NodeActorState {
         }
         if let Stage::Draining(drain) = previous {
             self.watches.stop_pods();
+            self.watches.stop_vms();
             self.blocked_report.set(None);
             self.status.wanted.drain_deadline = None;
             self.status.wanted.drain_time_remaining = None;

@@ -15,7 +15,9 @@ use super::status;
 use super::status_writer::StatusOutcome;
 use crate::decisions;
 use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
-use crate::model::{EventType, Lease, Maintenance, NodeState, Phase, PodList, SpecField, reasons};
+use crate::model::{
+    EventType, Lease, Maintenance, NodeState, Phase, PodList, SpecField, VmList, reasons,
+};
 use crate::stop::StopReason;
 
 impl NodeActorState {
@@ -286,7 +288,7 @@ impl NodeActorState {
         self.daemonsets.extend(std::mem::take(&mut pass.daemonsets));
         let failed = !pass.errors.is_empty();
         let to_ask = drain.apply(pass);
-        self.ask_evictions(to_ask);
+        self.ask_evictions(myself, to_ask);
         if failed {
             self.step_failed(myself);
         } else {
@@ -295,10 +297,25 @@ impl NodeActorState {
         self.update_drain_status(myself);
     }
 
+    /// The node's KubeVirt VMIs changed.
+    pub(super) fn on_vms_changed(&mut self, myself: &ActorRef<NodeMsg>, vms: VmList) {
+        if self.stage.drain_mut().is_some_and(|drain| drain.vms(vms)) {
+            self.update_drain_status(myself);
+        }
+    }
+
     /// Hands the drain's pods `to_ask` to the eviction actor, unless the lease is about to
     /// lapse (evictions wait for its renewal then).
-    fn ask_evictions(&mut self, to_ask: Vec<PendingPod>) {
+    fn ask_evictions(&mut self, myself: &ActorRef<NodeMsg>, to_ask: Vec<PendingPod>) {
         // Withdrawals go whatever the lease says: they only ever stop an eviction.
+        let Some(drain) = self.stage.drain_mut() else {
+            return;
+        };
+        // A launcher pod's VM says what its drain waits for, in KubeVirt's words.
+        if drain.has_launcher_pods() {
+            self.watches
+                .watch_vms(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
+        }
         let Some(drain) = self.stage.drain_mut() else {
             return;
         };
@@ -492,7 +509,7 @@ impl NodeActorState {
         };
         match taken {
             Some(to_ask) => {
-                self.ask_evictions(to_ask);
+                self.ask_evictions(myself, to_ask);
                 self.update_drain_status(myself);
             }
             None => self.kick(myself),
@@ -523,6 +540,7 @@ impl NodeActorState {
                 &decisions::lease_name(node),
                 myself,
             ),
+            WatchKind::Vms => self.watches.watch_vms(cluster, node, myself),
         }
     }
 }

@@ -25,6 +25,8 @@ pub(super) struct Watches {
     node: TaskSlot,
     pods: TaskSlot,
     lease: TaskSlot,
+    /// The node's KubeVirt VMIs, while launcher pods are drained.
+    vms: TaskSlot,
     /// The Node as last delivered, kept after its watch stops (the undo starts from it).
     node_seen: watch::Sender<Option<Option<NodeState>>>,
     /// The first pod list of the pod watch running now.
@@ -40,6 +42,7 @@ impl Default for Watches {
             node: TaskSlot::default(),
             pods: TaskSlot::default(),
             lease: TaskSlot::default(),
+            vms: TaskSlot::default(),
             node_seen: watch::Sender::new(None),
             first_pods: watch::Sender::new(None),
             pods_seen: None,
@@ -147,6 +150,32 @@ impl Watches {
         }
     }
 
+    /// Watches the node's KubeVirt VMIs, unless watched (nothing is delivered where KubeVirt is
+    /// not installed).
+    pub(super) fn watch_vms(
+        &mut self,
+        cluster: &dyn Cluster,
+        node: &str,
+        actor: &ActorRef<NodeMsg>,
+    ) {
+        if !self.vms.is_set() {
+            let stream = cluster.watch_vms(node);
+            self.vms.set(forward(
+                stream,
+                actor,
+                NodeMsg::VmsChanged,
+                WatchKind::Vms,
+                || false,
+                |_| {},
+            ));
+        }
+    }
+
+    /// Stops the VMI watch.
+    pub(super) fn stop_vms(&mut self) {
+        self.vms.clear();
+    }
+
     /// The Node as its watch delivers it.
     pub(super) fn seen_node(&self) -> SeenNode {
         self.node_seen.subscribe()
@@ -185,6 +214,7 @@ impl Watches {
             WatchKind::Node => self.node.finished(),
             WatchKind::Pods => self.pods.finished(),
             WatchKind::Lease => self.lease.finished(),
+            WatchKind::Vms => self.vms.finished(),
         }
     }
 

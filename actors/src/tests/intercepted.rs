@@ -173,3 +173,90 @@ async fn a_webhook_registered_during_a_drain_gets_the_waiting_pods_asked() {
     );
     h.stop().await;
 }
+
+fn vm(name: &str) -> crate::model::VmInfo {
+    crate::model::VmInfo {
+        namespace: "vms".into(),
+        name: name.into(),
+        eviction_strategy: Some("LiveMigrate".into()),
+        node: Some("n1".into()),
+        ..Default::default()
+    }
+}
+
+/// KubeVirt's words, from the VMI: the launcher pod's VM is live-migrating (target, since
+/// when), which is progress, not an obstacle; a VM that cannot migrate is a blocker naming it
+/// and KubeVirt's reason.
+#[tokio::test(start_paused = true)]
+async fn a_launcher_pod_says_what_its_vm_does() {
+    let cluster = FakeCluster::new();
+    cluster.add_node("n1");
+    cluster.add_pod_info("n1", launcher_pod("vm-a"));
+    cluster.add_pod_info("n1", launcher_pod("vm-b"));
+    cluster.put_watched_pdb(launcher_budget("vm-a"));
+    cluster.put_watched_pdb(launcher_budget("vm-b"));
+    let since = t0() + chrono::Duration::seconds(2);
+    cluster.put_vm(crate::model::VmInfo {
+        evacuation_node: Some("n1".into()),
+        migration: Some(crate::model::VmMigration {
+            target_node: Some("n2".into()),
+            started: Some(since),
+            ..Default::default()
+        }),
+        ..vm("vm-a")
+    });
+    cluster.put_vm(crate::model::VmInfo {
+        migratable: Some(crate::model::VmCondition {
+            status: "False".into(),
+            reason: Some("DisksNotLiveMigratable".into()),
+            message: Some("PVC rootdisk is not shared".into()),
+        }),
+        ..vm("vm-b")
+    });
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        cluster.count_calls("watch_vms n1"),
+        1,
+        "{:?}",
+        cluster.calls()
+    );
+    let status = cluster.status("nm1");
+    let reason_of = |name: &str| {
+        status
+            .pending_pods_reasons
+            .iter()
+            .find(|r| r.name == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("{name} in {status:?}"))
+    };
+    let migrating = reason_of("virt-launcher-vm-a");
+    assert_eq!(migrating.reason, "LiveMigrating");
+    assert!(
+        migrating
+            .message
+            .starts_with("VM vms/vm-a is live-migrating to node n2 since"),
+        "{migrating:?}"
+    );
+    let stuck = reason_of("virt-launcher-vm-b");
+    assert_eq!(stuck.reason, "VmCannotMigrate");
+    assert!(
+        stuck.message.contains("DisksNotLiveMigratable"),
+        "{stuck:?}"
+    );
+    let blocked = condition(&cluster, "nm1", conditions::DRAIN_BLOCKED).expect("DrainBlocked");
+    assert_eq!(blocked.reason, "VmCannotMigrate", "the worst of the two");
+    assert!(cluster.events().iter().any(|e| e.reason == "DrainBlocked"
+        && e.type_ == EventType::Warning
+        && e.message.contains("vm-b cannot live-migrate")));
+
+    // vm-a's migration completes: its source pod finished and is gone; vm-b is stopped.
+    cluster.remove_pod("vms", "virt-launcher-vm-a");
+    cluster.remove_pod("vms", "virt-launcher-vm-b");
+    assert!(
+        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(10))
+            .await
+    );
+    h.stop().await;
+}

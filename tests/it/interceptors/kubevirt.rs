@@ -35,7 +35,7 @@ use crate::support::{Backend, TestEnv, both_backends, eventually};
 pub const WEBHOOK: &str = "virt-launcher-eviction-interceptor.kubevirt.io";
 const CONFIGURATION: &str = "nmo-test-virt-api-validator";
 /// How long a live migration takes here, once its target pod runs.
-const MIGRATION_TIME: Duration = Duration::from_millis(1500);
+const MIGRATION_TIME: Duration = Duration::from_secs(2);
 
 fn vmi_resource() -> ApiResource {
     ApiResource {
@@ -480,4 +480,71 @@ async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend)
     drop(webhook);
 }
 
-both_backends!(two_vms_live_migrate_once_each_and_the_drain_succeeds);
+/// A VM that must live-migrate (`evictionStrategy: LiveMigrate`) and cannot: KubeVirt's
+/// webhook refuses its eviction with a 429, and the drain names the VM and KubeVirt's reason
+/// as a blocker that needs a person, deleting nothing.
+async fn a_vm_that_cannot_migrate_is_a_blocker_naming_kubevirts_reason(backend: Backend) {
+    let mut env = TestEnv::on(backend)
+        .scenario(Scenario::plain(2, 0).pdb(None))
+        .namespace("vms")
+        .start()
+        .await;
+    let client = env.admin_client();
+    ensure_vmi_crd(&client).await;
+    let namespace = env.ns("vms");
+    let vm = create_vm(&env, "vms", "vm-pinned", "node-0", "LiveMigrate", false).await;
+    let log = Arc::new(Mutex::new(KubeVirtLog::default()));
+    let (hook_client, hook_log) = (client.clone(), log.clone());
+    let webhook = WebhookServer::start(move |eviction| {
+        review(hook_client.clone(), hook_log.clone(), eviction)
+    })
+    .await;
+    webhook.register(&client, CONFIGURATION, WEBHOOK).await;
+
+    env.create_maintenance("nm-0", "node-0").await;
+    eventually(
+        "the drain to say VmCannotMigrate",
+        Duration::from_secs(30),
+        async || env.condition("nm-0", "DrainBlocked").await["reason"] == "VmCannotMigrate",
+    )
+    .await;
+    let blocked = env.condition("nm-0", "DrainBlocked").await;
+    let message = blocked["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!("VM {namespace}/vm-pinned cannot live-migrate"))
+            && message.contains("DisksNotLiveMigratable"),
+        "{blocked}"
+    );
+    eventually("a Warning event", Duration::from_secs(10), async || {
+        env.events().await.iter().any(|e| {
+            e["reason"] == "DrainBlocked"
+                && e["type"] == "Warning"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("cannot live-migrate"))
+        })
+    })
+    .await;
+    assert!(
+        env.pod_exists("vms", &vm.source_pod).await,
+        "nothing deleted"
+    );
+    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
+    let asked = log
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .requests
+        .clone();
+    assert!(
+        asked.get(&vm.source_pod).is_some_and(|n| *n >= 1),
+        "{asked:?}"
+    );
+    env.stop_operator().await.expect("clean stop");
+    unregister(&client, CONFIGURATION).await;
+    drop(webhook);
+}
+
+both_backends!(
+    two_vms_live_migrate_once_each_and_the_drain_succeeds,
+    a_vm_that_cannot_migrate_is_a_blocker_naming_kubevirts_reason
+);
