@@ -111,6 +111,7 @@ pub mod cli;
 mod controller;
 pub mod convert;
 pub mod discovery;
+pub mod emulation;
 pub mod errors;
 pub mod eviction;
 pub mod faults;

@@ -1,12 +1,11 @@
 //! Drains of workloads that act on eviction requests, emulated from what their projects
-//! document, against nmo through the real API server's own admission webhooks (the tests run an
-//! HTTPS webhook of their own on `pods/eviction`, `https`):
-//! - `kubevirt`: KubeVirt's virt-api webhook and migration controller;
-//! - `strimzi`: Strimzi's Drain Cleaner and the Strimzi Cluster Operator's rolling restart.
-//!
-//! `pods` watches what happens to the workload's pods (who deleted which, while it ran).
+//! document (`nmo_sim::emulation`, whose doc comments cite them), against nmo through the API
+//! server's own admission webhooks: the emulations run an HTTPS webhook on `pods/eviction`,
+//! which a real kube-apiserver calls, and so does the simulator.
+//! - `kubevirt`: KubeVirt's virt-api webhook and migration controller
+//!   (kubevirt/kubevirt docs/handling-eviction-requests.md);
+//! - `strimzi`: Strimzi's Drain Cleaner and the Cluster Operator's rolling restart
+//!   (strimzi/drain-cleaner README, "How does it work?").
 
-mod https;
 mod kubevirt;
-mod pods;
 mod strimzi;

@@ -44,8 +44,6 @@ use super::names::Names;
 
 /// The label on every node a real-backend test registers: its prefix without the dash.
 pub const TEST_LABEL: &str = "nmo-test/env";
-/// The label of the admission webhooks a test registers (`interceptors`): swept with the rest.
-pub const TEST_WEBHOOK_LABEL: &str = "nmo-test/webhook";
 /// nmo's ServiceAccount (deploy/base/serviceaccount.yaml), the subject of deploy/base's RBAC.
 const OPERATOR_ACCOUNT: &str = "nmo";
 /// How long a scenario may take to settle (pods running, owners and PDBs up to date).
@@ -307,7 +305,7 @@ async fn sweep(control_plane: &ControlPlane, admin: &kube::Client) {
         "deleting the tests' eviction webhooks".to_string(),
         webhooks.delete_collection(
             &DeleteParams::default(),
-            &ListParams::default().labels(TEST_WEBHOOK_LABEL),
+            &ListParams::default().labels(nmo_sim::emulation::webhook::LABEL),
         ),
     )
     .await;

@@ -18,6 +18,7 @@ struct Seen {
 }
 
 /// Watches the pods that `selector` selects in `namespace`; stops when dropped.
+#[derive(Debug)]
 pub struct PodWatch {
     seen: Arc<Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
@@ -37,6 +38,7 @@ fn phase(pod: &Pod) -> String {
 }
 
 impl PodWatch {
+    /// Starts watching.
     pub fn start(client: &kube::Client, namespace: &str, selector: &str) -> Self {
         let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
         let seen = Arc::new(Mutex::new(Seen::default()));
