@@ -16,6 +16,22 @@ use crate::model::{Labels, OwnerRef, PodInfo};
 pub const VIRT_LAUNCHER_LABEL: (&str, &str) = ("kubevirt.io", "virt-launcher");
 /// The kind of a launcher pod's controlling owner.
 pub const VMI_KIND: &str = "VirtualMachineInstance";
+/// KubeVirt's eviction webhook (in virt-api's `virt-api-validator` configuration).
+pub const KUBEVIRT_WEBHOOK: &str = "virt-launcher-eviction-interceptor.kubevirt.io";
+/// The `kubevirt.io` label value of KubeVirt's hotplug volume pods, whose eviction its webhook
+/// also acts on.
+const HOTPLUG_LABEL_VALUE: &str = "hotplug-disk";
+
+/// Whether KubeVirt's webhook acts on the eviction of a pod with `labels` and `controller`:
+/// only launcher pods and hotplug volume pods; "in case the pod is not a virt-launcher or a
+/// hp-volume pod - the eviction request is approved" (docs/handling-eviction-requests.md), and
+/// its budget alone decides.
+fn kubevirt_acts_on(labels: &Labels, controller: Option<&OwnerRef>) -> bool {
+    is_virt_launcher(labels, controller)
+        || labels
+            .get(VIRT_LAUNCHER_LABEL.0)
+            .is_some_and(|v| v == HOTPLUG_LABEL_VALUE)
+}
 
 /// Whether a pod is a KubeVirt launcher pod (the pod a VirtualMachineInstance runs in): its
 /// controller is a VirtualMachineInstance, or it carries KubeVirt's launcher label.
@@ -74,19 +90,24 @@ impl Interception {
 }
 
 impl EvictionWebhooks {
-    /// Who may act on an eviction request for the pod with `labels` and `controller`. Every
-    /// webhook counts for every pod: its namespace and object selectors are not read (asking a
-    /// pod a webhook ignores costs one refused request per backoff step, never a wrong
-    /// eviction: the API server still decides).
+    /// Who may act on an eviction request for the pod with `labels` and `controller`. A
+    /// webhook counts for every pod (its namespace and object selectors are not read: asking a
+    /// pod a webhook ignores costs refused requests, never a wrong eviction, the API server
+    /// still decides), but KubeVirt's, whose documented behaviour is to act on its own pods
+    /// only.
     pub fn for_pod(&self, labels: &Labels, controller: Option<&OwnerRef>) -> Interception {
         let launcher = is_virt_launcher(labels, controller);
-        if self.names.is_empty() && !launcher {
+        let kubevirt_pod = kubevirt_acts_on(labels, controller);
+        let webhooks: Vec<String> = self
+            .names
+            .iter()
+            .filter(|name| kubevirt_pod || name.as_str() != KUBEVIRT_WEBHOOK)
+            .cloned()
+            .collect();
+        if webhooks.is_empty() && !launcher {
             return Interception::None;
         }
-        Interception::Intercepted {
-            webhooks: self.names.iter().cloned().collect(),
-            launcher,
-        }
+        Interception::Intercepted { webhooks, launcher }
     }
 }
 
@@ -141,5 +162,21 @@ mod tests {
         };
         let any = hooks.for_pod(&labels(&[]), None);
         assert_eq!(any.who(), "strimzi-drain-cleaner.strimzi.io");
+    }
+
+    #[test]
+    fn kubevirts_webhook_intercepts_only_kubevirts_pods() {
+        let kubevirt = EvictionWebhooks {
+            names: [KUBEVIRT_WEBHOOK.to_string()].into(),
+        };
+        assert_eq!(kubevirt.for_pod(&labels(&[]), None), Interception::None);
+        let launcher = kubevirt.for_pod(&labels(&[("kubevirt.io", "virt-launcher")]), None);
+        assert_eq!(launcher.who(), KUBEVIRT_WEBHOOK);
+        let hotplug = kubevirt.for_pod(&labels(&[("kubevirt.io", "hotplug-disk")]), None);
+        assert!(hotplug.is_intercepted());
+        let both = EvictionWebhooks {
+            names: [KUBEVIRT_WEBHOOK.to_string(), "x.example.com".to_string()].into(),
+        };
+        assert_eq!(both.for_pod(&labels(&[]), None).who(), "x.example.com");
     }
 }
