@@ -54,12 +54,12 @@ fn eviction_webhooks<'a>(
         .collect()
 }
 
-fn validating(config: &ValidatingWebhookConfiguration) -> Vec<String> {
+pub(crate) fn validating(config: &ValidatingWebhookConfiguration) -> Vec<String> {
     let webhooks = config.webhooks.iter().flatten();
     eviction_webhooks(webhooks.map(|w| (&w.name, w.rules.as_ref())))
 }
 
-fn mutating(config: &MutatingWebhookConfiguration) -> Vec<String> {
+pub(crate) fn mutating(config: &MutatingWebhookConfiguration) -> Vec<String> {
     let webhooks = config.webhooks.iter().flatten();
     eviction_webhooks(webhooks.map(|w| (&w.name, w.rules.as_ref())))
 }

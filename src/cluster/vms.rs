@@ -20,7 +20,7 @@ use super::watch::{self, InitialLists};
 use super::watch_health::WatchHealth;
 
 /// The group and version KubeVirt serves VMIs in.
-const GROUP_VERSION: &str = "kubevirt.io/v1";
+pub(crate) const GROUP_VERSION: &str = "kubevirt.io/v1";
 /// The label KubeVirt puts on a VMI with the node it runs on.
 const NODE_LABEL: &str = "kubevirt.io/nodeName";
 /// How long a "not served" answer holds before discovery is asked again.
@@ -28,7 +28,7 @@ const RECHECK: Duration = Duration::from_secs(300);
 /// The deadline of the discovery call.
 const DISCOVERY_DEADLINE: Duration = Duration::from_secs(10);
 
-fn resource() -> ApiResource {
+pub(crate) fn resource() -> ApiResource {
     ApiResource {
         group: "kubevirt.io".into(),
         version: "v1".into(),
@@ -93,7 +93,7 @@ fn text(value: &Value) -> Option<String> {
 }
 
 /// The drain's view of a VMI.
-fn vm_info(vmi: &DynamicObject) -> VmInfo {
+pub(crate) fn vm_info(vmi: &DynamicObject) -> VmInfo {
     let (spec, status) = (&vmi.data["spec"], &vmi.data["status"]);
     let migratable = status["conditions"].as_array().and_then(|conditions| {
         conditions

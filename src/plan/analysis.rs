@@ -8,6 +8,7 @@ use nmo_actors::decisions::{PodAction, SkipReason, classify, daemonset_of};
 use nmo_actors::model::PodPhase;
 use nmo_actors::pdb::{Pdb, structural};
 
+use super::interceptors;
 use super::model::{
     Action, Blocker, NodeFacts, NodePlan, PdbHeadroom, Plan, PlanInput, PodFacts, PodPlan,
 };
@@ -61,9 +62,53 @@ pub fn analyse(input: &PlanInput) -> Plan {
             covered.entry(i).or_default().push(pod);
         }
     }
-    let left = schedulable_left(&input.nodes, &planned);
-    for (i, pods) in &covered {
+    blockers.extend(budget_blockers(input, &covered, &planned));
+    blockers.extend(quorum(input));
+    for pod in &evicted {
+        if let Some(vm) = interceptors::vm_plan(&pod.info, &input.vms).filter(|vm| vm.blocked) {
+            blockers.push(Blocker::VmCannotMigrate {
+                vm: vm.name,
+                migratable: vm.migratable.unwrap_or_default(),
+            });
+        }
+    }
+
+    let nodes = classified
+        .into_iter()
+        .map(|(node, pods)| NodePlan {
+            node: node.to_string(),
+            state: input
+                .nodes
+                .get(node)
+                .map_or_else(|| "not found".to_string(), state),
+            pods: pods
+                .into_iter()
+                .map(|(pod, action, why)| pod_plan(pod, action, why, input, &covered))
+                .collect(),
+        })
+        .collect();
+    Plan { nodes, blockers }
+}
+
+/// The PDBs that will hold the drain up: one that can never allow a disruption, or whose
+/// evicted pods have nowhere to go. A PDB that something acting on evictions works behind
+/// (KubeVirt's over a launcher pod, Strimzi's over its brokers) blocks nothing: nmo asks, the
+/// interceptor acts.
+fn budget_blockers(
+    input: &PlanInput,
+    covered: &BTreeMap<usize, Vec<&PodFacts>>,
+    planned: &BTreeSet<&str>,
+) -> Vec<Blocker> {
+    let left = schedulable_left(&input.nodes, planned);
+    let mut blockers = Vec::new();
+    for (i, pods) in covered {
         let pdb = &input.pdbs[*i];
+        let intercepted = pods
+            .iter()
+            .all(|p| !interceptors::interceptors(&input.eviction_webhooks, &p.info).is_empty());
+        if intercepted {
+            continue;
+        }
         if let Some(why) = structural(pdb) {
             blockers.push(Blocker::StructuralBudget {
                 pdb: pdb.key(),
@@ -77,33 +122,38 @@ pub fn analyse(input: &PlanInput) -> Plan {
             });
         }
     }
-    blockers.extend(quorum(input));
+    blockers
+}
 
-    let nodes = classified
-        .into_iter()
-        .map(|(node, pods)| NodePlan {
-            node: node.to_string(),
-            state: input
-                .nodes
-                .get(node)
-                .map_or_else(|| "not found".to_string(), state),
-            pods: pods
-                .into_iter()
-                .map(|(pod, action, why)| PodPlan {
-                    namespace: pod.info.namespace.clone(),
-                    name: pod.info.name.clone(),
-                    action,
-                    why,
-                    pdbs: if action == Action::Evict {
-                        headroom(pod, input, &covered)
-                    } else {
-                        Vec::new()
-                    },
-                })
-                .collect(),
-        })
-        .collect();
-    Plan { nodes, blockers }
+/// What the plan says of one pod: for an evicted one, its PDBs' headroom, who else sees its
+/// eviction, and what that does to its VM.
+fn pod_plan(
+    pod: &PodFacts,
+    action: Action,
+    why: String,
+    input: &PlanInput,
+    covered: &BTreeMap<usize, Vec<&PodFacts>>,
+) -> PodPlan {
+    let evicted = action == Action::Evict;
+    PodPlan {
+        namespace: pod.info.namespace.clone(),
+        name: pod.info.name.clone(),
+        action,
+        why,
+        pdbs: if evicted {
+            headroom(pod, input, covered)
+        } else {
+            Vec::new()
+        },
+        interceptors: if evicted {
+            interceptors::interceptors(&input.eviction_webhooks, &pod.info)
+        } else {
+            Vec::new()
+        },
+        vm: evicted
+            .then(|| interceptors::vm_plan(&pod.info, &input.vms))
+            .flatten(),
+    }
 }
 
 fn pod_id(pod: &PodFacts) -> String {

@@ -16,6 +16,7 @@
 
 mod analysis;
 mod error;
+pub mod interceptors;
 pub mod model;
 mod render;
 mod snapshot;
@@ -27,6 +28,7 @@ use kube::Client;
 pub use analysis::analyse;
 pub use error::PlanError;
 pub use model::{Blocker, Plan, PlanInput};
+pub use render::text as render_text;
 pub use snapshot::{PlanRequest, read};
 
 /// Exit status: nothing is predicted to block the drain.

@@ -66,6 +66,12 @@ pub struct PlanInput {
     /// The etcd guard pods on planned control-plane nodes (read when the guard allows no
     /// disruption).
     pub guard_pods: Vec<Pod>,
+    /// The admission webhooks on `pods/eviction` (empty when none, or when they could not be
+    /// read).
+    pub eviction_webhooks: nmo_actors::interception::EvictionWebhooks,
+    /// The VirtualMachineInstances of the launcher pods on the planned nodes (where KubeVirt
+    /// is installed).
+    pub vms: super::interceptors::Vms,
 }
 
 /// What the drain would do with a pod.
@@ -122,6 +128,14 @@ pub struct PodPlan {
     /// The PDBs that cover it (only for evicted pods).
     #[serde(rename = "budgets")]
     pub pdbs: Vec<PdbHeadroom>,
+    /// Who sees its eviction besides its PDB: admission webhooks on `pods/eviction` (by
+    /// name), or KubeVirt for a launcher pod. nmo asks such a pod whatever its PDB says, and
+    /// again until it leaves.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interceptors: Vec<String>,
+    /// For a KubeVirt launcher pod: what its eviction does to the VM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vm: Option<super::interceptors::VmPlan>,
 }
 
 /// One planned node.
@@ -173,6 +187,13 @@ pub enum Blocker {
         /// Why the replacements cannot start.
         why: String,
     },
+    /// A KubeVirt VM that must live-migrate and cannot: KubeVirt refuses its eviction.
+    VmCannotMigrate {
+        /// `namespace/name` of the VMI.
+        vm: String,
+        /// Its `LiveMigratable` condition.
+        migratable: String,
+    },
     /// Putting these control-plane nodes into maintenance may cost etcd its quorum: the
     /// webhook refuses it.
     Quorum {
@@ -206,6 +227,10 @@ impl fmt::Display for Blocker {
             Blocker::NowhereToGo { pdb, why } => {
                 write!(f, "cross-node deadlock on PodDisruptionBudget {pdb}: {why}")
             }
+            Blocker::VmCannotMigrate { vm, migratable } => write!(
+                f,
+                "VM {vm} must live-migrate (evictionStrategy LiveMigrate) and cannot (LiveMigratable {migratable}): KubeVirt refuses its eviction"
+            ),
             Blocker::Quorum { node, message } => write!(f, "control-plane node {node}: {message}"),
         }
     }

@@ -65,11 +65,22 @@ pub fn text(plan: &Plan) -> String {
                     .collect::<Vec<_>>()
                     .join(", ")
             };
+            let mut why = pod.why.clone();
+            if !pod.interceptors.is_empty() {
+                let _ = write!(
+                    why,
+                    "; its eviction is seen by {}",
+                    pod.interceptors.join(", ")
+                );
+            }
+            if let Some(vm) = &pod.vm {
+                let _ = write!(why, "; VM {}: {}", vm.name, vm.outcome);
+            }
             rows.push(vec![
                 format!("{}/{}", pod.namespace, pod.name),
                 pod.action.to_string(),
                 pdbs,
-                pod.why.clone(),
+                why,
             ]);
         }
         out.push_str(&table(&rows));
@@ -139,6 +150,8 @@ mod tests {
                         disruptions_allowed: 0,
                         pods_on_planned_nodes: 1,
                     }],
+                    interceptors: Vec::new(),
+                    vm: None,
                 }],
             }],
             blockers: vec![Blocker::NodeMissing {

@@ -8,21 +8,27 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::ListParams;
+use kube::api::{DynamicObject, ListParams};
 use kube::core::{Selector, SelectorExt};
 use kube::{Api, Client, Resource, ResourceExt};
 use nmo_actors::decisions::daemonset_of;
+use nmo_actors::interception::{EvictionWebhooks, VMI_KIND, pod_is_virt_launcher};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 use super::error::PlanError;
+use super::interceptors::Vms;
 use super::model::{NodeFacts, PlanInput, PodFacts};
 use crate::cluster::convert::pod_info;
 use crate::cluster::slim_node::SlimStatus;
+use crate::cluster::{eviction_webhooks, vms};
 use crate::crd::NodeMaintenance;
 use crate::webhook::rules::{self, CONTROL_PLANE_LABELS, ETCD_NAMESPACE, EtcdGuard};
 
@@ -236,6 +242,8 @@ pub async fn read(client: &Client, request: &PlanRequest) -> Result<PlanInput, P
             guard_pods = list_all(&api, ListParams::default().labels(&selector), &what).await?;
         }
     }
+    let eviction_webhooks = read_eviction_webhooks(client).await;
+    let vms = read_vms(client, &pods).await;
     Ok(PlanInput {
         planned,
         nodes,
@@ -245,5 +253,66 @@ pub async fn read(client: &Client, request: &PlanRequest) -> Result<PlanInput, P
         maintenances,
         etcd_pdbs,
         guard_pods,
+        eviction_webhooks,
+        vms,
     })
+}
+
+/// The admission webhooks on `pods/eviction`; none when the configurations cannot be read
+/// (the plan then says nothing of interceptors).
+async fn read_eviction_webhooks(client: &Client) -> EvictionWebhooks {
+    let mut names = BTreeSet::new();
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    if let Ok(list) = bounded(
+        "list webhook configurations",
+        validating.list(&ListParams::default()),
+    )
+    .await
+    {
+        names.extend(list.items.iter().flat_map(eviction_webhooks::validating));
+    }
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    if let Ok(list) = bounded(
+        "list webhook configurations",
+        mutating.list(&ListParams::default()),
+    )
+    .await
+    {
+        names.extend(list.items.iter().flat_map(eviction_webhooks::mutating));
+    }
+    EvictionWebhooks { names }
+}
+
+/// The VirtualMachineInstances of the launcher pods among `pods`, where KubeVirt's API is
+/// served (one discovery call, one GET per VM).
+async fn read_vms(client: &Client, pods: &BTreeMap<String, Vec<PodFacts>>) -> Vms {
+    let owners: BTreeSet<(String, String)> = pods
+        .values()
+        .flatten()
+        .filter(|p| pod_is_virt_launcher(&p.info))
+        .filter_map(|p| {
+            let owner = p.info.controller.as_ref().filter(|c| c.kind == VMI_KIND)?;
+            Some((p.info.namespace.clone(), owner.name.clone()))
+        })
+        .collect();
+    let mut vms = Vms::new();
+    if owners.is_empty()
+        || bounded(
+            "discover KubeVirt",
+            client.list_api_group_resources(vms::GROUP_VERSION),
+        )
+        .await
+        .is_err()
+    {
+        return vms;
+    }
+    for (namespace, name) in owners {
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(client.clone(), &namespace, &vms::resource());
+        let what = format!("get VirtualMachineInstance {namespace}/{name}");
+        if let Ok(Some(vmi)) = bounded(&what, api.get_opt(&name)).await {
+            vms.insert((namespace, name), vms::vm_info(&vmi));
+        }
+    }
+    vms
 }

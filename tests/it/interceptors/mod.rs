@@ -8,4 +8,5 @@
 //!   (strimzi/drain-cleaner README, "How does it work?").
 
 mod kubevirt;
+mod plan;
 mod strimzi;

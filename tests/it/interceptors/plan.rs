@@ -1,0 +1,105 @@
+//! `nmo plan` on nodes with workloads that act on eviction requests: per pod, which admission
+//! webhook will see its eviction, and for a KubeVirt VM whether it live-migrates or cannot
+//! (its eviction strategy and KubeVirt's LiveMigratable condition), with the VM that cannot as
+//! a predicted blocker; a launcher pod's own budget (KubeVirt's, never allowing a disruption)
+//! is not predicted as a structural blocker, since KubeVirt acts on the eviction.
+
+use std::time::Duration;
+
+use nmo::plan::{PlanRequest, plan};
+use nmo_sim::Scenario;
+use nmo_sim::emulation::kubevirt::{self, KubeVirt, MigrationOptions};
+
+use crate::support::{Backend, TestEnv, both_backends, eventually};
+
+async fn the_plan_says_who_sees_each_eviction_and_what_each_vm_does(backend: Backend) {
+    let env = TestEnv::on(backend)
+        .scenario(Scenario::plain(2, 0).pdb(None))
+        .without_operator()
+        .namespace("vms")
+        .namespace("apps")
+        .pod("apps", "plain-0", "node-0", "plain")
+        .start()
+        .await;
+    let client = env.admin_client();
+    kubevirt::install_vmi_crd(&client)
+        .await
+        .expect("the VMI CRD");
+    let (namespace, node) = (env.ns("vms"), env.name("node-0"));
+    let mobile = kubevirt::create_vm(&client, &namespace, "vm-a", &node, "LiveMigrate", true)
+        .await
+        .expect("a VM");
+    let pinned = kubevirt::create_vm(&client, &namespace, "vm-b", &node, "LiveMigrate", false)
+        .await
+        .expect("a VM");
+    let options = MigrationOptions {
+        targets: vec![env.name("node-1")],
+        migration_time: Duration::from_secs(1),
+        parallel: 5,
+        per_node: 2,
+    };
+    let kubevirt = KubeVirt::start(&client, &namespace, options)
+        .await
+        .expect("the emulated KubeVirt");
+    // Each VM's budget counted (its status says it allows nothing).
+    eventually(
+        "the VMs' budgets counted",
+        Duration::from_secs(30),
+        async || {
+            let budgets = env
+                .list_json::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
+                    Some("vms"),
+                    &kube::api::ListParams::default(),
+                )
+                .await;
+            budgets.len() == 2 && budgets.iter().all(|b| b["status"]["expectedPods"] == 1)
+        },
+    )
+    .await;
+
+    let request = PlanRequest {
+        nodes: vec![node.clone()],
+        selector: None,
+    };
+    let planned = plan(&client, &request).await.expect("a plan");
+    let pods = &planned.nodes[0].pods;
+    let pod = |name: &str| {
+        pods.iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("{name} in {pods:?}"))
+    };
+    let a = pod(&mobile.source_pod);
+    assert_eq!(a.interceptors, [kubevirt::WEBHOOK]);
+    let vm = a.vm.as_ref().expect("its VM");
+    assert_eq!(vm.outcome, "live-migrates to another node");
+    assert_eq!(vm.eviction_strategy.as_deref(), Some("LiveMigrate"));
+    assert_eq!(vm.migratable.as_deref(), Some("True"));
+    let b = pod(&pinned.source_pod);
+    assert!(
+        b.vm.as_ref()
+            .is_some_and(|vm| vm.outcome.starts_with("cannot migrate")),
+        "{b:?}"
+    );
+    assert!(
+        pod("plain-0").interceptors.is_empty(),
+        "KubeVirt's webhook approves every other pod's eviction: its budget alone decides"
+    );
+    let blockers: Vec<String> = planned.blockers.iter().map(ToString::to_string).collect();
+    assert_eq!(blockers.len(), 1, "{blockers:?}");
+    assert!(
+        blockers[0].contains(&format!("VM {namespace}/vm-b must live-migrate"))
+            && blockers[0].contains("DisksNotLiveMigratable"),
+        "{blockers:?}"
+    );
+    let text = nmo::plan::render_text(&planned);
+    assert!(
+        text.contains(&format!(
+            "its eviction is seen by {}; VM {namespace}/vm-a: live-migrates to another node",
+            kubevirt::WEBHOOK
+        )),
+        "{text}"
+    );
+    kubevirt.stop().await;
+}
+
+both_backends!(the_plan_says_who_sees_each_eviction_and_what_each_vm_does);
