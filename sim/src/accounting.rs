@@ -99,9 +99,25 @@ pub struct Accounting {
     /// The connections requests came on, with the user and User-Agent of the first request
     /// each carried: benchmarks report how many connections a client used.
     connections: Mutex<HashMap<u64, (String, String)>>,
+    /// Eviction answers by pod (namespace, name) and status code: benchmarks tell the refusals
+    /// of one kind of pod (a VM's launcher pod) from another's.
+    evictions: Mutex<HashMap<(String, String, u16), u64>>,
 }
 
 impl Accounting {
+    /// Counts the answer `code` to an eviction of pod `namespace/name`.
+    pub fn record_eviction(&self, namespace: &str, name: &str, code: u16) {
+        let mut e = self.evictions.lock().unwrap_or_else(|p| p.into_inner());
+        *e.entry((namespace.to_string(), name.to_string(), code))
+            .or_insert(0) += 1;
+    }
+
+    /// Every eviction answer so far: (namespace, name, status code) and how many.
+    pub fn evictions(&self) -> Vec<((String, String, u16), u64)> {
+        let e = self.evictions.lock().unwrap_or_else(|p| p.into_inner());
+        e.iter().map(|(k, n)| (k.clone(), *n)).collect()
+    }
+
     /// Counts one request.
     pub fn record(&self, key: RequestKey) {
         let mut c = self.counts.lock().unwrap_or_else(|p| p.into_inner());
@@ -172,6 +188,10 @@ impl Accounting {
             .unwrap_or_else(|p| p.into_inner())
             .clear();
         self.connections
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        self.evictions
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();

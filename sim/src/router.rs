@@ -323,8 +323,15 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
     };
     sh.accounting.record(key.clone());
     let answered = |response: Response| {
-        sh.accounting
-            .record_status(&key, response.status().as_u16());
+        let code = response.status().as_u16();
+        sh.accounting.record_status(&key, code);
+        if verb == "create" && target.sub == "eviction" {
+            let (ns, name) = (
+                target.ns.as_deref().unwrap_or(""),
+                target.name.as_deref().unwrap_or(""),
+            );
+            sh.accounting.record_eviction(ns, name, code);
+        }
         response
     };
     if let Some(rbac) = &sh.rbac

@@ -187,9 +187,9 @@ pub async fn create_vm(
 pub struct KubeVirtLog {
     /// Eviction requests the webhook saw, by launcher pod.
     pub requests: BTreeMap<String, u32>,
-    /// Migrations started, by VM.
+    /// Migrations started (a running launcher pod found to migrate), by VM.
     pub migrations: BTreeMap<String, u32>,
-    /// How long each migration took, start to finish.
+    /// How long each migration that completed took, start to finish.
     pub durations: Vec<Duration>,
 }
 
@@ -305,23 +305,34 @@ async fn active_pod(pods: &Api<Pod>, uid: &str, node: &str) -> Option<String> {
         .and_then(|p| p.metadata.name)
 }
 
-/// One live migration of VM `vm` from `source` to `target` (the `n`-th of the VM), as
-/// KubeVirt's migration controller does it.
+/// One live migration of VM `vm` from `source` to `target`, as KubeVirt's migration
+/// controller does it (counted in `log` once it starts). A VM whose launcher pod is gone has
+/// nothing to migrate: its mark is dropped.
 async fn migrate(
     client: kube::Client,
     namespace: String,
     vm: String,
-    (source, target, n): (String, String, u32),
+    (source, target): (String, String),
     migration_time: Duration,
+    log: Arc<Mutex<KubeVirtLog>>,
 ) -> Result<(), EmulationError> {
     let api = vmis(&client, &namespace);
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let vmi = api.get(&vm).await?;
     let uid = vmi.metadata.uid.clone().unwrap_or_default();
     let Some(source_pod) = active_pod(&pods, &uid, &source).await else {
+        let unmark = json!({"status": {"evacuationNodeName": null}});
+        api.patch_status(&vm, &PatchParams::default(), &Patch::Merge(&unmark))
+            .await?;
         return Err(EmulationError::NotReady(format!(
-            "no launcher pod of {vm} on {source}"
+            "no running launcher pod of {vm} on {source}"
         )));
+    };
+    let n = {
+        let mut log = lock(&log);
+        let count = log.migrations.entry(vm.clone()).or_default();
+        *count += 1;
+        *count
     };
     set_budget(&client, &namespace, &vm, 2).await?;
     let target_pod = format!("virt-launcher-{vm}-{n}");
@@ -433,12 +444,6 @@ async fn look(
         };
         *turn += 1;
         lock(running).insert(name.clone(), source.to_string());
-        let n = {
-            let mut log = lock(log);
-            let count = log.migrations.entry(name.clone()).or_default();
-            *count += 1;
-            *count
-        };
         let (client, namespace, running, log) = (
             client.clone(),
             namespace.to_string(),
@@ -448,11 +453,19 @@ async fn look(
         let (source, time) = (source.to_string(), options.migration_time);
         tokio::spawn(async move {
             let began = tokio::time::Instant::now();
-            let result = migrate(client, namespace, name.clone(), (source, target, n), time).await;
-            if let Err(error) = result {
-                tracing::warn!(vm = %name, %error, "emulated migration failed");
+            let result = migrate(
+                client,
+                namespace,
+                name.clone(),
+                (source, target),
+                time,
+                log.clone(),
+            )
+            .await;
+            match result {
+                Ok(()) => lock(&log).durations.push(began.elapsed()),
+                Err(error) => tracing::warn!(vm = %name, %error, "emulated migration failed"),
             }
-            lock(&log).durations.push(began.elapsed());
             lock(&running).remove(&name);
         });
     }

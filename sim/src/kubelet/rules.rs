@@ -145,7 +145,14 @@ pub fn decide(pod: Option<&PodFacts>, underway: Underway, timing: &Timing) -> De
         {
             return Decision::Nothing;
         }
-        let grace = u64::try_from(pod.grace_seconds).unwrap_or(0);
+        // A pod that has finished has no container left to stop: a kubelet removes it at
+        // once, whatever its grace period.
+        let finished = pod.phase == "Succeeded" || pod.phase == "Failed";
+        let grace = if finished {
+            0
+        } else {
+            u64::try_from(pod.grace_seconds).unwrap_or(0)
+        };
         return Decision::Finish {
             grace_seconds: pod.grace_seconds,
             after: timing.scale(Duration::from_secs(grace)),
@@ -314,6 +321,24 @@ mod tests {
             decide(Some(&bound("Running")), Underway::default(), &timing()),
             Decision::Nothing
         );
+    }
+
+    #[test]
+    fn a_deleted_pod_that_already_finished_goes_at_once() {
+        for phase in ["Succeeded", "Failed"] {
+            let finished = PodFacts {
+                phase: phase.into(),
+                ..deleting(30)
+            };
+            assert_eq!(
+                decide(Some(&finished), Underway::default(), &timing()),
+                Decision::Finish {
+                    grace_seconds: 30,
+                    after: Duration::ZERO
+                },
+                "{phase}"
+            );
+        }
     }
 
     #[test]
