@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use super::error::BenchError;
 use super::fleet::result::FleetResult;
 use super::result::{ScenarioResult, flatness};
-use super::{fleet, real, report, run, scenario, soak};
+use super::{fleet, real, report, run, scenario, soak, vms};
 
 /// The API server a benchmark runs against.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -59,6 +59,8 @@ pub struct BenchArgs {
     /// fleet2000, fleet2000-off (fleet* = the three). Default: all.
     /// `soak` (the fault soak: 100 maintenances, faults, three leader kills; minutes) and
     /// `soak-ci` (its CI size) run only when named; they exit non-zero when a check fails.
+    /// `vm` (nodes running KubeVirt VMs that live-migrate, next to ordinary pods) runs only when
+    /// named.
     #[arg(long = "scenario", value_name = "NAME")]
     pub scenarios: Vec<String>,
     /// Print one JSON object per scenario instead of tables.
@@ -87,10 +89,17 @@ pub async fn run_all(
         .iter()
         .filter_map(|name| soak::SoakConfig::named(name))
         .collect();
+    let vm_scenarios: Vec<vms::VmScenario> = args
+        .scenarios
+        .iter()
+        .filter_map(|name| vms::VmScenario::named(name))
+        .collect();
     let others: Vec<String> = args
         .scenarios
         .iter()
-        .filter(|name| soak::SoakConfig::named(name).is_none())
+        .filter(|name| {
+            soak::SoakConfig::named(name).is_none() && vms::VmScenario::named(name).is_none()
+        })
         .cloned()
         .collect();
     let scenarios: Vec<_> = scenario::by_names(&others)
@@ -128,7 +137,15 @@ pub async fn run_all(
     for config in &soaks {
         run_soak(config, args.json, nmo, &dir, out).await?;
     }
-    if !soaks.is_empty() && others.is_empty() {
+    if !vm_scenarios.is_empty() && args.backend == BenchBackend::Real {
+        return Err(BenchError::Real(
+            "the vm scenario runs on the simulator only".into(),
+        ));
+    }
+    for scenario in &vm_scenarios {
+        vms::run_and_print(scenario, args.json, nmo, &dir, out).await?;
+    }
+    if !(soaks.is_empty() && vm_scenarios.is_empty()) && others.is_empty() {
         return Ok(Vec::new());
     }
     if !args.json {

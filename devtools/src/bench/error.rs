@@ -18,6 +18,9 @@ pub enum BenchError {
         #[source]
         source: kube::Error,
     },
+    /// A workload's emulation (KubeVirt's) could not start.
+    #[error("emulated workload: {0}")]
+    Emulation(#[from] nmo_sim::emulation::EmulationError),
     /// The operator binary could not be started.
     #[error("cannot start {binary}: {source}")]
     Spawn {

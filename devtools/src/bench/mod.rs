@@ -21,3 +21,4 @@ pub mod run;
 pub mod scenario;
 pub mod server_cost;
 pub mod soak;
+pub mod vms;
