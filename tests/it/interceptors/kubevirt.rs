@@ -5,6 +5,7 @@
 //! on another node, narrows the budget and finishes the source pod).
 
 use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
 use std::time::Duration;
 
 use nmo_sim::Scenario;
@@ -26,10 +27,12 @@ fn to(target: String) -> MigrationOptions {
 /// A NodeMaintenance over two live-migratable VMs and an ordinary pod: each VM migrates exactly
 /// once, no launcher pod is deleted while it runs (so its budget is never overdrawn: each VM's
 /// one launcher pod is the budget's one pod), and the maintenance succeeds. Meanwhile the drain
-/// says, in KubeVirt's words, that the VMs live-migrate and where to.
+/// says, in KubeVirt's words, that the VMs live-migrate and where to. nmo runs with
+/// deploy/base/rbac.yaml's rights, and reads the VMIs with them.
 async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend) {
     let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 0).pdb(None))
+        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
         .namespace("vms")
         .namespace("apps")
         .pod("apps", "plain-0", "node-0", "plain")
@@ -119,6 +122,16 @@ async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend)
     );
     eprintln!("eviction requests per launcher pod: {:?}", log.requests);
     env.stop_operator().await.expect("clean stop");
+    let denied = env.operator_refusals();
+    assert!(denied.is_empty(), "nmo was refused: {denied:?}");
+    let watched_vms = env
+        .operator_requests()
+        .into_iter()
+        .any(|(group, resource, verb)| {
+            (group, resource.as_str(), verb.as_str())
+                == ("kubevirt.io".into(), "virtualmachineinstances", "watch")
+        });
+    assert!(watched_vms, "nmo watched the VMIs");
     kubevirt.stop().await;
 }
 

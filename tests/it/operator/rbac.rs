@@ -88,7 +88,8 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used(backend: Backend
     // the GET of a node, which only a patch that lost a race makes (operator::faults), and the
     // GET of a NodeMaintenance, which only a stale finalizer list or a restart makes
     // (operator::finalizer, operator::restart). The webhook configurations' LISTs are the
-    // watches' too; the VMI watch runs only where KubeVirt is installed.
+    // watches' too; the VMI watch runs only where KubeVirt is installed
+    // (interceptors::kubevirt runs it under the same file).
     let mut exercised_elsewhere: Vec<(&str, &str, &str)> = vec![
         ("policy", "poddisruptionbudgets", "list"),
         (
