@@ -8,6 +8,8 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 use std::time::Duration;
 
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::ListParams;
 use nmo_sim::Scenario;
 use nmo_sim::emulation::kubevirt::{self, KubeVirt, MigrationOptions};
 use nmo_sim::emulation::pods::PodWatch;
@@ -22,6 +24,31 @@ fn to(target: String) -> MigrationOptions {
         parallel: 5,
         per_node: 2,
     }
+}
+
+/// Waits until the `count` budgets KubeVirt keeps over the launcher pods in namespace "vms"
+/// are counted by the disruption controller: each over one healthy pod, allowing no
+/// disruption. This is what the budget-driven drain reads as "never send": the state in which
+/// a drain that only follows budgets never asks a VM to migrate.
+pub(super) async fn budgets_settled(env: &TestEnv, count: usize) {
+    eventually(
+        "the VMs' budgets counted, allowing no disruption",
+        Duration::from_secs(30),
+        async || {
+            let budgets = env
+                .list_json::<PodDisruptionBudget>(Some("vms"), &ListParams::default())
+                .await;
+            budgets.len() == count
+                && budgets.iter().all(|b| {
+                    let status = &b["status"];
+                    status["observedGeneration"] == b["metadata"]["generation"]
+                        && status["expectedPods"] == 1
+                        && status["currentHealthy"] == 1
+                        && status["disruptionsAllowed"] == 0
+                })
+        },
+    )
+    .await;
 }
 
 /// A NodeMaintenance over two live-migratable VMs and an ordinary pod: each VM migrates exactly
@@ -55,6 +82,7 @@ async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend)
         .await
         .expect("the emulated KubeVirt starts");
     let launchers = PodWatch::start(&client, &namespace, "kubevirt.io=virt-launcher");
+    budgets_settled(&env, vms.len()).await;
 
     env.create_maintenance("nm-0", "node-0").await;
     // What the status said meanwhile, in KubeVirt's words.
@@ -163,6 +191,7 @@ async fn a_vm_that_cannot_migrate_is_a_blocker_naming_kubevirts_reason(backend: 
     let kubevirt = KubeVirt::start(&client, &namespace, to(env.name("node-1")))
         .await
         .expect("the emulated KubeVirt starts");
+    budgets_settled(&env, 1).await;
 
     env.create_maintenance("nm-0", "node-0").await;
     eventually(

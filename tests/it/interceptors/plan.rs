@@ -10,7 +10,7 @@ use nmo::plan::{PlanRequest, plan};
 use nmo_sim::Scenario;
 use nmo_sim::emulation::kubevirt::{self, KubeVirt, MigrationOptions};
 
-use crate::support::{Backend, TestEnv, both_backends, eventually};
+use crate::support::{Backend, TestEnv, both_backends};
 
 async fn the_plan_says_who_sees_each_eviction_and_what_each_vm_does(backend: Backend) {
     let env = TestEnv::on(backend)
@@ -41,21 +41,7 @@ async fn the_plan_says_who_sees_each_eviction_and_what_each_vm_does(backend: Bac
     let kubevirt = KubeVirt::start(&client, &namespace, options)
         .await
         .expect("the emulated KubeVirt");
-    // Each VM's budget counted (its status says it allows nothing).
-    eventually(
-        "the VMs' budgets counted",
-        Duration::from_secs(30),
-        async || {
-            let budgets = env
-                .list_json::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(
-                    Some("vms"),
-                    &kube::api::ListParams::default(),
-                )
-                .await;
-            budgets.len() == 2 && budgets.iter().all(|b| b["status"]["expectedPods"] == 1)
-        },
-    )
-    .await;
+    super::kubevirt::budgets_settled(&env, 2).await;
 
     let request = PlanRequest {
         nodes: vec![node.clone()],
