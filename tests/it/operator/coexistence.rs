@@ -116,7 +116,8 @@ async fn crd_event_reasons(env: &TestEnv) -> Vec<String> {
 }
 
 /// nmo's marks on `node` stay as they were for a while. Only nmo's marks are compared: on the
-/// real API server the node lifecycle controller taints a node without a kubelet meanwhile.
+/// real API server the controllers taint and label a node without a kubelet meanwhile (the
+/// node lifecycle controller's taints, the `beta.kubernetes.io/*` labels).
 async fn untouched_for_a_while(env: &TestEnv, node: &str) {
     let before = nmo_marks(&env.node(node).await);
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -124,7 +125,7 @@ async fn untouched_for_a_while(env: &TestEnv, node: &str) {
     assert_eq!(after, before, "{node} is not driven");
 }
 
-/// What nmo writes on a node: the cordon, its two taints and the labels.
+/// What nmo writes on a node: the cordon, its two taints and its label.
 fn nmo_marks(
     node: &serde_json::Value,
 ) -> (serde_json::Value, Vec<serde_json::Value>, serde_json::Value) {
@@ -141,7 +142,7 @@ fn nmo_marks(
     (
         node["spec"]["unschedulable"].clone(),
         taints,
-        node["metadata"]["labels"].clone(),
+        node["metadata"]["labels"]["remediation.medik8s.io/exclude-from-remediation"].clone(),
     )
 }
 
