@@ -58,6 +58,16 @@ pub(super) struct LeaseKeeper {
 }
 
 impl LeaseKeeper {
+    /// The keeper of a maintenance taken over from an earlier leader (or an earlier run):
+    /// `held_before` when its status says nmo held the lease, so that a holder found there now
+    /// counts as a lease lost, not as one to wait for.
+    pub(super) fn resumed(held_before: bool) -> Self {
+        LeaseKeeper {
+            held_once: held_before,
+            ..LeaseKeeper::default()
+        }
+    }
+
     /// The lease is ours, taken by a request sent at `sent`; `node_uid` is the node's.
     pub(super) fn acquired(&mut self, node_uid: &str, sent: Instant, duration: Duration) {
         self.held_once = true;

@@ -124,6 +124,7 @@ impl Actor for NodeActor {
             node_name: nm.node_name.clone(),
             deleting: Arc::new(AtomicBool::new(false)),
         };
+        let lease = LeaseKeeper::resumed(nm.status.as_ref().is_some_and(status::lease_was_held));
         Ok(NodeActorState {
             ctx,
             evictor: args.evictor,
@@ -139,7 +140,7 @@ impl Actor for NodeActor {
             reconcile_sent: None,
             refreshed: args.fresh,
             repair_due: false,
-            lease: LeaseKeeper::default(),
+            lease,
             watches: Watches::default(),
             daemonsets: DaemonSets::default(),
             tick: TaskSlot::default(),

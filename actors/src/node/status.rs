@@ -72,6 +72,13 @@ pub(super) fn lease_acquired(status: &mut MaintenanceStatus, now: DateTime<Utc>)
     );
 }
 
+/// Whether the status says nmo held the node lease (`LeaseAcquired` True): what a new leader
+/// or a restarted nmo knows of the lease from before it took the maintenance over.
+pub(super) fn lease_was_held(status: &MaintenanceStatus) -> bool {
+    decisions::condition(status, conditions::LEASE_ACQUIRED)
+        .is_some_and(|c| c.status == "True" && c.reason == conditions::LEASE_HELD)
+}
+
 /// Someone else holds a valid lease: say who, and until when.
 pub(super) fn waiting_for_lease(
     status: &mut MaintenanceStatus,

@@ -321,3 +321,45 @@ async fn a_lease_taken_mid_drain_stops_evictions_at_once_and_fails_naming_the_ho
     );
     h.stop().await;
 }
+
+/// A leader hands over in the middle of a drain, and another operator takes the node lease
+/// before the new leader renews it (the soak's takeover right after an API server restart
+/// cost the old leader its leadership). The status the old leader wrote says nmo held the
+/// lease, so the new leader counts every attempt that finds it held and gives up (Failed,
+/// the node undone) instead of waiting behind the holder for a lease it already had.
+#[tokio::test(start_paused = true)]
+async fn a_lease_taken_across_a_leader_handover_still_fails_the_maintenance() {
+    let cluster = super::pdbs::web_cluster(&["n1"], 2);
+    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(20), || cluster
+            .status("nm1")
+            .last_error
+            .is_some_and(|e| e.contains("web")))
+        .await,
+        "blocked by the budget: {:?}",
+        cluster.status("nm1")
+    );
+    let handover = h.now();
+    h.stop().await;
+    cluster.put_lease(foreign_lease(handover, 3600, 1));
+    let taken = cluster.lease(NS, "node-n1").unwrap();
+    let h = Harness::paused(&cluster, |_| {}).await;
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(30))
+            .await,
+        "not Failed: {:?}",
+        cluster.status("nm1")
+    );
+    let status = cluster.status("nm1");
+    assert_eq!(status.error_on_lease_count, 4);
+    assert_eq!(
+        cluster.lease(NS, "node-n1").unwrap(),
+        taken,
+        "never written"
+    );
+    assert_eq!(cluster.pods("n1").len(), 2, "both pods stay");
+    h.stop().await;
+}

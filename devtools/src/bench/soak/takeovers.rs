@@ -68,6 +68,8 @@ pub(super) async fn run(
         replicas.tend()?;
         tokio::time::sleep(POLL).await;
     }
+    // Said when one does not give up in time, to tell a slow give-up from one that never began.
+    let held_before: Vec<bool> = nodes.iter().map(|n| nmo_holds(sim, n)).collect();
     let leases: Api<Lease> = Api::namespaced(client.clone(), LEASES);
     let mut taken = Vec::new();
     for node in &nodes {
@@ -116,11 +118,17 @@ pub(super) async fn run(
         });
         tokio::time::sleep(POLL).await;
     }
-    found.wrong.extend(
-        waiting
+    found.wrong.extend(waiting.iter().map(|(node, ..)| {
+        let held = nodes
             .iter()
-            .map(|(n, ..)| format!("{}: not Failed in time", nm_name(n))),
-    );
+            .position(|n| n == node)
+            .is_some_and(|i| held_before[i]);
+        format!(
+            "{}: not Failed in time (nmo held the lease before the takeover: {held}; now {})",
+            nm_name(node),
+            describe(sim, node)
+        )
+    }));
     for (node, version, _) in &taken {
         let now = sim
             .get_json(
@@ -167,6 +175,37 @@ fn nmo_holds(sim: &SimHandle, node: &str) -> bool {
                 .map(str::to_string)
         });
     holder.as_deref() == Some("node-maintenance") && phase.is_some()
+}
+
+/// The maintenance's phase, `errorOnLeaseCount` and `lastError`, and the lease's holder, as
+/// they are now.
+fn describe(sim: &SimHandle, node: &str) -> String {
+    let nm = sim.get_json(
+        "nodemaintenance.medik8s.io",
+        "nodemaintenances",
+        "",
+        &nm_name(node),
+    );
+    let field = |pointer: &str| {
+        nm.as_ref()
+            .and_then(|nm| nm.pointer(pointer))
+            .map_or_else(|| "none".to_string(), Value::to_string)
+    };
+    let holder = sim
+        .get_json(
+            "coordination.k8s.io",
+            "leases",
+            LEASES,
+            &format!("node-{node}"),
+        )
+        .and_then(|l| l.pointer("/spec/holderIdentity").cloned())
+        .map_or_else(|| "none".to_string(), |h| h.to_string());
+    format!(
+        "phase {}, errorOnLeaseCount {}, lastError {}, lease holder {holder}",
+        field("/status/phase"),
+        field("/status/errorOnLeaseCount"),
+        field("/status/lastError"),
+    )
 }
 
 /// The `errorOnLeaseCount` of a Failed NodeMaintenance; None while it is not Failed.
