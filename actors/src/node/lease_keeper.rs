@@ -75,6 +75,12 @@ impl LeaseKeeper {
         self.held(sent, duration);
     }
 
+    /// nmo held the lease before this actor knew of it (the node carries this maintenance's
+    /// marks): from now on failures count.
+    pub(super) fn held_before(&mut self) {
+        self.held_once = true;
+    }
+
     fn held(&mut self, sent: Instant, duration: Duration) {
         self.taken_by = None;
         let until = sent + duration;

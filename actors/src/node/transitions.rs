@@ -169,6 +169,9 @@ impl NodeActorState {
             return;
         }
         let sent = self.reconcile_sent.take();
+        if done.marked_for_this {
+            self.lease.held_before();
+        }
         match decide::after_reconcile(done.outcome, self.lease.held_once()) {
             AfterReconcile::Ready {
                 node,

@@ -363,3 +363,45 @@ async fn a_lease_taken_across_a_leader_handover_still_fails_the_maintenance() {
     assert_eq!(cluster.pods("n1").len(), 2, "both pods stay");
     h.stop().await;
 }
+
+/// As above, but the status write that said nmo held the lease never landed before the old
+/// leader went (its `LeaseAcquired` still says "taking the node lease"): the node carries this
+/// maintenance's record, which nmo writes only while it holds the lease, so the new leader
+/// still counts the holder as a takeover and gives up.
+#[tokio::test(start_paused = true)]
+async fn a_lease_taken_across_a_handover_fails_even_when_the_status_never_said_it_was_held() {
+    let cluster = super::pdbs::web_cluster(&["n1"], 2);
+    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(20), || cluster
+            .status("nm1")
+            .last_error
+            .is_some_and(|e| e.contains("web")))
+        .await
+    );
+    let handover = h.now();
+    h.stop().await;
+    let mut nm = cluster.maintenance("nm1").unwrap();
+    let mut status = cluster.status("nm1");
+    for condition in &mut status.conditions {
+        if condition.type_ == "LeaseAcquired" {
+            condition.status = "False".into();
+            condition.reason = "NotStarted".into();
+        }
+    }
+    nm.status = Some(status);
+    cluster.put_maintenance(nm);
+    cluster.put_lease(foreign_lease(handover, 3600, 1));
+    let h = Harness::paused(&cluster, |_| {}).await;
+    assert!(
+        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(30))
+            .await,
+        "not Failed: {:?}",
+        cluster.status("nm1")
+    );
+    assert_eq!(cluster.status("nm1").error_on_lease_count, 4);
+    assert_eq!(cluster.pods("n1").len(), 2, "both pods stay");
+    h.stop().await;
+}

@@ -18,6 +18,7 @@ fn late(fresh: Option<Maintenance>, outcome: ReconcileOutcome) -> NodeMsg {
         fresh,
         finalizer_added: false,
         initial: None,
+        marked_for_this: false,
         outcome: Ok(outcome),
     })))
 }

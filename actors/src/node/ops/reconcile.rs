@@ -55,6 +55,10 @@ pub struct Reconciled {
     pub finalizer_added: bool,
     /// First-time counts, when the status had no phase yet.
     pub initial: Option<InitialCounts>,
+    /// The node carries this maintenance's record of its prior state: nmo marked it, which it
+    /// does only while holding the node lease (so a lease found held by another holder now
+    /// was taken from nmo, even when the status saying so never landed).
+    pub marked_for_this: bool,
     /// Where it got to.
     pub outcome: Result<ReconcileOutcome, ReconcileError>,
 }
@@ -91,6 +95,7 @@ pub(crate) async fn reconcile(ctx: OpCtx, input: ReconcileInput) -> Reconciled {
         fresh: None,
         finalizer_added: false,
         initial: None,
+        marked_for_this: false,
         outcome: Ok(ReconcileOutcome::Skipped),
     };
     done.outcome = steps(&ctx, input, &mut done).await;
@@ -160,6 +165,10 @@ async fn steps(
     .ok_or_else(|| ReconcileError::NodeMissing {
         node: ctx.node_name.clone(),
     })?;
+    done.marked_for_this = node
+        .record
+        .as_ref()
+        .is_some_and(|record| record.maintenance == ctx.nm_uid);
     let lease = acquire_lease(ctx, &node.uid, LeaseOp::Acquire, input.first_time).await?;
     if ctx.deleting.load(Ordering::SeqCst) {
         // Deleted while we were on the way: never cordon for a deleted maintenance.
