@@ -62,7 +62,7 @@ pub(super) async fn run(
     for node in &nodes {
         create_maintenance(&maintenances, node, "soak takeover".into()).await;
     }
-    // Taken over once nmo holds the lease and the drain is under way or done.
+    // Taken over once nmo holds the lease and its status says so.
     let held = Instant::now() + config.wave_timeout;
     while Instant::now() < held && !nodes.iter().all(|n| nmo_holds(sim, n)) {
         replicas.tend()?;
@@ -148,7 +148,11 @@ pub(super) async fn run(
     Ok(found)
 }
 
-/// Whether nmo holds the node's lease and its maintenance has a phase.
+/// Whether nmo holds the node's lease and its maintenance's status says so (`LeaseAcquired`
+/// True). A lease taken before nmo wrote down (in the status, or as its record on the node)
+/// that it held it looks to a new leader like any lease another holder has: it waits for it,
+/// as for a fresh maintenance, and has nothing of its own on the node to undo. The soak's
+/// leader changes make that window real, so the takeover waits until it is closed.
 fn nmo_holds(sim: &SimHandle, node: &str) -> bool {
     let holder = sim
         .get_json(
@@ -162,19 +166,22 @@ fn nmo_holds(sim: &SimHandle, node: &str) -> bool {
                 .and_then(Value::as_str)
                 .map(str::to_string)
         });
-    let phase = sim
+    let says_held = sim
         .get_json(
             "nodemaintenance.medik8s.io",
             "nodemaintenances",
             "",
             &nm_name(node),
         )
-        .and_then(|nm| {
-            nm.pointer("/status/phase")
-                .and_then(Value::as_str)
-                .map(str::to_string)
+        .and_then(|nm| nm.pointer("/status/conditions").cloned())
+        .and_then(|c| c.as_array().cloned())
+        .is_some_and(|conditions| {
+            conditions.iter().any(|c| {
+                c.get("type").and_then(Value::as_str) == Some("LeaseAcquired")
+                    && c.get("status").and_then(Value::as_str) == Some("True")
+            })
         });
-    holder.as_deref() == Some("node-maintenance") && phase.is_some()
+    holder.as_deref() == Some("node-maintenance") && says_held
 }
 
 /// The maintenance's phase, `errorOnLeaseCount` and `lastError`, and the lease's holder, as
