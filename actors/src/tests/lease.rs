@@ -322,13 +322,9 @@ async fn a_lease_taken_mid_drain_stops_evictions_at_once_and_fails_naming_the_ho
     h.stop().await;
 }
 
-/// A leader hands over in the middle of a drain, and another operator takes the node lease
-/// before the new leader renews it (the soak's takeover right after an API server restart
-/// cost the old leader its leadership). The status the old leader wrote says nmo held the
-/// lease, so the new leader counts every attempt that finds it held and gives up (Failed,
-/// the node undone) instead of waiting behind the holder for a lease it already had.
-#[tokio::test(start_paused = true)]
-async fn a_lease_taken_across_a_leader_handover_still_fails_the_maintenance() {
+/// A drain held by a budget (two pods, none may go), then its leader stops: the cluster and
+/// the moment of the handover.
+async fn blocked_drain_whose_leader_stopped() -> (FakeCluster, chrono::DateTime<chrono::Utc>) {
     let cluster = super::pdbs::web_cluster(&["n1"], 2);
     cluster.put_watched_pdb(super::pdbs::web_pdb(0));
     let h = Harness::paused(&cluster, |_| {}).await;
@@ -344,6 +340,17 @@ async fn a_lease_taken_across_a_leader_handover_still_fails_the_maintenance() {
     );
     let handover = h.now();
     h.stop().await;
+    (cluster, handover)
+}
+
+/// A leader hands over in the middle of a drain, and another operator takes the node lease
+/// before the new leader renews it (the soak's takeover right after an API server restart
+/// cost the old leader its leadership). The status the old leader wrote says nmo held the
+/// lease, so the new leader counts every attempt that finds it held and gives up (Failed,
+/// the node undone) instead of waiting behind the holder for a lease it already had.
+#[tokio::test(start_paused = true)]
+async fn a_lease_taken_across_a_leader_handover_still_fails_the_maintenance() {
+    let (cluster, handover) = blocked_drain_whose_leader_stopped().await;
     cluster.put_lease(foreign_lease(handover, 3600, 1));
     let taken = cluster.lease(NS, "node-n1").unwrap();
     let h = Harness::paused(&cluster, |_| {}).await;
@@ -370,19 +377,7 @@ async fn a_lease_taken_across_a_leader_handover_still_fails_the_maintenance() {
 /// still counts the holder as a takeover and gives up.
 #[tokio::test(start_paused = true)]
 async fn a_lease_taken_across_a_handover_fails_even_when_the_status_never_said_it_was_held() {
-    let cluster = super::pdbs::web_cluster(&["n1"], 2);
-    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        eventually(Duration::from_secs(20), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("web")))
-        .await
-    );
-    let handover = h.now();
-    h.stop().await;
+    let (cluster, handover) = blocked_drain_whose_leader_stopped().await;
     let mut nm = cluster.maintenance("nm1").unwrap();
     let mut status = cluster.status("nm1");
     for condition in &mut status.conditions {

@@ -130,14 +130,8 @@ pub(super) async fn run(
         )
     }));
     for (node, version, _) in &taken {
-        let now = sim
-            .get_json(
-                "coordination.k8s.io",
-                "leases",
-                LEASES,
-                &format!("node-{node}"),
-            )
-            .and_then(|l| l.pointer("/metadata/resourceVersion").cloned());
+        let now =
+            node_lease(sim, node).and_then(|l| l.pointer("/metadata/resourceVersion").cloned());
         if now.as_ref().and_then(Value::as_str) != version.as_deref() {
             found
                 .wrong
@@ -154,25 +148,12 @@ pub(super) async fn run(
 /// as for a fresh maintenance, and has nothing of its own on the node to undo. The soak's
 /// leader changes make that window real, so the takeover waits until it is closed.
 fn nmo_holds(sim: &SimHandle, node: &str) -> bool {
-    let holder = sim
-        .get_json(
-            "coordination.k8s.io",
-            "leases",
-            LEASES,
-            &format!("node-{node}"),
-        )
-        .and_then(|l| {
-            l.pointer("/spec/holderIdentity")
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        });
-    let says_held = sim
-        .get_json(
-            "nodemaintenance.medik8s.io",
-            "nodemaintenances",
-            "",
-            &nm_name(node),
-        )
+    let holder = node_lease(sim, node).and_then(|l| {
+        l.pointer("/spec/holderIdentity")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    });
+    let says_held = maintenance(sim, node)
         .and_then(|nm| nm.pointer("/status/conditions").cloned())
         .and_then(|c| c.as_array().cloned())
         .is_some_and(|conditions| {
@@ -187,24 +168,13 @@ fn nmo_holds(sim: &SimHandle, node: &str) -> bool {
 /// The maintenance's phase, `errorOnLeaseCount` and `lastError`, and the lease's holder, as
 /// they are now.
 fn describe(sim: &SimHandle, node: &str) -> String {
-    let nm = sim.get_json(
-        "nodemaintenance.medik8s.io",
-        "nodemaintenances",
-        "",
-        &nm_name(node),
-    );
+    let nm = maintenance(sim, node);
     let field = |pointer: &str| {
         nm.as_ref()
             .and_then(|nm| nm.pointer(pointer))
             .map_or_else(|| "none".to_string(), Value::to_string)
     };
-    let holder = sim
-        .get_json(
-            "coordination.k8s.io",
-            "leases",
-            LEASES,
-            &format!("node-{node}"),
-        )
+    let holder = node_lease(sim, node)
         .and_then(|l| l.pointer("/spec/holderIdentity").cloned())
         .map_or_else(|| "none".to_string(), |h| h.to_string());
     format!(
@@ -212,6 +182,26 @@ fn describe(sim: &SimHandle, node: &str) -> String {
         field("/status/phase"),
         field("/status/errorOnLeaseCount"),
         field("/status/lastError"),
+    )
+}
+
+/// The node's lease as the simulator stores it now.
+fn node_lease(sim: &SimHandle, node: &str) -> Option<Value> {
+    sim.get_json(
+        "coordination.k8s.io",
+        "leases",
+        LEASES,
+        &format!("node-{node}"),
+    )
+}
+
+/// The node's soak maintenance as the simulator stores it now.
+fn maintenance(sim: &SimHandle, node: &str) -> Option<Value> {
+    sim.get_json(
+        "nodemaintenance.medik8s.io",
+        "nodemaintenances",
+        "",
+        &nm_name(node),
     )
 }
 
