@@ -13,10 +13,17 @@ use opentelemetry_sdk::trace::SdkTracerProvider;
 use serde_json::Value;
 use tracing_subscriber::layer::SubscriberExt;
 
+use std::time::Duration;
+
+use nmo_actors::model::{Maintenance, Phase};
+
 use crate::obs_support::{
-    BLOCKED, FakeOperator, NODE, NS, cluster_with_guarded_pod, drain_through_the_pdb,
+    BLOCKED, FakeOperator, NODE, NS, PDB, cluster_with_guarded_pod, drain_through_the_pdb,
     end_maintenance,
 };
+use crate::otlp_receiver::Receiver;
+use crate::support::eventually;
+use crate::traces::{flush, provider_for};
 
 const NM: &str = "nm-logged";
 
@@ -155,4 +162,69 @@ async fn log_lines_inside_a_maintenance_carry_node_and_trace_id() {
         refusal["trace_id"], first,
         "the refusal is the maintenance's: {refusal}"
     );
+}
+
+/// A reason as long as the CRD allows (1024 characters; an object from before the schema may
+/// carry more): the maintenance's spans and every log line inside it carry at most its first
+/// 256 characters, so that one NodeMaintenance cannot blow up every line and span it causes.
+#[tokio::test]
+async fn a_long_reason_is_cut_in_spans_and_log_lines() {
+    if run_alone("logs::a_long_reason_is_cut_in_spans_and_log_lines") {
+        return;
+    }
+    const SHOWN: usize = 256;
+    let reason = "r".repeat(4 * SHOWN);
+    let receiver = Receiver::start().await;
+    let provider = provider_for(&receiver);
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(telemetry::otel_layer(&provider))
+        .with(telemetry::log_layer(LogFormat::Json, captured.clone()));
+    let guard = tracing::subscriber::set_default(subscriber);
+
+    let cluster = cluster_with_guarded_pod();
+    let operator = FakeOperator::start(cluster.clone(), ProcessObserver::default().shared()).await;
+    cluster.create(
+        Maintenance::test(NM)
+            .on(NODE)
+            .created_at(chrono::Utc::now())
+            .with_reason(&reason),
+    );
+    // The guarded pod's budget lets it go at once: the reason is what is looked at here.
+    cluster.set_pdb_allowed(NS, PDB, 1);
+    eventually("phase Succeeded", Duration::from_secs(20), async || {
+        cluster.status(NM).phase == Some(Phase::Succeeded)
+    })
+    .await;
+    end_maintenance(&cluster, NM).await;
+    operator.stop().await;
+    drop(guard);
+    flush(&provider).await;
+
+    let output = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let reasons: Vec<String> = output
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .filter_map(|line| line["reason"].as_str().map(str::to_string))
+        .collect();
+    assert!(!reasons.is_empty(), "no line carries the reason:\n{output}");
+    for shown in &reasons {
+        assert!(
+            shown.starts_with(&reason[..SHOWN]) && shown.chars().count() <= SHOWN + 1,
+            "a log line carries {} characters of the reason",
+            shown.chars().count()
+        );
+    }
+    let spans = receiver.spans();
+    let root = spans
+        .iter()
+        .find(|span| span.name == "maintenance")
+        .unwrap_or_else(|| panic!("no maintenance span in {spans:#?}"));
+    let shown = root.attr("nmo.reason").unwrap_or_default();
+    assert!(
+        shown.starts_with(&reason[..SHOWN]) && shown.chars().count() <= SHOWN + 1,
+        "the maintenance span carries {} characters of the reason",
+        shown.chars().count()
+    );
+    let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
 }
