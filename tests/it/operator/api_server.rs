@@ -144,10 +144,7 @@ async fn blocked_maintenance() -> (TestEnv, ReadinessLog) {
     };
     let env = TestEnv::on(Backend::Real)
         .scenario(Scenario::plain(2, 1).pdb(None))
-        .namespace("precious")
-        .pod("precious", "db-0", "node-0", "db")
-        .pod("precious", "db-1", "node-0", "db")
-        .pdb("precious", "db-budget", "db", 2)
+        .precious_pods(&["db-0", "db-1"], 2)
         .operator_options(options)
         .start()
         .await;

@@ -12,9 +12,7 @@ use crate::support::{Backend, TestEnv, TestEnvBuilder, both_backends, taint_keys
 fn cluster_with_a_protected_pod(backend: Backend) -> TestEnvBuilder {
     TestEnv::on(backend)
         .scenario(Scenario::plain(2, 1).pdb(None))
-        .namespace("precious")
-        .pod("precious", "db-0", "node-0", "db")
-        .pdb("precious", "db-budget", "db", 1)
+        .precious_pods(&["db-0"], 1)
 }
 
 fn maintenance(name: &str, node: &str, timeout: &str, on_timeout: Option<&str>) -> Value {

@@ -1,10 +1,8 @@
 //! A basic maintenance from start to end.
 
-use std::time::Duration;
-
 use nmo_sim::Scenario;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually, taint_keys};
+use crate::support::{Backend, TestEnv, both_backends, taint_keys};
 
 const DRAIN_TAINT: &str = "medik8s.io/drain";
 const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
@@ -30,12 +28,7 @@ async fn a_node_with_every_kind_of_pod_is_drained_and_restored(backend: Backend)
     let total = before.len();
 
     env.create_maintenance("maintain-node-0", node).await;
-    eventually(
-        "the maintenance to succeed",
-        Duration::from_secs(30),
-        async || env.phase("maintain-node-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("maintain-node-0", "Succeeded").await;
 
     let status = env.maintenance("maintain-node-0").await.expect("exists")["status"].clone();
     assert_eq!(status["drainProgress"], 100);
@@ -93,12 +86,7 @@ async fn a_node_with_every_kind_of_pod_is_drained_and_restored(backend: Backend)
     );
 
     env.delete_maintenance("maintain-node-0").await;
-    eventually(
-        "the maintenance to be gone",
-        Duration::from_secs(30),
-        async || env.maintenance("maintain-node-0").await.is_none(),
-    )
-    .await;
+    env.wait_gone("maintain-node-0").await;
     let node_object = env.node(node).await;
     assert_ne!(node_object["spec"]["unschedulable"], true);
     let taints = taint_keys(&node_object);

@@ -61,24 +61,14 @@ async fn a_standby_takes_over_when_the_leader_dies(backend: Backend) {
     let (mut env, first_leader, standby) = a_leader_and_a_standby(backend).await;
 
     env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the leader to drain node-0",
-        Duration::from_secs(20),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("nm-0", "Succeeded").await;
     // The standby keeps its hands off: the leader stays the leader.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(leader(&env).await, first_leader);
 
     env.kill_operator().await;
     env.create_maintenance("nm-1", "node-1").await;
-    eventually(
-        "the standby to take over and drain node-1",
-        Duration::from_secs(20),
-        async || env.phase("nm-1").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("nm-1", "Succeeded").await;
     assert_ne!(leader(&env).await, first_leader, "leadership moved");
     let lease = leader_lease(&env).await.expect("the leader lease");
     assert_eq!(lease["spec"]["leaseTransitions"], 1);

@@ -62,12 +62,7 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Bac
     );
 
     env.delete_lease("node-0").await;
-    eventually(
-        "the maintenance to proceed",
-        Duration::from_secs(30),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("nm-0", "Succeeded").await;
     assert_eq!(
         env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
         "node-maintenance"
@@ -82,12 +77,7 @@ async fn an_expired_foreign_lease_is_taken_over(backend: Backend) {
         .start()
         .await;
     env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the maintenance to succeed",
-        Duration::from_secs(30),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("nm-0", "Succeeded").await;
     let lease = env.lease("node-0").await.expect("lease");
     assert_eq!(lease["spec"]["holderIdentity"], "node-maintenance");
     assert_eq!(
@@ -108,12 +98,7 @@ async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts(backend: Ba
         .start()
         .await;
     env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the maintenance to succeed",
-        Duration::from_secs(20),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("nm-0", "Succeeded").await;
     let renew_time = async || {
         env.lease("node-0")
             .await
@@ -152,10 +137,7 @@ both_backends!(
 async fn a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder(backend: Backend) {
     let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(1, 0).pdb(None))
-        .namespace("precious")
-        .pod("precious", "db-0", "node-0", "db")
-        .pod("precious", "db-1", "node-0", "db")
-        .pdb("precious", "db-budget", "db", 2)
+        .precious_pods(&["db-0", "db-1"], 2)
         .start()
         .await;
     env.create_maintenance("nm-0", "node-0").await;

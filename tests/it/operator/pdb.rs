@@ -11,9 +11,7 @@ use crate::support::{Backend, TestEnv, TestEnvBuilder, both_backends, eventually
 fn cluster_with_a_blocked_pod(backend: Backend) -> TestEnvBuilder {
     TestEnv::on(backend)
         .scenario(Scenario::plain(2, 4).pdb(None))
-        .namespace("precious")
-        .pod("precious", "db-0", "node-0", "db")
-        .pdb("precious", "db-budget", "db", 1)
+        .precious_pods(&["db-0"], 1)
 }
 
 async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend: Backend) {
@@ -86,12 +84,7 @@ async fn deleting_a_blocked_maintenance_undoes_it_within_seconds(backend: Backen
 
     let started = Instant::now();
     env.delete_maintenance("nm-0").await;
-    eventually(
-        "the maintenance to be gone",
-        Duration::from_secs(20),
-        async || env.maintenance("nm-0").await.is_none(),
-    )
-    .await;
+    env.wait_gone("nm-0").await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "undo took {:?}",
@@ -108,37 +101,8 @@ async fn deleting_a_blocked_maintenance_undoes_it_within_seconds(backend: Backen
     env.stop_operator().await.expect("clean stop");
 }
 
-async fn a_pod_under_two_pdbs_is_reported_as_such(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 2).pdb(None))
-        .namespace("precious")
-        .pod("precious", "db-0", "node-0", "db")
-        .pdb("precious", "db-budget", "db", 0)
-        .pdb("precious", "db-budget-too", "db", 0)
-        .start()
-        .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the status to say why db-0 cannot go",
-        Duration::from_secs(20),
-        async || {
-            env.status("nm-0").await["lastError"]
-                .as_str()
-                .is_some_and(|e| e.contains("more than one PodDisruptionBudget"))
-        },
-    )
-    .await;
-    assert!(
-        env.pod_exists("precious", "db-0").await,
-        "the pod is not deleted instead"
-    );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
-    env.stop_operator().await.expect("clean stop");
-}
-
 both_backends!(
     a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed,
     a_blocked_maintenance_does_not_delay_another,
     deleting_a_blocked_maintenance_undoes_it_within_seconds,
-    a_pod_under_two_pdbs_is_reported_as_such,
 );

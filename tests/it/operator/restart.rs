@@ -1,17 +1,13 @@
 //! Crash safety: an operator killed mid-drain leaves a state the next one finishes from.
 
-use std::time::Duration;
-
 use nmo_sim::Scenario;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually, taint_keys};
+use crate::support::{Backend, TestEnv, both_backends, taint_keys};
 
 async fn a_new_operator_finishes_what_a_killed_one_started(backend: Backend) {
     let mut env = TestEnv::on(backend)
         .scenario(Scenario::plain(2, 4).pdb(None))
-        .namespace("precious")
-        .pod("precious", "db-0", "node-0", "db")
-        .pdb("precious", "db-budget", "db", 1)
+        .precious_pods(&["db-0"], 1)
         .start()
         .await;
     env.create_maintenance("nm-0", "node-0").await;
@@ -24,12 +20,7 @@ async fn a_new_operator_finishes_what_a_killed_one_started(backend: Backend) {
     // The budget is relaxed while no operator runs; the next one picks the drain up.
     env.relax_pdb("precious", "db-budget", 0).await;
     env.start_operator();
-    eventually(
-        "the new operator to finish the drain",
-        Duration::from_secs(30),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("nm-0", "Succeeded").await;
     let status = env.maintenance("nm-0").await.expect("exists")["status"].clone();
     assert!(
         status["drainProgress"].as_i64() >= progress_before.as_i64(),

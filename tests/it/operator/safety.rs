@@ -89,23 +89,13 @@ async fn foreign_taints_and_labels_survive_maintenance_and_its_end(backend: Back
     .await;
     env.start_operator();
     env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the maintenance to succeed",
-        Duration::from_secs(20),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("nm-0", "Succeeded").await;
     let during = env.node("node-0").await;
     assert!(taint_keys(&during).contains(&"example.com/gpu-broken".to_string()));
     assert_eq!(taint_keys(&during).len(), 3, "{:?}", taint_keys(&during));
 
     env.delete_maintenance("nm-0").await;
-    eventually(
-        "the maintenance to be gone",
-        Duration::from_secs(20),
-        async || env.maintenance("nm-0").await.is_none(),
-    )
-    .await;
+    env.wait_gone("nm-0").await;
     let after = env.node("node-0").await;
     assert_eq!(
         taint_keys(&after),
@@ -121,12 +111,7 @@ async fn an_uncordoned_node_is_put_back_within_seconds(backend: Backend) {
         .start()
         .await;
     env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the maintenance to succeed",
-        Duration::from_secs(20),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("nm-0", "Succeeded").await;
 
     // Someone uncordons, untaints and unlabels the node by hand.
     let started = Instant::now();

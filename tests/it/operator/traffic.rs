@@ -9,19 +9,14 @@ use nmo_sim::{Query, Scenario};
 
 use nmo_actors::config::defaults::LEASE_NAMESPACE;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually};
+use crate::support::{Backend, TestEnv, both_backends};
 
 /// Drains `node` with a maintenance of that name and returns nmo's requests for it, counted
 /// from the maintenance's creation until a second after it succeeded.
 async fn drain_counted<'a>(env: &'a mut TestEnv, node: &str) -> Requests<'a> {
     env.forget_operator_requests();
     env.create_maintenance(node, node).await;
-    eventually(
-        "the maintenance to succeed",
-        Duration::from_secs(20),
-        async || env.phase(node).await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase(node, "Succeeded").await;
     // Anything still to come from this maintenance (a last status write, say) is counted too.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let report = env.operator_requests_report();

@@ -2,11 +2,9 @@
 //! server serves them, by LIST then WATCH where it refuses them. Simulator only: a refusal is
 //! injected as a fault.
 
-use std::time::Duration;
-
 use nmo_sim::{FaultRule, Query, Scenario};
 
-use crate::support::{OPERATOR_AGENT, TestEnv, eventually};
+use crate::support::{OPERATOR_AGENT, TestEnv};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_refusing_streaming_lists_is_listed_then_watched_by_every_watch() {
@@ -24,12 +22,7 @@ async fn a_server_refusing_streaming_lists_is_listed_then_watched_by_every_watch
             .times(1),
     );
     env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the first maintenance to succeed",
-        Duration::from_secs(30),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("nm-0", "Succeeded").await;
     let ours = |query: Query| sim.requests(&query.user_agent(OPERATOR_AGENT));
     assert!(
         ours(Query::all().verb("list").resource("nodes")) >= 1,
@@ -39,12 +32,7 @@ async fn a_server_refusing_streaming_lists_is_listed_then_watched_by_every_watch
     // list would never LIST.
     sim.accounting().reset();
     env.create_maintenance("nm-1", "node-1").await;
-    eventually(
-        "the second maintenance to succeed",
-        Duration::from_secs(30),
-        async || env.phase("nm-1").await.as_deref() == Some("Succeeded"),
-    )
-    .await;
+    env.wait_phase("nm-1", "Succeeded").await;
     assert_eq!(
         ours(Query::all().verb("list").resource("nodes")),
         0,

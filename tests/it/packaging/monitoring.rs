@@ -237,9 +237,7 @@ async fn every_query_and_alert_reads_a_metric_nmo_serves() {
     };
     let env = crate::support::TestEnv::builder()
         .scenario(nmo_sim::Scenario::plain(1, 2).pdb(None))
-        .namespace("precious")
-        .pod("precious", "db-0", "node-0", "db")
-        .pdb("precious", "db-budget", "db", 1)
+        .precious_pods(&["db-0"], 1)
         .operator_options(options)
         .start()
         .await;

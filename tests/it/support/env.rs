@@ -288,6 +288,16 @@ impl TestEnvBuilder {
         self
     }
 
+    /// The tests' usual blocked pod: namespace `precious` with the pods `pods` on node-0,
+    /// labelled `app=db`, under the budget `db-budget` of `min_available`.
+    pub fn precious_pods(mut self, pods: &[&str], min_available: i32) -> Self {
+        self = self.namespace("precious");
+        for pod in pods {
+            self = self.pod("precious", pod, "node-0", "db");
+        }
+        self.pdb("precious", "db-budget", "db", min_available)
+    }
+
     /// A PodDisruptionBudget over `app=<app>` with `minAvailable`.
     pub fn pdb(mut self, namespace: &str, name: &str, app: &str, min_available: i32) -> Self {
         self.seeds.push(Seed::Pdb {
