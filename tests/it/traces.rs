@@ -87,6 +87,21 @@ pub struct Expected<'a> {
     pub probes: usize,
 }
 
+/// What the fake cluster's drain through its guarded pod's budget traces, with
+/// `calls_to_blocked` eviction calls for the guarded pod.
+fn fake_drain(calls_to_blocked: usize) -> Expected<'static> {
+    Expected {
+        maintenance: NM,
+        node: NODE,
+        reason: "test",
+        blocked: (BLOCKED, NS),
+        pdb: PDB,
+        eviction_calls: PODS.len() - 1 + calls_to_blocked,
+        min_refusals: REFUSALS,
+        probes: 0,
+    }
+}
+
 /// Checks the shape of the traces of one maintenance; returns the evicted pods' names.
 pub fn check_trace_shape(spans: &[ReceivedSpan], expected: &Expected) -> BTreeSet<String> {
     let service = service_name();
@@ -379,19 +394,7 @@ async fn a_drain_is_one_trace_ended_at_success_and_what_follows_linked_traces() 
     drop(guard);
     flush(&provider).await;
 
-    let evicted = check_trace_shape(
-        &receiver.spans(),
-        &Expected {
-            maintenance: NM,
-            node: NODE,
-            reason: "test",
-            blocked: (BLOCKED, NS),
-            pdb: PDB,
-            eviction_calls: PODS.len() - 1 + calls_to_blocked,
-            min_refusals: REFUSALS,
-            probes: 0,
-        },
-    );
+    let evicted = check_trace_shape(&receiver.spans(), &fake_drain(calls_to_blocked));
     assert_eq!(evicted, PODS.iter().map(|p| p.to_string()).collect());
     assert!(receiver.spans().iter().all(|s| s.transport == "grpc"));
     let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
@@ -418,18 +421,6 @@ async fn a_drain_is_exported_over_otlp_http_too() {
     let spans = receiver.spans();
     assert!(!spans.is_empty());
     assert!(spans.iter().all(|s| s.transport == "http/protobuf"));
-    check_trace_shape(
-        &spans,
-        &Expected {
-            maintenance: NM,
-            node: NODE,
-            reason: "test",
-            blocked: (BLOCKED, NS),
-            pdb: PDB,
-            eviction_calls: PODS.len() - 1 + calls_to_blocked,
-            min_refusals: REFUSALS,
-            probes: 0,
-        },
-    );
+    check_trace_shape(&spans, &fake_drain(calls_to_blocked));
     let _ = tokio::task::spawn_blocking(move || provider.shutdown()).await;
 }

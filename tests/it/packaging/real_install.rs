@@ -13,37 +13,29 @@ use super::support::Kubectl;
 
 /// cert-manager's two kinds that `deploy/cert-manager` uses, as bare CRDs that accept any spec: what a
 /// cluster with cert-manager serves, without its validation (its CRDs are not copied here).
-const CERT_MANAGER_KINDS: &str = r"
-apiVersion: apiextensions.k8s.io/v1
+fn cert_manager_kinds() -> String {
+    [("Issuer", "issuer"), ("Certificate", "certificate")]
+        .map(|(kind, singular)| {
+            format!(
+                "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
-  name: issuers.cert-manager.io
+  name: {singular}s.cert-manager.io
 spec:
   group: cert-manager.io
   scope: Namespaced
-  names: {kind: Issuer, plural: issuers, singular: issuer, listKind: IssuerList}
+  names: {{kind: {kind}, plural: {singular}s, singular: {singular}, listKind: {kind}List}}
   versions:
     - name: v1
       served: true
       storage: true
       schema:
-        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: certificates.cert-manager.io
-spec:
-  group: cert-manager.io
-  scope: Namespaced
-  names: {kind: Certificate, plural: certificates, singular: certificate, listKind: CertificateList}
-  versions:
-    - name: v1
-      served: true
-      storage: true
-      schema:
-        openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-";
+        openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+"
+            )
+        })
+        .join("---\n")
+}
 
 const CRD: &str = "crd/nodemaintenances.nodemaintenance.medik8s.io";
 const WEBHOOK: &str = "validatingwebhookconfiguration/nmo-validating-webhook";
@@ -74,7 +66,7 @@ fn both_install_paths_are_accepted_by_a_real_api_server_and_uninstalls_keep_the_
 
     // With cert-manager, as an option.
     let kinds = plane.data_dir().join("cert-manager-kinds.yaml");
-    std::fs::write(&kinds, CERT_MANAGER_KINDS).expect("write the cert-manager kinds");
+    std::fs::write(&kinds, cert_manager_kinds()).expect("write the cert-manager kinds");
     kubectl.ok(&["apply", "-f", &kinds.to_string_lossy()]);
     kubectl.established("crd/issuers.cert-manager.io");
     kubectl.established("crd/certificates.cert-manager.io");
@@ -92,14 +84,7 @@ fn both_install_paths_are_accepted_by_a_real_api_server_and_uninstalls_keep_the_
     assert!(kubectl.exists(&[WEBHOOK]));
     assert!(kubectl.exists(&["deployment/nmo", "-n", "nmo-system"]));
     // The uninstall without a checkout: by nmo's label, so the shared namespace stays.
-    kubectl.ok(&[
-        "delete",
-        "-f",
-        "install.yaml",
-        "-l",
-        "app.kubernetes.io/name=nmo",
-        "--wait=false",
-    ]);
+    kubectl.ok(&crate::uninstall::installed::DELETE_INSTALL);
     kubectl.gone(&[CRD, WEBHOOK, "namespace/nmo-system"]);
     let phase = kubectl.ok(&[
         "get",

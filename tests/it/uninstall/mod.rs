@@ -10,6 +10,6 @@
 
 mod command;
 mod handover;
-mod installed;
+pub mod installed;
 mod manifests;
 mod wrong_order;
