@@ -9,6 +9,8 @@
 //! operator must not stop nmo from undoing its maintenance. They are never erased either, because
 //! nmo writes status field by field, only the fields it knows (`cluster::status_patch`).
 
+use std::time::Duration;
+
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::core::CustomResourceExt;
@@ -19,6 +21,24 @@ use serde::{Deserialize, Serialize};
 /// The finalizer nmo (and the Go operator) puts on every NodeMaintenance, so that the node is
 /// restored before the object goes away.
 pub use nmo_actors::model::FINALIZER;
+
+// The limits of a spec, which the schema below enforces and `crate::spec_checks` checks again
+// for objects from before the schema.
+
+/// The longest node name (a DNS-1123 subdomain).
+pub const NODE_NAME_MAX_LENGTH: usize = 253;
+/// The longest `spec.reason`, in characters. (nmo's spans and log lines carry at most 256 of
+/// them, whatever the object holds.)
+pub const REASON_MAX_LENGTH: usize = 1024;
+/// The longest `spec.drainTimeout`.
+pub const DRAIN_TIMEOUT_MAX: Duration = Duration::from_secs(720 * 3600);
+/// The same, as the CRD's validation rule writes it.
+pub const DRAIN_TIMEOUT_MAX_TEXT: &str = "720h";
+/// The longest `spec.drainTimeout` text.
+pub const DRAIN_TIMEOUT_MAX_LENGTH: usize = 32;
+/// The form of a DNS-1123 subdomain, as the schema checks it.
+pub const DNS1123_SUBDOMAIN: &str =
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 
 /// The desired state of a NodeMaintenance.
 // Each `printcolumn(...)` repeats the same keys, which clippy mistakes for duplicated attributes.
@@ -97,13 +117,13 @@ pub use nmo_actors::model::FINALIZER;
 pub struct NodeMaintenanceSpec {
     /// Node name to apply maintenance on (a node's name: a DNS-1123 subdomain). Immutable once
     /// the object is created.
-    #[schemars(length(min = 1, max = crate::spec_checks::NODE_NAME_MAX_LENGTH))]
-    #[schemars(pattern(crate::spec_checks::DNS1123_SUBDOMAIN))]
+    #[schemars(length(min = 1, max = NODE_NAME_MAX_LENGTH))]
+    #[schemars(pattern(DNS1123_SUBDOMAIN))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("updating spec.NodeName isn't allowed"))]
     pub node_name: String,
     /// Reason for the maintenance (at most 1024 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = crate::spec_checks::REASON_MAX_LENGTH))]
+    #[schemars(length(max = REASON_MAX_LENGTH))]
     pub reason: Option<String>,
     /// nmo addition, optional: how long the drain may take (a Go duration such as `30m` or
     /// `1h30m`), counted from its start. When it passes before the drain finished, the
@@ -112,7 +132,7 @@ pub struct NodeMaintenanceSpec {
     /// takes as long as it takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(pattern(crate::drain_timeout::PATTERN))]
-    #[schemars(length(max = crate::spec_checks::DRAIN_TIMEOUT_MAX_LENGTH))]
+    #[schemars(length(max = DRAIN_TIMEOUT_MAX_LENGTH))]
     #[x_kube(validation = Rule::new("duration(self) <= duration('720h')").message("spec.drainTimeout must be at most 720h"))]
     pub drain_timeout: Option<String>,
     /// nmo addition, optional: what a passed `drainTimeout` does. `Hold` (the default): the

@@ -18,7 +18,7 @@ pub use crate::api_client::operator_client::{
 };
 use crate::coexistence::{GoOperatorWatch, Sighting};
 use crate::controller::{Controller, ControllerError};
-use crate::leader::{self, LeaderError, Leadership};
+use crate::leader::{LeaderError, Leadership};
 use crate::observability::registry::Metrics;
 pub use crate::options::{OperatorOptions, OptionsError};
 use crate::rbac_check;
@@ -63,7 +63,7 @@ pub async fn run(
     // The rights nmo will use, the leader lease's in the election's namespace included.
     let leader_namespace = options
         .leader_elect
-        .then(|| leader::election_namespace(&options, &client.client));
+        .then(|| options.election_namespace(&client.client));
     let needs = rbac_check::needs(&options.lease_namespace, leader_namespace.as_deref());
     rbac_check::check(&client.client, &needs, options.api_call_timeout).await?;
     let (metrics, client) = Metrics::for_client(client);
@@ -83,7 +83,7 @@ pub async fn run(
         let leadership = tokio::select! {
             () = &mut shutdown => return Ok(()),
             error = servers.failed() => return Err(error.into()),
-            won = Leadership::win(&client, &options) => won?,
+            won = Leadership::win(&client, options.election(&client)) => won?,
         };
         let steps = Leading {
             client: &client,

@@ -8,11 +8,10 @@ use kube::Client;
 use nmo_actors::config::{Config, defaults};
 use nmo_actors::fleet::{FleetBudget, Limit, LimitError};
 
-use crate::api_client::operator_client::READ_TIMEOUT;
 use crate::cli::duration::parse_duration;
 use crate::cli::go_flags::parse_go_bool;
 use crate::coexistence::{CoexistenceConfig, CoexistenceStatus, GoOperatorWatch};
-use crate::leader::{self, LeaderConfig, LeaderConfigError};
+use crate::leader::{LeaderConfig, LeaderConfigError};
 use crate::webhook;
 
 /// The operator's flags (the Go operator's names where it has them).
@@ -186,9 +185,10 @@ impl Default for OperatorOptions {
 /// Where metrics are served by default: controller-runtime's HTTPS port, every interface.
 pub const DEFAULT_METRICS_BIND_ADDRESS: &str = ":8443";
 
-/// The longest `--api-call-timeout`: the kube client's own read timeout, after which it gives
-/// a silent connection up whatever the call's deadline.
-pub const MAX_API_CALL_TIMEOUT: Duration = READ_TIMEOUT;
+/// The longest `--api-call-timeout`: the kube client's own read timeout
+/// (`api_client::operator_client::READ_TIMEOUT`), after which it gives a silent connection up
+/// whatever the call's deadline.
+pub const MAX_API_CALL_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// A flag value nmo refuses to start with.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -328,14 +328,28 @@ impl OperatorOptions {
             return None;
         }
         let config = CoexistenceConfig {
-            own_election_namespace: self
-                .leader_elect
-                .then(|| leader::election_namespace(self, client)),
+            own_election_namespace: self.leader_elect.then(|| self.election_namespace(client)),
             interval: self.go_operator_check_interval,
             call_timeout: self.api_call_timeout,
             instance: self.pod_name(),
         };
         Some(GoOperatorWatch::start(client.clone(), config, status))
+    }
+
+    /// The namespace of the leader election lease: `--leader-election-namespace`, else the
+    /// client's namespace, which in a pod is the pod's own (kube reads the service account's
+    /// namespace file) and outside a cluster the kubeconfig context's.
+    pub fn election_namespace(&self, client: &Client) -> String {
+        match &self.leader_election_namespace {
+            Some(namespace) => namespace.clone(),
+            None => client.default_namespace().to_string(),
+        }
+    }
+
+    /// The election these options ask for (`--leader-elect`), if any.
+    pub fn election(&self, client: &Client) -> Option<LeaderConfig> {
+        self.leader_elect
+            .then(|| self.leader_config(self.election_namespace(client)))
     }
 
     /// The leader election settings of these options, for a lease in `namespace`.

@@ -10,26 +10,12 @@
 //! status and slip past the duplicate check; a drain timeout too large for Go meant no
 //! deadline at all.)
 
-use std::time::Duration;
-
 use nmo_actors::model::{SpecField, SpecProblem, bounded};
 
-use crate::crd::NodeMaintenanceSpec;
-
-/// The longest node name (a DNS-1123 subdomain).
-pub const NODE_NAME_MAX_LENGTH: usize = 253;
-/// The longest `spec.reason`, in characters. (nmo's spans and log lines carry at most 256 of
-/// them, whatever the object holds.)
-pub const REASON_MAX_LENGTH: usize = 1024;
-/// The longest `spec.drainTimeout`.
-pub const DRAIN_TIMEOUT_MAX: Duration = Duration::from_secs(720 * 3600);
-/// The same, as the CRD's validation rule writes it.
-pub const DRAIN_TIMEOUT_MAX_TEXT: &str = "720h";
-/// The longest `spec.drainTimeout` text.
-pub const DRAIN_TIMEOUT_MAX_LENGTH: usize = 32;
-/// The form of a DNS-1123 subdomain, as the schema checks it.
-pub const DNS1123_SUBDOMAIN: &str =
-    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+use crate::crd::{
+    DRAIN_TIMEOUT_MAX, DRAIN_TIMEOUT_MAX_LENGTH, DRAIN_TIMEOUT_MAX_TEXT, NODE_NAME_MAX_LENGTH,
+    NodeMaintenanceSpec, REASON_MAX_LENGTH,
+};
 
 /// Whether `name` is a DNS-1123 subdomain (what a node's name is).
 pub fn is_dns1123_subdomain(name: &str) -> bool {

@@ -19,7 +19,7 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// after 290 s, and kube-runtime's watcher has its own idle timeout 5 s later), so it never
 /// breaks a healthy watch; every call of the actors, of the leader election and of the
 /// webhook has a much shorter deadline of its own.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(300);
+pub const READ_TIMEOUT: Duration = crate::options::MAX_API_CALL_TIMEOUT;
 
 /// Why no cluster configuration could be had.
 #[derive(Debug, thiserror::Error)]

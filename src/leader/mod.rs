@@ -25,8 +25,6 @@ use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::time::Instant;
 
-use crate::options::OperatorOptions;
-
 /// The Go operator's leader election id.
 pub const LEADER_ELECTION_ID: &str = "135b1886.medik8s.io";
 
@@ -471,19 +469,18 @@ pub enum Leadership {
 }
 
 impl Leadership {
-    /// Without `--leader-elect`, at once; with it, once this replica holds the lease
-    /// `135b1886.medik8s.io` in its namespace (see [`election_namespace`]), retrying while
-    /// another replica leads. A namespace the API server refuses the lease in is an error.
+    /// Without an election (`None`), at once; with one, once this replica holds the lease
+    /// `135b1886.medik8s.io` in the election's namespace, retrying while another replica
+    /// leads. A namespace the API server refuses the lease in is an error.
     pub async fn win(
         client: &Client,
-        options: &OperatorOptions,
+        election: Option<LeaderConfig>,
     ) -> Result<Leadership, LeaderError> {
-        if !options.leader_elect {
+        let Some(config) = election else {
             return Ok(Leadership::Unelected);
-        }
-        let namespace = election_namespace(options, client);
-        tracing::info!(%namespace, "leader election lease namespace");
-        let elector = LeaderElector::new(client.clone(), options.leader_config(namespace));
+        };
+        tracing::info!(namespace = %config.namespace, "leader election lease namespace");
+        let elector = LeaderElector::new(client.clone(), config);
         elector.acquire().await?;
         Ok(Leadership::Elected(Box::new(elector)))
     }
@@ -512,16 +509,6 @@ impl Leadership {
         {
             tracing::warn!(%error, "could not release the leader lease; a standby takes over when it expires");
         }
-    }
-}
-
-/// The namespace of the leader election lease: `--leader-election-namespace`, else the
-/// client's namespace, which in a pod is the pod's own (kube reads the service account's
-/// namespace file) and outside a cluster the kubeconfig context's.
-pub fn election_namespace(options: &OperatorOptions, client: &Client) -> String {
-    match &options.leader_election_namespace {
-        Some(namespace) => namespace.clone(),
-        None => client.default_namespace().to_string(),
     }
 }
 
