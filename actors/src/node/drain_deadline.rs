@@ -5,35 +5,32 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::messages::NodeMsg;
-use crate::task::TaskSlot;
+use super::messages::Wake;
+use super::timers::Timers;
 
 /// The deadline of a drain under way, on two clocks: the wall clock says when it falls (what
 /// the status shows, and what a restarted actor computes it from: `drainStartTime` plus
 /// `drainTimeout`), the monotonic clock decides when it has passed, so that a step of the wall
 /// clock (NTP correcting it, say) neither fails a drain early nor holds it past its time.
+/// Its timer ([`Wake::DrainDeadline`], at `at`) is in the actor's table: cancelled when the
+/// drain ends (`NodeActorState::set_stage`) or its deadline goes.
 #[derive(Debug)]
 pub(super) struct DrainDeadline {
     wall: DateTime<Utc>,
     at: Instant,
-    /// Fires [`NodeMsg::DrainDeadline`] at `at` (aborted with the deadline).
-    timer: TaskSlot,
 }
 
 impl DrainDeadline {
-    /// The deadline that falls at `due` by the wall clock, which reads `now`; the actor hears
-    /// of it through `myself`.
-    pub(super) fn arm(due: DateTime<Utc>, now: DateTime<Utc>, myself: &ActorRef<NodeMsg>) -> Self {
+    /// The deadline that falls at `due` by the wall clock, which reads `now`; its timer in
+    /// `timers` (replacing the one of an earlier deadline) tells the actor.
+    pub(super) fn arm(due: DateTime<Utc>, now: DateTime<Utc>, timers: &mut Timers) -> Self {
         let after = left(due, now);
-        let mut timer = TaskSlot::default();
-        timer.set(myself.send_after(after, || NodeMsg::DrainDeadline));
+        timers.set(Wake::DrainDeadline, after);
         DrainDeadline {
             wall: due,
             at: Instant::now() + after,
-            timer,
         }
     }
 
@@ -50,12 +47,6 @@ impl DrainDeadline {
     /// Whether it has passed, by the monotonic clock.
     pub(super) fn passed(&self) -> bool {
         Instant::now() >= self.at
-    }
-}
-
-impl Drop for DrainDeadline {
-    fn drop(&mut self) {
-        self.timer.clear();
     }
 }
 

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 use ractor::ActorRef;
 
 use super::drain_deadline::{DrainDeadline, deadline, go_duration, remaining_text};
-use super::messages::NodeMsg;
+use super::messages::{NodeMsg, Wake};
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
 use super::status;
@@ -18,14 +18,25 @@ impl NodeActorState {
     /// `spec.drainTimeout` (after a restart too), and sets its timer. No timeout: no deadline.
     /// The wall clock is read once, here: from then on the monotonic clock times it (see
     /// [`DrainDeadline`]).
-    pub(super) fn arm_deadline(&mut self, myself: &ActorRef<NodeMsg>) {
+    pub(super) fn arm_deadline(&mut self) {
         let now = self.now();
         let timeout = self.nm.drain_policy.timeout;
         let start = self.status.wanted.drain_start_time.unwrap_or(now);
         let Some(drain) = self.stage.drain_mut() else {
             return;
         };
-        drain.deadline = timeout.map(|t| DrainDeadline::arm(deadline(start, t), now, myself));
+        drain.deadline = match timeout {
+            Some(t) => Some(DrainDeadline::arm(
+                deadline(start, t),
+                now,
+                &mut self.timers,
+            )),
+            None => {
+                // The timer of an earlier deadline (if any) goes with it.
+                self.timers.cancel(Wake::DrainDeadline);
+                None
+            }
+        };
         self.status.wanted.drain_deadline = drain.deadline.as_ref().map(DrainDeadline::wall);
         self.status.wanted.drain_time_remaining = drain
             .deadline
@@ -80,7 +91,7 @@ impl NodeActorState {
             undo_due: policy == OnDrainTimeout::Undo,
         });
         if policy == OnDrainTimeout::Undo {
-            self.lease.stop_renewing();
+            self.lease.stop_renewing(&mut self.timers);
             self.watches.stop_node();
         }
         status::drain_timed_out(&mut self.status.wanted, error.clone(), now);

@@ -16,16 +16,17 @@
 
 use std::time::Duration;
 
-use ractor::ActorRef;
 use tokio::time::Instant;
 
-use super::messages::NodeMsg;
+use super::messages::Wake;
+use super::timers::Timers;
 use crate::decisions::{self, LeaseFailure};
 use crate::model::Lease;
 use crate::retry::Backoff;
-use crate::task::TaskSlot;
 
-/// What the node actor knows about its lease.
+/// What the node actor knows about its lease. Its timers are in the actor's table
+/// ([`Wake::RenewLease`], [`Wake::RetryRenewal`], [`Wake::LeaseExpiring`]), which it is handed
+/// where it sets or cancels one.
 #[derive(Debug, Default)]
 pub(super) struct LeaseKeeper {
     /// The lease was held at least once: from then on failures count (NMO counts them once
@@ -37,19 +38,15 @@ pub(super) struct LeaseKeeper {
     renewing: bool,
     /// When the renewal out now was sent.
     renewal_sent: Option<Instant>,
-    timer: TaskSlot,
     /// Until when the lease is surely ours: when the last successful take or renewal was sent,
     /// plus the lease's duration (the lease's renewTime is at least that late).
     held_until: Option<Instant>,
-    /// Fires when the lease is about to expire.
-    expiry_timer: TaskSlot,
     /// Evictions are paused: the lease is about to expire or has.
     paused: bool,
     /// A failure was already counted in this renewal interval.
     counted_this_interval: bool,
     /// Failed renewals in a row, and the retry after the last one.
     retries: Backoff,
-    retry_timer: TaskSlot,
     /// The lease as nmo last wrote it (taken or renewed): while it is surely ours, the undo
     /// deletes it on this resourceVersion without reading it first.
     written: Option<Lease>,
@@ -69,10 +66,16 @@ impl LeaseKeeper {
     }
 
     /// The lease is ours, taken by a request sent at `sent`; `node_uid` is the node's.
-    pub(super) fn acquired(&mut self, node_uid: &str, sent: Instant, duration: Duration) {
+    pub(super) fn acquired(
+        &mut self,
+        timers: &mut Timers,
+        node_uid: &str,
+        sent: Instant,
+        duration: Duration,
+    ) {
         self.held_once = true;
         self.node_uid = node_uid.to_string();
-        self.held(sent, duration);
+        self.held(timers, sent, duration);
     }
 
     /// nmo held the lease before this actor knew of it (the node carries this maintenance's
@@ -81,13 +84,13 @@ impl LeaseKeeper {
         self.held_once = true;
     }
 
-    fn held(&mut self, sent: Instant, duration: Duration) {
+    fn held(&mut self, timers: &mut Timers, sent: Instant, duration: Duration) {
         self.taken_by = None;
         let until = sent + duration;
         self.held_until = Some(self.held_until.map_or(until, |known| known.max(until)));
         self.counted_this_interval = false;
         self.retries.succeeded();
-        self.retry_timer.clear();
+        timers.cancel(Wake::RetryRenewal);
     }
 
     /// nmo wrote the lease (took or renewed it): this is what the API has.
@@ -117,37 +120,36 @@ impl LeaseKeeper {
     }
 
     /// Starts the renewal timer, unless it runs.
-    pub(super) fn keep_renewing(&mut self, myself: &ActorRef<NodeMsg>, every: Duration) {
-        if !self.timer.is_set() {
-            self.timer
-                .set(myself.send_interval(every, || NodeMsg::RenewLease));
+    pub(super) fn keep_renewing(&mut self, timers: &mut Timers, every: Duration) {
+        if !timers.is_set(Wake::RenewLease) {
+            timers.every(Wake::RenewLease, every);
         }
     }
 
     /// Stops renewing: the timers, the retry and the expiry watch.
-    pub(super) fn stop_renewing(&mut self) {
-        self.timer.clear();
-        self.retry_timer.clear();
-        self.expiry_timer.clear();
+    pub(super) fn stop_renewing(&mut self, timers: &mut Timers) {
+        timers.cancel(Wake::RenewLease);
+        timers.cancel(Wake::RetryRenewal);
+        timers.cancel(Wake::LeaseExpiring);
         self.paused = false;
     }
 
     /// A renewal is due (the interval's tick: a new interval, or a retry): true when it may
     /// start (none is out).
-    pub(super) fn begin_renewal(&mut self, new_interval: bool) -> bool {
+    pub(super) fn begin_renewal(&mut self, timers: &mut Timers, new_interval: bool) -> bool {
         if new_interval {
             self.counted_this_interval = false;
         }
         if std::mem::replace(&mut self.renewing, true) {
             return false;
         }
-        self.retry_timer.clear();
+        timers.cancel(Wake::RetryRenewal);
         self.renewal_sent = Some(Instant::now());
         true
     }
 
     /// The renewal ended, successfully or not.
-    pub(super) fn renewal_ended(&mut self, renewed: bool, duration: Duration) {
+    pub(super) fn renewal_ended(&mut self, timers: &mut Timers, renewed: bool, duration: Duration) {
         self.renewing = false;
         if !renewed {
             // The lease may not be as nmo wrote it (taken by another holder, say): from now on
@@ -156,20 +158,14 @@ impl LeaseKeeper {
         }
         let sent = self.renewal_sent.take();
         if renewed && let Some(sent) = sent {
-            self.held(sent, duration);
+            self.held(timers, sent, duration);
         }
     }
 
     /// A renewal failed: asks for a retry after a backoff (from `base`, at most `max`).
-    pub(super) fn retry_later(
-        &mut self,
-        myself: &ActorRef<NodeMsg>,
-        base: Duration,
-        max: Duration,
-    ) {
+    pub(super) fn retry_later(&mut self, timers: &mut Timers, base: Duration, max: Duration) {
         let delay = self.retries.failed(base, max);
-        self.retry_timer
-            .set(myself.send_after(delay, || NodeMsg::RetryRenewal));
+        timers.set(Wake::RetryRenewal, delay);
     }
 
     /// Another holder has the lease: from now on nothing may assume it is ours (the undo
@@ -199,16 +195,15 @@ impl LeaseKeeper {
         counted
     }
 
-    /// Arms the expiry watch: [`NodeMsg::LeaseExpiring`] comes `margin` before the lease can
+    /// Arms the expiry watch: [`Wake::LeaseExpiring`] comes `margin` before the lease can
     /// lapse.
-    pub(super) fn watch_expiry(&mut self, myself: &ActorRef<NodeMsg>, margin: Duration) {
+    pub(super) fn watch_expiry(&mut self, timers: &mut Timers, margin: Duration) {
         let Some(until) = self.held_until else {
             return;
         };
         let at = until.checked_sub(margin).unwrap_or(until);
         let after = at.saturating_duration_since(Instant::now());
-        self.expiry_timer
-            .set(myself.send_after(after, || NodeMsg::LeaseExpiring));
+        timers.set(Wake::LeaseExpiring, after);
     }
 
     /// Whether the lease is within `margin` of lapsing (or lapsed) now.
@@ -235,42 +230,46 @@ impl LeaseKeeper {
 
 #[cfg(test)]
 mod tests {
+    use super::super::timers::testing::{delivered, pass, table};
     use super::*;
 
     const HOUR: Duration = Duration::from_secs(3600);
 
-    #[test]
-    fn failures_count_only_once_the_lease_was_held() {
+    #[tokio::test(start_paused = true)]
+    async fn failures_count_only_once_the_lease_was_held() {
+        let (mut timers, _wakes) = table().await;
         let mut keeper = LeaseKeeper::default();
         assert_eq!(keeper.count_failure(0, false).count, 0);
-        keeper.acquired("uid-n1", Instant::now(), HOUR);
+        keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
         assert_eq!(keeper.node_uid(), "uid-n1");
         assert_eq!(keeper.count_failure(0, false).count, 1);
-        keeper.begin_renewal(true);
+        keeper.begin_renewal(&mut timers, true);
         assert!(keeper.count_failure(3, false).give_up);
     }
 
-    #[test]
-    fn failures_count_once_per_renewal_interval() {
+    #[tokio::test(start_paused = true)]
+    async fn failures_count_once_per_renewal_interval() {
+        let (mut timers, _wakes) = table().await;
         let mut keeper = LeaseKeeper::default();
-        keeper.acquired("uid-n1", Instant::now(), HOUR);
-        assert!(keeper.begin_renewal(true));
-        keeper.renewal_ended(false, HOUR);
+        keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
+        assert!(keeper.begin_renewal(&mut timers, true));
+        keeper.renewal_ended(&mut timers, false, HOUR);
         assert_eq!(keeper.count_failure(0, false).count, 1);
         // Retries within the interval do not count again.
-        assert!(keeper.begin_renewal(false));
-        keeper.renewal_ended(false, HOUR);
+        assert!(keeper.begin_renewal(&mut timers, false));
+        keeper.renewal_ended(&mut timers, false, HOUR);
         assert_eq!(keeper.count_failure(1, false).count, 1);
         // The next interval counts again.
-        assert!(keeper.begin_renewal(true));
-        keeper.renewal_ended(false, HOUR);
+        assert!(keeper.begin_renewal(&mut timers, true));
+        keeper.renewal_ended(&mut timers, false, HOUR);
         assert_eq!(keeper.count_failure(1, false).count, 2);
     }
 
-    #[test]
-    fn a_lease_taken_by_another_holder_counts_every_attempt_until_it_is_ours_again() {
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_taken_by_another_holder_counts_every_attempt_until_it_is_ours_again() {
+        let (mut timers, _wakes) = table().await;
         let mut keeper = LeaseKeeper::default();
-        keeper.acquired("uid-n1", Instant::now(), HOUR);
+        keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
         keeper.wrote(&Lease::test("n1", crate::model::LEASE_HOLDER));
         assert!(keeper.surely_ours(Instant::now()).is_some());
         assert!(keeper.taken("node-healthcheck"), "news");
@@ -288,34 +287,103 @@ mod tests {
             .collect();
         assert_eq!(counts, [1, 2, 3, 4]);
         assert!(keeper.count_failure(3, true).give_up);
-        assert!(keeper.begin_renewal(false));
-        keeper.renewal_ended(true, HOUR);
+        assert!(keeper.begin_renewal(&mut timers, false));
+        keeper.renewal_ended(&mut timers, true, HOUR);
         assert_eq!(keeper.taken_by(), None, "ours again");
     }
 
-    #[test]
-    fn one_renewal_at_a_time() {
+    #[tokio::test(start_paused = true)]
+    async fn one_renewal_at_a_time() {
+        let (mut timers, _wakes) = table().await;
         let mut keeper = LeaseKeeper::default();
-        assert!(keeper.begin_renewal(true));
-        assert!(!keeper.begin_renewal(true));
-        keeper.renewal_ended(true, HOUR);
-        assert!(keeper.begin_renewal(false));
+        assert!(keeper.begin_renewal(&mut timers, true));
+        assert!(!keeper.begin_renewal(&mut timers, true));
+        keeper.renewal_ended(&mut timers, true, HOUR);
+        assert!(keeper.begin_renewal(&mut timers, false));
     }
 
     #[tokio::test(start_paused = true)]
     async fn the_lease_is_held_until_its_duration_after_the_last_renewal_was_sent() {
+        let (mut timers, _wakes) = table().await;
         let mut keeper = LeaseKeeper::default();
         let margin = Duration::from_secs(300);
         assert!(!keeper.expiring(margin), "never held: nothing to expire");
-        keeper.acquired("uid-n1", Instant::now(), HOUR);
+        keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
         tokio::time::advance(Duration::from_secs(3600 - 300 - 1)).await;
         assert!(!keeper.expiring(margin));
         tokio::time::advance(Duration::from_secs(1)).await;
         assert!(keeper.expiring(margin));
-        assert!(keeper.begin_renewal(true));
-        keeper.renewal_ended(true, HOUR);
+        assert!(keeper.begin_renewal(&mut timers, true));
+        keeper.renewal_ended(&mut timers, true, HOUR);
         assert!(!keeper.expiring(margin), "renewed");
         assert!(keeper.pause() && !keeper.pause() && keeper.paused());
         assert!(keeper.resume() && !keeper.paused());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn renewing_starts_its_timer_unless_it_runs_and_stopping_cancels_every_lease_timer() {
+        let (mut timers, mut wakes) = table().await;
+        let mut keeper = LeaseKeeper::default();
+        let every = Duration::from_secs(10);
+        keeper.keep_renewing(&mut timers, every);
+        pass(Duration::from_secs(5)).await;
+        // Asked again halfway through the interval: the running timer stays.
+        keeper.keep_renewing(&mut timers, every);
+        pass(Duration::from_secs(5)).await;
+        assert_eq!(delivered(&mut wakes), [Wake::RenewLease], "10 s, not 15 s");
+        keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
+        keeper.watch_expiry(&mut timers, Duration::from_secs(300));
+        keeper.retry_later(&mut timers, Duration::from_secs(1), Duration::from_secs(60));
+        assert!(timers.is_set(Wake::LeaseExpiring) && timers.is_set(Wake::RetryRenewal));
+        assert!(keeper.pause());
+        keeper.stop_renewing(&mut timers);
+        assert!(!keeper.paused());
+        pass(2 * HOUR).await;
+        assert_eq!(delivered(&mut wakes), [], "every lease timer was cancelled");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_renewal_cancels_the_retry_of_the_failed_one() {
+        let (mut timers, mut wakes) = table().await;
+        let mut keeper = LeaseKeeper::default();
+        let (base, max) = (Duration::from_secs(1), Duration::from_secs(60));
+        keeper.retry_later(&mut timers, base, max);
+        pass(Duration::from_secs(5)).await;
+        assert_eq!(delivered(&mut wakes), [Wake::RetryRenewal]);
+        keeper.retry_later(&mut timers, base, max);
+        // The next interval's renewal goes out before the retry is due.
+        assert!(keeper.begin_renewal(&mut timers, true));
+        assert!(!timers.is_set(Wake::RetryRenewal));
+        keeper.renewal_ended(&mut timers, true, HOUR);
+        pass(Duration::from_secs(120)).await;
+        assert_eq!(delivered(&mut wakes), []);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_expiry_watch_fires_margin_before_the_lease_can_lapse() {
+        let (mut timers, mut wakes) = table().await;
+        let mut keeper = LeaseKeeper::default();
+        let margin = Duration::from_secs(300);
+        keeper.watch_expiry(&mut timers, margin);
+        assert!(
+            !timers.is_set(Wake::LeaseExpiring),
+            "never held: nothing to watch"
+        );
+        let start = Instant::now();
+        keeper.acquired(&mut timers, "uid-n1", start, HOUR);
+        keeper.watch_expiry(&mut timers, margin);
+        pass(Duration::from_secs(1800)).await;
+        // Renewed halfway: the watch moves to the new expiry.
+        assert!(keeper.begin_renewal(&mut timers, true));
+        keeper.renewal_ended(&mut timers, true, HOUR);
+        keeper.watch_expiry(&mut timers, margin);
+        pass(Duration::from_secs(3600 - 300 - 1)).await;
+        assert_eq!(delivered(&mut wakes), [], "the first watch was replaced");
+        pass(Duration::from_secs(1)).await;
+        assert_eq!(delivered(&mut wakes), [Wake::LeaseExpiring]);
+        assert_eq!(
+            Instant::now() - start,
+            Duration::from_secs(1800 + 3600 - 300)
+        );
     }
 }

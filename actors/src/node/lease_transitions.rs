@@ -25,7 +25,7 @@ const EVICTIONS_STOPPED: &str = "evictions stopped: another operator holds the n
 impl NodeActorState {
     /// The lease renewal timer (`new_interval`), or the retry of a failed renewal.
     pub(super) fn renew_lease(&mut self, myself: &ActorRef<NodeMsg>, new_interval: bool) {
-        if !self.stage.keeps_lease() || !self.lease.begin_renewal(new_interval) {
+        if !self.stage.keeps_lease() || !self.lease.begin_renewal(&mut self.timers, new_interval) {
             return;
         }
         let ctx = self.ctx.clone();
@@ -45,7 +45,8 @@ impl NodeActorState {
         result: Result<Lease, LeaseError>,
     ) {
         let duration = self.ctx.config.lease_duration;
-        self.lease.renewal_ended(result.is_ok(), duration);
+        self.lease
+            .renewal_ended(&mut self.timers, result.is_ok(), duration);
         if let Ok(lease) = &result {
             self.lease.wrote(lease);
         }
@@ -56,7 +57,8 @@ impl NodeActorState {
         }
         match result {
             Ok(_) => {
-                self.lease.watch_expiry(myself, self.pause_margin());
+                let margin = self.pause_margin();
+                self.lease.watch_expiry(&mut self.timers, margin);
                 if self.status.wanted.error_on_lease_count != 0 {
                     self.status.wanted.error_on_lease_count = 0;
                     self.flush_status(myself);
@@ -75,7 +77,8 @@ impl NodeActorState {
                     // Tried again within seconds, not at the next interval.
                     let config = &self.ctx.config;
                     let max = config.lease_renew_interval.min(Duration::from_secs(60));
-                    self.lease.retry_later(myself, config.lease_retry_base, max);
+                    let base = config.lease_retry_base;
+                    self.lease.retry_later(&mut self.timers, base, max);
                 }
             }
         }
@@ -184,7 +187,7 @@ impl NodeActorState {
             why: Failure::LeaseLost,
             undo_due: true,
         });
-        self.lease.stop_renewing();
+        self.lease.stop_renewing(&mut self.timers);
         self.watches.stop_node();
         let error = error.to_string();
         status::fail(&mut self.status.wanted, error.clone(), now);

@@ -1,6 +1,7 @@
-//! A node actor's messages: what the supervisor, the watches, the timers and the actor's own
-//! spawned work tell it. The eviction actor answers with an [`EvictionReport`], which becomes
-//! [`NodeMsg::Eviction`] (so the eviction actor needs no knowledge of this enum).
+//! A node actor's messages: what the supervisor, the watches, the timers (one [`NodeMsg::Wake`]
+//! for all of them) and the actor's own spawned work tell it. The eviction actor answers with
+//! an [`EvictionReport`], which becomes [`NodeMsg::Eviction`] (so the eviction actor needs no
+//! knowledge of this enum).
 
 use crate::eviction::EvictionReport;
 use crate::model::{Lease, Maintenance, NodeState, PodList, VmList};
@@ -10,7 +11,7 @@ use super::ops::OpResult;
 use super::status_writer::StatusOutcome;
 
 /// Which watch of a node actor ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WatchKind {
     /// The Node watch.
     Node,
@@ -22,6 +23,29 @@ pub enum WatchKind {
     Vms,
 }
 
+/// What a node actor's timer wakes it for. Each kind has at most one timer pending (see
+/// `timers::Timers`); a watch re-subscribes on a timer of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Wake {
+    /// Retry timer: re-check whatever is unfinished.
+    Tick,
+    /// A failing step's backoff (or a paced start-up's wait) is over: try again.
+    RetryDue,
+    /// Lease renewal timer.
+    RenewLease,
+    /// A failed lease renewal is tried again.
+    RetryRenewal,
+    /// nmo's node lease is about to expire: evictions pause until it is renewed.
+    LeaseExpiring,
+    /// A deferred status write is due (writes are coalesced, see `Config::status_coalesce`
+    /// and `Config::progress_coalesce`).
+    FlushStatus,
+    /// Re-subscribe a watch that ended.
+    Resubscribe(WatchKind),
+    /// `spec.drainTimeout` may have passed.
+    DrainDeadline,
+}
+
 /// Messages to a node actor.
 #[derive(Debug)]
 pub enum NodeMsg {
@@ -30,19 +54,6 @@ pub enum NodeMsg {
     /// The NodeMaintenance is gone from the API before our undo finished (its finalizer was
     /// removed by hand): finish the undo.
     Gone,
-    /// Retry timer: re-check whatever is unfinished.
-    Tick,
-    /// A deferred status write is due (writes are coalesced, see `Config::status_coalesce`
-    /// and `Config::progress_coalesce`).
-    FlushStatus,
-    /// Lease renewal timer.
-    RenewLease,
-    /// A failed lease renewal is tried again.
-    RetryRenewal,
-    /// nmo's node lease is about to expire: evictions pause until it is renewed.
-    LeaseExpiring,
-    /// A failing step's backoff (or a paced start-up's wait) is over: try again.
-    RetryDue,
     /// The Node changed (None = it does not exist).
     NodeChanged(Option<NodeState>),
     /// The node's pods changed (complete list).
@@ -53,8 +64,8 @@ pub enum NodeMsg {
     VmsChanged(VmList),
     /// A watch stream ended; re-subscribe later.
     WatchEnded(WatchKind),
-    /// Internal: re-subscribe a watch.
-    Resubscribe(WatchKind),
+    /// Internal: one of the actor's timers fired (see `timers`).
+    Wake(Wake),
     /// Internal: a spawned operation finished.
     Op(OpResult),
     /// Internal: the status write finished.
@@ -63,8 +74,6 @@ pub enum NodeMsg {
     LeaseRenewed(Result<Lease, LeaseError>),
     /// An eviction outcome from the eviction actor.
     Eviction(EvictionReport),
-    /// Internal: `spec.drainTimeout` may have passed.
-    DrainDeadline,
 }
 
 impl From<EvictionReport> for NodeMsg {

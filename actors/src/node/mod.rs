@@ -4,11 +4,12 @@
 //! (who holds it, until when), `Draining` (the drain's own state), `Succeeded`, `Failed` (why,
 //! and whether an undo is due) and `Undoing`. Each concern is a small type of its own: the
 //! drain (`drain`), the status writer (`status_writer`), the single-flight op runner
-//! (`crate::op_runner`, shared with the supervisor), the lease keeper (`lease_keeper`) and the
-//! watches (`watches`). The actor decides with pure functions (`decide`, `status`,
-//! `pending`), then acts (`transitions` through `state`); cluster work runs in tasks (`ops`)
-//! whose results come back as messages, so a slow API or a PDB-blocked drain never stalls the
-//! mailbox (deletion included).
+//! (`crate::op_runner`, shared with the supervisor), the lease keeper (`lease_keeper`), the
+//! watches (`watches`) and the timers (`timers`: one table, each kind of wake-up pending at
+//! most once, every one a `NodeMsg::Wake`). The actor decides with pure functions (`decide`,
+//! `status`, `pending`), then acts (`transitions` through `state`); cluster work runs in tasks
+//! (`ops`) whose results come back as messages, so a slow API or a PDB-blocked drain never
+//! stalls the mailbox (deletion included).
 //!
 //! Under faults: the first change to the node writes nmo's record of what was there before in
 //! the same patch, and the undo restores exactly that (`crate::decisions::maintenance_patch`,
@@ -38,6 +39,7 @@ mod stage;
 mod state;
 mod status;
 mod status_writer;
+mod timers;
 mod trace;
 mod transitions;
 mod watches;
@@ -48,7 +50,7 @@ use std::sync::atomic::AtomicBool;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 
 pub use errors::{DrainError, LeaseError, LeaseLost, ReconcileError, ReleaseError, UndoError};
-pub use messages::{NodeMsg, WatchKind};
+pub use messages::{NodeMsg, Wake, WatchKind};
 pub use ops::{DaemonSets, DrainPass, OpResult, ReconcileOutcome, Reconciled};
 pub use state::NodeActorState;
 pub use status::InitialCounts;
@@ -60,11 +62,12 @@ use crate::observe::{BlockedReport, MaintenanceIdentity, OpOutcome, PhaseReport}
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::retry::Backoff;
-use crate::task::{TaskSet, TaskSlot};
+use crate::task::TaskSet;
 use lease_keeper::LeaseKeeper;
 use ops::OpCtx;
 use stage::Stage;
 use status_writer::StatusWriter;
+use timers::Timers;
 use trace::TraceState;
 use watches::Watches;
 
@@ -136,14 +139,13 @@ impl Actor for NodeActor {
             tasks: TaskSet::default(),
             backoff: Backoff::default(),
             hold_until: (!start_after.is_zero()).then(|| tokio::time::Instant::now() + start_after),
-            retry_timer: TaskSlot::default(),
             reconcile_sent: None,
             refreshed: args.fresh,
             repair_due: false,
             lease,
             watches: Watches::default(),
             daemonsets: DaemonSets::default(),
-            tick: TaskSlot::default(),
+            timers: Timers::new(myself.clone()),
             span,
             trace,
             observed_phase,
@@ -157,8 +159,8 @@ impl Actor for NodeActor {
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
         state
-            .tick
-            .set(myself.send_interval(state.ctx.config.retry_interval, || NodeMsg::Tick));
+            .timers
+            .every(Wake::Tick, state.ctx.config.retry_interval);
         if state.nm.deleting {
             // Undo is decided from the cluster too, but a deletion needs no re-read first.
             state.refreshed = true;
@@ -175,9 +177,7 @@ impl Actor for NodeActor {
         } else if let Some(at) = state.hold_until {
             // A resumed maintenance waits its turn to start.
             let after = at.saturating_duration_since(tokio::time::Instant::now());
-            state
-                .retry_timer
-                .set(myself.send_after(after, || NodeMsg::RetryDue));
+            state.timers.set(Wake::RetryDue, after);
         } else {
             state.kick(&myself);
         }
@@ -189,8 +189,6 @@ impl Actor for NodeActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.tick.clear();
-        state.retry_timer.clear();
         if state.ops.running() {
             let took = state.ops.finished();
             state
@@ -199,7 +197,9 @@ impl Actor for NodeActor {
                 .observer
                 .operation_finished(took, OpOutcome::Abandoned);
         }
-        state.lease.stop_renewing();
+        state.lease.stop_renewing(&mut state.timers);
+        // Every timer, the drain deadline's and the watches' re-subscriptions included.
+        state.timers.cancel_all();
         state.watches.stop_node();
         state.watches.stop_pods();
         state.watches.stop_lease();
@@ -221,22 +221,13 @@ impl Actor for NodeActor {
         match message {
             NodeMsg::Update(nm) => state.on_update(&myself, *nm),
             NodeMsg::Gone => state.on_gone(&myself),
-            NodeMsg::Tick => state.on_tick(&myself),
-            NodeMsg::FlushStatus => {
-                state.status.due();
-                state.flush_status(&myself);
-            }
-            NodeMsg::RenewLease => state.renew_lease(&myself, true),
-            NodeMsg::RetryRenewal => state.renew_lease(&myself, false),
-            NodeMsg::LeaseExpiring => state.on_lease_expiring(&myself),
-            NodeMsg::RetryDue => state.on_retry_due(&myself),
+            NodeMsg::Wake(wake) => state.on_wake(&myself, wake),
             NodeMsg::LeaseRenewed(result) => state.on_renewed(&myself, result),
             NodeMsg::NodeChanged(node) => state.on_node_changed(&myself, node),
             NodeMsg::PodsChanged(pods) => state.on_pods_changed(&myself, pods),
             NodeMsg::LeaseChanged(lease) => state.on_lease_seen(&myself, lease),
             NodeMsg::VmsChanged(vms) => state.on_vms_changed(&myself, vms),
-            NodeMsg::WatchEnded(kind) => state.on_watch_ended(&myself, kind),
-            NodeMsg::Resubscribe(kind) => state.on_resubscribe(&myself, kind),
+            NodeMsg::WatchEnded(kind) => state.on_watch_ended(kind),
             NodeMsg::Op(result) => {
                 let took = state.ops.finished();
                 state
@@ -259,9 +250,6 @@ impl Actor for NodeActor {
             }
             NodeMsg::StatusWritten(result) => state.on_status_written(&myself, result),
             NodeMsg::Eviction(report) => state.on_report(&myself, report),
-            NodeMsg::DrainDeadline => {
-                state.check_deadline(&myself);
-            }
         }
         state.note_phase();
         Ok(())

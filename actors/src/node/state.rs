@@ -10,10 +10,11 @@ use tracing::Instrument;
 use super::decide::{self, Facts, NextOp, next_op};
 use super::drain::DrainEnd;
 use super::lease_keeper::LeaseKeeper;
-use super::messages::{NodeMsg, WatchKind};
+use super::messages::{NodeMsg, Wake, WatchKind};
 use super::ops::{self, DaemonSets, Known, OpCtx, OpResult, ReconcileInput, UndoInput};
 use super::stage::{Failure, Stage};
 use super::status_writer::{self, Flush, StatusWriter, Windows};
+use super::timers::Timers;
 use super::trace::TraceState;
 use super::watches::Watches;
 use crate::decisions;
@@ -22,7 +23,7 @@ use crate::model::{EventType, Maintenance, Phase};
 use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::retry::Backoff;
-use crate::task::{TaskSet, TaskSlot};
+use crate::task::TaskSet;
 
 /// State of [`super::NodeActor`].
 pub struct NodeActorState {
@@ -42,8 +43,6 @@ pub struct NodeActorState {
     pub(super) backoff: Backoff,
     /// Retry ticks start nothing before this (a failed step's backoff, or a paced start-up).
     pub(super) hold_until: Option<Instant>,
-    /// Ends the hold: [`NodeMsg::RetryDue`].
-    pub(super) retry_timer: TaskSlot,
     /// When the running reconcile was started (its lease, if taken, is ours from then on).
     pub(super) reconcile_sent: Option<Instant>,
     /// The first reconcile re-reads the NodeMaintenance (crash safety); true once it did, or
@@ -55,8 +54,9 @@ pub struct NodeActorState {
     pub(super) watches: Watches,
     /// Which DaemonSets exist, as learned by reconciles and drain passes.
     pub(super) daemonsets: DaemonSets,
-    /// The retry timer.
-    pub(super) tick: TaskSlot,
+    /// Every timer of this actor: the retry tick, the hold's end ([`Wake::RetryDue`]), the
+    /// lease keeper's, the drain deadline's, deferred status writes and re-subscriptions.
+    pub(super) timers: Timers,
     /// The span log lines go to and work hangs under (see [`Self::work_span`]): the
     /// `maintenance` root until Succeeded or Failed, then a logs-only span, and
     /// `end_maintenance` once the deletion is seen (`super::trace`).
@@ -196,8 +196,9 @@ impl NodeActorState {
             Flush::Nothing => {}
             Flush::Later(after) => {
                 self.status.scheduled(now + after);
-                // Detached: a send to a stopped actor just fails.
-                drop(myself.send_after(after, || NodeMsg::FlushStatus));
+                // `decide` asks for a deferred write only sooner than the one scheduled (if
+                // any), which this supersedes: the status writer knows of the soonest only.
+                self.timers.set_unless_sooner(Wake::FlushStatus, after);
             }
             Flush::Now => {
                 let wall = self.now();
@@ -256,6 +257,8 @@ impl NodeActorState {
             self.watches.stop_lease();
         }
         if let Stage::Draining(drain) = previous {
+            // The deadline ends with its drain.
+            self.timers.cancel(Wake::DrainDeadline);
             self.watches.stop_pods();
             self.watches.stop_vms();
             self.blocked_report.set(None);
@@ -313,14 +316,13 @@ impl NodeActorState {
 
     /// A step failed: the next retry waits out a backoff that grows with each failure in a
     /// row (with jitter), so that a failing API is not hammered by every maintenance at once.
-    pub(super) fn step_failed(&mut self, myself: &ActorRef<NodeMsg>) {
+    pub(super) fn step_failed(&mut self) {
         let delay = self.backoff.failed(
             self.ctx.config.retry_backoff_base,
             self.ctx.config.retry_backoff_max,
         );
         self.hold_until = Some(Instant::now() + delay);
-        self.retry_timer
-            .set(myself.send_after(delay, || NodeMsg::RetryDue));
+        self.timers.set(Wake::RetryDue, delay);
     }
 
     /// A step went through: the next failure starts from the shortest backoff again.
@@ -352,12 +354,12 @@ impl NodeActorState {
         self.ctx.deleting.store(true, Ordering::SeqCst);
         // A deletion does not wait for a paced start-up or a backoff.
         self.hold_until = None;
-        self.retry_timer.clear();
+        self.timers.cancel(Wake::RetryDue);
         self.set_stage(Stage::Undoing);
         // Ending maintenance is its own trace, linked to the maintenance's: the maintenance's
         // root span ends here if it had not yet (once its last children do).
         self.span = self.end_trace();
-        self.lease.stop_renewing();
+        self.lease.stop_renewing(&mut self.timers);
         self.watches.stop_node();
         self.kick(myself);
     }

@@ -6,7 +6,7 @@ use ractor::ActorRef;
 use super::decide::{self, AfterReconcile, OnUpdate};
 use super::drain::Drain;
 use super::errors::UndoError;
-use super::messages::{NodeMsg, WatchKind};
+use super::messages::{NodeMsg, Wake, WatchKind};
 use super::ops::{DrainPass, Reconciled};
 use super::pending::PendingPod;
 use super::stage::{Failure, Stage};
@@ -48,7 +48,7 @@ impl NodeActorState {
                 }
                 if self.nm.drain_policy != nm.drain_policy {
                     self.nm.drain_policy = nm.drain_policy;
-                    self.arm_deadline(myself);
+                    self.arm_deadline();
                     self.flush_status(myself);
                 }
             }
@@ -60,6 +60,25 @@ impl NodeActorState {
     pub(super) fn on_gone(&mut self, myself: &ActorRef<NodeMsg>) {
         self.nm.deleting = true;
         self.start_undo(myself);
+    }
+
+    /// A timer fired: each kind of wake-up goes to its handler.
+    pub(super) fn on_wake(&mut self, myself: &ActorRef<NodeMsg>, wake: Wake) {
+        match wake {
+            Wake::Tick => self.on_tick(myself),
+            Wake::RetryDue => self.on_retry_due(myself),
+            Wake::RenewLease => self.renew_lease(myself, true),
+            Wake::RetryRenewal => self.renew_lease(myself, false),
+            Wake::LeaseExpiring => self.on_lease_expiring(myself),
+            Wake::FlushStatus => {
+                self.status.due();
+                self.flush_status(myself);
+            }
+            Wake::Resubscribe(kind) => self.on_resubscribe(myself, kind),
+            Wake::DrainDeadline => {
+                self.check_deadline(myself);
+            }
+        }
     }
 
     /// The retry timer: re-checks unfinished work, unless a failed step's backoff runs.
@@ -78,7 +97,6 @@ impl NodeActorState {
 
     /// A backoff (or a paced start-up) is over.
     pub(super) fn on_retry_due(&mut self, myself: &ActorRef<NodeMsg>) {
-        self.retry_timer.finished();
         self.hold_until = None;
         self.flush_status(myself);
         self.kick(myself);
@@ -134,7 +152,7 @@ impl NodeActorState {
         self.set_stage(Stage::Failed { why, undo_due });
         if self.stage.keeps_lease() {
             self.lease
-                .keep_renewing(myself, self.ctx.config.lease_renew_interval);
+                .keep_renewing(&mut self.timers, self.ctx.config.lease_renew_interval);
             // nmo may have been down for a while: renewed now, not an interval from now.
             self.renew_lease(myself, true);
         }
@@ -210,16 +228,16 @@ impl NodeActorState {
                 self.set_stage(Stage::WaitingForLease { holder, until });
             }
             AfterReconcile::LeaseFailed(error) => {
-                self.step_failed(myself);
+                self.step_failed();
                 self.lease_failed(myself, error);
                 return;
             }
             AfterReconcile::NoLeaseYet(error) => {
-                self.step_failed(myself);
+                self.step_failed();
                 self.status.wanted.last_error = Some(error.to_string());
             }
             AfterReconcile::StepFailed(error) => {
-                self.step_failed(myself);
+                self.step_failed();
                 self.span
                     .in_scope(|| tracing::warn!(%error, "maintenance step failed, retrying"));
                 self.status.wanted.last_error = Some(error.to_string());
@@ -246,10 +264,15 @@ impl NodeActorState {
         );
         let now = self.now();
         let sent = sent.unwrap_or_else(tokio::time::Instant::now);
-        self.lease
-            .acquired(&node.uid, sent, self.ctx.config.lease_duration);
+        self.lease.acquired(
+            &mut self.timers,
+            &node.uid,
+            sent,
+            self.ctx.config.lease_duration,
+        );
         self.lease.wrote(lease);
-        self.lease.watch_expiry(myself, self.pause_margin());
+        let margin = self.pause_margin();
+        self.lease.watch_expiry(&mut self.timers, margin);
         if self.lease.resume() {
             self.span
                 .in_scope(|| tracing::info!("node lease taken again, evictions resume"));
@@ -258,7 +281,7 @@ impl NodeActorState {
         self.watches
             .watch_node(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
         self.lease
-            .keep_renewing(myself, self.ctx.config.lease_renew_interval);
+            .keep_renewing(&mut self.timers, self.ctx.config.lease_renew_interval);
         self.watches.watch_lease(
             self.ctx.cluster.as_ref(),
             &self.ctx.config.lease_namespace,
@@ -276,7 +299,7 @@ impl NodeActorState {
             drain.node_ready(&node.name, &node.ready);
             self.set_stage(Stage::Draining(Box::new(drain)));
             self.status.wanted.drain_start_time.get_or_insert(now);
-            self.arm_deadline(myself);
+            self.arm_deadline();
         }
         self.watches
             .watch_pods(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
@@ -293,7 +316,7 @@ impl NodeActorState {
         let to_ask = drain.apply(pass);
         self.ask_evictions(myself, to_ask);
         if failed {
-            self.step_failed(myself);
+            self.step_failed();
         } else {
             self.step_succeeded();
         }
@@ -416,7 +439,7 @@ impl NodeActorState {
                     // Retried after the backoff, like the deletion's undo.
                     *undo_due = true;
                 }
-                self.step_failed(myself);
+                self.step_failed();
                 false
             }
         }
@@ -519,13 +542,13 @@ impl NodeActorState {
         }
     }
 
-    /// A watch ended: subscribe again after the retry interval.
-    pub(super) fn on_watch_ended(&mut self, myself: &ActorRef<NodeMsg>, kind: WatchKind) {
+    /// A watch ended: subscribe again after the retry interval. A re-subscription of this
+    /// watch still pending (the watch was started again another way, and ended again) stays:
+    /// it subscribes again sooner.
+    pub(super) fn on_watch_ended(&mut self, kind: WatchKind) {
         self.watches.ended(kind);
-        // Detached: a send to a stopped actor just fails, nothing to abort.
-        drop(myself.send_after(self.ctx.config.retry_interval, move || {
-            NodeMsg::Resubscribe(kind)
-        }));
+        self.timers
+            .set_unless_sooner(Wake::Resubscribe(kind), self.ctx.config.retry_interval);
     }
 
     /// Time to subscribe again, if the stage still wants the watch.
