@@ -662,7 +662,7 @@ fn the_flow_schema_selects_nmo_s_service_account_for_its_own_priority_level() {
         serde_json::json!(["*"])
     );
     // `nmo uninstall` and `kubectl delete -l` find them by nmo's label.
-    for object in [&schemas[0], level] {
+    for object in [schemas[0], level] {
         assert_eq!(
             object["metadata"]["labels"]["app.kubernetes.io/name"],
             "nmo"
