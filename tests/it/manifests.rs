@@ -8,6 +8,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, ResourceQuota, Service, ServiceAccount};
+use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -128,6 +129,10 @@ pub(crate) fn check_document(document: &Value) -> Result<(), String> {
         }
         ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
             check_typed::<ValidatingAdmissionPolicyBinding>(document)
+        }
+        ("flowcontrol.apiserver.k8s.io/v1", "FlowSchema") => check_typed::<FlowSchema>(document),
+        ("flowcontrol.apiserver.k8s.io/v1", "PriorityLevelConfiguration") => {
+            check_typed::<PriorityLevelConfiguration>(document)
         }
         // Not Kubernetes API types (k8s-openapi has no struct for them): deliberately checked
         // only for what every object needs.

@@ -11,6 +11,7 @@ mod drain;
 mod faults;
 mod finalizer;
 mod fleet;
+mod flow_control;
 mod late_writes;
 mod leader;
 mod lease;

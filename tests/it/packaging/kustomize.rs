@@ -32,6 +32,7 @@ const COMPONENTS: &[&str] = &[
     "webhook-cert",
     "monitoring",
     "gke-critical-pods",
+    "flow-control",
 ];
 
 /// The components that only change what is there (lease-namespace_follows_lease_namespace).
@@ -615,4 +616,56 @@ fn the_samples_are_node_maintenances() {
     }
     // Also as files, for `kubectl apply -f`.
     assert!(Path::new(&repo().join("deploy/samples/nodemaintenance.yaml")).exists());
+}
+
+/// The flow-control component's FlowSchema selects every request of the ServiceAccount the
+/// Deployment runs as, sends it to the component's own priority level, and comes before the
+/// built-in `service-accounts` FlowSchema (9000) that would otherwise take it. On a real API
+/// server: operator::flow_control.
+#[test]
+fn the_flow_schema_selects_nmo_s_service_account_for_its_own_priority_level() {
+    let objects = build_overlay(&["deploy/install"], &["deploy/components/flow-control"]);
+    let pod = &deployment(&objects)["spec"]["template"]["spec"];
+    let account = pod["serviceAccountName"]
+        .as_str()
+        .expect("a service account");
+    let namespace = deployment(&objects)["metadata"]["namespace"]
+        .as_str()
+        .expect("ns");
+    assert!(has(&objects, "ServiceAccount", account));
+    let schemas = find_all(&objects, "FlowSchema");
+    assert_eq!(schemas.len(), 1, "one FlowSchema");
+    let spec = &schemas[0]["spec"];
+    let level = spec["priorityLevelConfiguration"]["name"]
+        .as_str()
+        .expect("a priority level");
+    let level = find(&objects, "PriorityLevelConfiguration", level);
+    assert_eq!(level["spec"]["type"], "Limited");
+    let precedence = spec["matchingPrecedence"].as_u64().expect("a precedence");
+    assert!(
+        (900..9000).contains(&precedence),
+        "{precedence}: after the system FlowSchemas, before service-accounts"
+    );
+    assert_eq!(spec["distinguisherMethod"]["type"], "ByUser");
+    let rule = &spec["rules"][0];
+    assert_eq!(
+        rule["subjects"],
+        serde_json::json!([{
+            "kind": "ServiceAccount",
+            "serviceAccount": {"name": account, "namespace": namespace}
+        }])
+    );
+    assert_eq!(rule["resourceRules"][0]["verbs"], serde_json::json!(["*"]));
+    assert_eq!(rule["resourceRules"][0]["clusterScope"], true);
+    assert_eq!(
+        rule["nonResourceRules"][0]["nonResourceURLs"],
+        serde_json::json!(["*"])
+    );
+    // `nmo uninstall` and `kubectl delete -l` find them by nmo's label.
+    for object in [schemas[0], level] {
+        assert_eq!(
+            object["metadata"]["labels"]["app.kubernetes.io/name"],
+            "nmo"
+        );
+    }
 }

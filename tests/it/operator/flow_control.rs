@@ -1,0 +1,245 @@
+//! deploy/components/flow-control on a real API server: its PriorityLevelConfiguration and
+//! FlowSchema are accepted, the FlowSchema wins over the built-in ones that would otherwise take
+//! nmo's requests, and every request nmo makes during a maintenance is classified under it. Real
+//! backend only: API Priority and Fairness is the API server's (the simulator has none).
+//!
+//! nmo runs as its ServiceAccount `nmo-system/nmo` on the real backend (tests/it/support/real),
+//! the subject the shipped FlowSchema names, so the test exercises the files as shipped. What it
+//! counts: the API server's `apiserver_flowcontrol_dispatched_requests_total` and
+//! `apiserver_flowcontrol_rejected_requests_total` of the FlowSchema and its priority level,
+//! against nmo's requests in the audit log (the binary's audit policy logs nmo's user and no
+//! other). With the subject changed to another ServiceAccount, nmo's requests go to the built-in
+//! `service-accounts` FlowSchema (workload-low) and the test fails.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
+use kube::Api;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use nmo_devtools::bench::server_cost::FlowCounts;
+use nmo_sim::Scenario;
+use serde::de::DeserializeOwned;
+
+use crate::support::{Backend, TestEnv, eventually};
+
+/// The response header naming the FlowSchema that classified a request.
+const FLOW_SCHEMA_UID_HEADER: &str = "x-kubernetes-pf-flowschema-uid";
+/// The built-in FlowSchema that takes every service account's requests without the component.
+const SERVICE_ACCOUNTS_SCHEMA: &str = "service-accounts";
+/// The field manager of the test's apply.
+const MANAGER: &str = "nmo-it-flow-control";
+/// The API server's nominal seats of a priority level.
+const NOMINAL_SEATS: &str = "apiserver_flowcontrol_nominal_limit_seats";
+
+fn component() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/components/flow-control")
+}
+
+/// The one object of `file` in the component, typed.
+fn shipped<T: DeserializeOwned>(file: &str) -> T {
+    let path = component().join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|error| panic!("reading {}: {error}", path.display()));
+    serde_yaml::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// Deletes the component's objects when dropped (the test passed or not), so that no later test
+/// of the binary runs with them; on its own runtime, since a drop cannot await.
+struct Removed {
+    /// The admin's kubeconfig: a client of the dropping thread's own runtime is built from it.
+    admin_kubeconfig: PathBuf,
+    schema: String,
+    level: String,
+}
+
+impl Removed {
+    async fn now(admin: kube::Client, schema: &str, level: &str) {
+        let schemas = Api::<FlowSchema>::all(admin.clone());
+        let levels = Api::<PriorityLevelConfiguration>::all(admin);
+        let report = |what: &str, result: Result<_, kube::Error>| match result {
+            Ok(()) => {}
+            // Absent is fine: nothing to remove.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(error) => eprintln!("removing the {what}: {error}"),
+        };
+        report(
+            "FlowSchema",
+            schemas
+                .delete(schema, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        );
+        report(
+            "PriorityLevelConfiguration",
+            levels
+                .delete(level, &DeleteParams::default())
+                .await
+                .map(|_| ()),
+        );
+    }
+}
+
+impl Drop for Removed {
+    fn drop(&mut self) {
+        let kubeconfig = self.admin_kubeconfig.clone();
+        let (schema, level) = (self.schema.clone(), self.level.clone());
+        let removed = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a runtime for the clean-up");
+            runtime.block_on(async {
+                let config = async {
+                    let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig).ok()?;
+                    let options = kube::config::KubeConfigOptions::default();
+                    kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                        .await
+                        .ok()
+                };
+                if let Some(client) = config.await.and_then(|c| kube::Client::try_from(c).ok()) {
+                    Removed::now(client, &schema, &level).await;
+                }
+            });
+        })
+        .join();
+        if removed.is_err() {
+            eprintln!("removing the flow-control objects failed; the next run replaces them");
+        }
+    }
+}
+
+/// The API server's metrics as text (the admin may read them).
+async fn metrics(admin: &kube::Client) -> String {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .expect("a request");
+    admin
+        .request_text(request)
+        .await
+        .expect("the API server's /metrics")
+}
+
+/// The FlowSchema uid the API server names in its answer to a request of `client`.
+async fn classified_as(client: &kube::Client) -> Option<String> {
+    let request = http::Request::get("/api/v1/nodes?limit=1")
+        .body(kube::client::Body::empty())
+        .expect("a request");
+    let response = client.send(request).await.ok()?;
+    response
+        .headers()
+        .get(FLOW_SCHEMA_UID_HEADER)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_string)
+}
+
+/// The nominal seats the API server gives `level` (for the report: no Prometheus parser here
+/// has gauges with their labels but this line's).
+fn nominal_seats(text: &str, level: &str) -> Option<f64> {
+    let label = format!("priority_level=\"{level}\"");
+    text.lines()
+        .find(|line| line.starts_with(NOMINAL_SEATS) && line.contains(&label))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nmo_s_requests_go_through_the_shipped_flow_schema_real() {
+    let mut env = TestEnv::on(Backend::Real)
+        .scenario(Scenario::plain(2, 4))
+        .without_operator()
+        .start()
+        .await;
+    let admin = env.admin_client();
+    let schema: FlowSchema = shipped("flowschema.yaml");
+    let level: PriorityLevelConfiguration = shipped("prioritylevelconfiguration.yaml");
+    let schema_name = schema.metadata.name.clone().expect("a name");
+    let level_name = level.metadata.name.clone().expect("a name");
+    assert_eq!(
+        schema
+            .spec
+            .as_ref()
+            .map(|s| &s.priority_level_configuration.name),
+        Some(&level_name),
+        "the FlowSchema names the component's priority level"
+    );
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let admin_kubeconfig = scratch.path().join("admin.kubeconfig");
+    env.write_admin_kubeconfig(&admin_kubeconfig);
+    let _removed = Removed {
+        admin_kubeconfig,
+        schema: schema_name.clone(),
+        level: level_name.clone(),
+    };
+
+    // It must win over the built-in FlowSchema nmo's requests go to without it.
+    let schemas = Api::<FlowSchema>::all(admin.clone());
+    let service_accounts = schemas
+        .get(SERVICE_ACCOUNTS_SCHEMA)
+        .await
+        .expect("the built-in service-accounts FlowSchema");
+    let precedence = |s: &FlowSchema| s.spec.as_ref().and_then(|s| s.matching_precedence);
+    assert!(
+        precedence(&schema) < precedence(&service_accounts),
+        "{:?} does not come before service-accounts' {:?}",
+        precedence(&schema),
+        precedence(&service_accounts)
+    );
+
+    let apply = PatchParams::apply(MANAGER).force();
+    Api::<PriorityLevelConfiguration>::all(admin.clone())
+        .patch(&level_name, &apply, &Patch::Apply(&level))
+        .await
+        .expect("the API server accepts the PriorityLevelConfiguration");
+    let applied = schemas
+        .patch(&schema_name, &apply, &Patch::Apply(&schema))
+        .await
+        .expect("the API server accepts the FlowSchema");
+    let uid = applied.metadata.uid.clone().expect("a uid");
+
+    // The API server takes new flow-control objects up asynchronously: wait until a request of
+    // nmo's identity is classified under ours, as its answer's header says.
+    let nmo = env.operator_client();
+    eventually(
+        "a request of nmo's ServiceAccount to be classified under the shipped FlowSchema",
+        Duration::from_secs(30),
+        async || classified_as(&nmo).await.as_deref() == Some(uid.as_str()),
+    )
+    .await;
+
+    env.forget_operator_requests();
+    let before = metrics(&admin).await;
+    env.start_operator();
+    env.create_maintenance("nm-0", "node-0").await;
+    env.wait_phase("nm-0", "Succeeded").await;
+    env.stop_operator().await.expect("clean stop");
+    let after = metrics(&admin).await;
+
+    let flow = (schema_name.clone(), level_name.clone());
+    let before = FlowCounts::parse(&before).expect("the metrics parse");
+    let after_counts = FlowCounts::parse(&after).expect("the metrics parse");
+    let counted = |of: fn(&FlowCounts) -> &std::collections::BTreeMap<(String, String), f64>| {
+        let at = |counts: &FlowCounts| of(counts).get(&flow).copied().unwrap_or(0.0);
+        at(&after_counts) - at(&before)
+    };
+    let dispatched = counted(|c| &c.dispatched);
+    let rejected = counted(|c| &c.rejected);
+    let nmo_requests = env.operator_requests().len() as f64;
+    assert!(nmo_requests > 0.0, "nmo made no request");
+    // Every request of nmo was dispatched or refused under ours, and ours took nobody else's.
+    assert_eq!(
+        dispatched + rejected,
+        nmo_requests,
+        "nmo made {nmo_requests} requests, {dispatched} were dispatched and {rejected} rejected \
+         under {schema_name}/{level_name}; all flows: {:?}",
+        after_counts.dispatched
+    );
+    // A maintenance of a few pods does not come near the level's limits.
+    assert_eq!(rejected, 0.0, "flow control refused nmo");
+    eprintln!(
+        "flow control: {dispatched} requests of nmo under {schema_name}/{level_name}, \
+         {} nominal seats",
+        nominal_seats(&after, &level_name)
+            .map_or_else(|| "unknown".to_string(), |seats| seats.to_string())
+    );
+}
