@@ -218,7 +218,7 @@ pub async fn run_all(
                 out,
                 "\nreal API server: nmo against the floor, control-plane cost:"
             )?;
-            out.write_all(super::real_figures::table(&results).as_bytes())?;
+            out.write_all(super::report::real_backend_table(&results).as_bytes())?;
         }
         writeln!(out, "\nnmo's requests by verb:")?;
         out.write_all(report::verbs_lines(&results).as_bytes())?;

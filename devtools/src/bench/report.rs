@@ -3,6 +3,7 @@
 use std::fmt::Write as _;
 
 use super::figures::Target;
+use super::real_figures::{ms_per_node, per_node};
 use super::result::ScenarioResult;
 use crate::demo::table::Table;
 
@@ -190,4 +191,66 @@ pub fn machine() -> String {
         .map(|kib| format!("{:.1} GiB", kib as f64 / (1024.0 * 1024.0)))
         .unwrap_or_else(|| "unknown memory".into());
     format!("{cores} cores, {memory}, {model}")
+}
+
+/// The real-backend figures of every scenario that has them: one row for nmo's run, one for
+/// the floor's; then every run's requests by flow schema and priority level.
+pub fn real_backend_table(results: &[ScenarioResult]) -> String {
+    let mut table = Table::new(&[
+        "scenario",
+        "run",
+        "wall",
+        "wall / floor",
+        "p50",
+        "p99",
+        "CPU/node: nmo",
+        "kube-apiserver",
+        "etcd",
+        "requests/node (APF)",
+        "APF 429s",
+        "429s (audit)",
+    ]);
+    let mut flows = String::new();
+    for r in results {
+        let Some(real) = &r.real else { continue };
+        let nodes = r.maintenance;
+        let f = &real.floor;
+        table.row(vec![
+            r.scenario.clone(),
+            "nmo".into(),
+            format!("{:.2} s", r.wall_s),
+            real.wall_over_floor
+                .map_or_else(|| "-".into(), |x| format!("{x:.2}x")),
+            format!("{:.2} s", r.p50_s),
+            format!("{:.2} s", r.p99_s),
+            format!("{:.1} ms", r.cpu_ms_per_node),
+            format!("{:.1} ms", ms_per_node(real.cost.apiserver_cpu_s, nodes)),
+            format!("{:.1} ms", ms_per_node(real.cost.etcd_cpu_s, nodes)),
+            format!("{:.1}", per_node(real.cost.dispatched(), nodes)),
+            real.cost.rejected().to_string(),
+            r.requests.too_many_requests.to_string(),
+        ]);
+        table.row(vec![
+            r.scenario.clone(),
+            "floor".into(),
+            format!("{:.2} s", f.wall_s),
+            "1.00x".into(),
+            format!("{:.2} s", f.p50_s),
+            format!("{:.2} s", f.p99_s),
+            "-".into(),
+            format!("{:.1} ms", ms_per_node(f.cost.apiserver_cpu_s, nodes)),
+            format!("{:.1} ms", ms_per_node(f.cost.etcd_cpu_s, nodes)),
+            format!("{:.1}", per_node(f.cost.dispatched(), nodes)),
+            f.cost.rejected().to_string(),
+            f.too_many_requests.to_string(),
+        ]);
+        let _ = writeln!(flows, "{:<6} nmo   {}", r.scenario, real.cost.flows_line());
+        let _ = writeln!(flows, "{:<6} floor {}", r.scenario, f.cost.flows_line());
+    }
+    let mut out = table.render();
+    out.push_str(
+        "\nrequests by flow schema / priority level (every client of the control plane):\n",
+    );
+    out.push_str(&flows);
+    out
 }

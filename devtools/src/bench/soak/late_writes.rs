@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use nmo_sim::Served;
 
-use super::audit::Violations;
+use super::violations::Violations;
 
 /// What the late writes did.
 #[derive(Debug, Clone, Default)]

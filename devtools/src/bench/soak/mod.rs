@@ -34,6 +34,7 @@ mod replicas;
 mod report;
 mod restarts;
 mod takeovers;
+mod violations;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -5,13 +5,14 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use super::audit::{Findings, Violations};
+use super::audit::Findings;
 use super::config::SoakConfig;
 use super::end_state::EndState;
 use super::late_writes::LateWriteFindings;
 use super::replicas::ReplicaFigures;
 use super::restarts::{Recoveries, p50_and_max};
 use super::takeovers::Takeovers;
+use super::violations::Violations;
 
 /// One check: what, the target, what was found, and whether it holds.
 #[derive(Debug, Clone, Serialize)]
