@@ -30,7 +30,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::webhook::{Eviction, Verdict, WebhookServer, unregister};
+use super::interceptor::Interceptor;
+use super::webhook::{Eviction, Verdict};
 use super::{EmulationError, lock, ready};
 
 /// The webhook's name in KubeVirt's virt-api-validator configuration.
@@ -473,13 +474,7 @@ async fn look(
 
 /// The emulated KubeVirt of one namespace: its eviction webhook and its migration controller.
 /// Stopped (the webhook unregistered) by [`KubeVirt::stop`]; dropped, its tasks end.
-pub struct KubeVirt {
-    client: kube::Client,
-    log: Arc<Mutex<KubeVirtLog>>,
-    /// Serves while the emulation lives.
-    _webhook: WebhookServer,
-    controller: tokio::task::JoinHandle<()>,
-}
+pub struct KubeVirt(Interceptor<KubeVirtLog>);
 
 impl KubeVirt {
     /// Starts the webhook (registered with the API server of `client`) and the migration
@@ -489,44 +484,32 @@ impl KubeVirt {
         namespace: &str,
         options: MigrationOptions,
     ) -> Result<Self, EmulationError> {
-        let log = Arc::new(Mutex::new(KubeVirtLog::default()));
-        let (hook_client, hook_log) = (client.clone(), log.clone());
-        let webhook = WebhookServer::start(move |eviction| {
-            review(hook_client.clone(), hook_log.clone(), eviction)
-        })
+        let (looker, namespace) = (client.clone(), namespace.to_string());
+        let interceptor = Interceptor::start(
+            client,
+            CONFIGURATION,
+            WEBHOOK,
+            review,
+            |looked| async move {
+                let running: Running = Arc::default();
+                let mut turn = 0;
+                loop {
+                    tokio::time::sleep(LOOK_EVERY).await;
+                    look(&looker, &namespace, &options, &running, &looked, &mut turn).await;
+                }
+            },
+        )
         .await?;
-        webhook.register(client, CONFIGURATION, WEBHOOK).await?;
-        let (looker, namespace, looked) = (client.clone(), namespace.to_string(), log.clone());
-        let controller = tokio::spawn(async move {
-            let running: Running = Arc::default();
-            let mut turn = 0;
-            loop {
-                tokio::time::sleep(LOOK_EVERY).await;
-                look(&looker, &namespace, &options, &running, &looked, &mut turn).await;
-            }
-        });
-        Ok(KubeVirt {
-            client: client.clone(),
-            log,
-            _webhook: webhook,
-            controller,
-        })
+        Ok(KubeVirt(interceptor))
     }
 
     /// What it did so far.
     pub fn log(&self) -> KubeVirtLog {
-        lock(&self.log).clone()
+        self.0.log()
     }
 
     /// Unregisters the webhook and stops the controller (the server stops with `self`).
     pub async fn stop(self) {
-        self.controller.abort();
-        unregister(&self.client, CONFIGURATION).await;
-    }
-}
-
-impl Drop for KubeVirt {
-    fn drop(&mut self) {
-        self.controller.abort();
+        self.0.stop().await;
     }
 }

@@ -6,6 +6,7 @@
 //! - [`webhook`]: the HTTPS admission webhook they answer through;
 //! - [`pods`]: a watch of a workload's pods that records a pod deleted while it ran.
 
+mod interceptor;
 pub mod kubevirt;
 pub mod pods;
 pub mod strimzi;

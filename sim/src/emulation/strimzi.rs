@@ -17,7 +17,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::webhook::{Eviction, Verdict, WebhookServer, unregister};
+use super::interceptor::Interceptor;
+use super::webhook::{Eviction, Verdict};
 use super::{EmulationError, lock, ready};
 
 /// The webhook's name in the Drain Cleaner's ValidatingWebhookConfiguration.
@@ -153,13 +154,7 @@ async fn roll_one(
 }
 
 /// The emulated Drain Cleaner and Cluster Operator of one Kafka cluster.
-pub struct DrainCleaner {
-    client: kube::Client,
-    log: Arc<Mutex<StrimziLog>>,
-    /// Serves while the emulation lives.
-    _webhook: WebhookServer,
-    operator: tokio::task::JoinHandle<()>,
-}
+pub struct DrainCleaner(Interceptor<StrimziLog>);
 
 impl DrainCleaner {
     /// Starts the webhook (registered with the API server of `client`) and the operator that
@@ -170,50 +165,39 @@ impl DrainCleaner {
         cluster: &str,
         target: &str,
     ) -> Result<Self, EmulationError> {
-        let log = Arc::new(Mutex::new(StrimziLog::default()));
-        let (hook_client, hook_log) = (client.clone(), log.clone());
-        let webhook = WebhookServer::start(move |eviction| {
-            review(hook_client.clone(), hook_log.clone(), eviction)
-        })
-        .await?;
-        webhook.register(client, CONFIGURATION, WEBHOOK).await?;
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-        let (namespace, cluster, target, rolled) = (
+        let (namespace, cluster, target) = (
             namespace.to_string(),
             cluster.to_string(),
             target.to_string(),
-            log.clone(),
         );
-        let operator = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(LOOK_EVERY).await;
-                if let Err(error) = roll_one(&pods, &namespace, &cluster, &target, &rolled).await {
-                    tracing::warn!(%error, "emulated rolling restart failed");
+        let interceptor = Interceptor::start(
+            client,
+            CONFIGURATION,
+            WEBHOOK,
+            review,
+            |rolled| async move {
+                loop {
+                    tokio::time::sleep(LOOK_EVERY).await;
+                    if let Err(error) =
+                        roll_one(&pods, &namespace, &cluster, &target, &rolled).await
+                    {
+                        tracing::warn!(%error, "emulated rolling restart failed");
+                    }
                 }
-            }
-        });
-        Ok(DrainCleaner {
-            client: client.clone(),
-            log,
-            _webhook: webhook,
-            operator,
-        })
+            },
+        )
+        .await?;
+        Ok(DrainCleaner(interceptor))
     }
 
     /// What it did so far.
     pub fn log(&self) -> StrimziLog {
-        lock(&self.log).clone()
+        self.0.log()
     }
 
     /// Unregisters the webhook and stops the operator.
     pub async fn stop(self) {
-        self.operator.abort();
-        unregister(&self.client, CONFIGURATION).await;
-    }
-}
-
-impl Drop for DrainCleaner {
-    fn drop(&mut self) {
-        self.operator.abort();
+        self.0.stop().await;
     }
 }
