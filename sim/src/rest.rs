@@ -805,21 +805,11 @@ impl Api {
                 Write::Put(fin)
             };
             if dry_run {
-                let v = match &write {
-                    Write::Put(v) | Write::Delete(v) => v,
-                };
-                return Ok(Arc::new(StoredObject::from_value(def, v)?));
+                return Ok(Arc::new(StoredObject::from_value(def, write.value())?));
             }
             match self.store.commit(def, ns, name, Expect::Rv(cur.rv), write) {
                 Ok(s) => return Ok(s),
-                Err(CommitError::Stale) => continue,
-                Err(CommitError::Missing) => {
-                    return Err(ApiError::not_found(&def.group, &def.plural, name));
-                }
-                Err(CommitError::Api(e)) => return Err(e),
-                Err(CommitError::Exists) => {
-                    return Err(ApiError::internal("unexpected store state"));
-                }
+                Err(e) => commit_failed(def, name, e)?,
             }
         }
         Err(ApiError::stale(&def.group, &def.plural, name))
@@ -1033,193 +1023,145 @@ impl Api {
         name: &str,
         opts: &DeleteOpts,
     ) -> Result<Deleted, ApiError> {
-        let gr = (def.group.as_str(), def.plural.as_str());
         for _ in 0..100 {
             let cur = self.get(def, ns, name)?;
-            if let Some(u) = &opts.uid
-                && u != &cur.uid
-            {
-                return Err(ApiError::conflict(
-                    &def.group,
-                    &def.plural,
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
-                        cur.uid
-                    ),
-                )
-                .with_kind_in_details(&def.kind));
-            }
-            if let Some(r) = &opts.rv
-                && r != &cur.rv.to_string()
-            {
-                return Err(ApiError::conflict(
-                    &def.group,
-                    &def.plural,
-                    name,
-                    &format!(
-                        "Precondition failed: ResourceVersion in precondition: {r}, ResourceVersion in object meta: {}",
-                        cur.rv
-                    ),
-                ));
-            }
-            let mut v = cur.value()?;
-            let deleting = is_deleting(&v);
-            let mut write: Option<Write> = None;
-            // Dependents to delete once the owner is marked (foreground propagation).
-            let mut foreground: Vec<(String, Key)> = Vec::new();
-            if gr == names::PODS {
-                let mut grace = opts
-                    .grace
-                    .or_else(|| {
-                        v.pointer("/spec/terminationGracePeriodSeconds")
-                            .and_then(|g| g.as_i64())
-                    })
-                    .unwrap_or(30)
-                    .max(0);
-                let phase = v
-                    .pointer("/status/phase")
-                    .and_then(|p| p.as_str())
-                    .unwrap_or_default();
-                let node = v
-                    .pointer("/spec/nodeName")
-                    .and_then(|p| p.as_str())
-                    .unwrap_or_default();
-                if node.is_empty() || phase == "Succeeded" || phase == "Failed" {
-                    grace = 0;
-                }
-                if grace > 0 {
-                    let current = v
-                        .pointer("/metadata/deletionGracePeriodSeconds")
-                        .and_then(|g| g.as_i64());
-                    if deleting && current.is_some_and(|c| c <= grace) {
-                        return Ok(Deleted::Pending(cur));
-                    }
-                    if !deleting {
-                        strategy::bump_generation(def, &mut v);
-                    }
-                    set_meta(
-                        &mut v,
-                        "deletionTimestamp",
-                        Some(json!(later_rfc3339(grace))),
-                    );
-                    set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(grace)));
-                    write = Some(Write::Put(v.clone()));
-                } else if deleting {
-                    set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
-                } else {
-                    // Deleted at once, answered as the real server does: as it was marked
-                    // for deletion (grace 0) just before it went.
-                    strategy::bump_generation(def, &mut v);
-                    set_meta(&mut v, "deletionTimestamp", Some(json!(now_rfc3339())));
-                    set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
-                }
-            } else if gr == names::NAMESPACES {
-                if deleting {
-                    return Ok(Deleted::Pending(cur));
-                }
-                set_meta(&mut v, "deletionTimestamp", Some(json!(now_rfc3339())));
-                set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
-                v["status"]["phase"] = json!("Terminating");
-                write = Some(Write::Put(v.clone()));
-            }
-            let write = match write {
-                Some(w) => w,
-                None => {
-                    let dependents = self.store.dependents(&cur.uid);
-                    if opts.propagation.as_deref() == Some("Foreground")
-                        && !dependents.is_empty()
-                        && !deleting
-                        && !opts.dry_run
-                    {
-                        // The garbage collector deletes the dependents first, then removes the
-                        // finalizer (see lifecycle.rs).
-                        let mut f = finalizers(&v);
-                        f.push("foregroundDeletion".into());
-                        set_meta(&mut v, "finalizers", Some(json!(f)));
-                        foreground = dependents.clone();
-                    } else if opts.propagation.as_deref() == Some("Orphan") && !opts.dry_run {
-                        self.orphan_dependents(&cur.uid, &dependents);
-                    }
-                    if !finalizers(&v).is_empty() {
-                        if deleting && gr != names::PODS {
-                            return Ok(Deleted::Pending(cur));
-                        }
-                        if !is_deleting(&v) {
-                            strategy::bump_generation(def, &mut v);
-                            set_meta(&mut v, "deletionTimestamp", Some(json!(now_rfc3339())));
-                            set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
-                        }
-                        Write::Put(v)
-                    } else {
-                        Write::Delete(v)
-                    }
-                }
+            check_delete_preconditions(def, name, &cur, opts)?;
+            let Some(deletion) = self.deletion(def, &cur, opts)? else {
+                return Ok(Deleted::Pending(cur));
             };
-            let gone = matches!(write, Write::Delete(_));
-            if let Write::Put(nv) = &write
+            if let Write::Put(nv) = &deletion.write
                 && cur.value().is_ok_and(|o| &o == nv)
             {
                 return Ok(Deleted::Pending(cur));
             }
             if opts.dry_run {
-                let v = match &write {
-                    Write::Put(v) | Write::Delete(v) => v,
-                };
-                let s = Arc::new(StoredObject::from_value(def, v)?);
-                return Ok(if gone {
-                    Deleted::Gone(s)
-                } else {
-                    Deleted::Pending(s)
-                });
+                let gone = matches!(deletion.write, Write::Delete(_));
+                let s = Arc::new(StoredObject::from_value(def, deletion.write.value())?);
+                return Ok(deleted(s, gone));
             }
-            // A pod deleted at once is first marked (deletionTimestamp, grace 0), then removed:
-            // two writes, so a watch sees MODIFIED then DELETED, as from a real server.
-            let (expect, write) = match write {
-                Write::Delete(marked) if gr == names::PODS && !deleting => {
-                    match self.store.commit(
-                        def,
-                        ns,
-                        name,
-                        Expect::Rv(cur.rv),
-                        Write::Put(marked.clone()),
-                    ) {
-                        Ok(s) => (Expect::Rv(s.rv), Write::Delete(marked)),
-                        Err(CommitError::Stale) => continue,
-                        Err(CommitError::Missing) => {
-                            return Err(ApiError::not_found(&def.group, &def.plural, name));
-                        }
-                        Err(CommitError::Api(e)) => return Err(e),
-                        Err(CommitError::Exists) => {
-                            return Err(ApiError::internal("unexpected store state"));
-                        }
-                    }
-                }
-                write => (Expect::Rv(cur.rv), write),
-            };
-            match self.store.commit(def, ns, name, expect, write) {
-                Ok(s) => {
-                    if gone && gr == names::CRDS {
-                        self.drop_crd(&s);
-                    }
-                    self.delete_dependents(&foreground);
-                    return Ok(if gone {
-                        Deleted::Gone(s)
-                    } else {
-                        Deleted::Pending(s)
-                    });
-                }
-                Err(CommitError::Stale) => continue,
-                Err(CommitError::Missing) => {
-                    return Err(ApiError::not_found(&def.group, &def.plural, name));
-                }
-                Err(CommitError::Api(e)) => return Err(e),
-                Err(CommitError::Exists) => {
-                    return Err(ApiError::internal("unexpected store state"));
-                }
+            if let Some(done) = self.commit_deletion(def, ns, name, &cur, deletion)? {
+                return Ok(done);
             }
         }
         Err(ApiError::stale(&def.group, &def.plural, name))
+    }
+
+    /// What deleting `cur` writes; None when it is already being deleted as asked (nothing
+    /// to write).
+    fn deletion(
+        &self,
+        def: &ResourceDef,
+        cur: &StoredObject,
+        opts: &DeleteOpts,
+    ) -> Result<Option<Deletion>, ApiError> {
+        let gr = (def.group.as_str(), def.plural.as_str());
+        let mut v = cur.value()?;
+        let deleting = is_deleting(&v);
+        let marked = if gr == names::PODS {
+            mark_pod(def, &mut v, opts, deleting)
+        } else if gr == names::NAMESPACES {
+            mark_namespace(&mut v, deleting)
+        } else {
+            Mark::NotYet
+        };
+        Ok(match marked {
+            Mark::Already => None,
+            Mark::Write(write) => Some(Deletion {
+                write,
+                foreground: Vec::new(),
+                deleting,
+            }),
+            Mark::NotYet => self.propagate_and_finalize(def, cur, v, opts, deleting),
+        })
+    }
+
+    /// The deletion of an object no grace period keeps: its dependents' propagation, then
+    /// the object marked while finalizers remain, removed otherwise. None when it is already
+    /// being deleted and waits for its finalizers.
+    fn propagate_and_finalize(
+        &self,
+        def: &ResourceDef,
+        cur: &StoredObject,
+        mut v: Value,
+        opts: &DeleteOpts,
+        deleting: bool,
+    ) -> Option<Deletion> {
+        let mut foreground = Vec::new();
+        let dependents = self.store.dependents(&cur.uid);
+        if opts.propagation.as_deref() == Some("Foreground")
+            && !dependents.is_empty()
+            && !deleting
+            && !opts.dry_run
+        {
+            // The garbage collector deletes the dependents first, then removes the
+            // finalizer (see lifecycle.rs).
+            let mut f = finalizers(&v);
+            f.push("foregroundDeletion".into());
+            set_meta(&mut v, "finalizers", Some(json!(f)));
+            foreground = dependents;
+        } else if opts.propagation.as_deref() == Some("Orphan") && !opts.dry_run {
+            self.orphan_dependents(&cur.uid, &dependents);
+        }
+        if finalizers(&v).is_empty() {
+            return Some(Deletion {
+                write: Write::Delete(v),
+                foreground,
+                deleting,
+            });
+        }
+        if deleting && (def.group.as_str(), def.plural.as_str()) != names::PODS {
+            return None;
+        }
+        if !is_deleting(&v) {
+            strategy::bump_generation(def, &mut v);
+            mark_deleted_now(&mut v);
+        }
+        Some(Deletion {
+            write: Write::Put(v),
+            foreground,
+            deleting,
+        })
+    }
+
+    /// Commits a deletion of `cur` (None when someone wrote in between: to do again), then
+    /// drops a removed CRD's resource and deletes the foreground dependents.
+    fn commit_deletion(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        cur: &StoredObject,
+        deletion: Deletion,
+    ) -> Result<Option<Deleted>, ApiError> {
+        let gr = (def.group.as_str(), def.plural.as_str());
+        let gone = matches!(deletion.write, Write::Delete(_));
+        // A pod deleted at once is first marked (deletionTimestamp, grace 0), then removed:
+        // two writes, so a watch sees MODIFIED then DELETED, as from a real server.
+        let (expect, write) = match deletion.write {
+            Write::Delete(marked) if gr == names::PODS && !deletion.deleting => {
+                match self.store.commit(
+                    def,
+                    ns,
+                    name,
+                    Expect::Rv(cur.rv),
+                    Write::Put(marked.clone()),
+                ) {
+                    Ok(s) => (Expect::Rv(s.rv), Write::Delete(marked)),
+                    Err(e) => return commit_failed(def, name, e).map(|()| None),
+                }
+            }
+            write => (Expect::Rv(cur.rv), write),
+        };
+        match self.store.commit(def, ns, name, expect, write) {
+            Ok(s) => {
+                if gone && gr == names::CRDS {
+                    self.drop_crd(&s);
+                }
+                self.delete_dependents(&deletion.foreground);
+                Ok(Some(deleted(s, gone)))
+            }
+            Err(e) => commit_failed(def, name, e).map(|()| None),
+        }
     }
 
     /// Deletes dependents (foreground propagation).
@@ -1309,5 +1251,145 @@ impl Api {
             }
             self.registry.unregister(group, plural);
         }
+    }
+}
+
+/// What a DELETE writes, and the dependents to delete once the owner is marked (foreground
+/// propagation).
+struct Deletion {
+    write: Write,
+    foreground: Vec<(String, Key)>,
+    /// The object was being deleted already.
+    deleting: bool,
+}
+
+/// How a kind with a deletion of its own (pods' grace period, namespaces' termination) marks
+/// an object being deleted.
+enum Mark {
+    /// It is already marked as asked: nothing to write.
+    Already,
+    /// Marked: this write.
+    Write(Write),
+    /// Not by the kind: finalizers and propagation decide (the object may have been edited).
+    NotYet,
+}
+
+/// A pod's graceful deletion: marked with its grace period (a scheduled, unfinished pod), or
+/// to be removed at once.
+fn mark_pod(def: &ResourceDef, v: &mut Value, opts: &DeleteOpts, deleting: bool) -> Mark {
+    let mut grace = opts
+        .grace
+        .or_else(|| {
+            v.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(|g| g.as_i64())
+        })
+        .unwrap_or(30)
+        .max(0);
+    let phase = v
+        .pointer("/status/phase")
+        .and_then(|p| p.as_str())
+        .unwrap_or_default();
+    let node = v
+        .pointer("/spec/nodeName")
+        .and_then(|p| p.as_str())
+        .unwrap_or_default();
+    if node.is_empty() || phase == "Succeeded" || phase == "Failed" {
+        grace = 0;
+    }
+    if grace > 0 {
+        let current = v
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(|g| g.as_i64());
+        if deleting && current.is_some_and(|c| c <= grace) {
+            return Mark::Already;
+        }
+        if !deleting {
+            strategy::bump_generation(def, v);
+        }
+        set_meta(v, "deletionTimestamp", Some(json!(later_rfc3339(grace))));
+        set_meta(v, "deletionGracePeriodSeconds", Some(json!(grace)));
+        return Mark::Write(Write::Put(v.clone()));
+    }
+    if deleting {
+        set_meta(v, "deletionGracePeriodSeconds", Some(json!(0)));
+    } else {
+        // Deleted at once, answered as the real server does: as it was marked for deletion
+        // (grace 0) just before it went.
+        strategy::bump_generation(def, v);
+        mark_deleted_now(v);
+    }
+    Mark::NotYet
+}
+
+/// A namespace's deletion: Terminating until the namespace controller has emptied it.
+fn mark_namespace(v: &mut Value, deleting: bool) -> Mark {
+    if deleting {
+        return Mark::Already;
+    }
+    mark_deleted_now(v);
+    v["status"]["phase"] = json!("Terminating");
+    Mark::Write(Write::Put(v.clone()))
+}
+
+/// Marks an object deleted now, with no grace period.
+fn mark_deleted_now(v: &mut Value) {
+    set_meta(v, "deletionTimestamp", Some(json!(now_rfc3339())));
+    set_meta(v, "deletionGracePeriodSeconds", Some(json!(0)));
+}
+
+/// A DELETE's preconditions (uid, resourceVersion) on the current object.
+fn check_delete_preconditions(
+    def: &ResourceDef,
+    name: &str,
+    cur: &StoredObject,
+    opts: &DeleteOpts,
+) -> Result<(), ApiError> {
+    if let Some(u) = &opts.uid
+        && u != &cur.uid
+    {
+        return Err(ApiError::conflict(
+            &def.group,
+            &def.plural,
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
+                cur.uid
+            ),
+        )
+        .with_kind_in_details(&def.kind));
+    }
+    if let Some(r) = &opts.rv
+        && r != &cur.rv.to_string()
+    {
+        return Err(ApiError::conflict(
+            &def.group,
+            &def.plural,
+            name,
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {r}, ResourceVersion in object meta: {}",
+                cur.rv
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The outcome of a DELETE whose last state is `s`.
+fn deleted(s: Arc<StoredObject>, gone: bool) -> Deleted {
+    if gone {
+        Deleted::Gone(s)
+    } else {
+        Deleted::Pending(s)
+    }
+}
+
+/// A failed commit of a write to an existing object: Ok when it was stale (to compute again),
+/// the error to answer otherwise.
+fn commit_failed(def: &ResourceDef, name: &str, e: CommitError) -> Result<(), ApiError> {
+    match e {
+        CommitError::Stale => Ok(()),
+        CommitError::Missing => Err(ApiError::not_found(&def.group, &def.plural, name)),
+        CommitError::Api(e) => Err(e),
+        CommitError::Exists => Err(ApiError::internal("unexpected store state")),
     }
 }

@@ -154,6 +154,15 @@ pub enum Write {
     Delete(Value),
 }
 
+impl Write {
+    /// The object stored, or its last state.
+    pub fn value(&self) -> &Value {
+        match self {
+            Write::Put(v) | Write::Delete(v) => v,
+        }
+    }
+}
+
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy)]
 pub enum WatchFrom {
