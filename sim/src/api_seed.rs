@@ -33,6 +33,7 @@ use serde_json::{Value, json};
 
 use crate::scenario::{
     self, CACHE_HASH, CACHE_REPLICASET, Scenario, ScenarioReport, pod_spec, running_pod,
+    spread_replicaset,
 };
 
 /// The deadline of one API call.
@@ -240,14 +241,6 @@ fn bound_pods(s: &Scenario, node_uids: &BTreeMap<String, String>) -> Vec<BoundPo
         }
     }
     pods
-}
-
-/// (app, pod template hash, name) of spread ReplicaSet `r`, as the simulator names them.
-fn spread_replicaset(r: usize) -> (String, String, String) {
-    let app = format!("app-{r}");
-    let hash = format!("{:010x}", 0x5d8f_7c6b4_u64 + r as u64);
-    let name = format!("{app}-{hash}");
-    (app, hash, name)
 }
 
 /// What a finished pod's status says.
