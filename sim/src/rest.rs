@@ -392,16 +392,7 @@ impl Api {
         keep_status: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
         if def.converted {
-            let sdef = self.storage_def(def)?;
-            let mut stored = convert::to_storage(def, v.clone());
-            set_meta(&mut stored, "namespace", Some(json!(ns)));
-            let name = meta(&stored, "name")
-                .and_then(|n| n.as_str().map(String::from))
-                .unwrap_or_default();
-            let mut causes = crate::validation::causes(&sdef, &stored);
-            causes.extend(crate::validation::events_api_causes(&v));
-            crate::validation::refuse(&sdef, &name, causes)?;
-            return self.create(&sdef, ns, convert::to_storage(def, v), dry_run, keep_status);
+            return self.create_converted(def, ns, v, dry_run, keep_status);
         }
         if !v.is_object() {
             return Err(ApiError::bad_request(
@@ -409,54 +400,12 @@ impl Api {
             ));
         }
         self.check_type(def, &mut v)?;
-        let body_ns = meta(&v, "namespace")
-            .and_then(|n| n.as_str().map(String::from))
-            .unwrap_or_default();
-        if def.namespaced {
-            if !body_ns.is_empty() && body_ns != ns {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-            set_meta(&mut v, "namespace", Some(json!(ns)));
-        } else {
-            set_meta(&mut v, "namespace", None);
-        }
-        let mut name = meta(&v, "name")
-            .and_then(|n| n.as_str().map(String::from))
-            .unwrap_or_default();
-        if name.is_empty() {
-            match meta(&v, "generateName").and_then(|n| n.as_str().map(String::from)) {
-                Some(g) if !g.is_empty() => {
-                    name = format!("{g}{}", name_suffix());
-                    set_meta(&mut v, "name", Some(json!(name)));
-                }
-                _ => {
-                    return Err(ApiError::invalid(
-                        &def.group,
-                        &def.kind,
-                        "",
-                        vec![(
-                            "FieldValueRequired".into(),
-                            "metadata.name".into(),
-                            "Required value: name or generateName is required".into(),
-                        )],
-                    ));
-                }
-            }
-        }
+        place_in_namespace(def, ns, &mut v)?;
+        let name = object_name(def, &mut v)?;
         self.check_namespace(def, ns, &name)?;
         crate::validation::validate(def, &name, &v)?;
         self.prepare_create(def, &mut v, keep_status);
-        if def.custom
-            && let Some(s) = &def.schema
-        {
-            schema::default_and_prune(&mut v, s);
-            let errs = schema::validate(&v, None, s);
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(&def.group, &def.kind, &name, errs));
-            }
-        }
+        apply_schema(def, &name, &mut v, None)?;
         if dry_run {
             if self.store.get(def, ns, &name).is_some() {
                 return Err(ApiError::already_exists(&def.group, &def.plural, &name));
@@ -478,6 +427,28 @@ impl Api {
             return self.established_crd(def, &stored);
         }
         Ok(stored)
+    }
+
+    /// CREATE of a kind stored as another (events.k8s.io Events): validated as stored, and as
+    /// its own API requires, then created as the stored kind.
+    fn create_converted(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        v: Value,
+        dry_run: bool,
+        keep_status: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let sdef = self.storage_def(def)?;
+        let mut stored = convert::to_storage(def, v.clone());
+        set_meta(&mut stored, "namespace", Some(json!(ns)));
+        let name = meta(&stored, "name")
+            .and_then(|n| n.as_str().map(String::from))
+            .unwrap_or_default();
+        let mut causes = crate::validation::causes(&sdef, &stored);
+        causes.extend(crate::validation::events_api_causes(&v));
+        crate::validation::refuse(&sdef, &name, causes)?;
+        self.create(&sdef, ns, convert::to_storage(def, v), dry_run, keep_status)
     }
 
     /// Registers a CRD's resources and writes the status the apiextensions controller would.
@@ -538,79 +509,7 @@ impl Api {
         set_meta(v, "deletionGracePeriodSeconds", None);
         let kind = (def.group.as_str(), def.plural.as_str());
         if kind == names::PODS {
-            let spec = &mut v["spec"];
-            if spec.get("terminationGracePeriodSeconds").is_none() {
-                spec["terminationGracePeriodSeconds"] = json!(30);
-            }
-            for (k, d) in [
-                ("restartPolicy", "Always"),
-                ("dnsPolicy", "ClusterFirst"),
-                ("schedulerName", "default-scheduler"),
-                ("serviceAccountName", "default"),
-            ] {
-                if spec.get(k).is_none() {
-                    spec[k] = json!(d);
-                }
-            }
-            if spec.get("priority").is_none() {
-                spec["priority"] = json!(0);
-            }
-            // The Priority admission plugin and the API's defaults.
-            for (k, d) in [
-                ("preemptionPolicy", json!("PreemptLowerPriority")),
-                ("enableServiceLinks", json!(true)),
-                ("securityContext", json!({})),
-            ] {
-                if spec.get(k).is_none() {
-                    spec[k] = d;
-                }
-            }
-            // The DefaultTolerationSeconds admission plugin.
-            let mut tol = spec
-                .get("tolerations")
-                .and_then(|t| t.as_array())
-                .cloned()
-                .unwrap_or_default();
-            for key in [
-                "node.kubernetes.io/not-ready",
-                "node.kubernetes.io/unreachable",
-            ] {
-                if !tol
-                    .iter()
-                    .any(|t| t.get("key").and_then(|k| k.as_str()) == Some(key))
-                {
-                    tol.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
-                }
-            }
-            spec["tolerations"] = Value::Array(tol);
-            if let Some(cs) = spec.get_mut("containers").and_then(|c| c.as_array_mut()) {
-                for c in cs {
-                    if c.get("terminationMessagePath").is_none() {
-                        c["terminationMessagePath"] = json!("/dev/termination-log");
-                    }
-                    if c.get("resources").is_none() {
-                        c["resources"] = json!({});
-                    }
-                    if c.get("terminationMessagePolicy").is_none() {
-                        c["terminationMessagePolicy"] = json!("File");
-                    }
-                    if c.get("imagePullPolicy").is_none() {
-                        let latest = c
-                            .get("image")
-                            .and_then(|i| i.as_str())
-                            .is_some_and(|i| i.ends_with(":latest") || !i.contains(':'));
-                        c["imagePullPolicy"] =
-                            json!(if latest { "Always" } else { "IfNotPresent" });
-                    }
-                }
-            }
-            if !keep_status {
-                let q = qos_class(v);
-                v["status"] = json!({"phase": "Pending", "qosClass": q});
-            } else if v.pointer("/status/qosClass").is_none() {
-                let q = qos_class(v);
-                v["status"]["qosClass"] = json!(q);
-            }
+            default_pod(v, keep_status);
         } else if kind == names::EVENTS {
             // A Go struct, always serialized: what an event that names no source shows.
             if v.get("source").is_none() {
@@ -652,44 +551,14 @@ impl Api {
             .unwrap_or_default()
             .to_string();
         self.check_type(def, &mut new)?;
-        if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
-            && n != name
-        {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({n}) does not match the name on the URL ({name})"
-            )));
-        }
-        if def.namespaced {
-            let ons = meta(old, "namespace");
-            if let Some(n) = meta(&new, "namespace")
-                && Some(&n) != ons.as_ref()
-                && n != json!("")
-            {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-        }
+        check_same_object(def, &name, old, &new)?;
         if sub == Sub::Status {
-            let st = new.get("status").cloned();
-            new = old.clone();
-            match st {
-                Some(s) => new["status"] = s,
-                None => {
-                    if let Some(m) = new.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
+            // Only status changes are kept.
+            new = with_status(old.clone(), new.get("status").cloned());
         } else if def.status_subresource {
-            match old.get("status") {
-                Some(s) => new["status"] = s.clone(),
-                None => {
-                    if let Some(m) = new.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
+            // Status changes are ignored.
+            let status = old.get("status").cloned();
+            new = with_status(new, status);
         }
         for k in [
             "name",
@@ -702,45 +571,12 @@ impl Api {
         ] {
             set_meta(&mut new, k, meta(old, k));
         }
-        if is_deleting(old) {
-            let before = finalizers(old);
-            let added: Vec<String> = finalizers(&new)
-                .into_iter()
-                .filter(|f| !before.contains(f))
-                .collect();
-            if !added.is_empty() {
-                return Err(ApiError::invalid(
-                    &def.group,
-                    &def.kind,
-                    &name,
-                    vec![(
-                        "FieldValueForbidden".into(),
-                        "metadata.finalizers".into(),
-                        format!(
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-                            added
-                                .iter()
-                                .map(|f| format!("{f:?}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )],
-                ));
-            }
-        }
+        check_no_new_finalizers(def, &name, old, &new)?;
         if sub == Sub::Status {
             strategy::default_status(def, &mut new);
         }
         crate::validation::validate_update(def, &name, old, &new)?;
-        if def.custom
-            && let Some(s) = &def.schema
-        {
-            schema::default_and_prune(&mut new, s);
-            let errs = schema::validate(&new, Some(old), s);
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(&def.group, &def.kind, &name, errs));
-            }
-        }
+        apply_schema(def, &name, &mut new, Some(old))?;
         let track_status = !def.status_subresource;
         if strategy::tracks_generation(def)
             && spec_part(old, !track_status) != spec_part(&new, !track_status)
@@ -909,77 +745,56 @@ impl Api {
         // Converted resources are patched in their own shape and stored converted back.
         let view = def.clone();
         let def = &self.storage_def(def)?;
-        let through = |old: &Value,
-                       f: &dyn Fn(&Value) -> Result<Value, ApiError>|
-         -> Result<Value, ApiError> {
-            Ok(convert::to_storage(
-                &view,
-                f(&convert::from_storage(&view, old))?,
-            ))
-        };
-        match ptype {
-            PatchType::Json => self.update_with(
-                def,
-                ns,
-                name,
-                sub,
-                dry_run,
-                |old| through(old, &|o| patch::json_patch(o, body)),
-                None,
-            ),
-            PatchType::Merge => self.update_with(
-                def,
-                ns,
-                name,
-                sub,
-                dry_run,
-                |old| through(old, &|o| patch::merge_patch(o, body)),
-                None,
-            ),
-            PatchType::Strategic => self.update_with(
-                def,
-                ns,
-                name,
-                sub,
-                dry_run,
-                |old| through(old, &|o| patch::strategic_merge(o, body)),
-                None,
-            ),
+        let patched: fn(&Value, &[u8]) -> Result<Value, ApiError> = match ptype {
+            PatchType::Json => patch::json_patch,
+            PatchType::Merge => patch::merge_patch,
+            PatchType::Strategic => patch::strategic_merge,
             PatchType::Apply => {
-                let applied: Value = serde_yaml::from_slice(body)
-                    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-                if !applied.is_object() {
-                    return Err(ApiError::bad_request(
-                        "apply configuration must be an object",
-                    ));
-                }
-                if let Some(n) = applied.pointer("/metadata/name").and_then(|n| n.as_str())
-                    && n != name
-                {
-                    return Err(ApiError::bad_request(format!(
-                        "the name of the object ({n}) does not match the name on the URL ({name})"
-                    )));
-                }
-                let mk = || {
-                    let mut v = applied.clone();
-                    set_meta(&mut v, "name", Some(json!(name)));
-                    Ok(convert::to_storage(&view, v))
-                };
-                self.update_with(
-                    def,
-                    ns,
-                    name,
-                    sub,
-                    dry_run,
-                    |old| {
-                        let mut a = applied.clone();
-                        set_meta(&mut a, "resourceVersion", None);
-                        through(old, &|o| patch::apply(o, &a))
-                    },
-                    if sub == Sub::Main { Some(&mk) } else { None },
-                )
+                let applied = applied_configuration(name, body)?;
+                return self.server_side_apply(def, &view, ns, name, &applied, sub, dry_run);
             }
-        }
+        };
+        self.update_with(
+            def,
+            ns,
+            name,
+            sub,
+            dry_run,
+            |old| through(&view, old, &|o| patched(o, body)),
+            None,
+        )
+    }
+
+    /// Server-side apply of `applied` (creating the object if it is missing).
+    #[allow(clippy::too_many_arguments)]
+    fn server_side_apply(
+        &self,
+        def: &Arc<ResourceDef>,
+        view: &ResourceDef,
+        ns: &str,
+        name: &str,
+        applied: &Value,
+        sub: Sub,
+        dry_run: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let mk = || {
+            let mut v = applied.clone();
+            set_meta(&mut v, "name", Some(json!(name)));
+            Ok(convert::to_storage(view, v))
+        };
+        self.update_with(
+            def,
+            ns,
+            name,
+            sub,
+            dry_run,
+            |old| {
+                let mut a = applied.clone();
+                set_meta(&mut a, "resourceVersion", None);
+                through(view, old, &|o| patch::apply(o, &a))
+            },
+            if sub == Sub::Main { Some(&mk) } else { None },
+        )
     }
 
     /// Internal write for controllers: `f` edits the object (returns false for no change).
@@ -1252,6 +1067,265 @@ impl Api {
             self.registry.unregister(group, plural);
         }
     }
+}
+
+/// Puts a created object in the request's namespace (or none, for a cluster-scoped kind); a
+/// namespace in the body must be that one.
+fn place_in_namespace(def: &ResourceDef, ns: &str, v: &mut Value) -> Result<(), ApiError> {
+    if !def.namespaced {
+        set_meta(v, "namespace", None);
+        return Ok(());
+    }
+    let body_ns = meta(v, "namespace")
+        .and_then(|n| n.as_str().map(String::from))
+        .unwrap_or_default();
+    if !body_ns.is_empty() && body_ns != ns {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    set_meta(v, "namespace", Some(json!(ns)));
+    Ok(())
+}
+
+/// A created object's name: its own, or one made from its `generateName`.
+fn object_name(def: &ResourceDef, v: &mut Value) -> Result<String, ApiError> {
+    let name = meta(v, "name")
+        .and_then(|n| n.as_str().map(String::from))
+        .unwrap_or_default();
+    if !name.is_empty() {
+        return Ok(name);
+    }
+    match meta(v, "generateName").and_then(|n| n.as_str().map(String::from)) {
+        Some(g) if !g.is_empty() => {
+            let name = format!("{g}{}", name_suffix());
+            set_meta(v, "name", Some(json!(name)));
+            Ok(name)
+        }
+        _ => Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            "",
+            vec![(
+                "FieldValueRequired".into(),
+                "metadata.name".into(),
+                "Required value: name or generateName is required".into(),
+            )],
+        )),
+    }
+}
+
+/// A custom resource's schema: its defaults and pruning, then its validation (of an update
+/// of `old`, or of a create).
+fn apply_schema(
+    def: &ResourceDef,
+    name: &str,
+    v: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    if def.custom
+        && let Some(s) = &def.schema
+    {
+        schema::default_and_prune(v, s);
+        let errs = schema::validate(v, old, s);
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(&def.group, &def.kind, name, errs));
+        }
+    }
+    Ok(())
+}
+
+/// The API's defaults for a created pod (and the admission plugins' a real server runs), its
+/// status Pending unless `keep_status`.
+fn default_pod(v: &mut Value, keep_status: bool) {
+    let spec = &mut v["spec"];
+    if spec.get("terminationGracePeriodSeconds").is_none() {
+        spec["terminationGracePeriodSeconds"] = json!(30);
+    }
+    for (k, d) in [
+        ("restartPolicy", "Always"),
+        ("dnsPolicy", "ClusterFirst"),
+        ("schedulerName", "default-scheduler"),
+        ("serviceAccountName", "default"),
+    ] {
+        if spec.get(k).is_none() {
+            spec[k] = json!(d);
+        }
+    }
+    if spec.get("priority").is_none() {
+        spec["priority"] = json!(0);
+    }
+    // The Priority admission plugin and the API's defaults.
+    for (k, d) in [
+        ("preemptionPolicy", json!("PreemptLowerPriority")),
+        ("enableServiceLinks", json!(true)),
+        ("securityContext", json!({})),
+    ] {
+        if spec.get(k).is_none() {
+            spec[k] = d;
+        }
+    }
+    default_tolerations(spec);
+    if let Some(cs) = spec.get_mut("containers").and_then(|c| c.as_array_mut()) {
+        cs.iter_mut().for_each(default_container);
+    }
+    if !keep_status {
+        let q = qos_class(v);
+        v["status"] = json!({"phase": "Pending", "qosClass": q});
+    } else if v.pointer("/status/qosClass").is_none() {
+        let q = qos_class(v);
+        v["status"]["qosClass"] = json!(q);
+    }
+}
+
+/// The DefaultTolerationSeconds admission plugin.
+fn default_tolerations(spec: &mut Value) {
+    let mut tol = spec
+        .get("tolerations")
+        .and_then(|t| t.as_array())
+        .cloned()
+        .unwrap_or_default();
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        if !tol
+            .iter()
+            .any(|t| t.get("key").and_then(|k| k.as_str()) == Some(key))
+        {
+            tol.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+        }
+    }
+    spec["tolerations"] = Value::Array(tol);
+}
+
+/// A container's defaults.
+fn default_container(c: &mut Value) {
+    if c.get("terminationMessagePath").is_none() {
+        c["terminationMessagePath"] = json!("/dev/termination-log");
+    }
+    if c.get("resources").is_none() {
+        c["resources"] = json!({});
+    }
+    if c.get("terminationMessagePolicy").is_none() {
+        c["terminationMessagePolicy"] = json!("File");
+    }
+    if c.get("imagePullPolicy").is_none() {
+        let latest = c
+            .get("image")
+            .and_then(|i| i.as_str())
+            .is_some_and(|i| i.ends_with(":latest") || !i.contains(':'));
+        c["imagePullPolicy"] = json!(if latest { "Always" } else { "IfNotPresent" });
+    }
+}
+
+/// An update names the object it updates (its name, and its namespace if it gives one).
+fn check_same_object(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    if def.namespaced {
+        let ons = meta(old, "namespace");
+        if let Some(n) = meta(new, "namespace")
+            && Some(&n) != ons.as_ref()
+            && n != json!("")
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `object` with `status` (none: without a status).
+fn with_status(mut object: Value, status: Option<Value>) -> Value {
+    match status {
+        Some(s) => object["status"] = s,
+        None => {
+            if let Some(m) = object.as_object_mut() {
+                m.remove("status");
+            }
+        }
+    }
+    object
+}
+
+/// No finalizer can be added to an object being deleted.
+fn check_no_new_finalizers(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    if !is_deleting(old) {
+        return Ok(());
+    }
+    let before = finalizers(old);
+    let added: Vec<String> = finalizers(new)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &def.group,
+        &def.kind,
+        name,
+        vec![(
+            "FieldValueForbidden".into(),
+            "metadata.finalizers".into(),
+            format!(
+                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                added
+                    .iter()
+                    .map(|f| format!("{f:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )],
+    ))
+}
+
+/// `f` applied to a stored object as `view` presents it, the result converted back to storage.
+fn through(
+    view: &ResourceDef,
+    old: &Value,
+    f: &dyn Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
+    Ok(convert::to_storage(
+        view,
+        f(&convert::from_storage(view, old))?,
+    ))
+}
+
+/// The configuration of an apply patch: a YAML (or JSON) object of the object on the URL.
+fn applied_configuration(name: &str, body: &[u8]) -> Result<Value, ApiError> {
+    let applied: Value = serde_yaml::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    if !applied.is_object() {
+        return Err(ApiError::bad_request(
+            "apply configuration must be an object",
+        ));
+    }
+    if let Some(n) = applied.pointer("/metadata/name").and_then(|n| n.as_str())
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    Ok(applied)
 }
 
 /// What a DELETE writes, and the dependents to delete once the owner is marked (foreground
