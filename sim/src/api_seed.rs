@@ -248,23 +248,7 @@ fn finished_status(pod: &Value) -> Value {
     let now = crate::rest::now_rfc3339();
     let mut status =
         crate::kubelet::rules::started_status(pod, "10.0.0.1", &crate::kubelet::pod_ip(), &now);
-    status["phase"] = json!("Succeeded");
-    if let Some(conditions) = status["conditions"].as_array_mut() {
-        for c in conditions.iter_mut() {
-            if c["type"] == "Ready" || c["type"] == "ContainersReady" {
-                c["status"] = json!("False");
-                c["reason"] = json!("PodCompleted");
-            }
-        }
-    }
-    if let Some(containers) = status["containerStatuses"].as_array_mut() {
-        for c in containers.iter_mut() {
-            c["ready"] = json!(false);
-            c["started"] = json!(false);
-            c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed",
-                                               "startedAt": now, "finishedAt": now}});
-        }
-    }
+    scenario::completed(&mut status, &now);
     status
 }
 
@@ -280,6 +264,36 @@ pub async fn seed(
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
         create(client, &namespaces, None, &object).await?;
     }
+    let node_uids = node_uids(client, s).await?;
+    let mut report = ScenarioReport {
+        nodes: s.node_names(),
+        ..ScenarioReport::default()
+    };
+    create_daemonsets(client, s, &mut report).await?;
+    // The pods that must sit on their nodes, and once they run, their owners.
+    let bound = bound_pods(s, &node_uids);
+    report.pods = bound.len() + s.daemonsets * s.nodes;
+    create_bound_pods(client, s, &bound).await?;
+    let expected_bound = bound.len();
+    wait_until(settle, "the bound pods to run", async || {
+        let running = running_pods(client, s).await?;
+        Ok(check(
+            running >= expected_bound,
+            format!("{running} of {expected_bound} pods running"),
+        ))
+    })
+    .await?;
+    create_replicasets(client, s, &mut report).await?;
+    create_budgets(client, s).await?;
+    wait_until(settle, "the scenario to settle", async || {
+        settled(client, s, &report).await
+    })
+    .await?;
+    Ok(report)
+}
+
+/// The uids of the scenario's nodes, by name.
+async fn node_uids(client: &Client, s: &Scenario) -> Result<BTreeMap<String, String>, SeedError> {
     let nodes: Api<DynamicObject> =
         Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
     let mut node_uids = BTreeMap::new();
@@ -287,11 +301,14 @@ pub async fn seed(
         let found = within(format!("reading node {node}"), nodes.get(&node)).await?;
         node_uids.insert(node, found.metadata.uid.unwrap_or_default());
     }
-    let mut report = ScenarioReport {
-        nodes: s.node_names(),
-        ..ScenarioReport::default()
-    };
+    Ok(node_uids)
+}
 
+async fn create_daemonsets(
+    client: &Client,
+    s: &Scenario,
+    report: &mut ScenarioReport,
+) -> Result<(), SeedError> {
     let daemonsets = resource("apps", "v1", "DaemonSet", "daemonsets");
     for d in 0..s.daemonsets {
         let name = format!("node-agent-{d}");
@@ -304,10 +321,15 @@ pub async fn seed(
         .await?;
         report.daemonsets.push((s.system_namespace.clone(), name));
     }
+    Ok(())
+}
 
-    // The pods that must sit on their nodes, and once they run, their owners.
-    let bound = bound_pods(s, &node_uids);
-    report.pods = bound.len() + s.daemonsets * s.nodes;
+/// Creates the bound pods, [`PARALLEL_CREATES`] at once, then finishes the finished ones.
+async fn create_bound_pods(
+    client: &Client,
+    s: &Scenario,
+    bound: &[BoundPod],
+) -> Result<(), SeedError> {
     let pods = pods_resource();
     futures::stream::iter(bound.iter().map(|pod| {
         let namespace = pod.object["metadata"]["namespace"]
@@ -331,16 +353,16 @@ pub async fn seed(
         )
         .await?;
     }
-    let expected_bound = bound.len();
-    wait_until(settle, "the bound pods to run", async || {
-        let running = running_pods(client, s).await?;
-        Ok(check(
-            running >= expected_bound,
-            format!("{running} of {expected_bound} pods running"),
-        ))
-    })
-    .await?;
+    Ok(())
+}
 
+/// The spread ReplicaSets and the emptyDir one, which adopt the bound pods (their budgets are
+/// reported here, created once every ReplicaSet is).
+async fn create_replicasets(
+    client: &Client,
+    s: &Scenario,
+    report: &mut ScenarioReport,
+) -> Result<(), SeedError> {
     let replicasets = resource("apps", "v1", "ReplicaSet", "replicasets");
     let (_, spread, rs_count) = s.layout();
     let total_spread = spread * s.nodes;
@@ -353,7 +375,7 @@ pub async fn seed(
             .replicasets
             .push((s.workload_namespace.clone(), name.clone()));
         if s.pdb.is_some() {
-            // Created after every ReplicaSet, below.
+            // Created after every ReplicaSet, by `create_budgets`.
             report
                 .pdbs
                 .push((s.workload_namespace.clone(), format!("{app}-pdb")));
@@ -366,24 +388,25 @@ pub async fn seed(
             .replicasets
             .push((s.workload_namespace.clone(), CACHE_REPLICASET.into()));
     }
+    Ok(())
+}
+
+/// The budgets of the spread ReplicaSets, if the scenario has budgets.
+async fn create_budgets(client: &Client, s: &Scenario) -> Result<(), SeedError> {
     let pdbs = resource(
         "policy",
         "v1",
         "PodDisruptionBudget",
         "poddisruptionbudgets",
     );
+    let (_, _, rs_count) = s.layout();
     for r in 0..rs_count {
         let (app, _, _) = spread_replicaset(r);
         if let Some(pdb) = scenario::pdb(s, &app) {
             create(client, &pdbs, Some(&s.workload_namespace), &pdb).await?;
         }
     }
-
-    wait_until(settle, "the scenario to settle", async || {
-        settled(client, s, &report).await
-    })
-    .await?;
-    Ok(report)
+    Ok(())
 }
 
 fn check(ok: bool, waiting_for: String) -> Result<(), String> {

@@ -770,8 +770,13 @@ impl<'a> Seeder<'a> {
 /// Makes a running pod one that ran to completion (`restartPolicy: Never`, Succeeded).
 fn finish(v: &mut Value) {
     v["spec"]["restartPolicy"] = json!("Never");
-    v["status"]["phase"] = json!("Succeeded");
-    if let Some(conds) = v["status"]["conditions"].as_array_mut() {
+    completed(&mut v["status"], &now_rfc3339());
+}
+
+/// A running pod's status made that of a pod whose containers completed at `now`.
+pub(crate) fn completed(status: &mut Value, now: &str) {
+    status["phase"] = json!("Succeeded");
+    if let Some(conds) = status["conditions"].as_array_mut() {
         for c in conds.iter_mut() {
             if c["type"] == "Ready" || c["type"] == "ContainersReady" {
                 c["status"] = json!("False");
@@ -779,11 +784,11 @@ fn finish(v: &mut Value) {
             }
         }
     }
-    if let Some(cs) = v["status"]["containerStatuses"].as_array_mut() {
+    if let Some(cs) = status["containerStatuses"].as_array_mut() {
         for c in cs.iter_mut() {
             c["ready"] = json!(false);
             c["started"] = json!(false);
-            c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}});
+            c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}});
         }
     }
 }
