@@ -32,7 +32,7 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::scenario::{
-    self, CACHE_HASH, CACHE_REPLICASET, Scenario, ScenarioReport, pod_spec, running_pod,
+    self, CACHE_HASH, CACHE_REPLICASET, Scenario, ScenarioReport, Suffixes, pod_spec, running_pod,
     spread_replicaset,
 };
 
@@ -148,99 +148,115 @@ struct BoundPod {
 
 /// The pods that must sit on a given node, in the simulator's layout.
 fn bound_pods(s: &Scenario, node_uids: &BTreeMap<String, String>) -> Vec<BoundPod> {
-    let (_, spread, rs_count) = s.layout();
-    let workload_ns = s.workload_namespace.as_str();
-    let mut counter = 0usize;
-    let mut next = || {
-        counter += 1;
-        scenario::suffix(counter.wrapping_mul(2_654_435_761) % 14_348_907)
-    };
-    let without_status = |mut pod: Value| {
-        if let Some(fields) = pod.as_object_mut() {
-            fields.remove("status");
-        }
-        pod
-    };
+    let mut suffixes = Suffixes::starting_at(0);
     let mut pods = Vec::new();
     for (ni, node) in s.node_names().into_iter().enumerate() {
-        let bound = |name: String, ns: &str, labels: Value, owner: Option<Value>, spec: Value| {
-            without_status(running_pod(&name, ns, &node, "", labels, owner, spec))
-        };
-        if s.mirror_pods {
-            let owner = node_uids.get(&node).map(|uid| {
-                json!({"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid, "controller": true})
-            });
-            let mut pod = bound(
-                format!("static-web-{node}"),
-                &s.system_namespace,
-                json!({"component": "static-web", "tier": "node"}),
-                owner,
-                pod_spec("static-web", false),
-            );
-            pod["metadata"]["annotations"] = json!({
-                "kubernetes.io/config.hash": crate::kubelet::rand_hex(32),
-                "kubernetes.io/config.mirror": crate::kubelet::rand_hex(32),
-                "kubernetes.io/config.source": "file"
-            });
-            pods.push(BoundPod {
-                object: pod,
-                finished: false,
-            });
-        }
-        if s.emptydir_pods {
-            pods.push(BoundPod {
-                object: bound(
-                    format!("{CACHE_REPLICASET}-{}", next()),
-                    workload_ns,
-                    json!({"app": "cache", "pod-template-hash": CACHE_HASH}),
-                    None,
-                    pod_spec("cache", true),
-                ),
-                finished: false,
-            });
-        }
-        if s.unmanaged_pods {
-            pods.push(BoundPod {
-                object: bound(
-                    format!("standalone-{node}"),
-                    workload_ns,
-                    json!({"app": "standalone"}),
-                    None,
-                    pod_spec("standalone", false),
-                ),
-                finished: false,
-            });
-        }
-        if s.finished_pods {
-            let mut pod = bound(
-                format!("batch-{node}"),
-                workload_ns,
-                json!({"app": "batch"}),
-                None,
-                pod_spec("batch", false),
-            );
-            pod["spec"]["restartPolicy"] = json!("Never");
-            pods.push(BoundPod {
-                object: pod,
-                finished: true,
-            });
-        }
-        for k in 0..spread {
-            let r = (ni * spread + k) % rs_count;
-            let (app, hash, name) = spread_replicaset(r);
-            pods.push(BoundPod {
-                object: bound(
-                    format!("{name}-{}", next()),
-                    workload_ns,
-                    json!({"app": app, "pod-template-hash": hash}),
-                    None,
-                    pod_spec(&app, false),
-                ),
-                finished: false,
-            });
-        }
+        pods.extend(pods_bound_to(
+            s,
+            ni,
+            &node,
+            node_uids.get(&node),
+            &mut suffixes,
+        ));
     }
     pods
+}
+
+/// The pods node `ni`, `node`, must have.
+fn pods_bound_to(
+    s: &Scenario,
+    ni: usize,
+    node: &str,
+    node_uid: Option<&String>,
+    suffixes: &mut Suffixes,
+) -> Vec<BoundPod> {
+    let workload_ns = s.workload_namespace.as_str();
+    let bound = |name: String, labels: Value, spec: Value| BoundPod {
+        object: unstarted_pod(&name, workload_ns, node, labels, None, spec),
+        finished: false,
+    };
+    let mut pods = Vec::new();
+    if s.mirror_pods {
+        pods.push(BoundPod {
+            object: mirror_pod(s, node, node_uid),
+            finished: false,
+        });
+    }
+    if s.emptydir_pods {
+        pods.push(bound(
+            format!("{CACHE_REPLICASET}-{}", suffixes.next()),
+            json!({"app": "cache", "pod-template-hash": CACHE_HASH}),
+            pod_spec("cache", true),
+        ));
+    }
+    if s.unmanaged_pods {
+        pods.push(bound(
+            format!("standalone-{node}"),
+            json!({"app": "standalone"}),
+            pod_spec("standalone", false),
+        ));
+    }
+    if s.finished_pods {
+        let mut pod = bound(
+            format!("batch-{node}"),
+            json!({"app": "batch"}),
+            pod_spec("batch", false),
+        );
+        pod.object["spec"]["restartPolicy"] = json!("Never");
+        pod.finished = true;
+        pods.push(pod);
+    }
+    let (_, spread, rs_count) = s.layout();
+    for k in 0..spread {
+        let (app, hash, name) = spread_replicaset((ni * spread + k) % rs_count);
+        pods.push(bound(
+            format!("{name}-{}", suffixes.next()),
+            json!({"app": app, "pod-template-hash": hash}),
+            pod_spec(&app, false),
+        ));
+    }
+    pods
+}
+
+/// A static pod's mirror on `node`, owned by its Node.
+fn mirror_pod(s: &Scenario, node: &str, node_uid: Option<&String>) -> Value {
+    let owner = node_uid.map(|uid| {
+        json!({"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid, "controller": true})
+    });
+    let mut pod = unstarted_pod(
+        &format!("static-web-{node}"),
+        &s.system_namespace,
+        node,
+        json!({"component": "static-web", "tier": "node"}),
+        owner,
+        pod_spec("static-web", false),
+    );
+    pod["metadata"]["annotations"] = json!({
+        "kubernetes.io/config.hash": crate::kubelet::rand_hex(32),
+        "kubernetes.io/config.mirror": crate::kubelet::rand_hex(32),
+        "kubernetes.io/config.source": "file"
+    });
+    pod
+}
+
+/// A pod bound to `node`, without a status (its kubelet reports it).
+fn unstarted_pod(
+    name: &str,
+    ns: &str,
+    node: &str,
+    labels: Value,
+    owner: Option<Value>,
+    spec: Value,
+) -> Value {
+    without_status(running_pod(name, ns, node, "", labels, owner, spec))
+}
+
+/// A pod without its status.
+fn without_status(mut pod: Value) -> Value {
+    if let Some(fields) = pod.as_object_mut() {
+        fields.remove("status");
+    }
+    pod
 }
 
 /// What a finished pod's status says.
@@ -479,61 +495,12 @@ async fn settled(
     s: &Scenario,
     report: &ScenarioReport,
 ) -> Result<Result<(), String>, SeedError> {
-    let mut waiting = Vec::new();
-    let generation_seen = |object: &Value| {
-        object["status"]["observedGeneration"].as_i64() >= object["metadata"]["generation"].as_i64()
-    };
-    let replicasets = list(
-        client,
-        &resource("apps", "v1", "ReplicaSet", "replicasets"),
-        &s.workload_namespace,
-    )
-    .await?;
-    for rs in &replicasets {
-        let wanted = rs["spec"]["replicas"].as_i64().unwrap_or(0);
-        let ready = rs["status"]["readyReplicas"].as_i64().unwrap_or(0);
-        let replicas = rs["status"]["replicas"].as_i64().unwrap_or(0);
-        if !generation_seen(rs) || ready != wanted || replicas != wanted {
-            waiting.push(format!(
-                "ReplicaSet {} ({ready} ready of {wanted})",
-                rs["metadata"]["name"]
-            ));
-        }
-    }
+    let mut waiting = unready_replicasets(client, s).await?;
     if s.daemonsets > 0 {
-        let daemonsets = list(
-            client,
-            &resource("apps", "v1", "DaemonSet", "daemonsets"),
-            &s.system_namespace,
-        )
-        .await?;
-        for ds in &daemonsets {
-            let ready = ds["status"]["numberReady"].as_u64().unwrap_or(0);
-            if !generation_seen(ds) || ready != s.nodes as u64 {
-                waiting.push(format!(
-                    "DaemonSet {} ({ready} ready of {})",
-                    ds["metadata"]["name"], s.nodes
-                ));
-            }
-        }
+        waiting.extend(unready_daemonsets(client, s).await?);
     }
     if !report.pdbs.is_empty() {
-        let pdbs = list(
-            client,
-            &resource(
-                "policy",
-                "v1",
-                "PodDisruptionBudget",
-                "poddisruptionbudgets",
-            ),
-            &s.workload_namespace,
-        )
-        .await?;
-        for pdb in &pdbs {
-            if !generation_seen(pdb) || pdb["status"]["observedGeneration"].is_null() {
-                waiting.push(format!("the status of budget {}", pdb["metadata"]["name"]));
-            }
-        }
+        waiting.extend(uncomputed_budgets(client, s).await?);
     }
     let running = running_pods(client, s).await?;
     let mut pods = 0;
@@ -551,4 +518,73 @@ async fn settled(
     } else {
         Err(waiting.join(", "))
     })
+}
+
+/// The controller of `object` has seen its latest generation.
+fn generation_seen(object: &Value) -> bool {
+    object["status"]["observedGeneration"].as_i64() >= object["metadata"]["generation"].as_i64()
+}
+
+/// The ReplicaSets without all their replicas ready.
+async fn unready_replicasets(client: &Client, s: &Scenario) -> Result<Vec<String>, SeedError> {
+    let replicasets = list(
+        client,
+        &resource("apps", "v1", "ReplicaSet", "replicasets"),
+        &s.workload_namespace,
+    )
+    .await?;
+    let mut waiting = Vec::new();
+    for rs in &replicasets {
+        let wanted = rs["spec"]["replicas"].as_i64().unwrap_or(0);
+        let ready = rs["status"]["readyReplicas"].as_i64().unwrap_or(0);
+        let replicas = rs["status"]["replicas"].as_i64().unwrap_or(0);
+        if !generation_seen(rs) || ready != wanted || replicas != wanted {
+            waiting.push(format!(
+                "ReplicaSet {} ({ready} ready of {wanted})",
+                rs["metadata"]["name"]
+            ));
+        }
+    }
+    Ok(waiting)
+}
+
+/// The DaemonSets without a ready pod on every scenario node.
+async fn unready_daemonsets(client: &Client, s: &Scenario) -> Result<Vec<String>, SeedError> {
+    let daemonsets = list(
+        client,
+        &resource("apps", "v1", "DaemonSet", "daemonsets"),
+        &s.system_namespace,
+    )
+    .await?;
+    let mut waiting = Vec::new();
+    for ds in &daemonsets {
+        let ready = ds["status"]["numberReady"].as_u64().unwrap_or(0);
+        if !generation_seen(ds) || ready != s.nodes as u64 {
+            waiting.push(format!(
+                "DaemonSet {} ({ready} ready of {})",
+                ds["metadata"]["name"], s.nodes
+            ));
+        }
+    }
+    Ok(waiting)
+}
+
+/// The budgets whose status the disruption controller has not computed yet.
+async fn uncomputed_budgets(client: &Client, s: &Scenario) -> Result<Vec<String>, SeedError> {
+    let pdbs = list(
+        client,
+        &resource(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+        ),
+        &s.workload_namespace,
+    )
+    .await?;
+    Ok(pdbs
+        .iter()
+        .filter(|pdb| !generation_seen(pdb) || pdb["status"]["observedGeneration"].is_null())
+        .map(|pdb| format!("the status of budget {}", pdb["metadata"]["name"]))
+        .collect())
 }

@@ -340,7 +340,24 @@ pub(crate) fn owner(kind: &str, api_version: &str, name: &str, uid: &str) -> Val
     json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true})
 }
 
-pub(crate) fn suffix(i: usize) -> String {
+/// Name suffixes that look like the real random ones, made from a counter.
+pub(crate) struct Suffixes(usize);
+
+impl Suffixes {
+    /// The suffixes after counter `n`.
+    pub(crate) fn starting_at(n: usize) -> Self {
+        Suffixes(n)
+    }
+
+    /// The next suffix.
+    pub(crate) fn next(&mut self) -> String {
+        self.0 += 1;
+        // Spread the letters so names look like the real random suffixes.
+        suffix(self.0.wrapping_mul(2_654_435_761) % 14_348_907)
+    }
+}
+
+fn suffix(i: usize) -> String {
     const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut n = i;
     let mut s = String::new();
@@ -599,7 +616,7 @@ struct Seeder<'a> {
     s: &'a Scenario,
     owners: &'a Owners,
     specs: HashMap<(String, bool), Value>,
-    counter: usize,
+    suffixes: Suffixes,
     made: usize,
 }
 
@@ -617,7 +634,7 @@ impl<'a> Seeder<'a> {
             s,
             owners,
             specs: HashMap::new(),
-            counter,
+            suffixes: Suffixes::starting_at(counter),
             made: 0,
         }
     }
@@ -632,9 +649,7 @@ impl<'a> Seeder<'a> {
 
     /// The next name suffix.
     fn next(&mut self) -> String {
-        self.counter += 1;
-        // Spread the letters so names look like the real random suffixes.
-        suffix(self.counter.wrapping_mul(2_654_435_761) % 14_348_907)
+        self.suffixes.next()
     }
 
     fn create(&mut self, ns: &str, pod: Value) -> Result<(), SimError> {
