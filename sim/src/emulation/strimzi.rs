@@ -19,7 +19,7 @@ use serde_json::json;
 
 use super::interceptor::Interceptor;
 use super::webhook::{Eviction, Verdict};
-use super::{EmulationError, lock, ready};
+use super::{EmulationError, lock, ready, wait_for};
 
 /// The webhook's name in the Drain Cleaner's ValidatingWebhookConfiguration.
 pub const WEBHOOK: &str = "strimzi-drain-cleaner.strimzi.io";
@@ -28,6 +28,8 @@ const CONFIGURATION: &str = "nmo-sim-emulated-strimzi-drain-cleaner";
 pub const ROLL_ANNOTATION: &str = "strimzi.io/manual-rolling-update";
 /// How often the operator looks for brokers to roll.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// How long a roll waits for its broker to be gone, then for it to be ready again.
+const ROLL_STEP_WITHIN: Duration = Duration::from_secs(20);
 
 /// A Kafka broker pod of cluster `cluster` on `node`.
 pub fn broker(
@@ -106,16 +108,6 @@ async fn review(client: kube::Client, log: Arc<Mutex<StrimziLog>>, eviction: Evi
     )
 }
 
-/// Waits (up to 20 s) until `pods` says `done` of pod `name`.
-async fn wait_for(pods: &Api<Pod>, name: &str, done: impl Fn(Option<&Pod>) -> bool) {
-    for _ in 0..200 {
-        if done(pods.get_opt(name).await.ok().flatten().as_ref()) {
-            return;
-        }
-        tokio::time::sleep(LOOK_EVERY).await;
-    }
-}
-
 /// Rolls one annotated broker, if there is one.
 async fn roll_one(
     pods: &Api<Pod>,
@@ -143,13 +135,13 @@ async fn roll_one(
     }
     pods.delete(&name, &DeleteParams::default().grace_period(0))
         .await?;
-    wait_for(pods, &name, |p| p.is_none()).await;
+    wait_for(pods, &name, ROLL_STEP_WITHIN, |p| p.is_none()).await;
     pods.create(
         &PostParams::default(),
         &broker(namespace, cluster, &name, target)?,
     )
     .await?;
-    wait_for(pods, &name, |p| p.is_some_and(ready)).await;
+    wait_for(pods, &name, ROLL_STEP_WITHIN, |p| p.is_some_and(ready)).await;
     Ok(())
 }
 
