@@ -160,15 +160,39 @@ fn hexs(n: usize) -> String {
     crate::kubelet::rand_hex(n)
 }
 
-/// A realistic Node (10-15 KiB of JSON).
-pub fn node(name: &str, index: usize) -> Value {
-    let now = now_rfc3339();
-    let ip = format!(
-        "10.{}.{}.{}",
-        (index >> 16) & 255,
-        (index >> 8) & 255,
-        (index & 255).max(1)
-    );
+/// A healthy node's conditions, as its kubelet last posted them at `now`.
+fn node_conditions(now: &str) -> Value {
+    let cond = |t: &str, st: &str, reason: &str, msg: &str| json!({"type": t, "status": st, "lastHeartbeatTime": now, "lastTransitionTime": now, "reason": reason, "message": msg});
+    json!([
+        cond(
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available"
+        ),
+        cond(
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure"
+        ),
+        cond(
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available"
+        ),
+        cond(
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status"
+        )
+    ])
+}
+
+/// The ~50 images a node reports (`status.images`).
+fn node_images() -> Vec<Value> {
     let repos = [
         "registry.k8s.io/kube-proxy",
         "registry.k8s.io/pause",
@@ -181,7 +205,7 @@ pub fn node(name: &str, index: usize) -> Value {
         "docker.io/grafana/promtail",
         "ghcr.io/fluxcd/source-controller",
     ];
-    let images: Vec<Value> = (0..50)
+    (0..50)
         .map(|i| {
             let repo = repos[i % repos.len()];
             let tag = format!("v1.{}.{}", i / repos.len() + 20, i % 7);
@@ -190,8 +214,19 @@ pub fn node(name: &str, index: usize) -> Value {
                 "sizeBytes": 10_000_000 + (i as u64) * 3_141_592
             })
         })
-        .collect();
-    let cond = |t: &str, st: &str, reason: &str, msg: &str| json!({"type": t, "status": st, "lastHeartbeatTime": now, "lastTransitionTime": now, "reason": reason, "message": msg});
+        .collect()
+}
+
+/// A realistic Node (10-15 KiB of JSON).
+pub fn node(name: &str, index: usize) -> Value {
+    let now = now_rfc3339();
+    let ip = format!(
+        "10.{}.{}.{}",
+        (index >> 16) & 255,
+        (index >> 8) & 255,
+        (index & 255).max(1)
+    );
+    let images = node_images();
     let zone = format!("eu-west-1{}", ["a", "b", "c"][index % 3]);
     json!({
         "apiVersion": "v1",
@@ -221,12 +256,7 @@ pub fn node(name: &str, index: usize) -> Value {
         "status": {
             "capacity": {"cpu": "8", "ephemeral-storage": "104845292Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "32386524Ki", "pods": "110"},
             "allocatable": {"cpu": "7910m", "ephemeral-storage": "95551679124", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "31369692Ki", "pods": "110"},
-            "conditions": [
-                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-                cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-                cond("Ready", "True", "KubeletReady", "kubelet is posting ready status")
-            ],
+            "conditions": node_conditions(&now),
             "addresses": [
                 {"type": "InternalIP", "address": ip},
                 {"type": "InternalDNS", "address": format!("ip-{}.eu-west-1.compute.internal", ip.replace('.', "-"))},
