@@ -671,42 +671,18 @@ impl Api {
         sub: Sub,
         dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        let unconditional = body
+            .pointer("/metadata/resourceVersion")
+            .and_then(|r| r.as_str())
+            .is_none_or(|r| r.is_empty());
         // Custom resources do not allow unconditional updates (the real strategy's
         // AllowUnconditionalUpdate is false for them).
-        if def.custom
-            && body
-                .pointer("/metadata/resourceVersion")
-                .and_then(|r| r.as_str())
-                .is_none_or(|r| r.is_empty())
-        {
-            return Err(ApiError::invalid(
-                &def.group,
-                &def.kind,
-                name,
-                vec![(
-                    "FieldValueInvalid".into(),
-                    "metadata.resourceVersion".into(),
-                    "Invalid value: 0x0: must be specified for an update".into(),
-                )],
-            ));
+        if def.custom && unconditional {
+            return Err(rv_required(&def.group, &def.kind, name, "0x0"));
         }
-        if !strategy::allows_unconditional_update(def)
-            && body
-                .pointer("/metadata/resourceVersion")
-                .and_then(|r| r.as_str())
-                .is_none_or(|r| r.is_empty())
-        {
+        if unconditional && !strategy::allows_unconditional_update(def) {
             // Named by resource, as the registry's check names it.
-            return Err(ApiError::invalid(
-                &def.group,
-                &def.plural,
-                name,
-                vec![(
-                    "FieldValueInvalid".into(),
-                    "metadata.resourceVersion".into(),
-                    "Invalid value: 0: must be specified for an update".into(),
-                )],
-            ));
+            return Err(rv_required(&def.group, &def.plural, name, "0"));
         }
         if def.converted {
             let sdef = self.storage_def(def)?;
@@ -1067,6 +1043,21 @@ impl Api {
             self.registry.unregister(group, plural);
         }
     }
+}
+
+/// The 422 of an update without a resourceVersion where one is required (`shown`: how the
+/// real server prints the missing value).
+fn rv_required(group: &str, kind: &str, name: &str, shown: &str) -> ApiError {
+    ApiError::invalid(
+        group,
+        kind,
+        name,
+        vec![(
+            "FieldValueInvalid".into(),
+            "metadata.resourceVersion".into(),
+            format!("Invalid value: {shown}: must be specified for an update"),
+        )],
+    )
 }
 
 /// Puts a created object in the request's namespace (or none, for a cluster-scoped kind); a

@@ -14,6 +14,7 @@ use crate::accounting::{Accounting, Query};
 use crate::errors::{ApiError, SimError};
 use crate::faults::{FaultRule, Faults};
 use crate::kubelet::{self, Timing};
+use crate::object::StoredObject;
 use crate::rbac::Rbac;
 use crate::rest::Api;
 use crate::scenario::{self, Scenario, ScenarioReport};
@@ -430,18 +431,7 @@ impl SimHandle {
 
     /// Lists objects directly (namespace "" for all).
     pub fn list_json(&self, group: &str, plural: &str, ns: &str) -> Vec<Value> {
-        let Ok(def) = self.shared.api.def((group, plural)) else {
-            return Vec::new();
-        };
-        let filter = selectors::Filter {
-            namespace: (!ns.is_empty()).then(|| ns.to_string()),
-            ..Default::default()
-        };
-        self.shared
-            .api
-            .store
-            .list(&def, &filter, None, 0)
-            .0
+        self.stored(group, plural, ns)
             .iter()
             .filter_map(|o| o.value().ok())
             .collect()
@@ -449,6 +439,14 @@ impl SimHandle {
 
     /// Names of the objects of a resource (namespace "" for all), without parsing them.
     pub fn names(&self, group: &str, plural: &str, ns: &str) -> Vec<String> {
+        self.stored(group, plural, ns)
+            .iter()
+            .map(|o| o.name.clone())
+            .collect()
+    }
+
+    /// The stored objects of a resource (namespace "" for all); none of a resource not served.
+    fn stored(&self, group: &str, plural: &str, ns: &str) -> Vec<Arc<StoredObject>> {
         let Ok(def) = self.shared.api.def((group, plural)) else {
             return Vec::new();
         };
@@ -456,14 +454,7 @@ impl SimHandle {
             namespace: (!ns.is_empty()).then(|| ns.to_string()),
             ..Default::default()
         };
-        self.shared
-            .api
-            .store
-            .list(&def, &filter, None, 0)
-            .0
-            .iter()
-            .map(|o| o.name.clone())
-            .collect()
+        self.shared.api.store.list(&def, &filter, None, 0).0
     }
 
     /// Stops serving, ends watches and stops the controllers.
