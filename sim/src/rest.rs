@@ -1029,14 +1029,8 @@ impl Api {
 
     fn drop_crd(&self, crd: &StoredObject) {
         if let Ok(v) = crd.value() {
-            let group = v
-                .pointer("/spec/group")
-                .and_then(|g| g.as_str())
-                .unwrap_or_default();
-            let plural = v
-                .pointer("/spec/names/plural")
-                .and_then(|g| g.as_str())
-                .unwrap_or_default();
+            let group = text_at(&v, "/spec/group");
+            let plural = text_at(&v, "/spec/names/plural");
             if let Some(d) = self.registry.by_name((group, plural)) {
                 self.store.drop_resource(&d);
             }
@@ -1058,6 +1052,13 @@ fn rv_required(group: &str, kind: &str, name: &str, shown: &str) -> ApiError {
             format!("Invalid value: {shown}: must be specified for an update"),
         )],
     )
+}
+
+/// The string at `pointer` ("" when there is none).
+fn text_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(|x| x.as_str())
+        .unwrap_or_default()
 }
 
 /// Puts a created object in the request's namespace (or none, for a cluster-scoped kind); a
@@ -1350,15 +1351,8 @@ fn mark_pod(def: &ResourceDef, v: &mut Value, opts: &DeleteOpts, deleting: bool)
         })
         .unwrap_or(30)
         .max(0);
-    let phase = v
-        .pointer("/status/phase")
-        .and_then(|p| p.as_str())
-        .unwrap_or_default();
-    let node = v
-        .pointer("/spec/nodeName")
-        .and_then(|p| p.as_str())
-        .unwrap_or_default();
-    if node.is_empty() || phase == "Succeeded" || phase == "Failed" {
+    let phase = text_at(v, "/status/phase");
+    if text_at(v, "/spec/nodeName").is_empty() || phase == "Succeeded" || phase == "Failed" {
         grace = 0;
     }
     if grace > 0 {
