@@ -32,7 +32,8 @@ use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::scenario::{
-    self, CACHE_HASH, CACHE_REPLICASET, Scenario, ScenarioReport, pod_spec, running_pod,
+    self, CACHE_HASH, CACHE_REPLICASET, Scenario, ScenarioReport, Suffixes, pod_spec, running_pod,
+    spread_replicaset,
 };
 
 /// The deadline of one API call.
@@ -147,107 +148,115 @@ struct BoundPod {
 
 /// The pods that must sit on a given node, in the simulator's layout.
 fn bound_pods(s: &Scenario, node_uids: &BTreeMap<String, String>) -> Vec<BoundPod> {
-    let (_, spread, rs_count) = s.layout();
-    let workload_ns = s.workload_namespace.as_str();
-    let mut counter = 0usize;
-    let mut next = || {
-        counter += 1;
-        scenario::suffix(counter.wrapping_mul(2_654_435_761) % 14_348_907)
-    };
-    let without_status = |mut pod: Value| {
-        if let Some(fields) = pod.as_object_mut() {
-            fields.remove("status");
-        }
-        pod
-    };
+    let mut suffixes = Suffixes::starting_at(0);
     let mut pods = Vec::new();
     for (ni, node) in s.node_names().into_iter().enumerate() {
-        let bound = |name: String, ns: &str, labels: Value, owner: Option<Value>, spec: Value| {
-            without_status(running_pod(&name, ns, &node, "", labels, owner, spec))
-        };
-        if s.mirror_pods {
-            let owner = node_uids.get(&node).map(|uid| {
-                json!({"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid, "controller": true})
-            });
-            let mut pod = bound(
-                format!("static-web-{node}"),
-                &s.system_namespace,
-                json!({"component": "static-web", "tier": "node"}),
-                owner,
-                pod_spec("static-web", false),
-            );
-            pod["metadata"]["annotations"] = json!({
-                "kubernetes.io/config.hash": crate::kubelet::rand_hex(32),
-                "kubernetes.io/config.mirror": crate::kubelet::rand_hex(32),
-                "kubernetes.io/config.source": "file"
-            });
-            pods.push(BoundPod {
-                object: pod,
-                finished: false,
-            });
-        }
-        if s.emptydir_pods {
-            pods.push(BoundPod {
-                object: bound(
-                    format!("{CACHE_REPLICASET}-{}", next()),
-                    workload_ns,
-                    json!({"app": "cache", "pod-template-hash": CACHE_HASH}),
-                    None,
-                    pod_spec("cache", true),
-                ),
-                finished: false,
-            });
-        }
-        if s.unmanaged_pods {
-            pods.push(BoundPod {
-                object: bound(
-                    format!("standalone-{node}"),
-                    workload_ns,
-                    json!({"app": "standalone"}),
-                    None,
-                    pod_spec("standalone", false),
-                ),
-                finished: false,
-            });
-        }
-        if s.finished_pods {
-            let mut pod = bound(
-                format!("batch-{node}"),
-                workload_ns,
-                json!({"app": "batch"}),
-                None,
-                pod_spec("batch", false),
-            );
-            pod["spec"]["restartPolicy"] = json!("Never");
-            pods.push(BoundPod {
-                object: pod,
-                finished: true,
-            });
-        }
-        for k in 0..spread {
-            let r = (ni * spread + k) % rs_count;
-            let (app, hash, name) = spread_replicaset(r);
-            pods.push(BoundPod {
-                object: bound(
-                    format!("{name}-{}", next()),
-                    workload_ns,
-                    json!({"app": app, "pod-template-hash": hash}),
-                    None,
-                    pod_spec(&app, false),
-                ),
-                finished: false,
-            });
-        }
+        pods.extend(pods_bound_to(
+            s,
+            ni,
+            &node,
+            node_uids.get(&node),
+            &mut suffixes,
+        ));
     }
     pods
 }
 
-/// (app, pod template hash, name) of spread ReplicaSet `r`, as the simulator names them.
-fn spread_replicaset(r: usize) -> (String, String, String) {
-    let app = format!("app-{r}");
-    let hash = format!("{:010x}", 0x5d8f_7c6b4_u64 + r as u64);
-    let name = format!("{app}-{hash}");
-    (app, hash, name)
+/// The pods node `ni`, `node`, must have.
+fn pods_bound_to(
+    s: &Scenario,
+    ni: usize,
+    node: &str,
+    node_uid: Option<&String>,
+    suffixes: &mut Suffixes,
+) -> Vec<BoundPod> {
+    let workload_ns = s.workload_namespace.as_str();
+    let bound = |name: String, labels: Value, spec: Value| BoundPod {
+        object: unstarted_pod(&name, workload_ns, node, labels, None, spec),
+        finished: false,
+    };
+    let mut pods = Vec::new();
+    if s.mirror_pods {
+        pods.push(BoundPod {
+            object: mirror_pod(s, node, node_uid),
+            finished: false,
+        });
+    }
+    if s.emptydir_pods {
+        pods.push(bound(
+            format!("{CACHE_REPLICASET}-{}", suffixes.next()),
+            json!({"app": "cache", "pod-template-hash": CACHE_HASH}),
+            pod_spec("cache", true),
+        ));
+    }
+    if s.unmanaged_pods {
+        pods.push(bound(
+            format!("standalone-{node}"),
+            json!({"app": "standalone"}),
+            pod_spec("standalone", false),
+        ));
+    }
+    if s.finished_pods {
+        let mut pod = bound(
+            format!("batch-{node}"),
+            json!({"app": "batch"}),
+            pod_spec("batch", false),
+        );
+        pod.object["spec"]["restartPolicy"] = json!("Never");
+        pod.finished = true;
+        pods.push(pod);
+    }
+    let (_, spread, rs_count) = s.layout();
+    for k in 0..spread {
+        let (app, hash, name) = spread_replicaset((ni * spread + k) % rs_count);
+        pods.push(bound(
+            format!("{name}-{}", suffixes.next()),
+            json!({"app": app, "pod-template-hash": hash}),
+            pod_spec(&app, false),
+        ));
+    }
+    pods
+}
+
+/// A static pod's mirror on `node`, owned by its Node.
+fn mirror_pod(s: &Scenario, node: &str, node_uid: Option<&String>) -> Value {
+    let owner = node_uid.map(|uid| {
+        json!({"apiVersion": "v1", "kind": "Node", "name": node, "uid": uid, "controller": true})
+    });
+    let mut pod = unstarted_pod(
+        &format!("static-web-{node}"),
+        &s.system_namespace,
+        node,
+        json!({"component": "static-web", "tier": "node"}),
+        owner,
+        pod_spec("static-web", false),
+    );
+    pod["metadata"]["annotations"] = json!({
+        "kubernetes.io/config.hash": crate::kubelet::rand_hex(32),
+        "kubernetes.io/config.mirror": crate::kubelet::rand_hex(32),
+        "kubernetes.io/config.source": "file"
+    });
+    pod
+}
+
+/// A pod bound to `node`, without a status (its kubelet reports it).
+fn unstarted_pod(
+    name: &str,
+    ns: &str,
+    node: &str,
+    labels: Value,
+    owner: Option<Value>,
+    spec: Value,
+) -> Value {
+    without_status(running_pod(name, ns, node, "", labels, owner, spec))
+}
+
+/// A pod without its status.
+fn without_status(mut pod: Value) -> Value {
+    if let Some(fields) = pod.as_object_mut() {
+        fields.remove("status");
+    }
+    pod
 }
 
 /// What a finished pod's status says.
@@ -255,23 +264,7 @@ fn finished_status(pod: &Value) -> Value {
     let now = crate::rest::now_rfc3339();
     let mut status =
         crate::kubelet::rules::started_status(pod, "10.0.0.1", &crate::kubelet::pod_ip(), &now);
-    status["phase"] = json!("Succeeded");
-    if let Some(conditions) = status["conditions"].as_array_mut() {
-        for c in conditions.iter_mut() {
-            if c["type"] == "Ready" || c["type"] == "ContainersReady" {
-                c["status"] = json!("False");
-                c["reason"] = json!("PodCompleted");
-            }
-        }
-    }
-    if let Some(containers) = status["containerStatuses"].as_array_mut() {
-        for c in containers.iter_mut() {
-            c["ready"] = json!(false);
-            c["started"] = json!(false);
-            c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed",
-                                               "startedAt": now, "finishedAt": now}});
-        }
-    }
+    scenario::completed(&mut status, &now);
     status
 }
 
@@ -287,6 +280,36 @@ pub async fn seed(
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
         create(client, &namespaces, None, &object).await?;
     }
+    let node_uids = node_uids(client, s).await?;
+    let mut report = ScenarioReport {
+        nodes: s.node_names(),
+        ..ScenarioReport::default()
+    };
+    create_daemonsets(client, s, &mut report).await?;
+    // The pods that must sit on their nodes, and once they run, their owners.
+    let bound = bound_pods(s, &node_uids);
+    report.pods = bound.len() + s.daemonsets * s.nodes;
+    create_bound_pods(client, s, &bound).await?;
+    let expected_bound = bound.len();
+    wait_until(settle, "the bound pods to run", async || {
+        let running = running_pods(client, s).await?;
+        Ok(check(
+            running >= expected_bound,
+            format!("{running} of {expected_bound} pods running"),
+        ))
+    })
+    .await?;
+    create_replicasets(client, s, &mut report).await?;
+    create_budgets(client, s).await?;
+    wait_until(settle, "the scenario to settle", async || {
+        settled(client, s, &report).await
+    })
+    .await?;
+    Ok(report)
+}
+
+/// The uids of the scenario's nodes, by name.
+async fn node_uids(client: &Client, s: &Scenario) -> Result<BTreeMap<String, String>, SeedError> {
     let nodes: Api<DynamicObject> =
         Api::all_with(client.clone(), &resource("", "v1", "Node", "nodes"));
     let mut node_uids = BTreeMap::new();
@@ -294,11 +317,14 @@ pub async fn seed(
         let found = within(format!("reading node {node}"), nodes.get(&node)).await?;
         node_uids.insert(node, found.metadata.uid.unwrap_or_default());
     }
-    let mut report = ScenarioReport {
-        nodes: s.node_names(),
-        ..ScenarioReport::default()
-    };
+    Ok(node_uids)
+}
 
+async fn create_daemonsets(
+    client: &Client,
+    s: &Scenario,
+    report: &mut ScenarioReport,
+) -> Result<(), SeedError> {
     let daemonsets = resource("apps", "v1", "DaemonSet", "daemonsets");
     for d in 0..s.daemonsets {
         let name = format!("node-agent-{d}");
@@ -311,10 +337,15 @@ pub async fn seed(
         .await?;
         report.daemonsets.push((s.system_namespace.clone(), name));
     }
+    Ok(())
+}
 
-    // The pods that must sit on their nodes, and once they run, their owners.
-    let bound = bound_pods(s, &node_uids);
-    report.pods = bound.len() + s.daemonsets * s.nodes;
+/// Creates the bound pods, [`PARALLEL_CREATES`] at once, then finishes the finished ones.
+async fn create_bound_pods(
+    client: &Client,
+    s: &Scenario,
+    bound: &[BoundPod],
+) -> Result<(), SeedError> {
     let pods = pods_resource();
     futures::stream::iter(bound.iter().map(|pod| {
         let namespace = pod.object["metadata"]["namespace"]
@@ -338,16 +369,16 @@ pub async fn seed(
         )
         .await?;
     }
-    let expected_bound = bound.len();
-    wait_until(settle, "the bound pods to run", async || {
-        let running = running_pods(client, s).await?;
-        Ok(check(
-            running >= expected_bound,
-            format!("{running} of {expected_bound} pods running"),
-        ))
-    })
-    .await?;
+    Ok(())
+}
 
+/// The spread ReplicaSets and the emptyDir one, which adopt the bound pods (their budgets are
+/// reported here, created once every ReplicaSet is).
+async fn create_replicasets(
+    client: &Client,
+    s: &Scenario,
+    report: &mut ScenarioReport,
+) -> Result<(), SeedError> {
     let replicasets = resource("apps", "v1", "ReplicaSet", "replicasets");
     let (_, spread, rs_count) = s.layout();
     let total_spread = spread * s.nodes;
@@ -360,7 +391,7 @@ pub async fn seed(
             .replicasets
             .push((s.workload_namespace.clone(), name.clone()));
         if s.pdb.is_some() {
-            // Created after every ReplicaSet, below.
+            // Created after every ReplicaSet, by `create_budgets`.
             report
                 .pdbs
                 .push((s.workload_namespace.clone(), format!("{app}-pdb")));
@@ -373,24 +404,25 @@ pub async fn seed(
             .replicasets
             .push((s.workload_namespace.clone(), CACHE_REPLICASET.into()));
     }
+    Ok(())
+}
+
+/// The budgets of the spread ReplicaSets, if the scenario has budgets.
+async fn create_budgets(client: &Client, s: &Scenario) -> Result<(), SeedError> {
     let pdbs = resource(
         "policy",
         "v1",
         "PodDisruptionBudget",
         "poddisruptionbudgets",
     );
+    let (_, _, rs_count) = s.layout();
     for r in 0..rs_count {
         let (app, _, _) = spread_replicaset(r);
         if let Some(pdb) = scenario::pdb(s, &app) {
             create(client, &pdbs, Some(&s.workload_namespace), &pdb).await?;
         }
     }
-
-    wait_until(settle, "the scenario to settle", async || {
-        settled(client, s, &report).await
-    })
-    .await?;
-    Ok(report)
+    Ok(())
 }
 
 fn check(ok: bool, waiting_for: String) -> Result<(), String> {
@@ -463,61 +495,12 @@ async fn settled(
     s: &Scenario,
     report: &ScenarioReport,
 ) -> Result<Result<(), String>, SeedError> {
-    let mut waiting = Vec::new();
-    let generation_seen = |object: &Value| {
-        object["status"]["observedGeneration"].as_i64() >= object["metadata"]["generation"].as_i64()
-    };
-    let replicasets = list(
-        client,
-        &resource("apps", "v1", "ReplicaSet", "replicasets"),
-        &s.workload_namespace,
-    )
-    .await?;
-    for rs in &replicasets {
-        let wanted = rs["spec"]["replicas"].as_i64().unwrap_or(0);
-        let ready = rs["status"]["readyReplicas"].as_i64().unwrap_or(0);
-        let replicas = rs["status"]["replicas"].as_i64().unwrap_or(0);
-        if !generation_seen(rs) || ready != wanted || replicas != wanted {
-            waiting.push(format!(
-                "ReplicaSet {} ({ready} ready of {wanted})",
-                rs["metadata"]["name"]
-            ));
-        }
-    }
+    let mut waiting = unready_replicasets(client, s).await?;
     if s.daemonsets > 0 {
-        let daemonsets = list(
-            client,
-            &resource("apps", "v1", "DaemonSet", "daemonsets"),
-            &s.system_namespace,
-        )
-        .await?;
-        for ds in &daemonsets {
-            let ready = ds["status"]["numberReady"].as_u64().unwrap_or(0);
-            if !generation_seen(ds) || ready != s.nodes as u64 {
-                waiting.push(format!(
-                    "DaemonSet {} ({ready} ready of {})",
-                    ds["metadata"]["name"], s.nodes
-                ));
-            }
-        }
+        waiting.extend(unready_daemonsets(client, s).await?);
     }
     if !report.pdbs.is_empty() {
-        let pdbs = list(
-            client,
-            &resource(
-                "policy",
-                "v1",
-                "PodDisruptionBudget",
-                "poddisruptionbudgets",
-            ),
-            &s.workload_namespace,
-        )
-        .await?;
-        for pdb in &pdbs {
-            if !generation_seen(pdb) || pdb["status"]["observedGeneration"].is_null() {
-                waiting.push(format!("the status of budget {}", pdb["metadata"]["name"]));
-            }
-        }
+        waiting.extend(uncomputed_budgets(client, s).await?);
     }
     let running = running_pods(client, s).await?;
     let mut pods = 0;
@@ -535,4 +518,73 @@ async fn settled(
     } else {
         Err(waiting.join(", "))
     })
+}
+
+/// The controller of `object` has seen its latest generation.
+fn generation_seen(object: &Value) -> bool {
+    object["status"]["observedGeneration"].as_i64() >= object["metadata"]["generation"].as_i64()
+}
+
+/// The ReplicaSets without all their replicas ready.
+async fn unready_replicasets(client: &Client, s: &Scenario) -> Result<Vec<String>, SeedError> {
+    let replicasets = list(
+        client,
+        &resource("apps", "v1", "ReplicaSet", "replicasets"),
+        &s.workload_namespace,
+    )
+    .await?;
+    let mut waiting = Vec::new();
+    for rs in &replicasets {
+        let wanted = rs["spec"]["replicas"].as_i64().unwrap_or(0);
+        let ready = rs["status"]["readyReplicas"].as_i64().unwrap_or(0);
+        let replicas = rs["status"]["replicas"].as_i64().unwrap_or(0);
+        if !generation_seen(rs) || ready != wanted || replicas != wanted {
+            waiting.push(format!(
+                "ReplicaSet {} ({ready} ready of {wanted})",
+                rs["metadata"]["name"]
+            ));
+        }
+    }
+    Ok(waiting)
+}
+
+/// The DaemonSets without a ready pod on every scenario node.
+async fn unready_daemonsets(client: &Client, s: &Scenario) -> Result<Vec<String>, SeedError> {
+    let daemonsets = list(
+        client,
+        &resource("apps", "v1", "DaemonSet", "daemonsets"),
+        &s.system_namespace,
+    )
+    .await?;
+    let mut waiting = Vec::new();
+    for ds in &daemonsets {
+        let ready = ds["status"]["numberReady"].as_u64().unwrap_or(0);
+        if !generation_seen(ds) || ready != s.nodes as u64 {
+            waiting.push(format!(
+                "DaemonSet {} ({ready} ready of {})",
+                ds["metadata"]["name"], s.nodes
+            ));
+        }
+    }
+    Ok(waiting)
+}
+
+/// The budgets whose status the disruption controller has not computed yet.
+async fn uncomputed_budgets(client: &Client, s: &Scenario) -> Result<Vec<String>, SeedError> {
+    let pdbs = list(
+        client,
+        &resource(
+            "policy",
+            "v1",
+            "PodDisruptionBudget",
+            "poddisruptionbudgets",
+        ),
+        &s.workload_namespace,
+    )
+    .await?;
+    Ok(pdbs
+        .iter()
+        .filter(|pdb| !generation_seen(pdb) || pdb["status"]["observedGeneration"].is_null())
+        .map(|pdb| format!("the status of budget {}", pdb["metadata"]["name"]))
+        .collect())
 }

@@ -7,8 +7,9 @@
 use serde_json::{Value, json};
 
 use crate::errors::{ApiError, cause};
+use crate::object::StoredObject;
 use crate::pdb::pod_ready;
-use crate::resources::names;
+use crate::resources::{ResourceDef, names};
 use crate::rest::{Api, DeleteOpts, now_rfc3339};
 use crate::selectors::{Filter, LabelSelector};
 
@@ -29,16 +30,7 @@ fn still_processing(pdb: &str) -> ApiError {
 
 /// Handles POST `.../pods/<name>/eviction`.
 pub fn evict(api: &Api, ns: &str, name: &str, body: &Value) -> Result<(), ApiError> {
-    if let Some(k) = body.get("kind").and_then(|k| k.as_str())
-        && k != "Eviction"
-    {
-        return Err(ApiError::bad_request(format!("not a Eviction object: {k}")));
-    }
-    if body.pointer("/metadata/name").and_then(|n| n.as_str()) != Some(name) {
-        return Err(ApiError::bad_request(
-            "name in URL does not match name in Eviction object",
-        ));
-    }
+    check_eviction(name, body)?;
     let pods = api.def(names::PODS)?;
     let pdbs = api.def(names::PDBS)?;
     // Admission (NamespaceLifecycle) runs first: creating an eviction in a terminating namespace
@@ -55,6 +47,7 @@ pub fn evict(api: &Api, ns: &str, name: &str, body: &Value) -> Result<(), ApiErr
         .pointer("/metadata/deletionTimestamp")
         .is_some_and(|d| !d.is_null());
     if matches!(phase, "Succeeded" | "Failed" | "Pending") || deleting {
+        // No budget protects these: deleted (a pending pod only if it did not change meanwhile).
         let mut o = opts.clone();
         if !matches!(phase, "Succeeded" | "Failed") && !deleting && o.rv.is_none() {
             o.rv = Some(pod.rv.to_string());
@@ -62,52 +55,14 @@ pub fn evict(api: &Api, ns: &str, name: &str, body: &Value) -> Result<(), ApiErr
         api.delete(&pods, ns, name, &o)?;
         return Ok(());
     }
-    let filter = Filter {
-        namespace: Some(ns.to_string()),
-        ..Default::default()
-    };
-    let mut matching = Vec::new();
-    for p in api.store.list(&pdbs, &filter, None, 0).0 {
-        let v = p.value()?;
-        let sel = match v.pointer("/spec/selector").map(LabelSelector::from_object) {
-            Some(Ok(s)) => s,
-            _ => continue,
-        };
-        // An empty or missing selector matches nothing here (unlike the disruption controller).
-        if sel.is_empty() || !sel.matches(&pod.labels) {
-            continue;
-        }
-        matching.push(v);
-    }
-    if matching.len() > 1 {
-        return Err(ApiError::new(
-            500,
-            "",
-            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
-        ));
-    }
-    let Some(pdb) = matching.pop() else {
+    let Some((pdb_name, pdb)) = budget_of(api, &pdbs, ns, &pod)? else {
         if !opts.dry_run {
             mark_disruption_target(api, &pods, ns, name)?;
         }
         api.delete(&pods, ns, name, &opts)?;
         return Ok(());
     };
-    let pdb_name = pdb
-        .pointer("/metadata/name")
-        .and_then(|n| n.as_str())
-        .unwrap_or_default()
-        .to_string();
-    let num = |p: &str| pdb.pointer(p).and_then(|x| x.as_i64()).unwrap_or(0);
-    let always_allow = pdb
-        .pointer("/spec/unhealthyPodEvictionPolicy")
-        .and_then(|x| x.as_str())
-        == Some("AlwaysAllow");
-    if !pod_ready(&pv)
-        && (always_allow
-            || (num("/status/currentHealthy") >= num("/status/desiredHealthy")
-                && num("/status/desiredHealthy") > 0))
-    {
+    if !pod_ready(&pv) && unhealthy_may_go(&pdb) {
         // Not counted as healthy: delete without touching the budget, but only if the pod did not
         // become ready meanwhile.
         let mut o = opts.clone();
@@ -131,6 +86,76 @@ pub fn evict(api: &Api, ns: &str, name: &str, body: &Value) -> Result<(), ApiErr
     }
     api.delete(&pods, ns, name, &opts)?;
     Ok(())
+}
+
+/// An Eviction object, if it says its kind, says Eviction, and it names the pod of the URL.
+fn check_eviction(name: &str, body: &Value) -> Result<(), ApiError> {
+    if let Some(k) = body.get("kind").and_then(|k| k.as_str())
+        && k != "Eviction"
+    {
+        return Err(ApiError::bad_request(format!("not a Eviction object: {k}")));
+    }
+    if body.pointer("/metadata/name").and_then(|n| n.as_str()) != Some(name) {
+        return Err(ApiError::bad_request(
+            "name in URL does not match name in Eviction object",
+        ));
+    }
+    Ok(())
+}
+
+/// The name and object of the PDB whose selector matches the pod, if one does; a 500 if more
+/// than one does.
+fn budget_of(
+    api: &Api,
+    pdbs: &ResourceDef,
+    ns: &str,
+    pod: &StoredObject,
+) -> Result<Option<(String, Value)>, ApiError> {
+    let filter = Filter {
+        namespace: Some(ns.to_string()),
+        ..Default::default()
+    };
+    let mut matching = Vec::new();
+    for p in api.store.list(pdbs, &filter, None, 0).0 {
+        let v = p.value()?;
+        let sel = match v.pointer("/spec/selector").map(LabelSelector::from_object) {
+            Some(Ok(s)) => s,
+            _ => continue,
+        };
+        // An empty or missing selector matches nothing here (unlike the disruption controller).
+        if sel.is_empty() || !sel.matches(&pod.labels) {
+            continue;
+        }
+        matching.push(v);
+    }
+    if matching.len() > 1 {
+        return Err(ApiError::new(
+            500,
+            "",
+            "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+        ));
+    }
+    Ok(matching.pop().map(|pdb| {
+        let name = pdb
+            .pointer("/metadata/name")
+            .and_then(|n| n.as_str())
+            .unwrap_or_default()
+            .to_string();
+        (name, pdb)
+    }))
+}
+
+/// An unready pod may go without touching budget `pdb`: its policy always allows it, or the
+/// budget is met already.
+fn unhealthy_may_go(pdb: &Value) -> bool {
+    let num = |p: &str| pdb.pointer(p).and_then(|x| x.as_i64()).unwrap_or(0);
+    let always_allow = pdb
+        .pointer("/spec/unhealthyPodEvictionPolicy")
+        .and_then(|x| x.as_str())
+        == Some("AlwaysAllow");
+    always_allow
+        || (num("/status/currentHealthy") >= num("/status/desiredHealthy")
+            && num("/status/desiredHealthy") > 0)
 }
 
 /// The condition the Eviction API puts on a pod it is about to delete (PodDisruptionConditions,

@@ -37,6 +37,37 @@ pub struct StoredObject {
     pub controller_uid: Option<String>,
 }
 
+/// `metadata.labels` (a label whose value is not a string, as "").
+fn labels(meta: Option<&Value>) -> Vec<(String, String)> {
+    meta.and_then(|m| m.get("labels"))
+        .and_then(|l| l.as_object())
+        .map(|l| {
+            l.iter()
+                .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `metadata.ownerReferences`.
+fn owner_references(meta: Option<&Value>) -> &[Value] {
+    meta.and_then(|m| m.get("ownerReferences"))
+        .and_then(|o| o.as_array())
+        .map_or(&[], |a| a.as_slice())
+}
+
+/// Its Ready condition is True.
+fn is_ready(v: &Value) -> bool {
+    v.pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .is_some_and(|c| {
+            c.iter().any(|x| {
+                x.get("type").and_then(|t| t.as_str()) == Some("Ready")
+                    && x.get("status").and_then(|t| t.as_str()) == Some("True")
+            })
+        })
+}
+
 impl StoredObject {
     /// Builds the stored form of an object (serializes it).
     pub fn from_value(def: &ResourceDef, v: &Value) -> Result<Self, ApiError> {
@@ -47,42 +78,12 @@ impl StoredObject {
                 .unwrap_or_default()
                 .to_string()
         };
-        let labels = meta
-            .and_then(|m| m.get("labels"))
-            .and_then(|l| l.as_object())
-            .map(|l| {
-                l.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let owner_uids = meta
-            .and_then(|m| m.get("ownerReferences"))
-            .and_then(|o| o.as_array())
-            .map(|a| {
-                a.iter()
-                    .filter_map(|o| o.get("uid").and_then(|u| u.as_str()).map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let controller_uid = meta
-            .and_then(|m| m.get("ownerReferences"))
-            .and_then(|o| o.as_array())
-            .and_then(|a| {
-                a.iter()
-                    .find(|o| o.get("controller").and_then(|c| c.as_bool()) == Some(true))
-            })
-            .and_then(|o| o.get("uid").and_then(|u| u.as_str()))
-            .map(String::from);
-        let ready = v
-            .pointer("/status/conditions")
-            .and_then(|c| c.as_array())
-            .is_some_and(|c| {
-                c.iter().any(|x| {
-                    x.get("type").and_then(|t| t.as_str()) == Some("Ready")
-                        && x.get("status").and_then(|t| t.as_str()) == Some("True")
-                })
-            });
+        let uid_of = |o: &Value| o.get("uid").and_then(|u| u.as_str()).map(String::from);
+        let owner_uids = owner_references(meta).iter().filter_map(uid_of).collect();
+        let controller_uid = owner_references(meta)
+            .iter()
+            .find(|o| o.get("controller").and_then(|c| c.as_bool()) == Some(true))
+            .and_then(uid_of);
         let json = serde_json::to_vec(v).map_err(|e| ApiError::internal(e.to_string()))?;
         Ok(StoredObject {
             json: Bytes::from(json),
@@ -90,13 +91,13 @@ impl StoredObject {
             namespace: text("namespace"),
             uid: text("uid"),
             rv: text("resourceVersion").parse().unwrap_or(0),
-            labels,
+            labels: labels(meta),
             fields: def.fields.iter().map(|f| field_value(v, f)).collect(),
             owner_uids,
             deleting: meta
                 .and_then(|m| m.get("deletionTimestamp"))
                 .is_some_and(|d| !d.is_null()),
-            ready,
+            ready: is_ready(v),
             controller_uid,
         })
     }

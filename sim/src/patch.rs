@@ -182,21 +182,8 @@ fn strip_directives(m: &Map<String, Value>) -> Map<String, Value> {
 }
 
 fn merge_map(doc: &mut Map<String, Value>, patch: &Map<String, Value>) -> Result<(), ApiError> {
-    match patch.get("$patch").and_then(|v| v.as_str()) {
-        Some("replace") => {
-            *doc = strip_directives(patch);
-            return Ok(());
-        }
-        Some("delete") => {
-            doc.clear();
-            return Ok(());
-        }
-        Some(other) => {
-            return Err(ApiError::bad_request(format!(
-                "unknown patch type: {other}"
-            )));
-        }
-        None => {}
+    if map_directive(doc, patch)? {
+        return Ok(());
     }
     for (k, pv) in patch {
         if let Some(field) = k.strip_prefix("$deleteFromPrimitiveList/") {
@@ -211,36 +198,64 @@ fn merge_map(doc: &mut Map<String, Value>, patch: &Map<String, Value>) -> Result
         if k.starts_with('$') {
             continue;
         }
-        match pv {
-            Value::Null => {
-                doc.remove(k);
-            }
-            Value::Object(pm) => {
-                if pm.get("$patch").and_then(|v| v.as_str()) == Some("delete") {
-                    doc.remove(k);
-                    continue;
-                }
-                match doc.get_mut(k) {
-                    Some(Value::Object(dm)) => merge_map(dm, pm)?,
-                    _ => {
-                        let mut fresh = Map::new();
-                        merge_map(&mut fresh, pm)?;
-                        doc.insert(k.clone(), Value::Object(fresh));
-                    }
-                }
-            }
-            Value::Array(pl) => {
-                let merged = merge_list(k, doc.get(k), pl)?;
-                doc.insert(k.clone(), merged);
-            }
-            other => {
-                doc.insert(k.clone(), other.clone());
-            }
-        }
+        merge_field(doc, k, pv)?;
     }
     if let Some(Value::Array(keep)) = patch.get("$retainKeys") {
         let keep: Vec<&str> = keep.iter().filter_map(|v| v.as_str()).collect();
         doc.retain(|k, _| keep.contains(&k.as_str()));
+    }
+    Ok(())
+}
+
+/// A map's `$patch` directive applied: true when it did the whole patch (replace, delete).
+fn map_directive(
+    doc: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+) -> Result<bool, ApiError> {
+    match patch.get("$patch").and_then(|v| v.as_str()) {
+        Some("replace") => {
+            *doc = strip_directives(patch);
+            Ok(true)
+        }
+        Some("delete") => {
+            doc.clear();
+            Ok(true)
+        }
+        Some(other) => Err(ApiError::bad_request(format!(
+            "unknown patch type: {other}"
+        ))),
+        None => Ok(false),
+    }
+}
+
+/// Field `k` of `doc` patched with `pv`: null removes it, maps merge, lists merge by their
+/// strategy, anything else replaces.
+fn merge_field(doc: &mut Map<String, Value>, k: &str, pv: &Value) -> Result<(), ApiError> {
+    match pv {
+        Value::Null => {
+            doc.remove(k);
+        }
+        Value::Object(pm) => {
+            if pm.get("$patch").and_then(|v| v.as_str()) == Some("delete") {
+                doc.remove(k);
+                return Ok(());
+            }
+            match doc.get_mut(k) {
+                Some(Value::Object(dm)) => merge_map(dm, pm)?,
+                _ => {
+                    let mut fresh = Map::new();
+                    merge_map(&mut fresh, pm)?;
+                    doc.insert(k.to_string(), Value::Object(fresh));
+                }
+            }
+        }
+        Value::Array(pl) => {
+            let merged = merge_list(k, doc.get(k), pl)?;
+            doc.insert(k.to_string(), merged);
+        }
+        other => {
+            doc.insert(k.to_string(), other.clone());
+        }
     }
     Ok(())
 }
@@ -275,7 +290,17 @@ fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<V
                 .collect(),
         ));
     }
-    let mut out = cur;
+    merge_by_key(field, key, cur, patch).map(Value::Array)
+}
+
+/// A list of objects merged by their merge key `key`: each patch item merges into the item of
+/// its key (`$patch: delete` removes it), or is added.
+fn merge_by_key(
+    field: &str,
+    key: &str,
+    mut out: Vec<Value>,
+    patch: &[Value],
+) -> Result<Vec<Value>, ApiError> {
     for p in patch {
         let Value::Object(pm) = p else {
             return Err(ApiError::bad_request(format!(
@@ -307,7 +332,7 @@ fn merge_list(field: &str, current: Option<&Value>, patch: &[Value]) -> Result<V
             }
         }
     }
-    Ok(Value::Array(out))
+    Ok(out)
 }
 
 #[cfg(test)]

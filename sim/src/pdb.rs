@@ -121,76 +121,12 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> 
         .and_then(|g| g.as_i64())
         .unwrap_or(1);
     let old = pdb.get("status").cloned().unwrap_or(json!({}));
-    let sel = pdb
-        .pointer("/spec/selector")
-        .map(LabelSelector::from_object)
-        .and_then(|s| s.ok());
-    let pods: Vec<Arc<StoredObject>> = match &sel {
-        // A null selector matches nothing, an empty one everything (policy/v1).
-        None => Vec::new(),
-        Some(s) => ns_pods
-            .iter()
-            .filter(|p| s.matches(&p.labels))
-            .cloned()
-            .collect(),
-    };
-    let counts = if let Some(mu) = pdb.pointer("/spec/maxUnavailable") {
-        expected_scale(api, &pods).and_then(|expected| {
-            let mu = scaled_up(mu, expected)?;
-            Ok((expected, (expected - mu).max(0)))
-        })
-    } else if let Some(ma) = pdb.pointer("/spec/minAvailable") {
-        match ma {
-            Value::Number(n) => Ok((count(pods.len()), n.as_i64().unwrap_or(0))),
-            _ => expected_scale(api, &pods)
-                .and_then(|expected| Ok((expected, scaled_up(ma, expected)?))),
-        }
-    } else {
-        Ok((count(pods.len()), 0))
-    };
-    let (expected, desired) = match counts {
+    let pods = selected_pods(pdb, ns_pods);
+    let (expected, desired) = match expected_and_desired(api, pdb, &pods) {
         Ok(c) => c,
-        Err(msg) => {
-            // failSafe: no disruption allowed, everything else kept.
-            let mut st = old.clone();
-            st["disruptionsAllowed"] = json!(0);
-            st["observedGeneration"] = json!(generation);
-            st["conditions"] = json!([{
-                "type": "DisruptionAllowed", "status": "False", "reason": "SyncFailed",
-                "message": msg, "observedGeneration": generation, "lastTransitionTime": now_rfc3339()
-            }]);
-            if let Some(prev) = old.get("conditions").and_then(|c| c.get(0))
-                && prev.get("reason") == Some(&json!("SyncFailed"))
-                && prev.get("message") == Some(&json!(msg))
-            {
-                st["conditions"] = json!([prev]);
-            }
-            return st;
-        }
+        Err(msg) => return fail_safe(&old, generation, &msg),
     };
-    // disruptedPods: keep entries whose pod still exists, is not being deleted, and whose
-    // eviction is recent.
-    let now = chrono::Utc::now();
-    let mut disrupted = serde_json::Map::new();
-    if let Some(d) = old.get("disruptedPods").and_then(|d| d.as_object()) {
-        for (name, ts) in d {
-            let Some(p) = pods.iter().find(|p| &p.name == name) else {
-                continue;
-            };
-            if p.deleting {
-                continue;
-            }
-            let fresh = ts
-                .as_str()
-                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
-                .is_some_and(|t| {
-                    (now - t.with_timezone(&chrono::Utc)).num_seconds() < DELETION_TIMEOUT_SECS
-                });
-            if fresh {
-                disrupted.insert(name.clone(), ts.clone());
-            }
-        }
-    }
+    let disrupted = still_disrupted(&old, &pods);
     let healthy = pods
         .iter()
         .filter(|p| !p.deleting && !disrupted.contains_key(&p.name) && p.ready)
@@ -215,6 +151,90 @@ pub fn compute_status(api: &Api, pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> 
     }
     set_condition(&mut st, allowed, generation);
     st
+}
+
+/// The pods of the namespace the PDB's selector matches.
+fn selected_pods(pdb: &Value, ns_pods: &[Arc<StoredObject>]) -> Vec<Arc<StoredObject>> {
+    let sel = pdb
+        .pointer("/spec/selector")
+        .map(LabelSelector::from_object)
+        .and_then(|s| s.ok());
+    match &sel {
+        // A null selector matches nothing, an empty one everything (policy/v1).
+        None => Vec::new(),
+        Some(s) => ns_pods
+            .iter()
+            .filter(|p| s.matches(&p.labels))
+            .cloned()
+            .collect(),
+    }
+}
+
+/// (expected pods, desired healthy pods) of the PDB, or why they cannot be known.
+fn expected_and_desired(
+    api: &Api,
+    pdb: &Value,
+    pods: &[Arc<StoredObject>],
+) -> Result<(i64, i64), String> {
+    if let Some(mu) = pdb.pointer("/spec/maxUnavailable") {
+        expected_scale(api, pods).and_then(|expected| {
+            let mu = scaled_up(mu, expected)?;
+            Ok((expected, (expected - mu).max(0)))
+        })
+    } else if let Some(ma) = pdb.pointer("/spec/minAvailable") {
+        match ma {
+            Value::Number(n) => Ok((count(pods.len()), n.as_i64().unwrap_or(0))),
+            _ => expected_scale(api, pods)
+                .and_then(|expected| Ok((expected, scaled_up(ma, expected)?))),
+        }
+    } else {
+        Ok((count(pods.len()), 0))
+    }
+}
+
+/// The disruption controller's failSafe: no disruption allowed, everything else kept.
+fn fail_safe(old: &Value, generation: i64, msg: &str) -> Value {
+    let mut st = old.clone();
+    st["disruptionsAllowed"] = json!(0);
+    st["observedGeneration"] = json!(generation);
+    st["conditions"] = json!([{
+        "type": "DisruptionAllowed", "status": "False", "reason": "SyncFailed",
+        "message": msg, "observedGeneration": generation, "lastTransitionTime": now_rfc3339()
+    }]);
+    if let Some(prev) = old.get("conditions").and_then(|c| c.get(0))
+        && prev.get("reason") == Some(&json!("SyncFailed"))
+        && prev.get("message") == Some(&json!(msg))
+    {
+        st["conditions"] = json!([prev]);
+    }
+    st
+}
+
+/// disruptedPods: keeps entries whose pod still exists, is not being deleted, and whose
+/// eviction is recent.
+fn still_disrupted(old: &Value, pods: &[Arc<StoredObject>]) -> serde_json::Map<String, Value> {
+    let now = chrono::Utc::now();
+    let mut disrupted = serde_json::Map::new();
+    if let Some(d) = old.get("disruptedPods").and_then(|d| d.as_object()) {
+        for (name, ts) in d {
+            let Some(p) = pods.iter().find(|p| &p.name == name) else {
+                continue;
+            };
+            if p.deleting {
+                continue;
+            }
+            let fresh = ts
+                .as_str()
+                .and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok())
+                .is_some_and(|t| {
+                    (now - t.with_timezone(&chrono::Utc)).num_seconds() < DELETION_TIMEOUT_SECS
+                });
+            if fresh {
+                disrupted.insert(name.clone(), ts.clone());
+            }
+        }
+    }
+    disrupted
 }
 
 /// Recomputes the PDBs of one namespace (all, or the named ones); writes statuses that changed.

@@ -124,6 +124,35 @@ impl ResourceDef {
 }
 
 fn builtins() -> Vec<ResourceDef> {
+    let mut defs = core_defs();
+    defs.extend(workload_defs());
+    defs.extend(extension_defs());
+    defs
+}
+
+/// The field selectors of events (of both APIs: they share one storage).
+const EVENT_FIELDS: &[&str] = &[
+    "involvedObject.kind",
+    "involvedObject.namespace",
+    "involvedObject.name",
+    "involvedObject.uid",
+    "involvedObject.apiVersion",
+    "involvedObject.resourceVersion",
+    "involvedObject.fieldPath",
+    "reason",
+    "reportingComponent",
+    "source",
+    "type",
+];
+
+/// `def` in `categories` (what `kubectl get all` and the like list).
+fn in_categories(mut def: ResourceDef, categories: &[&str]) -> ResourceDef {
+    def.categories = categories.iter().map(|c| c.to_string()).collect();
+    def
+}
+
+/// Pods, listed by node from an index of `spec.nodeName`.
+fn pod_def() -> ResourceDef {
     let mut pods = ResourceDef::builtin(
         "",
         "v1",
@@ -144,63 +173,25 @@ fn builtins() -> Vec<ResourceDef> {
         ],
     );
     pods.indexed_field = Some(0);
-    pods.categories = vec!["all".into()];
-    let mut rs = ResourceDef::builtin(
-        "apps",
-        "v1",
-        "replicasets",
-        "ReplicaSet",
-        true,
-        &["rs"],
-        true,
-        &[],
-    );
-    rs.categories = vec!["all".into()];
-    let mut ds = ResourceDef::builtin(
-        "apps",
-        "v1",
-        "daemonsets",
-        "DaemonSet",
-        true,
-        &["ds"],
-        true,
-        &[],
-    );
-    ds.categories = vec!["all".into()];
-    let mut events_v1 = ResourceDef::builtin(
-        "events.k8s.io",
-        "v1",
-        "events",
-        "Event",
-        true,
-        &["ev"],
-        false,
-        &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-    );
+    pods
+}
+
+/// Namespaces, nodes, pods, events (core and events.k8s.io) and leases.
+fn core_defs() -> Vec<ResourceDef> {
+    let event = |group: &str| {
+        ResourceDef::builtin(
+            group,
+            "v1",
+            "events",
+            "Event",
+            true,
+            &["ev"],
+            false,
+            EVENT_FIELDS,
+        )
+    };
+    let mut events_v1 = event("events.k8s.io");
     events_v1.converted = true;
-    let mut crd = ResourceDef::builtin(
-        "apiextensions.k8s.io",
-        "v1",
-        "customresourcedefinitions",
-        "CustomResourceDefinition",
-        false,
-        &["crd", "crds"],
-        true,
-        &[],
-    );
-    crd.categories = vec!["api-extensions".into()];
     vec![
         ResourceDef::builtin(
             "",
@@ -222,29 +213,8 @@ fn builtins() -> Vec<ResourceDef> {
             true,
             &["spec.unschedulable"],
         ),
-        pods,
-        ResourceDef::builtin(
-            "",
-            "v1",
-            "events",
-            "Event",
-            true,
-            &["ev"],
-            false,
-            &[
-                "involvedObject.kind",
-                "involvedObject.namespace",
-                "involvedObject.name",
-                "involvedObject.uid",
-                "involvedObject.apiVersion",
-                "involvedObject.resourceVersion",
-                "involvedObject.fieldPath",
-                "reason",
-                "reportingComponent",
-                "source",
-                "type",
-            ],
-        ),
+        in_categories(pod_def(), &["all"]),
+        event(""),
         events_v1,
         ResourceDef::builtin(
             "coordination.k8s.io",
@@ -256,6 +226,16 @@ fn builtins() -> Vec<ResourceDef> {
             false,
             &[],
         ),
+    ]
+}
+
+/// PodDisruptionBudgets, DaemonSets and ReplicaSets.
+fn workload_defs() -> Vec<ResourceDef> {
+    let apps = |plural: &str, kind: &str, short: &str| {
+        let def = ResourceDef::builtin("apps", "v1", plural, kind, true, &[short], true, &[]);
+        in_categories(def, &["all"])
+    };
+    vec![
         ResourceDef::builtin(
             "policy",
             "v1",
@@ -266,30 +246,46 @@ fn builtins() -> Vec<ResourceDef> {
             true,
             &[],
         ),
-        ds,
-        rs,
-        crd,
+        apps("daemonsets", "DaemonSet", "ds"),
+        apps("replicasets", "ReplicaSet", "rs"),
+    ]
+}
+
+/// CustomResourceDefinitions and the admission webhook configurations.
+fn extension_defs() -> Vec<ResourceDef> {
+    let webhooks = |plural: &str, kind: &str| {
+        ResourceDef::builtin(
+            "admissionregistration.k8s.io",
+            "v1",
+            plural,
+            kind,
+            false,
+            &[],
+            false,
+            &[],
+        )
+    };
+    let crd = ResourceDef::builtin(
+        "apiextensions.k8s.io",
+        "v1",
+        "customresourcedefinitions",
+        "CustomResourceDefinition",
+        false,
+        &["crd", "crds"],
+        true,
+        &[],
+    );
+    vec![
+        in_categories(crd, &["api-extensions"]),
         // What acts on eviction requests (the simulator calls the webhooks on pods/eviction
         // that these register, as kube-apiserver does: see `admission`).
-        ResourceDef::builtin(
-            "admissionregistration.k8s.io",
-            "v1",
+        webhooks(
             "validatingwebhookconfigurations",
             "ValidatingWebhookConfiguration",
-            false,
-            &[],
-            false,
-            &[],
         ),
-        ResourceDef::builtin(
-            "admissionregistration.k8s.io",
-            "v1",
+        webhooks(
             "mutatingwebhookconfigurations",
             "MutatingWebhookConfiguration",
-            false,
-            &[],
-            false,
-            &[],
         ),
     ]
 }

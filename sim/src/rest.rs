@@ -392,16 +392,7 @@ impl Api {
         keep_status: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
         if def.converted {
-            let sdef = self.storage_def(def)?;
-            let mut stored = convert::to_storage(def, v.clone());
-            set_meta(&mut stored, "namespace", Some(json!(ns)));
-            let name = meta(&stored, "name")
-                .and_then(|n| n.as_str().map(String::from))
-                .unwrap_or_default();
-            let mut causes = crate::validation::causes(&sdef, &stored);
-            causes.extend(crate::validation::events_api_causes(&v));
-            crate::validation::refuse(&sdef, &name, causes)?;
-            return self.create(&sdef, ns, convert::to_storage(def, v), dry_run, keep_status);
+            return self.create_converted(def, ns, v, dry_run, keep_status);
         }
         if !v.is_object() {
             return Err(ApiError::bad_request(
@@ -409,54 +400,12 @@ impl Api {
             ));
         }
         self.check_type(def, &mut v)?;
-        let body_ns = meta(&v, "namespace")
-            .and_then(|n| n.as_str().map(String::from))
-            .unwrap_or_default();
-        if def.namespaced {
-            if !body_ns.is_empty() && body_ns != ns {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-            set_meta(&mut v, "namespace", Some(json!(ns)));
-        } else {
-            set_meta(&mut v, "namespace", None);
-        }
-        let mut name = meta(&v, "name")
-            .and_then(|n| n.as_str().map(String::from))
-            .unwrap_or_default();
-        if name.is_empty() {
-            match meta(&v, "generateName").and_then(|n| n.as_str().map(String::from)) {
-                Some(g) if !g.is_empty() => {
-                    name = format!("{g}{}", name_suffix());
-                    set_meta(&mut v, "name", Some(json!(name)));
-                }
-                _ => {
-                    return Err(ApiError::invalid(
-                        &def.group,
-                        &def.kind,
-                        "",
-                        vec![(
-                            "FieldValueRequired".into(),
-                            "metadata.name".into(),
-                            "Required value: name or generateName is required".into(),
-                        )],
-                    ));
-                }
-            }
-        }
+        place_in_namespace(def, ns, &mut v)?;
+        let name = object_name(def, &mut v)?;
         self.check_namespace(def, ns, &name)?;
         crate::validation::validate(def, &name, &v)?;
         self.prepare_create(def, &mut v, keep_status);
-        if def.custom
-            && let Some(s) = &def.schema
-        {
-            schema::default_and_prune(&mut v, s);
-            let errs = schema::validate(&v, None, s);
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(&def.group, &def.kind, &name, errs));
-            }
-        }
+        apply_schema(def, &name, &mut v, None)?;
         if dry_run {
             if self.store.get(def, ns, &name).is_some() {
                 return Err(ApiError::already_exists(&def.group, &def.plural, &name));
@@ -478,6 +427,28 @@ impl Api {
             return self.established_crd(def, &stored);
         }
         Ok(stored)
+    }
+
+    /// CREATE of a kind stored as another (events.k8s.io Events): validated as stored, and as
+    /// its own API requires, then created as the stored kind.
+    fn create_converted(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        v: Value,
+        dry_run: bool,
+        keep_status: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let sdef = self.storage_def(def)?;
+        let mut stored = convert::to_storage(def, v.clone());
+        set_meta(&mut stored, "namespace", Some(json!(ns)));
+        let name = meta(&stored, "name")
+            .and_then(|n| n.as_str().map(String::from))
+            .unwrap_or_default();
+        let mut causes = crate::validation::causes(&sdef, &stored);
+        causes.extend(crate::validation::events_api_causes(&v));
+        crate::validation::refuse(&sdef, &name, causes)?;
+        self.create(&sdef, ns, convert::to_storage(def, v), dry_run, keep_status)
     }
 
     /// Registers a CRD's resources and writes the status the apiextensions controller would.
@@ -538,79 +509,7 @@ impl Api {
         set_meta(v, "deletionGracePeriodSeconds", None);
         let kind = (def.group.as_str(), def.plural.as_str());
         if kind == names::PODS {
-            let spec = &mut v["spec"];
-            if spec.get("terminationGracePeriodSeconds").is_none() {
-                spec["terminationGracePeriodSeconds"] = json!(30);
-            }
-            for (k, d) in [
-                ("restartPolicy", "Always"),
-                ("dnsPolicy", "ClusterFirst"),
-                ("schedulerName", "default-scheduler"),
-                ("serviceAccountName", "default"),
-            ] {
-                if spec.get(k).is_none() {
-                    spec[k] = json!(d);
-                }
-            }
-            if spec.get("priority").is_none() {
-                spec["priority"] = json!(0);
-            }
-            // The Priority admission plugin and the API's defaults.
-            for (k, d) in [
-                ("preemptionPolicy", json!("PreemptLowerPriority")),
-                ("enableServiceLinks", json!(true)),
-                ("securityContext", json!({})),
-            ] {
-                if spec.get(k).is_none() {
-                    spec[k] = d;
-                }
-            }
-            // The DefaultTolerationSeconds admission plugin.
-            let mut tol = spec
-                .get("tolerations")
-                .and_then(|t| t.as_array())
-                .cloned()
-                .unwrap_or_default();
-            for key in [
-                "node.kubernetes.io/not-ready",
-                "node.kubernetes.io/unreachable",
-            ] {
-                if !tol
-                    .iter()
-                    .any(|t| t.get("key").and_then(|k| k.as_str()) == Some(key))
-                {
-                    tol.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
-                }
-            }
-            spec["tolerations"] = Value::Array(tol);
-            if let Some(cs) = spec.get_mut("containers").and_then(|c| c.as_array_mut()) {
-                for c in cs {
-                    if c.get("terminationMessagePath").is_none() {
-                        c["terminationMessagePath"] = json!("/dev/termination-log");
-                    }
-                    if c.get("resources").is_none() {
-                        c["resources"] = json!({});
-                    }
-                    if c.get("terminationMessagePolicy").is_none() {
-                        c["terminationMessagePolicy"] = json!("File");
-                    }
-                    if c.get("imagePullPolicy").is_none() {
-                        let latest = c
-                            .get("image")
-                            .and_then(|i| i.as_str())
-                            .is_some_and(|i| i.ends_with(":latest") || !i.contains(':'));
-                        c["imagePullPolicy"] =
-                            json!(if latest { "Always" } else { "IfNotPresent" });
-                    }
-                }
-            }
-            if !keep_status {
-                let q = qos_class(v);
-                v["status"] = json!({"phase": "Pending", "qosClass": q});
-            } else if v.pointer("/status/qosClass").is_none() {
-                let q = qos_class(v);
-                v["status"]["qosClass"] = json!(q);
-            }
+            default_pod(v, keep_status);
         } else if kind == names::EVENTS {
             // A Go struct, always serialized: what an event that names no source shows.
             if v.get("source").is_none() {
@@ -652,44 +551,14 @@ impl Api {
             .unwrap_or_default()
             .to_string();
         self.check_type(def, &mut new)?;
-        if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
-            && n != name
-        {
-            return Err(ApiError::bad_request(format!(
-                "the name of the object ({n}) does not match the name on the URL ({name})"
-            )));
-        }
-        if def.namespaced {
-            let ons = meta(old, "namespace");
-            if let Some(n) = meta(&new, "namespace")
-                && Some(&n) != ons.as_ref()
-                && n != json!("")
-            {
-                return Err(ApiError::bad_request(
-                    "the namespace of the provided object does not match the namespace sent on the request",
-                ));
-            }
-        }
+        check_same_object(def, &name, old, &new)?;
         if sub == Sub::Status {
-            let st = new.get("status").cloned();
-            new = old.clone();
-            match st {
-                Some(s) => new["status"] = s,
-                None => {
-                    if let Some(m) = new.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
+            // Only status changes are kept.
+            new = with_status(old.clone(), new.get("status").cloned());
         } else if def.status_subresource {
-            match old.get("status") {
-                Some(s) => new["status"] = s.clone(),
-                None => {
-                    if let Some(m) = new.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
+            // Status changes are ignored.
+            let status = old.get("status").cloned();
+            new = with_status(new, status);
         }
         for k in [
             "name",
@@ -702,45 +571,12 @@ impl Api {
         ] {
             set_meta(&mut new, k, meta(old, k));
         }
-        if is_deleting(old) {
-            let before = finalizers(old);
-            let added: Vec<String> = finalizers(&new)
-                .into_iter()
-                .filter(|f| !before.contains(f))
-                .collect();
-            if !added.is_empty() {
-                return Err(ApiError::invalid(
-                    &def.group,
-                    &def.kind,
-                    &name,
-                    vec![(
-                        "FieldValueForbidden".into(),
-                        "metadata.finalizers".into(),
-                        format!(
-                            "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
-                            added
-                                .iter()
-                                .map(|f| format!("{f:?}"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )],
-                ));
-            }
-        }
+        check_no_new_finalizers(def, &name, old, &new)?;
         if sub == Sub::Status {
             strategy::default_status(def, &mut new);
         }
         crate::validation::validate_update(def, &name, old, &new)?;
-        if def.custom
-            && let Some(s) = &def.schema
-        {
-            schema::default_and_prune(&mut new, s);
-            let errs = schema::validate(&new, Some(old), s);
-            if !errs.is_empty() {
-                return Err(ApiError::invalid(&def.group, &def.kind, &name, errs));
-            }
-        }
+        apply_schema(def, &name, &mut new, Some(old))?;
         let track_status = !def.status_subresource;
         if strategy::tracks_generation(def)
             && spec_part(old, !track_status) != spec_part(&new, !track_status)
@@ -805,21 +641,11 @@ impl Api {
                 Write::Put(fin)
             };
             if dry_run {
-                let v = match &write {
-                    Write::Put(v) | Write::Delete(v) => v,
-                };
-                return Ok(Arc::new(StoredObject::from_value(def, v)?));
+                return Ok(Arc::new(StoredObject::from_value(def, write.value())?));
             }
             match self.store.commit(def, ns, name, Expect::Rv(cur.rv), write) {
                 Ok(s) => return Ok(s),
-                Err(CommitError::Stale) => continue,
-                Err(CommitError::Missing) => {
-                    return Err(ApiError::not_found(&def.group, &def.plural, name));
-                }
-                Err(CommitError::Api(e)) => return Err(e),
-                Err(CommitError::Exists) => {
-                    return Err(ApiError::internal("unexpected store state"));
-                }
+                Err(e) => commit_failed(def, name, e)?,
             }
         }
         Err(ApiError::stale(&def.group, &def.plural, name))
@@ -845,42 +671,18 @@ impl Api {
         sub: Sub,
         dry_run: bool,
     ) -> Result<Arc<StoredObject>, ApiError> {
+        let unconditional = body
+            .pointer("/metadata/resourceVersion")
+            .and_then(|r| r.as_str())
+            .is_none_or(|r| r.is_empty());
         // Custom resources do not allow unconditional updates (the real strategy's
         // AllowUnconditionalUpdate is false for them).
-        if def.custom
-            && body
-                .pointer("/metadata/resourceVersion")
-                .and_then(|r| r.as_str())
-                .is_none_or(|r| r.is_empty())
-        {
-            return Err(ApiError::invalid(
-                &def.group,
-                &def.kind,
-                name,
-                vec![(
-                    "FieldValueInvalid".into(),
-                    "metadata.resourceVersion".into(),
-                    "Invalid value: 0x0: must be specified for an update".into(),
-                )],
-            ));
+        if def.custom && unconditional {
+            return Err(rv_required(&def.group, &def.kind, name, "0x0"));
         }
-        if !strategy::allows_unconditional_update(def)
-            && body
-                .pointer("/metadata/resourceVersion")
-                .and_then(|r| r.as_str())
-                .is_none_or(|r| r.is_empty())
-        {
+        if unconditional && !strategy::allows_unconditional_update(def) {
             // Named by resource, as the registry's check names it.
-            return Err(ApiError::invalid(
-                &def.group,
-                &def.plural,
-                name,
-                vec![(
-                    "FieldValueInvalid".into(),
-                    "metadata.resourceVersion".into(),
-                    "Invalid value: 0: must be specified for an update".into(),
-                )],
-            ));
+            return Err(rv_required(&def.group, &def.plural, name, "0"));
         }
         if def.converted {
             let sdef = self.storage_def(def)?;
@@ -919,77 +721,56 @@ impl Api {
         // Converted resources are patched in their own shape and stored converted back.
         let view = def.clone();
         let def = &self.storage_def(def)?;
-        let through = |old: &Value,
-                       f: &dyn Fn(&Value) -> Result<Value, ApiError>|
-         -> Result<Value, ApiError> {
-            Ok(convert::to_storage(
-                &view,
-                f(&convert::from_storage(&view, old))?,
-            ))
-        };
-        match ptype {
-            PatchType::Json => self.update_with(
-                def,
-                ns,
-                name,
-                sub,
-                dry_run,
-                |old| through(old, &|o| patch::json_patch(o, body)),
-                None,
-            ),
-            PatchType::Merge => self.update_with(
-                def,
-                ns,
-                name,
-                sub,
-                dry_run,
-                |old| through(old, &|o| patch::merge_patch(o, body)),
-                None,
-            ),
-            PatchType::Strategic => self.update_with(
-                def,
-                ns,
-                name,
-                sub,
-                dry_run,
-                |old| through(old, &|o| patch::strategic_merge(o, body)),
-                None,
-            ),
+        let patched: fn(&Value, &[u8]) -> Result<Value, ApiError> = match ptype {
+            PatchType::Json => patch::json_patch,
+            PatchType::Merge => patch::merge_patch,
+            PatchType::Strategic => patch::strategic_merge,
             PatchType::Apply => {
-                let applied: Value = serde_yaml::from_slice(body)
-                    .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
-                if !applied.is_object() {
-                    return Err(ApiError::bad_request(
-                        "apply configuration must be an object",
-                    ));
-                }
-                if let Some(n) = applied.pointer("/metadata/name").and_then(|n| n.as_str())
-                    && n != name
-                {
-                    return Err(ApiError::bad_request(format!(
-                        "the name of the object ({n}) does not match the name on the URL ({name})"
-                    )));
-                }
-                let mk = || {
-                    let mut v = applied.clone();
-                    set_meta(&mut v, "name", Some(json!(name)));
-                    Ok(convert::to_storage(&view, v))
-                };
-                self.update_with(
-                    def,
-                    ns,
-                    name,
-                    sub,
-                    dry_run,
-                    |old| {
-                        let mut a = applied.clone();
-                        set_meta(&mut a, "resourceVersion", None);
-                        through(old, &|o| patch::apply(o, &a))
-                    },
-                    if sub == Sub::Main { Some(&mk) } else { None },
-                )
+                let applied = applied_configuration(name, body)?;
+                return self.server_side_apply(def, &view, ns, name, &applied, sub, dry_run);
             }
-        }
+        };
+        self.update_with(
+            def,
+            ns,
+            name,
+            sub,
+            dry_run,
+            |old| through(&view, old, &|o| patched(o, body)),
+            None,
+        )
+    }
+
+    /// Server-side apply of `applied` (creating the object if it is missing).
+    #[allow(clippy::too_many_arguments)]
+    fn server_side_apply(
+        &self,
+        def: &Arc<ResourceDef>,
+        view: &ResourceDef,
+        ns: &str,
+        name: &str,
+        applied: &Value,
+        sub: Sub,
+        dry_run: bool,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let mk = || {
+            let mut v = applied.clone();
+            set_meta(&mut v, "name", Some(json!(name)));
+            Ok(convert::to_storage(view, v))
+        };
+        self.update_with(
+            def,
+            ns,
+            name,
+            sub,
+            dry_run,
+            |old| {
+                let mut a = applied.clone();
+                set_meta(&mut a, "resourceVersion", None);
+                through(view, old, &|o| patch::apply(o, &a))
+            },
+            if sub == Sub::Main { Some(&mk) } else { None },
+        )
     }
 
     /// Internal write for controllers: `f` edits the object (returns false for no change).
@@ -1033,193 +814,145 @@ impl Api {
         name: &str,
         opts: &DeleteOpts,
     ) -> Result<Deleted, ApiError> {
-        let gr = (def.group.as_str(), def.plural.as_str());
         for _ in 0..100 {
             let cur = self.get(def, ns, name)?;
-            if let Some(u) = &opts.uid
-                && u != &cur.uid
-            {
-                return Err(ApiError::conflict(
-                    &def.group,
-                    &def.plural,
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
-                        cur.uid
-                    ),
-                )
-                .with_kind_in_details(&def.kind));
-            }
-            if let Some(r) = &opts.rv
-                && r != &cur.rv.to_string()
-            {
-                return Err(ApiError::conflict(
-                    &def.group,
-                    &def.plural,
-                    name,
-                    &format!(
-                        "Precondition failed: ResourceVersion in precondition: {r}, ResourceVersion in object meta: {}",
-                        cur.rv
-                    ),
-                ));
-            }
-            let mut v = cur.value()?;
-            let deleting = is_deleting(&v);
-            let mut write: Option<Write> = None;
-            // Dependents to delete once the owner is marked (foreground propagation).
-            let mut foreground: Vec<(String, Key)> = Vec::new();
-            if gr == names::PODS {
-                let mut grace = opts
-                    .grace
-                    .or_else(|| {
-                        v.pointer("/spec/terminationGracePeriodSeconds")
-                            .and_then(|g| g.as_i64())
-                    })
-                    .unwrap_or(30)
-                    .max(0);
-                let phase = v
-                    .pointer("/status/phase")
-                    .and_then(|p| p.as_str())
-                    .unwrap_or_default();
-                let node = v
-                    .pointer("/spec/nodeName")
-                    .and_then(|p| p.as_str())
-                    .unwrap_or_default();
-                if node.is_empty() || phase == "Succeeded" || phase == "Failed" {
-                    grace = 0;
-                }
-                if grace > 0 {
-                    let current = v
-                        .pointer("/metadata/deletionGracePeriodSeconds")
-                        .and_then(|g| g.as_i64());
-                    if deleting && current.is_some_and(|c| c <= grace) {
-                        return Ok(Deleted::Pending(cur));
-                    }
-                    if !deleting {
-                        strategy::bump_generation(def, &mut v);
-                    }
-                    set_meta(
-                        &mut v,
-                        "deletionTimestamp",
-                        Some(json!(later_rfc3339(grace))),
-                    );
-                    set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(grace)));
-                    write = Some(Write::Put(v.clone()));
-                } else if deleting {
-                    set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
-                } else {
-                    // Deleted at once, answered as the real server does: as it was marked
-                    // for deletion (grace 0) just before it went.
-                    strategy::bump_generation(def, &mut v);
-                    set_meta(&mut v, "deletionTimestamp", Some(json!(now_rfc3339())));
-                    set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
-                }
-            } else if gr == names::NAMESPACES {
-                if deleting {
-                    return Ok(Deleted::Pending(cur));
-                }
-                set_meta(&mut v, "deletionTimestamp", Some(json!(now_rfc3339())));
-                set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
-                v["status"]["phase"] = json!("Terminating");
-                write = Some(Write::Put(v.clone()));
-            }
-            let write = match write {
-                Some(w) => w,
-                None => {
-                    let dependents = self.store.dependents(&cur.uid);
-                    if opts.propagation.as_deref() == Some("Foreground")
-                        && !dependents.is_empty()
-                        && !deleting
-                        && !opts.dry_run
-                    {
-                        // The garbage collector deletes the dependents first, then removes the
-                        // finalizer (see lifecycle.rs).
-                        let mut f = finalizers(&v);
-                        f.push("foregroundDeletion".into());
-                        set_meta(&mut v, "finalizers", Some(json!(f)));
-                        foreground = dependents.clone();
-                    } else if opts.propagation.as_deref() == Some("Orphan") && !opts.dry_run {
-                        self.orphan_dependents(&cur.uid, &dependents);
-                    }
-                    if !finalizers(&v).is_empty() {
-                        if deleting && gr != names::PODS {
-                            return Ok(Deleted::Pending(cur));
-                        }
-                        if !is_deleting(&v) {
-                            strategy::bump_generation(def, &mut v);
-                            set_meta(&mut v, "deletionTimestamp", Some(json!(now_rfc3339())));
-                            set_meta(&mut v, "deletionGracePeriodSeconds", Some(json!(0)));
-                        }
-                        Write::Put(v)
-                    } else {
-                        Write::Delete(v)
-                    }
-                }
+            check_delete_preconditions(def, name, &cur, opts)?;
+            let Some(deletion) = self.deletion(def, &cur, opts)? else {
+                return Ok(Deleted::Pending(cur));
             };
-            let gone = matches!(write, Write::Delete(_));
-            if let Write::Put(nv) = &write
+            if let Write::Put(nv) = &deletion.write
                 && cur.value().is_ok_and(|o| &o == nv)
             {
                 return Ok(Deleted::Pending(cur));
             }
             if opts.dry_run {
-                let v = match &write {
-                    Write::Put(v) | Write::Delete(v) => v,
-                };
-                let s = Arc::new(StoredObject::from_value(def, v)?);
-                return Ok(if gone {
-                    Deleted::Gone(s)
-                } else {
-                    Deleted::Pending(s)
-                });
+                let gone = matches!(deletion.write, Write::Delete(_));
+                let s = Arc::new(StoredObject::from_value(def, deletion.write.value())?);
+                return Ok(deleted(s, gone));
             }
-            // A pod deleted at once is first marked (deletionTimestamp, grace 0), then removed:
-            // two writes, so a watch sees MODIFIED then DELETED, as from a real server.
-            let (expect, write) = match write {
-                Write::Delete(marked) if gr == names::PODS && !deleting => {
-                    match self.store.commit(
-                        def,
-                        ns,
-                        name,
-                        Expect::Rv(cur.rv),
-                        Write::Put(marked.clone()),
-                    ) {
-                        Ok(s) => (Expect::Rv(s.rv), Write::Delete(marked)),
-                        Err(CommitError::Stale) => continue,
-                        Err(CommitError::Missing) => {
-                            return Err(ApiError::not_found(&def.group, &def.plural, name));
-                        }
-                        Err(CommitError::Api(e)) => return Err(e),
-                        Err(CommitError::Exists) => {
-                            return Err(ApiError::internal("unexpected store state"));
-                        }
-                    }
-                }
-                write => (Expect::Rv(cur.rv), write),
-            };
-            match self.store.commit(def, ns, name, expect, write) {
-                Ok(s) => {
-                    if gone && gr == names::CRDS {
-                        self.drop_crd(&s);
-                    }
-                    self.delete_dependents(&foreground);
-                    return Ok(if gone {
-                        Deleted::Gone(s)
-                    } else {
-                        Deleted::Pending(s)
-                    });
-                }
-                Err(CommitError::Stale) => continue,
-                Err(CommitError::Missing) => {
-                    return Err(ApiError::not_found(&def.group, &def.plural, name));
-                }
-                Err(CommitError::Api(e)) => return Err(e),
-                Err(CommitError::Exists) => {
-                    return Err(ApiError::internal("unexpected store state"));
-                }
+            if let Some(done) = self.commit_deletion(def, ns, name, &cur, deletion)? {
+                return Ok(done);
             }
         }
         Err(ApiError::stale(&def.group, &def.plural, name))
+    }
+
+    /// What deleting `cur` writes; None when it is already being deleted as asked (nothing
+    /// to write).
+    fn deletion(
+        &self,
+        def: &ResourceDef,
+        cur: &StoredObject,
+        opts: &DeleteOpts,
+    ) -> Result<Option<Deletion>, ApiError> {
+        let gr = (def.group.as_str(), def.plural.as_str());
+        let mut v = cur.value()?;
+        let deleting = is_deleting(&v);
+        let marked = if gr == names::PODS {
+            mark_pod(def, &mut v, opts, deleting)
+        } else if gr == names::NAMESPACES {
+            mark_namespace(&mut v, deleting)
+        } else {
+            Mark::NotYet
+        };
+        Ok(match marked {
+            Mark::Already => None,
+            Mark::Write(write) => Some(Deletion {
+                write,
+                foreground: Vec::new(),
+                deleting,
+            }),
+            Mark::NotYet => self.propagate_and_finalize(def, cur, v, opts, deleting),
+        })
+    }
+
+    /// The deletion of an object no grace period keeps: its dependents' propagation, then
+    /// the object marked while finalizers remain, removed otherwise. None when it is already
+    /// being deleted and waits for its finalizers.
+    fn propagate_and_finalize(
+        &self,
+        def: &ResourceDef,
+        cur: &StoredObject,
+        mut v: Value,
+        opts: &DeleteOpts,
+        deleting: bool,
+    ) -> Option<Deletion> {
+        let mut foreground = Vec::new();
+        let dependents = self.store.dependents(&cur.uid);
+        if opts.propagation.as_deref() == Some("Foreground")
+            && !dependents.is_empty()
+            && !deleting
+            && !opts.dry_run
+        {
+            // The garbage collector deletes the dependents first, then removes the
+            // finalizer (see lifecycle.rs).
+            let mut f = finalizers(&v);
+            f.push("foregroundDeletion".into());
+            set_meta(&mut v, "finalizers", Some(json!(f)));
+            foreground = dependents;
+        } else if opts.propagation.as_deref() == Some("Orphan") && !opts.dry_run {
+            self.orphan_dependents(&cur.uid, &dependents);
+        }
+        if finalizers(&v).is_empty() {
+            return Some(Deletion {
+                write: Write::Delete(v),
+                foreground,
+                deleting,
+            });
+        }
+        if deleting && (def.group.as_str(), def.plural.as_str()) != names::PODS {
+            return None;
+        }
+        if !is_deleting(&v) {
+            strategy::bump_generation(def, &mut v);
+            mark_deleted_now(&mut v);
+        }
+        Some(Deletion {
+            write: Write::Put(v),
+            foreground,
+            deleting,
+        })
+    }
+
+    /// Commits a deletion of `cur` (None when someone wrote in between: to do again), then
+    /// drops a removed CRD's resource and deletes the foreground dependents.
+    fn commit_deletion(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        cur: &StoredObject,
+        deletion: Deletion,
+    ) -> Result<Option<Deleted>, ApiError> {
+        let gr = (def.group.as_str(), def.plural.as_str());
+        let gone = matches!(deletion.write, Write::Delete(_));
+        // A pod deleted at once is first marked (deletionTimestamp, grace 0), then removed:
+        // two writes, so a watch sees MODIFIED then DELETED, as from a real server.
+        let (expect, write) = match deletion.write {
+            Write::Delete(marked) if gr == names::PODS && !deletion.deleting => {
+                match self.store.commit(
+                    def,
+                    ns,
+                    name,
+                    Expect::Rv(cur.rv),
+                    Write::Put(marked.clone()),
+                ) {
+                    Ok(s) => (Expect::Rv(s.rv), Write::Delete(marked)),
+                    Err(e) => return commit_failed(def, name, e).map(|()| None),
+                }
+            }
+            write => (Expect::Rv(cur.rv), write),
+        };
+        match self.store.commit(def, ns, name, expect, write) {
+            Ok(s) => {
+                if gone && gr == names::CRDS {
+                    self.drop_crd(&s);
+                }
+                self.delete_dependents(&deletion.foreground);
+                Ok(Some(deleted(s, gone)))
+            }
+            Err(e) => commit_failed(def, name, e).map(|()| None),
+        }
     }
 
     /// Deletes dependents (foreground propagation).
@@ -1296,18 +1029,426 @@ impl Api {
 
     fn drop_crd(&self, crd: &StoredObject) {
         if let Ok(v) = crd.value() {
-            let group = v
-                .pointer("/spec/group")
-                .and_then(|g| g.as_str())
-                .unwrap_or_default();
-            let plural = v
-                .pointer("/spec/names/plural")
-                .and_then(|g| g.as_str())
-                .unwrap_or_default();
+            let group = text_at(&v, "/spec/group");
+            let plural = text_at(&v, "/spec/names/plural");
             if let Some(d) = self.registry.by_name((group, plural)) {
                 self.store.drop_resource(&d);
             }
             self.registry.unregister(group, plural);
         }
+    }
+}
+
+/// The 422 of an update without a resourceVersion where one is required (`shown`: how the
+/// real server prints the missing value).
+fn rv_required(group: &str, kind: &str, name: &str, shown: &str) -> ApiError {
+    ApiError::invalid(
+        group,
+        kind,
+        name,
+        vec![(
+            "FieldValueInvalid".into(),
+            "metadata.resourceVersion".into(),
+            format!("Invalid value: {shown}: must be specified for an update"),
+        )],
+    )
+}
+
+/// The string at `pointer` ("" when there is none).
+fn text_at<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(|x| x.as_str())
+        .unwrap_or_default()
+}
+
+/// Puts a created object in the request's namespace (or none, for a cluster-scoped kind); a
+/// namespace in the body must be that one.
+fn place_in_namespace(def: &ResourceDef, ns: &str, v: &mut Value) -> Result<(), ApiError> {
+    if !def.namespaced {
+        set_meta(v, "namespace", None);
+        return Ok(());
+    }
+    let body_ns = meta(v, "namespace")
+        .and_then(|n| n.as_str().map(String::from))
+        .unwrap_or_default();
+    if !body_ns.is_empty() && body_ns != ns {
+        return Err(ApiError::bad_request(
+            "the namespace of the provided object does not match the namespace sent on the request",
+        ));
+    }
+    set_meta(v, "namespace", Some(json!(ns)));
+    Ok(())
+}
+
+/// A created object's name: its own, or one made from its `generateName`.
+fn object_name(def: &ResourceDef, v: &mut Value) -> Result<String, ApiError> {
+    let name = meta(v, "name")
+        .and_then(|n| n.as_str().map(String::from))
+        .unwrap_or_default();
+    if !name.is_empty() {
+        return Ok(name);
+    }
+    match meta(v, "generateName").and_then(|n| n.as_str().map(String::from)) {
+        Some(g) if !g.is_empty() => {
+            let name = format!("{g}{}", name_suffix());
+            set_meta(v, "name", Some(json!(name)));
+            Ok(name)
+        }
+        _ => Err(ApiError::invalid(
+            &def.group,
+            &def.kind,
+            "",
+            vec![(
+                "FieldValueRequired".into(),
+                "metadata.name".into(),
+                "Required value: name or generateName is required".into(),
+            )],
+        )),
+    }
+}
+
+/// A custom resource's schema: its defaults and pruning, then its validation (of an update
+/// of `old`, or of a create).
+fn apply_schema(
+    def: &ResourceDef,
+    name: &str,
+    v: &mut Value,
+    old: Option<&Value>,
+) -> Result<(), ApiError> {
+    if def.custom
+        && let Some(s) = &def.schema
+    {
+        schema::default_and_prune(v, s);
+        let errs = schema::validate(v, old, s);
+        if !errs.is_empty() {
+            return Err(ApiError::invalid(&def.group, &def.kind, name, errs));
+        }
+    }
+    Ok(())
+}
+
+/// The API's defaults for a created pod (and the admission plugins' a real server runs), its
+/// status Pending unless `keep_status`.
+fn default_pod(v: &mut Value, keep_status: bool) {
+    let spec = &mut v["spec"];
+    if spec.get("terminationGracePeriodSeconds").is_none() {
+        spec["terminationGracePeriodSeconds"] = json!(30);
+    }
+    for (k, d) in [
+        ("restartPolicy", "Always"),
+        ("dnsPolicy", "ClusterFirst"),
+        ("schedulerName", "default-scheduler"),
+        ("serviceAccountName", "default"),
+    ] {
+        if spec.get(k).is_none() {
+            spec[k] = json!(d);
+        }
+    }
+    if spec.get("priority").is_none() {
+        spec["priority"] = json!(0);
+    }
+    // The Priority admission plugin and the API's defaults.
+    for (k, d) in [
+        ("preemptionPolicy", json!("PreemptLowerPriority")),
+        ("enableServiceLinks", json!(true)),
+        ("securityContext", json!({})),
+    ] {
+        if spec.get(k).is_none() {
+            spec[k] = d;
+        }
+    }
+    default_tolerations(spec);
+    if let Some(cs) = spec.get_mut("containers").and_then(|c| c.as_array_mut()) {
+        cs.iter_mut().for_each(default_container);
+    }
+    if !keep_status {
+        let q = qos_class(v);
+        v["status"] = json!({"phase": "Pending", "qosClass": q});
+    } else if v.pointer("/status/qosClass").is_none() {
+        let q = qos_class(v);
+        v["status"]["qosClass"] = json!(q);
+    }
+}
+
+/// The DefaultTolerationSeconds admission plugin.
+fn default_tolerations(spec: &mut Value) {
+    let mut tol = spec
+        .get("tolerations")
+        .and_then(|t| t.as_array())
+        .cloned()
+        .unwrap_or_default();
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        if !tol
+            .iter()
+            .any(|t| t.get("key").and_then(|k| k.as_str()) == Some(key))
+        {
+            tol.push(json!({"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}));
+        }
+    }
+    spec["tolerations"] = Value::Array(tol);
+}
+
+/// A container's defaults.
+fn default_container(c: &mut Value) {
+    if c.get("terminationMessagePath").is_none() {
+        c["terminationMessagePath"] = json!("/dev/termination-log");
+    }
+    if c.get("resources").is_none() {
+        c["resources"] = json!({});
+    }
+    if c.get("terminationMessagePolicy").is_none() {
+        c["terminationMessagePolicy"] = json!("File");
+    }
+    if c.get("imagePullPolicy").is_none() {
+        let latest = c
+            .get("image")
+            .and_then(|i| i.as_str())
+            .is_some_and(|i| i.ends_with(":latest") || !i.contains(':'));
+        c["imagePullPolicy"] = json!(if latest { "Always" } else { "IfNotPresent" });
+    }
+}
+
+/// An update names the object it updates (its name, and its namespace if it gives one).
+fn check_same_object(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    if let Some(n) = new.pointer("/metadata/name").and_then(|n| n.as_str())
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    if def.namespaced {
+        let ons = meta(old, "namespace");
+        if let Some(n) = meta(new, "namespace")
+            && Some(&n) != ons.as_ref()
+            && n != json!("")
+        {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `object` with `status` (none: without a status).
+fn with_status(mut object: Value, status: Option<Value>) -> Value {
+    match status {
+        Some(s) => object["status"] = s,
+        None => {
+            if let Some(m) = object.as_object_mut() {
+                m.remove("status");
+            }
+        }
+    }
+    object
+}
+
+/// No finalizer can be added to an object being deleted.
+fn check_no_new_finalizers(
+    def: &ResourceDef,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    if !is_deleting(old) {
+        return Ok(());
+    }
+    let before = finalizers(old);
+    let added: Vec<String> = finalizers(new)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    if added.is_empty() {
+        return Ok(());
+    }
+    Err(ApiError::invalid(
+        &def.group,
+        &def.kind,
+        name,
+        vec![(
+            "FieldValueForbidden".into(),
+            "metadata.finalizers".into(),
+            format!(
+                "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                added
+                    .iter()
+                    .map(|f| format!("{f:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )],
+    ))
+}
+
+/// `f` applied to a stored object as `view` presents it, the result converted back to storage.
+fn through(
+    view: &ResourceDef,
+    old: &Value,
+    f: &dyn Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Value, ApiError> {
+    Ok(convert::to_storage(
+        view,
+        f(&convert::from_storage(view, old))?,
+    ))
+}
+
+/// The configuration of an apply patch: a YAML (or JSON) object of the object on the URL.
+fn applied_configuration(name: &str, body: &[u8]) -> Result<Value, ApiError> {
+    let applied: Value = serde_yaml::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
+    if !applied.is_object() {
+        return Err(ApiError::bad_request(
+            "apply configuration must be an object",
+        ));
+    }
+    if let Some(n) = applied.pointer("/metadata/name").and_then(|n| n.as_str())
+        && n != name
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the object ({n}) does not match the name on the URL ({name})"
+        )));
+    }
+    Ok(applied)
+}
+
+/// What a DELETE writes, and the dependents to delete once the owner is marked (foreground
+/// propagation).
+struct Deletion {
+    write: Write,
+    foreground: Vec<(String, Key)>,
+    /// The object was being deleted already.
+    deleting: bool,
+}
+
+/// How a kind with a deletion of its own (pods' grace period, namespaces' termination) marks
+/// an object being deleted.
+enum Mark {
+    /// It is already marked as asked: nothing to write.
+    Already,
+    /// Marked: this write.
+    Write(Write),
+    /// Not by the kind: finalizers and propagation decide (the object may have been edited).
+    NotYet,
+}
+
+/// A pod's graceful deletion: marked with its grace period (a scheduled, unfinished pod), or
+/// to be removed at once.
+fn mark_pod(def: &ResourceDef, v: &mut Value, opts: &DeleteOpts, deleting: bool) -> Mark {
+    let mut grace = opts
+        .grace
+        .or_else(|| {
+            v.pointer("/spec/terminationGracePeriodSeconds")
+                .and_then(|g| g.as_i64())
+        })
+        .unwrap_or(30)
+        .max(0);
+    let phase = text_at(v, "/status/phase");
+    if text_at(v, "/spec/nodeName").is_empty() || phase == "Succeeded" || phase == "Failed" {
+        grace = 0;
+    }
+    if grace > 0 {
+        let current = v
+            .pointer("/metadata/deletionGracePeriodSeconds")
+            .and_then(|g| g.as_i64());
+        if deleting && current.is_some_and(|c| c <= grace) {
+            return Mark::Already;
+        }
+        if !deleting {
+            strategy::bump_generation(def, v);
+        }
+        set_meta(v, "deletionTimestamp", Some(json!(later_rfc3339(grace))));
+        set_meta(v, "deletionGracePeriodSeconds", Some(json!(grace)));
+        return Mark::Write(Write::Put(v.clone()));
+    }
+    if deleting {
+        set_meta(v, "deletionGracePeriodSeconds", Some(json!(0)));
+    } else {
+        // Deleted at once, answered as the real server does: as it was marked for deletion
+        // (grace 0) just before it went.
+        strategy::bump_generation(def, v);
+        mark_deleted_now(v);
+    }
+    Mark::NotYet
+}
+
+/// A namespace's deletion: Terminating until the namespace controller has emptied it.
+fn mark_namespace(v: &mut Value, deleting: bool) -> Mark {
+    if deleting {
+        return Mark::Already;
+    }
+    mark_deleted_now(v);
+    v["status"]["phase"] = json!("Terminating");
+    Mark::Write(Write::Put(v.clone()))
+}
+
+/// Marks an object deleted now, with no grace period.
+fn mark_deleted_now(v: &mut Value) {
+    set_meta(v, "deletionTimestamp", Some(json!(now_rfc3339())));
+    set_meta(v, "deletionGracePeriodSeconds", Some(json!(0)));
+}
+
+/// A DELETE's preconditions (uid, resourceVersion) on the current object.
+fn check_delete_preconditions(
+    def: &ResourceDef,
+    name: &str,
+    cur: &StoredObject,
+    opts: &DeleteOpts,
+) -> Result<(), ApiError> {
+    if let Some(u) = &opts.uid
+        && u != &cur.uid
+    {
+        return Err(ApiError::conflict(
+            &def.group,
+            &def.plural,
+            name,
+            &format!(
+                "Precondition failed: UID in precondition: {u}, UID in object meta: {}",
+                cur.uid
+            ),
+        )
+        .with_kind_in_details(&def.kind));
+    }
+    if let Some(r) = &opts.rv
+        && r != &cur.rv.to_string()
+    {
+        return Err(ApiError::conflict(
+            &def.group,
+            &def.plural,
+            name,
+            &format!(
+                "Precondition failed: ResourceVersion in precondition: {r}, ResourceVersion in object meta: {}",
+                cur.rv
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The outcome of a DELETE whose last state is `s`.
+fn deleted(s: Arc<StoredObject>, gone: bool) -> Deleted {
+    if gone {
+        Deleted::Gone(s)
+    } else {
+        Deleted::Pending(s)
+    }
+}
+
+/// A failed commit of a write to an existing object: Ok when it was stale (to compute again),
+/// the error to answer otherwise.
+fn commit_failed(def: &ResourceDef, name: &str, e: CommitError) -> Result<(), ApiError> {
+    match e {
+        CommitError::Stale => Ok(()),
+        CommitError::Missing => Err(ApiError::not_found(&def.group, &def.plural, name)),
+        CommitError::Api(e) => Err(e),
+        CommitError::Exists => Err(ApiError::internal("unexpected store state")),
     }
 }

@@ -191,114 +191,185 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         Ok(b) => b,
         Err(e) => return ApiError::bad_request(e.to_string()).into_response(),
     };
-    let header = |h: http::header::HeaderName| {
-        parts
-            .headers
-            .get(h)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_string()
+    let caller = match identify(&sh, &parts) {
+        Ok(caller) => caller,
+        Err(unauthorized) => return unauthorized.into_response(),
     };
-    let ua = header(http::header::USER_AGENT);
-    let accept = header(http::header::ACCEPT);
-    let ctype = header(http::header::CONTENT_TYPE);
-    let token = header(http::header::AUTHORIZATION)
-        .strip_prefix("Bearer ")
-        .map(|t| t.trim().to_string());
-    let user = match &token {
-        Some(t) => match sh.tokens.get(t) {
-            Some(u) => u.clone(),
-            None if sh.tokens.is_empty() => String::new(),
-            None => {
-                return ApiError::new(401, "Unauthorized", "Unauthorized").into_response();
-            }
-        },
-        None => String::new(),
-    };
-    if let Some(connection) = parts.extensions.get::<crate::server::ConnectionId>() {
-        sh.accounting.record_connection(connection.0, &user, &ua);
-    }
     let path = parts.uri.path().to_string();
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let q = query_map(&parts.uri);
     let method = parts.method.clone();
-    let count_nonresource = |p: &str| {
-        sh.accounting.record(RequestKey {
-            verb: method.as_str().to_lowercase(),
-            group: String::new(),
-            resource: String::new(),
-            subresource: p.to_string(),
-            user: user.clone(),
-            user_agent: ua.clone(),
-        })
+    let count_nonresource = || {
+        let verb = method.as_str().to_lowercase();
+        sh.accounting
+            .record(caller.key(verb, String::new(), String::new(), path.clone()))
     };
-    let (group, version, rest): (String, String, &[&str]) = match segs.as_slice() {
-        ["version"] => {
-            count_nonresource(&path);
-            return value_response(200, &discovery::version());
+    let (group, version, rest) = match route(&sh, &method, &segs) {
+        Route::Resources(group, version, rest) => (group, version, rest),
+        Route::Answered { counted, response } => {
+            if counted {
+                count_nonresource();
+            }
+            return response;
         }
-        ["healthz"] | ["readyz"] | ["livez"] => {
-            return http::Response::builder()
+    };
+    let (target, verb) = match target_and_verb(&sh.api, &method, &group, &version, rest, &q) {
+        Ok(found) => found,
+        Err(e) => {
+            count_nonresource();
+            return e.into_response();
+        }
+    };
+    let key = caller.key(
+        verb.to_string(),
+        group,
+        target.def.plural.clone(),
+        target.sub.clone(),
+    );
+    sh.accounting.record(key.clone());
+    let incoming = Incoming {
+        key,
+        verb,
+        target,
+        q,
+        accept: header(&parts, http::header::ACCEPT),
+        ctype: header(&parts, http::header::CONTENT_TYPE),
+        body,
+    };
+    if let Err(e) = authorize(&sh, &incoming) {
+        return refused(&sh, &incoming, e.into_response());
+    }
+    deliver(sh, incoming).await
+}
+
+/// Header `h` of the request ("" when it has none, or none in ASCII).
+fn header(parts: &http::request::Parts, h: http::header::HeaderName) -> String {
+    parts
+        .headers
+        .get(h)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Who sent a request.
+struct Caller {
+    user: String,
+    ua: String,
+}
+
+impl Caller {
+    /// The counters' key of a request of this caller.
+    fn key(
+        &self,
+        verb: String,
+        group: String,
+        resource: String,
+        subresource: String,
+    ) -> RequestKey {
+        RequestKey {
+            verb,
+            group,
+            resource,
+            subresource,
+            user: self.user.clone(),
+            user_agent: self.ua.clone(),
+        }
+    }
+}
+
+/// The caller of a request (its connection counted for it).
+fn identify(sh: &Shared, parts: &http::request::Parts) -> Result<Caller, ApiError> {
+    let ua = header(parts, http::header::USER_AGENT);
+    let user = authenticate(sh, parts)?;
+    if let Some(connection) = parts.extensions.get::<crate::server::ConnectionId>() {
+        sh.accounting.record_connection(connection.0, &user, &ua);
+    }
+    Ok(Caller { user, ua })
+}
+
+/// The user of the request's bearer token ("" without one, or when no tokens are configured);
+/// a 401 for a token no user has.
+fn authenticate(sh: &Shared, parts: &http::request::Parts) -> Result<String, ApiError> {
+    let token = header(parts, http::header::AUTHORIZATION)
+        .strip_prefix("Bearer ")
+        .map(|t| t.trim().to_string());
+    match &token {
+        Some(t) => match sh.tokens.get(t) {
+            Some(u) => Ok(u.clone()),
+            None if sh.tokens.is_empty() => Ok(String::new()),
+            None => Err(ApiError::new(401, "Unauthorized", "Unauthorized")),
+        },
+        None => Ok(String::new()),
+    }
+}
+
+/// Where `route` sends a request.
+enum Route<'a> {
+    /// A resource request: its group, version and the path below them.
+    Resources(String, String, &'a [&'a str]),
+    /// Answered at once; `counted` as a non-resource request or not.
+    Answered { counted: bool, response: Response },
+}
+
+/// A resource request's group, version and path; any other path (health, version, discovery,
+/// OpenAPI, the simulator's request counters) is answered here.
+fn route<'a>(sh: &Shared, method: &http::Method, segs: &'a [&'a str]) -> Route<'a> {
+    let registry = &sh.api.registry;
+    let counted = |response: Response| Route::Answered {
+        counted: true,
+        response,
+    };
+    let found = |d: Option<Value>| match d {
+        Some(d) => counted(value_response(200, &d)),
+        None => counted(ApiError::path_not_found().into_response()),
+    };
+    match segs {
+        ["version"] => counted(value_response(200, &discovery::version())),
+        ["healthz"] | ["readyz"] | ["livez"] => Route::Answered {
+            counted: false,
+            response: http::Response::builder()
                 .status(200)
                 .header(http::header::CONTENT_TYPE, "text/plain")
                 .body(Body::from("ok"))
-                .unwrap_or_else(|_| Response::new(Body::empty()));
-        }
+                .unwrap_or_else(|_| Response::new(Body::empty())),
+        },
         ["debug", "sim", "requests"] => {
             if method == http::Method::DELETE {
                 sh.accounting.reset();
             }
-            return value_response(200, &sh.accounting.to_json());
+            Route::Answered {
+                counted: false,
+                response: value_response(200, &sh.accounting.to_json()),
+            }
         }
-        ["openapi", "v3"] => {
-            count_nonresource(&path);
-            return value_response(200, &crate::openapi::root(&sh.api.registry));
-        }
+        ["openapi", "v3"] => counted(value_response(200, &crate::openapi::root(registry))),
         ["openapi", "v3", rest @ ..] => {
-            count_nonresource(&path);
-            return match crate::openapi::group_version(&sh.api.registry, &rest.join("/")) {
-                Some(d) => value_response(200, &d),
-                None => ApiError::path_not_found().into_response(),
-            };
+            found(crate::openapi::group_version(registry, &rest.join("/")))
         }
-        ["api"] => {
-            count_nonresource(&path);
-            return value_response(200, &discovery::core_versions(&sh.addr));
-        }
-        ["apis"] => {
-            count_nonresource(&path);
-            return value_response(200, &discovery::groups(&sh.api.registry));
-        }
-        ["apis", g] => {
-            count_nonresource(&path);
-            return match discovery::group(&sh.api.registry, g) {
-                Some(d) => value_response(200, &d),
-                None => ApiError::path_not_found().into_response(),
-            };
-        }
-        ["api", "v1", rest @ ..] => (String::new(), "v1".to_string(), rest),
-        ["apis", g, v, rest @ ..] => (g.to_string(), v.to_string(), rest),
-        _ => {
-            count_nonresource(&path);
-            return ApiError::path_not_found().into_response();
-        }
-    };
-    if rest.is_empty() {
-        count_nonresource(&path);
-        return match discovery::resources(&sh.api.registry, &group, &version) {
-            Some(d) => value_response(200, &d),
-            None => ApiError::path_not_found().into_response(),
-        };
+        ["api"] => counted(value_response(200, &discovery::core_versions(&sh.addr))),
+        ["apis"] => counted(value_response(200, &discovery::groups(registry))),
+        ["apis", g] => found(discovery::group(registry, g)),
+        ["api", "v1"] => found(discovery::resources(registry, "", "v1")),
+        ["apis", g, v] => found(discovery::resources(registry, g, v)),
+        ["api", "v1", rest @ ..] => Route::Resources(String::new(), "v1".to_string(), rest),
+        ["apis", g, v, rest @ ..] => Route::Resources(g.to_string(), v.to_string(), rest),
+        _ => counted(ApiError::path_not_found().into_response()),
     }
-    let target = match parse_target(&sh.api, &group, &version, rest) {
-        Ok(t) => t,
-        Err(e) => {
-            count_nonresource(&path);
-            return e.into_response();
-        }
-    };
-    let is_watch = target.watch_path || truthy(&q, "watch");
-    let verb = match (&method, target.name.is_some()) {
+}
+
+/// The resource a request addresses and the verb its method means there.
+fn target_and_verb(
+    api: &Api,
+    method: &http::Method,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+    q: &HashMap<String, String>,
+) -> Result<(Target, &'static str), ApiError> {
+    let target = parse_target(api, group, version, rest)?;
+    let is_watch = target.watch_path || truthy(q, "watch");
+    let verb = match (method, target.name.is_some()) {
         (&http::Method::GET, _) if is_watch => "watch",
         (&http::Method::GET, true) => "get",
         (&http::Method::GET, false) => "list",
@@ -308,54 +379,75 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
         (&http::Method::PATCH, true) => "patch",
         (&http::Method::DELETE, true) => "delete",
         (&http::Method::DELETE, false) => "deletecollection",
-        _ => {
-            count_nonresource(&path);
-            return ApiError::method_not_allowed().into_response();
-        }
+        _ => return Err(ApiError::method_not_allowed()),
     };
-    let key = RequestKey {
-        verb: verb.to_string(),
-        group: group.clone(),
-        resource: target.def.plural.clone(),
-        subresource: target.sub.clone(),
-        user: user.clone(),
-        user_agent: ua.clone(),
-    };
-    sh.accounting.record(key.clone());
-    let answered = |response: Response| {
-        let code = response.status().as_u16();
-        sh.accounting.record_status(&key, code);
-        if verb == "create" && target.sub == "eviction" {
-            let (ns, name) = (
-                target.ns.as_deref().unwrap_or(""),
-                target.name.as_deref().unwrap_or(""),
-            );
-            sh.accounting.record_eviction(ns, name, code);
-        }
-        response
-    };
-    if let Some(rbac) = &sh.rbac
-        && let Err(e) = rbac.check(
-            &user,
-            verb,
-            &target.def.group,
-            &target.def.plural,
-            &target.sub,
-            target.ns.as_deref().unwrap_or(""),
-            target.name.as_deref().unwrap_or(""),
-        )
-    {
-        return answered(e.into_response());
+    Ok((target, verb))
+}
+
+/// A resource request, as `handle` took it apart.
+struct Incoming {
+    key: RequestKey,
+    verb: &'static str,
+    target: Target,
+    q: HashMap<String, String>,
+    accept: String,
+    ctype: String,
+    body: Bytes,
+}
+
+impl Incoming {
+    fn ns(&self) -> &str {
+        self.target.ns.as_deref().unwrap_or("")
     }
-    let fault = sh
-        .faults
-        .decide_for(verb, &target.def.plural, &target.sub, &ua, &user);
+    fn name(&self) -> &str {
+        self.target.name.as_deref().unwrap_or("")
+    }
+    fn is_eviction(&self) -> bool {
+        self.verb == "create" && self.target.sub == "eviction"
+    }
+}
+
+/// RBAC's verdict on the request, when RBAC is configured.
+fn authorize(sh: &Shared, req: &Incoming) -> Result<(), ApiError> {
+    let Some(rbac) = &sh.rbac else {
+        return Ok(());
+    };
+    rbac.check(
+        &req.key.user,
+        req.verb,
+        &req.target.def.group,
+        &req.target.def.plural,
+        &req.target.sub,
+        req.ns(),
+        req.name(),
+    )
+}
+
+/// Counts the answer of a request refused before fault injection (an eviction's too).
+fn refused(sh: &Shared, req: &Incoming, response: Response) -> Response {
+    let code = response.status().as_u16();
+    sh.accounting.record_status(&req.key, code);
+    if req.is_eviction() {
+        sh.accounting.record_eviction(req.ns(), req.name(), code);
+    }
+    response
+}
+
+/// Fault injection's decision on the request, then its effect.
+async fn deliver(sh: Arc<Shared>, req: Incoming) -> Response {
+    let fault = sh.faults.decide_for(
+        req.verb,
+        &req.target.def.plural,
+        &req.target.sub,
+        &req.key.user_agent,
+        &req.key.user,
+    );
     let late = fault.delivered_late;
     let rest = async move {
         if !fault.latency.is_zero() {
             tokio::time::sleep(fault.latency).await;
         }
-        take_effect(&sh, &key, verb, &target, &q, &accept, &ctype, &body, &fault).await
+        take_effect(&sh, &req, &fault).await
     };
     if late {
         // Delivered whether or not its client still waits: the request was on its way (in
@@ -369,74 +461,56 @@ async fn handle(State(sh): State<Arc<Shared>>, req: Request) -> Response {
 
 /// What follows fault injection's latency: an injected error, or the request served (audit
 /// hooks around it).
-// The request's parts, as `handle` took them apart (one call site).
-#[allow(clippy::too_many_arguments)]
 async fn take_effect(
     sh: &Arc<Shared>,
-    key: &RequestKey,
-    verb: &'static str,
-    target: &Target,
-    q: &HashMap<String, String>,
-    accept: &str,
-    ctype: &str,
-    body: &Bytes,
+    req: &Incoming,
     fault: &crate::faults::Decision,
 ) -> Response {
     let answered = |response: Response| {
-        sh.accounting.record_status(key, response.status().as_u16());
+        sh.accounting
+            .record_status(&req.key, response.status().as_u16());
         response
     };
     if let Some(code) = fault.error_code {
         return answered(injected(code).into_response());
     }
+    let target = &req.target;
     if fault.conflict {
         return answered(
-            ApiError::stale(
-                &target.def.group,
-                &target.def.plural,
-                target.name.as_deref().unwrap_or(""),
-            )
-            .into_response(),
+            ApiError::stale(&target.def.group, &target.def.plural, req.name()).into_response(),
         );
     }
-    let served = Served::new(
-        key,
-        target.ns.as_deref().unwrap_or(""),
-        target.name.as_deref().unwrap_or(""),
-        &sh.api,
-    )
-    .delivered_late(fault.delivered_late, fault.latency);
+    let served = Served::new(&req.key, req.ns(), req.name(), &sh.api)
+        .delivered_late(fault.delivered_late, fault.latency);
     sh.audit.served(&served);
-    if verb == "create" && target.sub == "eviction" {
-        // Admission webhooks on pods/eviction see the request before it is decided.
-        let eviction = parse_body(body, ctype).unwrap_or(Value::Null);
-        let (ns, name) = (
-            target.ns.as_deref().unwrap_or(""),
-            target.name.as_deref().unwrap_or(""),
-        );
-        if let Err(refusal) =
-            crate::admission::review_eviction(&sh.api, ns, name, &eviction, &key.user).await
-        {
-            let response = refusal.into_response();
-            sh.audit.outcome(&served, response.status().as_u16());
-            return answered(response);
-        }
+    if req.is_eviction()
+        && let Err(refusal) = review_eviction(sh, req).await
+    {
+        let response = refusal.into_response();
+        sh.audit.outcome(&served, response.status().as_u16());
+        return answered(response);
     }
     let ctx = Ctx {
         sh,
         t: target,
-        q,
-        accept,
-        ctype,
-        body,
+        q: &req.q,
+        accept: &req.accept,
+        ctype: &req.ctype,
+        body: &req.body,
         fault_close: (fault.watch_close_after, fault.watch_close_after_events),
     };
-    let response = match serve(&ctx, verb) {
+    let response = match serve(&ctx, req.verb) {
         Ok(r) => r,
         Err(e) => e.into_response(),
     };
     sh.audit.outcome(&served, response.status().as_u16());
     answered(response)
+}
+
+/// Admission webhooks on pods/eviction see the request before it is decided.
+async fn review_eviction(sh: &Shared, req: &Incoming) -> Result<(), ApiError> {
+    let eviction = parse_body(&req.body, &req.ctype).unwrap_or(Value::Null);
+    crate::admission::review_eviction(&sh.api, req.ns(), req.name(), &eviction, &req.key.user).await
 }
 
 struct Ctx<'a> {
@@ -542,215 +616,272 @@ impl Ctx<'_> {
 }
 
 fn serve(c: &Ctx<'_>, verb: &str) -> Result<Response, ApiError> {
-    let api = &c.sh.api;
-    let def = &c.t.def;
     match verb {
-        "get" => {
-            c.require_ns()?;
-            let o = api.get(def, c.ns(), c.name())?;
-            Ok(match c.table() {
-                Some(inc) => value_response(
-                    200,
-                    &table::table(
-                        &*api.storage_def(def)?,
-                        std::slice::from_ref(&o),
-                        o.rv,
-                        None,
-                        inc,
-                    ),
-                ),
-                None => object_response(200, def, &o),
-            })
-        }
-        "list" => {
-            let filter = c.filter()?;
-            api.check_list_rv(
-                def,
-                c.q.get("resourceVersion").map(|s| s.as_str()),
-                c.q.get("resourceVersionMatch").map(|s| s.as_str()),
-            )?;
-            let limit =
-                c.q.get("limit")
-                    .and_then(|l| l.parse::<usize>().ok())
-                    .unwrap_or(0);
-            let page = api.list(def, &filter, limit, c.q.get("continue").map(|s| s.as_str()))?;
-            Ok(match c.table() {
-                Some(inc) => value_response(
-                    200,
-                    &table::table(
-                        &*api.storage_def(def)?,
-                        &page.items,
-                        page.rv,
-                        page.cont.as_deref(),
-                        inc,
-                    ),
-                ),
-                None => json_response(
-                    200,
-                    list_bytes(def, &page.items, page.rv, page.cont.as_deref()),
-                ),
-            })
-        }
-        "watch" => {
-            let filter = c.filter()?;
-            let rv = c.q.get("resourceVersion").map(|s| s.as_str()).unwrap_or("");
-            let send_initial = truthy(c.q, "sendInitialEvents");
-            let from = match rv {
-                "" | "0" => WatchFrom::Current,
-                _ if send_initial => WatchFrom::Current,
-                r => WatchFrom::Rv(r.parse::<u64>().map_err(|_| {
-                    ApiError::bad_request(format!("invalid resource version: {r}"))
-                })?),
-            };
-            if send_initial
-                && c.q.get("resourceVersionMatch").map(|s| s.as_str()) != Some("NotOlderThan")
-            {
-                return Err(ApiError::invalid(
-                    "meta.k8s.io",
-                    "ListOptions",
-                    "",
-                    vec![(
-                        "FieldValueForbidden".into(),
-                        "resourceVersionMatch".into(),
-                        "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into(),
-                    )],
-                ));
-            }
-            let timeout =
-                c.q.get("timeoutSeconds")
-                    .and_then(|t| t.parse::<u64>().ok())
-                    .map(Duration::from_secs)
-                    .unwrap_or(Duration::from_secs(1800));
-            let params = WatchParams {
-                from,
-                bookmarks: truthy(c.q, "allowWatchBookmarks"),
-                send_initial_events: send_initial,
-                timeout,
-                bookmark_interval: c.sh.bookmark_interval,
-                close_after: c.fault_close.0,
-                close_after_events: c.fault_close.1,
-                table: c.table(),
-            };
-            let s = watch::stream(
-                api.store.clone(),
-                def.clone(),
-                filter,
-                params,
-                c.sh.shutdown.clone(),
-            );
-            Ok(http::Response::builder()
-                .status(200)
-                .header(http::header::CONTENT_TYPE, "application/json")
-                .header(http::header::CACHE_CONTROL, "no-cache, private")
-                .body(Body::from_stream(s))
-                .unwrap_or_else(|_| Response::new(Body::empty())))
-        }
-        "create" => {
-            c.require_ns()?;
-            let body = parse_body(c.body, c.ctype)?;
-            if c.t.sub == "eviction" {
-                eviction::evict(api, c.ns(), c.name(), &body)?;
-                return Ok(value_response(
-                    201,
-                    &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
-                ));
-            }
-            c.strict_fields(&body)?;
-            let o = api.create(def, c.ns(), body, c.dry_run(), false)?;
-            Ok(object_response(201, def, &o))
-        }
-        "update" => {
-            c.require_ns()?;
-            let body = parse_body(c.body, c.ctype)?;
-            c.strict_fields(&body)?;
-            let o = api.update(def, c.ns(), c.name(), body, c.sub(), c.dry_run())?;
-            Ok(object_response(200, def, &o))
-        }
-        "patch" => {
-            c.require_ns()?;
-            let Some(pt) = PatchType::from_content_type(c.ctype) else {
-                // What the real server answers for a content type no patch has.
-                return Err(ApiError::new(
-                    415,
-                    "UnsupportedMediaType",
-                    "415: Unsupported Media Type",
-                )
-                .with_details(json!({})));
-            };
-            if pt == PatchType::Apply && c.q.get("fieldManager").is_none_or(|f| f.is_empty()) {
-                return Err(ApiError::invalid(
-                    "meta.k8s.io",
-                    "PatchOptions",
-                    "",
-                    vec![(
-                        "FieldValueRequired".into(),
-                        "fieldManager".into(),
-                        "Required value: is required for apply patch".into(),
-                    )],
-                ));
-            }
-            let existed = api.store.get(def, c.ns(), c.name()).is_some();
-            let o = api.patch(def, c.ns(), c.name(), pt, c.body, c.sub(), c.dry_run())?;
-            Ok(object_response(if existed { 200 } else { 201 }, def, &o))
-        }
-        "delete" => {
-            c.require_ns()?;
-            let mut opts = if c.body.is_empty() {
-                DeleteOpts::default()
-            } else {
-                DeleteOpts::from_value(&parse_body(c.body, c.ctype)?)
-            };
-            if let Some(g) =
-                c.q.get("gracePeriodSeconds")
-                    .and_then(|g| g.parse::<i64>().ok())
-            {
-                opts.grace = Some(g);
-            }
-            if let Some(p) = c.q.get("propagationPolicy") {
-                opts.propagation = Some(p.clone());
-            }
-            opts.dry_run |= c.dry_run();
-            match api.delete(def, c.ns(), c.name(), &opts)? {
-                Deleted::Pending(o) => Ok(object_response(200, def, &o)),
-                Deleted::Gone(o) if returns_deleted_object(def) => {
-                    Ok(object_response(200, def, &o))
-                }
-                Deleted::Gone(o) => {
-                    let mut details = json!({"name": o.name, "kind": def.plural, "uid": o.uid});
-                    if !def.group.is_empty() {
-                        details["group"] = json!(def.group);
-                    }
-                    Ok(value_response(
-                        200,
-                        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
-                    ))
-                }
-            }
-        }
-        "deletecollection" => {
-            let filter = c.filter()?;
-            let page = api.list(def, &filter, 0, None)?;
-            let mut opts = DeleteOpts::default();
-            if let Some(g) =
-                c.q.get("gracePeriodSeconds")
-                    .and_then(|g| g.parse::<i64>().ok())
-            {
-                opts.grace = Some(g);
-            }
-            let mut out = Vec::new();
-            for o in &page.items {
-                match api.delete(def, &o.namespace, &o.name, &opts) {
-                    Ok(Deleted::Gone(x)) | Ok(Deleted::Pending(x)) => out.push(x),
-                    Err(e) if e.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            Ok(json_response(
-                200,
-                list_bytes(def, &out, api.store.current_rv(), None),
-            ))
-        }
+        "get" => c.get(),
+        "list" => c.list(),
+        "watch" => c.watch(),
+        "create" => c.create(),
+        "update" => c.update(),
+        "patch" => c.patch(),
+        "delete" => c.delete(),
+        "deletecollection" => c.delete_collection(),
         _ => Err(ApiError::method_not_allowed()),
+    }
+}
+
+/// One handler per verb.
+impl Ctx<'_> {
+    fn get(&self) -> Result<Response, ApiError> {
+        let (api, def) = (&self.sh.api, &self.t.def);
+        self.require_ns()?;
+        let o = api.get(def, self.ns(), self.name())?;
+        Ok(match self.table() {
+            Some(inc) => value_response(
+                200,
+                &table::table(
+                    &*api.storage_def(def)?,
+                    std::slice::from_ref(&o),
+                    o.rv,
+                    None,
+                    inc,
+                ),
+            ),
+            None => object_response(200, def, &o),
+        })
+    }
+
+    fn list(&self) -> Result<Response, ApiError> {
+        let (api, def, q) = (&self.sh.api, &self.t.def, self.q);
+        let filter = self.filter()?;
+        api.check_list_rv(
+            def,
+            q.get("resourceVersion").map(|s| s.as_str()),
+            q.get("resourceVersionMatch").map(|s| s.as_str()),
+        )?;
+        let limit = q
+            .get("limit")
+            .and_then(|l| l.parse::<usize>().ok())
+            .unwrap_or(0);
+        let page = api.list(def, &filter, limit, q.get("continue").map(|s| s.as_str()))?;
+        Ok(match self.table() {
+            Some(inc) => value_response(
+                200,
+                &table::table(
+                    &*api.storage_def(def)?,
+                    &page.items,
+                    page.rv,
+                    page.cont.as_deref(),
+                    inc,
+                ),
+            ),
+            None => json_response(
+                200,
+                list_bytes(def, &page.items, page.rv, page.cont.as_deref()),
+            ),
+        })
+    }
+
+    fn watch(&self) -> Result<Response, ApiError> {
+        let filter = self.filter()?;
+        let params = self.watch_params()?;
+        let s = watch::stream(
+            self.sh.api.store.clone(),
+            self.t.def.clone(),
+            filter,
+            params,
+            self.sh.shutdown.clone(),
+        );
+        Ok(http::Response::builder()
+            .status(200)
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .header(http::header::CACHE_CONTROL, "no-cache, private")
+            .body(Body::from_stream(s))
+            .unwrap_or_else(|_| Response::new(Body::empty())))
+    }
+
+    /// A watch's parameters, from the query (and the fault rules' closing).
+    fn watch_params(&self) -> Result<WatchParams, ApiError> {
+        let q = self.q;
+        let rv = q.get("resourceVersion").map(|s| s.as_str()).unwrap_or("");
+        let send_initial = truthy(q, "sendInitialEvents");
+        let from = match rv {
+            "" | "0" => WatchFrom::Current,
+            _ if send_initial => WatchFrom::Current,
+            r => WatchFrom::Rv(
+                r.parse::<u64>()
+                    .map_err(|_| ApiError::bad_request(format!("invalid resource version: {r}")))?,
+            ),
+        };
+        if send_initial && q.get("resourceVersionMatch").map(|s| s.as_str()) != Some("NotOlderThan")
+        {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "ListOptions",
+                "",
+                vec![(
+                    "FieldValueForbidden".into(),
+                    "resourceVersionMatch".into(),
+                    "Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan".into(),
+                )],
+            ));
+        }
+        let timeout = q
+            .get("timeoutSeconds")
+            .and_then(|t| t.parse::<u64>().ok())
+            .map(Duration::from_secs)
+            .unwrap_or(Duration::from_secs(1800));
+        Ok(WatchParams {
+            from,
+            bookmarks: truthy(q, "allowWatchBookmarks"),
+            send_initial_events: send_initial,
+            timeout,
+            bookmark_interval: self.sh.bookmark_interval,
+            close_after: self.fault_close.0,
+            close_after_events: self.fault_close.1,
+            table: self.table(),
+        })
+    }
+
+    fn create(&self) -> Result<Response, ApiError> {
+        let (api, def) = (&self.sh.api, &self.t.def);
+        self.require_ns()?;
+        let body = parse_body(self.body, self.ctype)?;
+        if self.t.sub == "eviction" {
+            eviction::evict(api, self.ns(), self.name(), &body)?;
+            return Ok(value_response(
+                201,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}),
+            ));
+        }
+        self.strict_fields(&body)?;
+        let o = api.create(def, self.ns(), body, self.dry_run(), false)?;
+        Ok(object_response(201, def, &o))
+    }
+
+    fn update(&self) -> Result<Response, ApiError> {
+        let (api, def) = (&self.sh.api, &self.t.def);
+        self.require_ns()?;
+        let body = parse_body(self.body, self.ctype)?;
+        self.strict_fields(&body)?;
+        let o = api.update(
+            def,
+            self.ns(),
+            self.name(),
+            body,
+            self.sub(),
+            self.dry_run(),
+        )?;
+        Ok(object_response(200, def, &o))
+    }
+
+    fn patch(&self) -> Result<Response, ApiError> {
+        let (api, def) = (&self.sh.api, &self.t.def);
+        self.require_ns()?;
+        let pt = self.patch_type()?;
+        let existed = api.store.get(def, self.ns(), self.name()).is_some();
+        let o = api.patch(
+            def,
+            self.ns(),
+            self.name(),
+            pt,
+            self.body,
+            self.sub(),
+            self.dry_run(),
+        )?;
+        Ok(object_response(if existed { 200 } else { 201 }, def, &o))
+    }
+
+    /// The patch type of the content type (an apply patch needs a field manager).
+    fn patch_type(&self) -> Result<PatchType, ApiError> {
+        let Some(pt) = PatchType::from_content_type(self.ctype) else {
+            // What the real server answers for a content type no patch has.
+            return Err(
+                ApiError::new(415, "UnsupportedMediaType", "415: Unsupported Media Type")
+                    .with_details(json!({})),
+            );
+        };
+        if pt == PatchType::Apply && self.q.get("fieldManager").is_none_or(|f| f.is_empty()) {
+            return Err(ApiError::invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                vec![(
+                    "FieldValueRequired".into(),
+                    "fieldManager".into(),
+                    "Required value: is required for apply patch".into(),
+                )],
+            ));
+        }
+        Ok(pt)
+    }
+
+    fn delete(&self) -> Result<Response, ApiError> {
+        let (api, def) = (&self.sh.api, &self.t.def);
+        self.require_ns()?;
+        let mut opts = if self.body.is_empty() {
+            DeleteOpts::default()
+        } else {
+            DeleteOpts::from_value(&parse_body(self.body, self.ctype)?)
+        };
+        if let Some(g) = self.grace_period() {
+            opts.grace = Some(g);
+        }
+        if let Some(p) = self.q.get("propagationPolicy") {
+            opts.propagation = Some(p.clone());
+        }
+        opts.dry_run |= self.dry_run();
+        Ok(deleted_response(
+            def,
+            api.delete(def, self.ns(), self.name(), &opts)?,
+        ))
+    }
+
+    /// `gracePeriodSeconds` of the query.
+    fn grace_period(&self) -> Option<i64> {
+        self.q
+            .get("gracePeriodSeconds")
+            .and_then(|g| g.parse::<i64>().ok())
+    }
+
+    fn delete_collection(&self) -> Result<Response, ApiError> {
+        let (api, def) = (&self.sh.api, &self.t.def);
+        let filter = self.filter()?;
+        let page = api.list(def, &filter, 0, None)?;
+        let mut opts = DeleteOpts::default();
+        if let Some(g) = self.grace_period() {
+            opts.grace = Some(g);
+        }
+        let mut out = Vec::new();
+        for o in &page.items {
+            match api.delete(def, &o.namespace, &o.name, &opts) {
+                Ok(Deleted::Gone(x)) | Ok(Deleted::Pending(x)) => out.push(x),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(json_response(
+            200,
+            list_bytes(def, &out, api.store.current_rv(), None),
+        ))
+    }
+}
+
+/// A DELETE's answer: the object while it is still there (or where the kind returns it), a
+/// Status once it is gone.
+fn deleted_response(def: &ResourceDef, deleted: Deleted) -> Response {
+    match deleted {
+        Deleted::Pending(o) => object_response(200, def, &o),
+        Deleted::Gone(o) if returns_deleted_object(def) => object_response(200, def, &o),
+        Deleted::Gone(o) => {
+            let mut details = json!({"name": o.name, "kind": def.plural, "uid": o.uid});
+            if !def.group.is_empty() {
+                details["group"] = json!(def.group);
+            }
+            value_response(
+                200,
+                &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details}),
+            )
+        }
     }
 }
 

@@ -4,7 +4,7 @@
 //! across nodes, DaemonSets with a pod per node, mirror (static) pods, emptyDir pods, unmanaged
 //! pods and finished pods.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -160,15 +160,39 @@ fn hexs(n: usize) -> String {
     crate::kubelet::rand_hex(n)
 }
 
-/// A realistic Node (10-15 KiB of JSON).
-pub fn node(name: &str, index: usize) -> Value {
-    let now = now_rfc3339();
-    let ip = format!(
-        "10.{}.{}.{}",
-        (index >> 16) & 255,
-        (index >> 8) & 255,
-        (index & 255).max(1)
-    );
+/// A healthy node's conditions, as its kubelet last posted them at `now`.
+fn node_conditions(now: &str) -> Value {
+    let cond = |t: &str, st: &str, reason: &str, msg: &str| json!({"type": t, "status": st, "lastHeartbeatTime": now, "lastTransitionTime": now, "reason": reason, "message": msg});
+    json!([
+        cond(
+            "MemoryPressure",
+            "False",
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available"
+        ),
+        cond(
+            "DiskPressure",
+            "False",
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure"
+        ),
+        cond(
+            "PIDPressure",
+            "False",
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available"
+        ),
+        cond(
+            "Ready",
+            "True",
+            "KubeletReady",
+            "kubelet is posting ready status"
+        )
+    ])
+}
+
+/// The ~50 images a node reports (`status.images`).
+fn node_images() -> Vec<Value> {
     let repos = [
         "registry.k8s.io/kube-proxy",
         "registry.k8s.io/pause",
@@ -181,7 +205,7 @@ pub fn node(name: &str, index: usize) -> Value {
         "docker.io/grafana/promtail",
         "ghcr.io/fluxcd/source-controller",
     ];
-    let images: Vec<Value> = (0..50)
+    (0..50)
         .map(|i| {
             let repo = repos[i % repos.len()];
             let tag = format!("v1.{}.{}", i / repos.len() + 20, i % 7);
@@ -190,8 +214,19 @@ pub fn node(name: &str, index: usize) -> Value {
                 "sizeBytes": 10_000_000 + (i as u64) * 3_141_592
             })
         })
-        .collect();
-    let cond = |t: &str, st: &str, reason: &str, msg: &str| json!({"type": t, "status": st, "lastHeartbeatTime": now, "lastTransitionTime": now, "reason": reason, "message": msg});
+        .collect()
+}
+
+/// A realistic Node (10-15 KiB of JSON).
+pub fn node(name: &str, index: usize) -> Value {
+    let now = now_rfc3339();
+    let ip = format!(
+        "10.{}.{}.{}",
+        (index >> 16) & 255,
+        (index >> 8) & 255,
+        (index & 255).max(1)
+    );
+    let images = node_images();
     let zone = format!("eu-west-1{}", ["a", "b", "c"][index % 3]);
     json!({
         "apiVersion": "v1",
@@ -221,12 +256,7 @@ pub fn node(name: &str, index: usize) -> Value {
         "status": {
             "capacity": {"cpu": "8", "ephemeral-storage": "104845292Ki", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "32386524Ki", "pods": "110"},
             "allocatable": {"cpu": "7910m", "ephemeral-storage": "95551679124", "hugepages-1Gi": "0", "hugepages-2Mi": "0", "memory": "31369692Ki", "pods": "110"},
-            "conditions": [
-                cond("MemoryPressure", "False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
-                cond("DiskPressure", "False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
-                cond("PIDPressure", "False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
-                cond("Ready", "True", "KubeletReady", "kubelet is posting ready status")
-            ],
+            "conditions": node_conditions(&now),
             "addresses": [
                 {"type": "InternalIP", "address": ip},
                 {"type": "InternalDNS", "address": format!("ip-{}.eu-west-1.compute.internal", ip.replace('.', "-"))},
@@ -340,7 +370,24 @@ pub(crate) fn owner(kind: &str, api_version: &str, name: &str, uid: &str) -> Val
     json!({"apiVersion": api_version, "kind": kind, "name": name, "uid": uid, "controller": true, "blockOwnerDeletion": true})
 }
 
-pub(crate) fn suffix(i: usize) -> String {
+/// Name suffixes that look like the real random ones, made from a counter.
+pub(crate) struct Suffixes(usize);
+
+impl Suffixes {
+    /// The suffixes after counter `n`.
+    pub(crate) fn starting_at(n: usize) -> Self {
+        Suffixes(n)
+    }
+
+    /// The next suffix.
+    pub(crate) fn next(&mut self) -> String {
+        self.0 += 1;
+        // Spread the letters so names look like the real random suffixes.
+        suffix(self.0.wrapping_mul(2_654_435_761) % 14_348_907)
+    }
+}
+
+fn suffix(i: usize) -> String {
     const ALPHA: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut n = i;
     let mut s = String::new();
@@ -349,6 +396,14 @@ pub(crate) fn suffix(i: usize) -> String {
         n /= ALPHA.len();
     }
     s
+}
+
+/// (app, pod template hash, name) of spread ReplicaSet `r`, as the simulator names them.
+pub(crate) fn spread_replicaset(r: usize) -> (String, String, String) {
+    let app = format!("app-{r}");
+    let hash = format!("{:010x}", 0x5d8f_7c6b4_u64 + r as u64);
+    let name = format!("{app}-{hash}");
+    (app, hash, name)
 }
 
 /// The ReplicaSet of the emptyDir pods (one per node).
@@ -415,24 +470,31 @@ fn ensure_namespace(api: &Api, ns: &str) -> Result<(), SimError> {
     Ok(())
 }
 
-struct SeedCtx<'a> {
-    api: &'a Arc<Api>,
-    pods: &'a Arc<crate::resources::ResourceDef>,
-}
-
 /// Seeds a scenario into the store (directly, not through HTTP).
 pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
     let mut rep = ScenarioReport::default();
+    ensure_namespace(api, &s.workload_namespace)?;
+    ensure_namespace(api, &s.system_namespace)?;
+    let nodes = create_nodes(api, s, &mut rep)?;
+    let owners = Owners {
+        daemonsets: create_daemonsets(api, s, &mut rep)?,
+        replicasets: create_spread_replicasets(api, s, &mut rep)?,
+        cache: create_cache_replicaset(api, s, &mut rep)?,
+    };
+    rep.pods = seed_pods(api, s, &owners, &nodes)?;
+    Ok(rep)
+}
+
+/// A seeded node: its name, uid and IP.
+type SeededNode = (String, String, String);
+
+fn create_nodes(
+    api: &Api,
+    s: &Scenario,
+    rep: &mut ScenarioReport,
+) -> Result<Vec<SeededNode>, SimError> {
     let nodes = api.def(names::NODES)?;
-    let pods = api.def(names::PODS)?;
-    let rsd = api.def(names::REPLICASETS)?;
-    let dsd = api.def(names::DAEMONSETS)?;
-    let pdbd = api.def(names::PDBS)?;
-    let workload_ns = s.workload_namespace.as_str();
-    let system_ns = s.system_namespace.as_str();
-    ensure_namespace(api, workload_ns)?;
-    ensure_namespace(api, system_ns)?;
-    let mut node_meta = Vec::new();
+    let mut seeded = Vec::new();
     for i in 0..s.nodes {
         let name = s.node_name(i);
         let mut v = node(&name, i);
@@ -444,26 +506,53 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
             .unwrap_or("10.0.0.1")
             .to_string();
         let o = api.create(&nodes, "", v, false, true)?;
-        node_meta.push((name.clone(), o.uid.clone(), ip));
+        seeded.push((name.clone(), o.uid.clone(), ip));
         rep.nodes.push(name);
     }
-    let (_, spread, rs_count) = s.layout();
-    let total_spread = spread * s.nodes;
-    // DaemonSets.
-    let mut ds_meta = Vec::new();
+    Ok(seeded)
+}
+
+/// The controllers the seeded pods belong to.
+struct Owners {
+    /// (name, uid) of each DaemonSet.
+    daemonsets: Vec<(String, String)>,
+    /// (name, uid, app, pod template hash) of each spread ReplicaSet.
+    replicasets: Vec<(String, String, String, String)>,
+    /// (name, uid) of the emptyDir pods' ReplicaSet, if the scenario has them.
+    cache: Option<(String, String)>,
+}
+
+fn create_daemonsets(
+    api: &Api,
+    s: &Scenario,
+    rep: &mut ScenarioReport,
+) -> Result<Vec<(String, String)>, SimError> {
+    let dsd = api.def(names::DAEMONSETS)?;
+    let system_ns = s.system_namespace.as_str();
+    let mut created = Vec::new();
     for d in 0..s.daemonsets {
         let name = format!("node-agent-{d}");
-        let v = daemonset(s, &name);
-        let o = api.create(&dsd, system_ns, v, false, false)?;
-        ds_meta.push((name.clone(), o.uid.clone()));
+        let o = api.create(&dsd, system_ns, daemonset(s, &name), false, false)?;
+        created.push((name.clone(), o.uid.clone()));
         rep.daemonsets.push((system_ns.into(), name));
     }
-    // Spread ReplicaSets (+ PDBs), and the emptyDir ReplicaSet.
-    let mut rs_meta = Vec::new();
+    Ok(created)
+}
+
+/// The spread ReplicaSets (their replicas shared out over all nodes), each with its budget.
+fn create_spread_replicasets(
+    api: &Api,
+    s: &Scenario,
+    rep: &mut ScenarioReport,
+) -> Result<Vec<(String, String, String, String)>, SimError> {
+    let rsd = api.def(names::REPLICASETS)?;
+    let pdbd = api.def(names::PDBS)?;
+    let workload_ns = s.workload_namespace.as_str();
+    let (_, spread, rs_count) = s.layout();
+    let total_spread = spread * s.nodes;
+    let mut created = Vec::new();
     for r in 0..rs_count {
-        let app = format!("app-{r}");
-        let hash = format!("{:010x}", 0x5d8f7c6b4u64 + r as u64);
-        let name = format!("{app}-{hash}");
+        let (app, hash, name) = spread_replicaset(r);
         let replicas = total_spread / rs_count + usize::from(r < total_spread % rs_count);
         let o = api.create(
             &rsd,
@@ -472,161 +561,66 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
             false,
             false,
         )?;
-        rs_meta.push((name.clone(), o.uid.clone(), app.clone(), hash));
+        created.push((name.clone(), o.uid.clone(), app.clone(), hash));
         rep.replicasets.push((workload_ns.into(), name));
         if let Some(pdb) = pdb(s, &app) {
             api.create(&pdbd, workload_ns, pdb, false, false)?;
             rep.pdbs.push((workload_ns.into(), format!("{app}-pdb")));
         }
     }
-    let cache = if s.emptydir_pods && s.nodes > 0 {
-        let name = CACHE_REPLICASET.to_string();
-        let o = api.create(
-            &rsd,
-            workload_ns,
-            replicaset(s, &name, "cache", CACHE_HASH, s.nodes, true),
-            false,
-            false,
-        )?;
-        rep.replicasets.push((workload_ns.into(), name.clone()));
-        Some((name, o.uid.clone()))
-    } else {
-        None
-    };
+    Ok(created)
+}
+
+/// The ReplicaSet of the emptyDir pods (one a node), if the scenario has them.
+fn create_cache_replicaset(
+    api: &Api,
+    s: &Scenario,
+    rep: &mut ScenarioReport,
+) -> Result<Option<(String, String)>, SimError> {
+    if !s.emptydir_pods || s.nodes == 0 {
+        return Ok(None);
+    }
+    let rsd = api.def(names::REPLICASETS)?;
+    let workload_ns = s.workload_namespace.as_str();
+    let name = CACHE_REPLICASET.to_string();
+    let o = api.create(
+        &rsd,
+        workload_ns,
+        replicaset(s, &name, "cache", CACHE_HASH, s.nodes, true),
+        false,
+        false,
+    )?;
+    rep.replicasets.push((workload_ns.into(), name.clone()));
+    Ok(Some((name, o.uid.clone())))
+}
+
+/// Seeds every node's pods; returns how many.
+fn seed_pods(
+    api: &Arc<Api>,
+    s: &Scenario,
+    owners: &Owners,
+    nodes: &[SeededNode],
+) -> Result<usize, SimError> {
+    let pods = api.def(names::PODS)?;
     // Pods are seeded from two threads (serialization happens outside the store lock).
     let threads = 2usize;
-    let per = node_meta.len().div_ceil(threads).max(1);
+    let per = nodes.len().div_ceil(threads).max(1);
     let seeded: Vec<Result<usize, SimError>> = std::thread::scope(|sc| {
-        let handles: Vec<_> = node_meta
+        let handles: Vec<_> = nodes
             .iter()
             .enumerate()
             .collect::<Vec<_>>()
             .chunks(per)
             .map(|chunk| {
-                let chunk: Vec<(usize, &(String, String, String))> = chunk.to_vec();
-                let (ds_meta, rs_meta, cache, pods) = (&ds_meta, &rs_meta, &cache, &pods);
+                let chunk: Vec<(usize, &SeededNode)> = chunk.to_vec();
+                let pods = &pods;
                 sc.spawn(move || -> Result<usize, SimError> {
-                    let ctx = SeedCtx { api, pods };
-                    let mut made = 0usize;
-                    let mut specs: std::collections::HashMap<(String, bool), Value> = std::collections::HashMap::new();
-                    let mut spec = |app: &str, emptydir: bool| -> Value {
-                        specs
-                            .entry((app.to_string(), emptydir))
-                            .or_insert_with(|| pod_spec(app, emptydir))
-                            .clone()
-                    };
-                    let mut counter = chunk.first().map_or(0, |c| c.0 * 1000);
-                    let mut next = || {
-                        counter += 1;
-                        // Spread the letters so names look like the real random suffixes.
-                        suffix(counter.wrapping_mul(2_654_435_761) % 14_348_907)
-                    };
-        for (ni, (node_name, node_uid, ip)) in chunk {
-            for (dname, duid) in ds_meta.iter() {
-                let v = running_pod(
-                    &format!("{dname}-{}", next()),
-                    system_ns,
-                    node_name,
-                    ip,
-                    json!({"app": dname, "controller-revision-hash": "6d4f8b9c7"}),
-                    Some(owner("DaemonSet", "apps/v1", dname, duid)),
-                    spec(dname, false),
-                );
-                ctx.api.create(ctx.pods, system_ns, v, false, true)?;
-                made += 1;
-            }
-            if s.mirror_pods {
-                let mut v = running_pod(
-                    &format!("static-web-{node_name}"),
-                    system_ns,
-                    node_name,
-                    ip,
-                    json!({"component": "static-web", "tier": "node"}),
-                    Some(
-                        json!({"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": true}),
-                    ),
-                    spec("static-web", false),
-                );
-                v["metadata"]["annotations"] = json!({
-                    "kubernetes.io/config.hash": hexs(32), "kubernetes.io/config.mirror": hexs(32),
-                    "kubernetes.io/config.seen": now_rfc3339(), "kubernetes.io/config.source": "file"
-                });
-                ctx.api.create(ctx.pods, system_ns, v, false, true)?;
-                made += 1;
-            }
-            if let Some((cname, cuid)) = &cache {
-                let v = running_pod(
-                    &format!("{cname}-{}", next()),
-                    workload_ns,
-                    node_name,
-                    ip,
-                    json!({"app": "cache", "pod-template-hash": "6b7c9d8f5e"}),
-                    Some(owner("ReplicaSet", "apps/v1", cname, cuid)),
-                    spec("cache", true),
-                );
-                ctx.api.create(ctx.pods, workload_ns, v, false, true)?;
-                made += 1;
-            }
-            if s.unmanaged_pods {
-                let v = running_pod(
-                    &format!("standalone-{node_name}"),
-                    workload_ns,
-                    node_name,
-                    ip,
-                    json!({"app": "standalone"}),
-                    None,
-                    spec("standalone", false),
-                );
-                ctx.api.create(ctx.pods, workload_ns, v, false, true)?;
-                made += 1;
-            }
-            if s.finished_pods {
-                let mut v = running_pod(
-                    &format!("batch-{node_name}"),
-                    workload_ns,
-                    node_name,
-                    ip,
-                    json!({"app": "batch"}),
-                    None,
-                    spec("batch", false),
-                );
-                v["spec"]["restartPolicy"] = json!("Never");
-                v["status"]["phase"] = json!("Succeeded");
-                if let Some(conds) = v["status"]["conditions"].as_array_mut() {
-                    for c in conds.iter_mut() {
-                        if c["type"] == "Ready" || c["type"] == "ContainersReady" {
-                            c["status"] = json!("False");
-                            c["reason"] = json!("PodCompleted");
-                        }
+                    let first = chunk.first().map_or(0, |c| c.0 * 1000);
+                    let mut seeder = Seeder::new(api, pods, s, owners, first);
+                    for (ni, node) in chunk {
+                        seeder.seed_node(ni, node)?;
                     }
-                }
-                if let Some(cs) = v["status"]["containerStatuses"].as_array_mut() {
-                    for c in cs.iter_mut() {
-                        c["ready"] = json!(false);
-                        c["started"] = json!(false);
-                        c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now_rfc3339(), "finishedAt": now_rfc3339()}});
-                    }
-                }
-                ctx.api.create(ctx.pods, workload_ns, v, false, true)?;
-                made += 1;
-            }
-            for k in 0..spread {
-                // Spread: consecutive pods of a node belong to different ReplicaSets.
-                let (rname, ruid, app, hash) = &rs_meta[(ni * spread + k) % rs_count];
-                let v = running_pod(
-                    &format!("{rname}-{}", next()),
-                    workload_ns,
-                    node_name,
-                    ip,
-                    json!({"app": app, "pod-template-hash": hash}),
-                    Some(owner("ReplicaSet", "apps/v1", rname, ruid)),
-                    spec(app, false),
-                );
-                ctx.api.create(ctx.pods, workload_ns, v, false, true)?;
-                made += 1;
-            }
-        }
-                    Ok(made)
+                    Ok(seeder.made)
                 })
             })
             .collect();
@@ -638,8 +632,208 @@ pub fn apply(api: &Arc<Api>, s: &Scenario) -> Result<ScenarioReport, SimError> {
             })
             .collect()
     });
+    let mut made = 0;
     for r in seeded {
-        rep.pods += r?;
+        made += r?;
     }
-    Ok(rep)
+    Ok(made)
+}
+
+/// One seeding thread: the pods it made, the pod specs it built, its name counter.
+struct Seeder<'a> {
+    api: &'a Api,
+    pods: &'a Arc<crate::resources::ResourceDef>,
+    s: &'a Scenario,
+    owners: &'a Owners,
+    specs: HashMap<(String, bool), Value>,
+    suffixes: Suffixes,
+    made: usize,
+}
+
+impl<'a> Seeder<'a> {
+    fn new(
+        api: &'a Api,
+        pods: &'a Arc<crate::resources::ResourceDef>,
+        s: &'a Scenario,
+        owners: &'a Owners,
+        counter: usize,
+    ) -> Self {
+        Seeder {
+            api,
+            pods,
+            s,
+            owners,
+            specs: HashMap::new(),
+            suffixes: Suffixes::starting_at(counter),
+            made: 0,
+        }
+    }
+
+    /// The pod spec of `app` (built once).
+    fn spec(&mut self, app: &str, emptydir: bool) -> Value {
+        self.specs
+            .entry((app.to_string(), emptydir))
+            .or_insert_with(|| pod_spec(app, emptydir))
+            .clone()
+    }
+
+    /// The next name suffix.
+    fn next(&mut self) -> String {
+        self.suffixes.next()
+    }
+
+    fn create(&mut self, ns: &str, pod: Value) -> Result<(), SimError> {
+        self.api.create(self.pods, ns, pod, false, true)?;
+        self.made += 1;
+        Ok(())
+    }
+
+    /// The pods of node `ni`: one per DaemonSet, the special ones, then its spread pods.
+    fn seed_node(&mut self, ni: usize, node: &SeededNode) -> Result<(), SimError> {
+        let s = self.s;
+        let owners = self.owners;
+        for (dname, duid) in &owners.daemonsets {
+            self.daemonset_pod(node, dname, duid)?;
+        }
+        if s.mirror_pods {
+            self.mirror_pod(node)?;
+        }
+        if let Some((cname, cuid)) = &owners.cache {
+            self.cache_pod(node, cname, cuid)?;
+        }
+        if s.unmanaged_pods {
+            self.unmanaged_pod(node)?;
+        }
+        if s.finished_pods {
+            self.finished_pod(node)?;
+        }
+        let (_, spread, rs_count) = s.layout();
+        for k in 0..spread {
+            // Spread: consecutive pods of a node belong to different ReplicaSets.
+            let (rname, ruid, app, hash) = &owners.replicasets[(ni * spread + k) % rs_count];
+            let v = running_pod(
+                &format!("{rname}-{}", self.next()),
+                &s.workload_namespace,
+                &node.0,
+                &node.2,
+                json!({"app": app, "pod-template-hash": hash}),
+                Some(owner("ReplicaSet", "apps/v1", rname, ruid)),
+                self.spec(app, false),
+            );
+            self.create(&s.workload_namespace, v)?;
+        }
+        Ok(())
+    }
+
+    fn daemonset_pod(
+        &mut self,
+        node: &SeededNode,
+        dname: &str,
+        duid: &str,
+    ) -> Result<(), SimError> {
+        let system_ns = &self.s.system_namespace;
+        let v = running_pod(
+            &format!("{dname}-{}", self.next()),
+            system_ns,
+            &node.0,
+            &node.2,
+            json!({"app": dname, "controller-revision-hash": "6d4f8b9c7"}),
+            Some(owner("DaemonSet", "apps/v1", dname, duid)),
+            self.spec(dname, false),
+        );
+        self.create(system_ns, v)
+    }
+
+    /// A static pod's mirror, owned by its Node.
+    fn mirror_pod(&mut self, (node_name, node_uid, ip): &SeededNode) -> Result<(), SimError> {
+        let system_ns = &self.s.system_namespace;
+        let mut v = running_pod(
+            &format!("static-web-{node_name}"),
+            system_ns,
+            node_name,
+            ip,
+            json!({"component": "static-web", "tier": "node"}),
+            Some(
+                json!({"apiVersion": "v1", "kind": "Node", "name": node_name, "uid": node_uid, "controller": true}),
+            ),
+            self.spec("static-web", false),
+        );
+        v["metadata"]["annotations"] = json!({
+            "kubernetes.io/config.hash": hexs(32), "kubernetes.io/config.mirror": hexs(32),
+            "kubernetes.io/config.seen": now_rfc3339(), "kubernetes.io/config.source": "file"
+        });
+        self.create(system_ns, v)
+    }
+
+    /// A pod with an emptyDir volume.
+    fn cache_pod(&mut self, node: &SeededNode, cname: &str, cuid: &str) -> Result<(), SimError> {
+        let workload_ns = &self.s.workload_namespace;
+        let v = running_pod(
+            &format!("{cname}-{}", self.next()),
+            workload_ns,
+            &node.0,
+            &node.2,
+            json!({"app": "cache", "pod-template-hash": "6b7c9d8f5e"}),
+            Some(owner("ReplicaSet", "apps/v1", cname, cuid)),
+            self.spec("cache", true),
+        );
+        self.create(workload_ns, v)
+    }
+
+    /// A pod no controller owns.
+    fn unmanaged_pod(&mut self, (node_name, _, ip): &SeededNode) -> Result<(), SimError> {
+        let workload_ns = &self.s.workload_namespace;
+        let v = running_pod(
+            &format!("standalone-{node_name}"),
+            workload_ns,
+            node_name,
+            ip,
+            json!({"app": "standalone"}),
+            None,
+            self.spec("standalone", false),
+        );
+        self.create(workload_ns, v)
+    }
+
+    /// A pod whose containers completed (Succeeded).
+    fn finished_pod(&mut self, (node_name, _, ip): &SeededNode) -> Result<(), SimError> {
+        let workload_ns = &self.s.workload_namespace;
+        let mut v = running_pod(
+            &format!("batch-{node_name}"),
+            workload_ns,
+            node_name,
+            ip,
+            json!({"app": "batch"}),
+            None,
+            self.spec("batch", false),
+        );
+        finish(&mut v);
+        self.create(workload_ns, v)
+    }
+}
+
+/// Makes a running pod one that ran to completion (`restartPolicy: Never`, Succeeded).
+fn finish(v: &mut Value) {
+    v["spec"]["restartPolicy"] = json!("Never");
+    completed(&mut v["status"], &now_rfc3339());
+}
+
+/// A running pod's status made that of a pod whose containers completed at `now`.
+pub(crate) fn completed(status: &mut Value, now: &str) {
+    status["phase"] = json!("Succeeded");
+    if let Some(conds) = status["conditions"].as_array_mut() {
+        for c in conds.iter_mut() {
+            if c["type"] == "Ready" || c["type"] == "ContainersReady" {
+                c["status"] = json!("False");
+                c["reason"] = json!("PodCompleted");
+            }
+        }
+    }
+    if let Some(cs) = status["containerStatuses"].as_array_mut() {
+        for c in cs.iter_mut() {
+            c["ready"] = json!(false);
+            c["started"] = json!(false);
+            c["state"] = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now}});
+        }
+    }
 }

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use crate::controller::next_batch;
-use crate::object::Key;
+use crate::object::{Key, StoredObject};
 use crate::resources::names;
 use crate::rest::{Api, now_rfc3339};
 use crate::selectors::{FieldReq, FieldSelector, FieldTarget, Filter};
@@ -169,14 +169,7 @@ impl Scheduler {
                 continue;
             };
             let Ok(v) = p.value() else { continue };
-            if p.deleting || !p.fields.first().is_none_or(|n| n.is_empty()) {
-                self.pending.remove(&key);
-                continue;
-            }
-            if v.pointer("/spec/schedulerName")
-                .and_then(|s| s.as_str())
-                .is_some_and(|s| s != "default-scheduler")
-            {
+            if !ours_to_schedule(&p, &v) {
                 self.pending.remove(&key);
                 continue;
             }
@@ -192,46 +185,71 @@ impl Scheduler {
             }
             let total = self.nodes.len();
             let res = self.api.mutate(&pods, &key.0, &key.1, |o| {
-                if o.pointer("/spec/nodeName").and_then(|n| n.as_str()).is_some_and(|n| !n.is_empty()) {
-                    return Ok(false);
-                }
-                let conds: Vec<Value> = o
-                    .pointer("/status/conditions")
-                    .and_then(|c| c.as_array())
-                    .cloned()
-                    .unwrap_or_default()
-                    .into_iter()
-                    .filter(|c| c.get("type").and_then(|t| t.as_str()) != Some("PodScheduled"))
-                    .collect();
-                let mut conds = conds;
-                match &best {
-                    Some(node) => {
-                        o["spec"]["nodeName"] = json!(node);
-                        conds.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now_rfc3339()}));
-                    }
-                    None => {
-                        let msg = format!("0/{total} nodes are available: {total} node(s) didn't match Pod's node affinity/selector, had untolerated taint, or were unschedulable. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling.");
-                        let existing = o
-                            .pointer("/status/conditions")
-                            .and_then(|c| c.as_array())
-                            .and_then(|c| c.iter().find(|x| x.get("type").and_then(|t| t.as_str()) == Some("PodScheduled")))
-                            .and_then(|c| c.get("message"))
-                            .and_then(|m| m.as_str())
-                            .map(String::from);
-                        if existing.as_deref() == Some(msg.as_str()) {
-                            return Ok(false);
-                        }
-                        conds.push(json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg, "lastProbeTime": null, "lastTransitionTime": now_rfc3339()}));
-                    }
-                }
-                o["status"]["conditions"] = Value::Array(conds);
-                Ok(true)
+                Ok(place(o, best.as_deref(), total))
             });
             if best.is_some() || res.is_err() {
                 self.pending.remove(&key);
             }
         }
     }
+}
+
+/// A pod this scheduler is to place: not being deleted, not on a node yet, and asking for
+/// the default scheduler.
+fn ours_to_schedule(p: &StoredObject, v: &Value) -> bool {
+    if p.deleting || !p.fields.first().is_none_or(|n| n.is_empty()) {
+        return false;
+    }
+    v.pointer("/spec/schedulerName")
+        .and_then(|s| s.as_str())
+        .is_none_or(|s| s == "default-scheduler")
+}
+
+/// Binds pod `o` to node `best`, or, with no node for it among `total`, says why in its
+/// PodScheduled condition; false when that changes nothing.
+fn place(o: &mut Value, best: Option<&str>, total: usize) -> bool {
+    if o.pointer("/spec/nodeName")
+        .and_then(|n| n.as_str())
+        .is_some_and(|n| !n.is_empty())
+    {
+        return false;
+    }
+    let conds: Vec<Value> = o
+        .pointer("/status/conditions")
+        .and_then(|c| c.as_array())
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|c| c.get("type").and_then(|t| t.as_str()) != Some("PodScheduled"))
+        .collect();
+    let mut conds = conds;
+    match best {
+        Some(node) => {
+            o["spec"]["nodeName"] = json!(node);
+            conds.push(json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": now_rfc3339()}));
+        }
+        None => {
+            let msg = format!(
+                "0/{total} nodes are available: {total} node(s) didn't match Pod's node affinity/selector, had untolerated taint, or were unschedulable. preemption: 0/{total} nodes are available: {total} Preemption is not helpful for scheduling."
+            );
+            let existing = o
+                .pointer("/status/conditions")
+                .and_then(|c| c.as_array())
+                .and_then(|c| {
+                    c.iter()
+                        .find(|x| x.get("type").and_then(|t| t.as_str()) == Some("PodScheduled"))
+                })
+                .and_then(|c| c.get("message"))
+                .and_then(|m| m.as_str())
+                .map(String::from);
+            if existing.as_deref() == Some(msg.as_str()) {
+                return false;
+            }
+            conds.push(json!({"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": msg, "lastProbeTime": null, "lastTransitionTime": now_rfc3339()}));
+        }
+    }
+    o["status"]["conditions"] = Value::Array(conds);
+    true
 }
 
 /// Runs the scheduler until shutdown.

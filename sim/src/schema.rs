@@ -198,14 +198,13 @@ fn required(m: &Map<String, Value>, schema: &Value, path: &str, out: &mut Vec<Ca
 }
 
 fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, found: &mut Found) {
-    let out = &mut found.schema;
     if v.is_null() && schema.get("nullable").and_then(|n| n.as_bool()) == Some(true) {
         return;
     }
     if let Some(t) = schema.get("type").and_then(|t| t.as_str())
         && !type_ok(t, v)
     {
-        out.push((
+        found.schema.push((
             "FieldValueTypeInvalid".into(),
             path.to_string(),
             format!(
@@ -216,51 +215,10 @@ fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, found: &mut
         ));
         return;
     }
-    if let Some(e) = schema.get("enum").and_then(|e| e.as_array())
-        && !e.contains(v)
-    {
-        let allowed: Vec<String> = e.iter().map(|x| x.to_string()).collect();
-        out.push((
-            "FieldValueNotSupported".into(),
-            path.to_string(),
-            format!(
-                "Unsupported value: {v}: supported values: {}",
-                allowed.join(", ")
-            ),
-        ));
-    }
-    if let (Some(pattern), Some(text)) =
-        (schema.get("pattern").and_then(|p| p.as_str()), v.as_str())
-        && let Ok(re) = regex::Regex::new(pattern)
-        && !re.is_match(text)
-    {
-        // A pattern the regex crate cannot compile is not checked rather than guessed.
-        out.push((
-            "FieldValueInvalid".into(),
-            path.to_string(),
-            format!("Invalid value: \"{text}\": {path} in body should match '{pattern}'"),
-        ));
-    }
-    if let (Some(rules), Some(old)) = (
-        schema
-            .get("x-kubernetes-validations")
-            .and_then(|r| r.as_array()),
-        old,
-    ) {
-        for r in rules {
-            let rule = r.get("rule").and_then(|x| x.as_str()).unwrap_or_default();
-            if rule.replace(' ', "") == "self==oldSelf" && v != old {
-                let msg = r
-                    .get("message")
-                    .and_then(|x| x.as_str())
-                    .unwrap_or("failed rule: self == oldSelf");
-                found.rules.push((
-                    "FieldValueInvalid".into(),
-                    path.to_string(),
-                    format!("Invalid value: \"{}\": {msg}", ty_name(v)),
-                ));
-            }
-        }
+    check_enum(v, schema, path, &mut found.schema);
+    check_pattern(v, schema, path, &mut found.schema);
+    if let Some(old) = old {
+        check_transition_rules(v, old, schema, path, &mut found.rules);
     }
     match v {
         Value::Object(m) => {
@@ -287,6 +245,69 @@ fn check(v: &Value, old: Option<&Value>, schema: &Value, path: &str, found: &mut
             }
         }
         _ => {}
+    }
+}
+
+/// `enum`: the value is one of those listed.
+fn check_enum(v: &Value, schema: &Value, path: &str, out: &mut Vec<Cause>) {
+    if let Some(e) = schema.get("enum").and_then(|e| e.as_array())
+        && !e.contains(v)
+    {
+        let allowed: Vec<String> = e.iter().map(|x| x.to_string()).collect();
+        out.push((
+            "FieldValueNotSupported".into(),
+            path.to_string(),
+            format!(
+                "Unsupported value: {v}: supported values: {}",
+                allowed.join(", ")
+            ),
+        ));
+    }
+}
+
+/// `pattern`: a string matches the regular expression.
+fn check_pattern(v: &Value, schema: &Value, path: &str, out: &mut Vec<Cause>) {
+    if let (Some(pattern), Some(text)) =
+        (schema.get("pattern").and_then(|p| p.as_str()), v.as_str())
+        && let Ok(re) = regex::Regex::new(pattern)
+        && !re.is_match(text)
+    {
+        // A pattern the regex crate cannot compile is not checked rather than guessed.
+        out.push((
+            "FieldValueInvalid".into(),
+            path.to_string(),
+            format!("Invalid value: \"{text}\": {path} in body should match '{pattern}'"),
+        ));
+    }
+}
+
+/// The transition rules of `x-kubernetes-validations` an update can break: `self == oldSelf`.
+fn check_transition_rules(
+    v: &Value,
+    old: &Value,
+    schema: &Value,
+    path: &str,
+    out: &mut Vec<Cause>,
+) {
+    let Some(rules) = schema
+        .get("x-kubernetes-validations")
+        .and_then(|r| r.as_array())
+    else {
+        return;
+    };
+    for r in rules {
+        let rule = r.get("rule").and_then(|x| x.as_str()).unwrap_or_default();
+        if rule.replace(' ', "") == "self==oldSelf" && v != old {
+            let msg = r
+                .get("message")
+                .and_then(|x| x.as_str())
+                .unwrap_or("failed rule: self == oldSelf");
+            out.push((
+                "FieldValueInvalid".into(),
+                path.to_string(),
+                format!("Invalid value: \"{}\": {msg}", ty_name(v)),
+            ));
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use crate::accounting::{Accounting, Query};
 use crate::errors::{ApiError, SimError};
 use crate::faults::{FaultRule, Faults};
 use crate::kubelet::{self, Timing};
+use crate::object::StoredObject;
 use crate::rbac::Rbac;
 use crate::rest::Api;
 use crate::scenario::{self, Scenario, ScenarioReport};
@@ -126,29 +127,8 @@ impl Simulator {
         let store = Store::new(config.history_limit);
         let registry = Arc::new(resources::Registry::new());
         let api = Arc::new(Api { registry, store });
-        let nsdef = api.def(resources::names::NAMESPACES)?;
-        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            api.create(
-                &nsdef,
-                "",
-                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
-                false,
-                false,
-            )?;
-        }
-        let crddef = api.def(resources::names::CRDS)?;
-        for crd in &config.crds {
-            let mut c = crd.clone();
-            if let Some(m) = c.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-                m.remove("resourceVersion");
-                m.remove("uid");
-                m.remove("creationTimestamp");
-            }
-            if let Some(m) = c.as_object_mut() {
-                m.remove("status");
-            }
-            api.create(&crddef, "", c, false, false)?;
-        }
+        create_system_namespaces(&api)?;
+        install_crds(&api, &config.crds)?;
         let report = match &config.scenario {
             Some(s) => Some(scenario::apply(&api, s)?),
             None => None,
@@ -170,50 +150,8 @@ impl Simulator {
         let mut controllers = None;
         if config.controllers {
             // The disruption controller first, so PDBs get their status before anyone evicts.
-            if let Ok(pdbs) = api.def(resources::names::PDBS) {
-                let namespaces: std::collections::HashSet<String> = api
-                    .store
-                    .list(&pdbs, &selectors::Filter::default(), None, 0)
-                    .0
-                    .iter()
-                    .map(|p| p.namespace.clone())
-                    .collect();
-                for ns in namespaces {
-                    pdb::sync_namespace(&api, &ns)?;
-                }
-            }
-            // The controllers run on their own thread and runtime: their bursts of work (a
-            // resync over 60,000 pods) must never starve the HTTP handlers.
-            let (api2, stop2, timing) = (api.clone(), stop_rx.clone(), config.timing);
-            let with_kubelet = config.kubelet;
-            let thread = std::thread::Builder::new()
-                .name("sim-controllers".into())
-                .spawn(move || {
-                    let rt = match tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                    {
-                        Ok(rt) => rt,
-                        Err(e) => {
-                            tracing::error!(error = %e, "simulator controllers could not start");
-                            return;
-                        }
-                    };
-                    rt.block_on(async move {
-                        let _ = tokio::join!(
-                            pdb::run(api2.clone(), stop2.clone()),
-                            async {
-                                if with_kubelet {
-                                    kubelet::run(api2.clone(), timing, stop2.clone()).await;
-                                }
-                            },
-                            scheduler::run(api2.clone(), stop2.clone()),
-                            workloads::run(api2.clone(), stop2.clone()),
-                            lifecycle::run(api2.clone(), stop2.clone()),
-                        );
-                    });
-                })?;
-            controllers = Some(thread);
+            sync_budgets(&api)?;
+            controllers = Some(start_controllers(&api, &config, &stop_rx)?);
         }
         let app = router::router(shared.clone());
         let connections = Arc::new(crate::server::Connections::default());
@@ -233,6 +171,97 @@ impl Simulator {
             report,
         })
     }
+}
+
+/// The namespaces every cluster has.
+fn create_system_namespaces(api: &Api) -> Result<(), SimError> {
+    let nsdef = api.def(resources::names::NAMESPACES)?;
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        api.create(
+            &nsdef,
+            "",
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            false,
+            false,
+        )?;
+    }
+    Ok(())
+}
+
+/// Creates the CRDs, without what another server gave them (resourceVersion, uid,
+/// creationTimestamp, status).
+fn install_crds(api: &Api, crds: &[Value]) -> Result<(), SimError> {
+    let crddef = api.def(resources::names::CRDS)?;
+    for crd in crds {
+        let mut c = crd.clone();
+        if let Some(m) = c.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+            m.remove("resourceVersion");
+            m.remove("uid");
+            m.remove("creationTimestamp");
+        }
+        if let Some(m) = c.as_object_mut() {
+            m.remove("status");
+        }
+        api.create(&crddef, "", c, false, false)?;
+    }
+    Ok(())
+}
+
+/// The status of every seeded PDB.
+fn sync_budgets(api: &Api) -> Result<(), SimError> {
+    if let Ok(pdbs) = api.def(resources::names::PDBS) {
+        let namespaces: std::collections::HashSet<String> = api
+            .store
+            .list(&pdbs, &selectors::Filter::default(), None, 0)
+            .0
+            .iter()
+            .map(|p| p.namespace.clone())
+            .collect();
+        for ns in namespaces {
+            pdb::sync_namespace(api, &ns)?;
+        }
+    }
+    Ok(())
+}
+
+/// Starts the controllers (the kubelet's too, if configured).
+fn start_controllers(
+    api: &Arc<Api>,
+    config: &SimConfig,
+    stop_rx: &tokio::sync::watch::Receiver<bool>,
+) -> Result<std::thread::JoinHandle<()>, SimError> {
+    // The controllers run on their own thread and runtime: their bursts of work (a
+    // resync over 60,000 pods) must never starve the HTTP handlers.
+    let (api2, stop2, timing) = (api.clone(), stop_rx.clone(), config.timing);
+    let with_kubelet = config.kubelet;
+    let thread = std::thread::Builder::new()
+        .name("sim-controllers".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    tracing::error!(error = %e, "simulator controllers could not start");
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let _ = tokio::join!(
+                    pdb::run(api2.clone(), stop2.clone()),
+                    async {
+                        if with_kubelet {
+                            kubelet::run(api2.clone(), timing, stop2.clone()).await;
+                        }
+                    },
+                    scheduler::run(api2.clone(), stop2.clone()),
+                    workloads::run(api2.clone(), stop2.clone()),
+                    lifecycle::run(api2.clone(), stop2.clone()),
+                );
+            });
+        })?;
+    Ok(thread)
 }
 
 /// A running simulator.
@@ -402,18 +431,7 @@ impl SimHandle {
 
     /// Lists objects directly (namespace "" for all).
     pub fn list_json(&self, group: &str, plural: &str, ns: &str) -> Vec<Value> {
-        let Ok(def) = self.shared.api.def((group, plural)) else {
-            return Vec::new();
-        };
-        let filter = selectors::Filter {
-            namespace: (!ns.is_empty()).then(|| ns.to_string()),
-            ..Default::default()
-        };
-        self.shared
-            .api
-            .store
-            .list(&def, &filter, None, 0)
-            .0
+        self.stored(group, plural, ns)
             .iter()
             .filter_map(|o| o.value().ok())
             .collect()
@@ -421,6 +439,14 @@ impl SimHandle {
 
     /// Names of the objects of a resource (namespace "" for all), without parsing them.
     pub fn names(&self, group: &str, plural: &str, ns: &str) -> Vec<String> {
+        self.stored(group, plural, ns)
+            .iter()
+            .map(|o| o.name.clone())
+            .collect()
+    }
+
+    /// The stored objects of a resource (namespace "" for all); none of a resource not served.
+    fn stored(&self, group: &str, plural: &str, ns: &str) -> Vec<Arc<StoredObject>> {
         let Ok(def) = self.shared.api.def((group, plural)) else {
             return Vec::new();
         };
@@ -428,14 +454,7 @@ impl SimHandle {
             namespace: (!ns.is_empty()).then(|| ns.to_string()),
             ..Default::default()
         };
-        self.shared
-            .api
-            .store
-            .list(&def, &filter, None, 0)
-            .0
-            .iter()
-            .map(|o| o.name.clone())
-            .collect()
+        self.shared.api.store.list(&def, &filter, None, 0).0
     }
 
     /// Stops serving, ends watches and stops the controllers.

@@ -154,6 +154,15 @@ pub enum Write {
     Delete(Value),
 }
 
+impl Write {
+    /// The object stored, or its last state.
+    pub fn value(&self) -> &Value {
+        match self {
+            Write::Put(v) | Write::Delete(v) => v,
+        }
+    }
+}
+
 /// Where a watch starts.
 #[derive(Debug, Clone, Copy)]
 pub enum WatchFrom {
@@ -370,64 +379,15 @@ impl Store {
         };
         let mut out = Vec::new();
         let mut more = false;
-        let mut push = |o: &Arc<StoredObject>| -> bool {
+        for o in table.candidates(def, filter, after) {
             if !filter.matches(o) {
-                return true;
+                continue;
             }
             if limit > 0 && out.len() == limit {
                 more = true;
-                return false;
+                break;
             }
             out.push(o.clone());
-            true
-        };
-        let lower = after.cloned();
-        match Trigger::for_filter(def, filter) {
-            Trigger::Index(v) => {
-                if let Some(keys) = table.index.get(&v) {
-                    for k in keys {
-                        if lower.as_ref().is_some_and(|l| k <= l) {
-                            continue;
-                        }
-                        if let Some(o) = table.objects.get(k)
-                            && !push(o)
-                        {
-                            break;
-                        }
-                    }
-                }
-            }
-            Trigger::Namespace(ns) => {
-                let start = match &lower {
-                    Some(l) if l.0 == ns => l.clone(),
-                    _ => (ns.clone(), String::new()),
-                };
-                for (k, o) in table.objects.range(start..) {
-                    if k.0 != ns {
-                        break;
-                    }
-                    if lower.as_ref().is_some_and(|l| k <= l) {
-                        continue;
-                    }
-                    if !push(o) {
-                        break;
-                    }
-                }
-            }
-            _ => {
-                let iter: Box<dyn Iterator<Item = (&Key, &Arc<StoredObject>)>> = match &lower {
-                    Some(l) => Box::new(table.objects.range((
-                        std::ops::Bound::Excluded(l.clone()),
-                        std::ops::Bound::Unbounded,
-                    ))),
-                    None => Box::new(table.objects.iter()),
-                };
-                for (_, o) in iter {
-                    if !push(o) {
-                        break;
-                    }
-                }
-            }
         }
         (out, rv, more)
     }
@@ -444,22 +404,11 @@ impl Store {
     ) -> Result<Arc<StoredObject>, CommitError> {
         let key: Key = (ns.to_string(), name.to_string());
         let tkey = def.key();
-        let (mut value, deleting) = match write {
+        let (value, deleting) = match write {
             Write::Put(v) => (v, false),
             Write::Delete(v) => (v, true),
         };
-        // Serialize outside the lock with a placeholder resourceVersion, and splice the real one
-        // in under the lock: writers then serialize in parallel and the lock stays short.
-        if let Some(m) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-            m.insert("resourceVersion".into(), json!(RV_PLACEHOLDER));
-        }
-        let mut fresh = StoredObject::from_value(def, &value).map_err(CommitError::Api)?;
-        let needle = format!("\"resourceVersion\":\"{RV_PLACEHOLDER}\"");
-        let at = fresh
-            .json
-            .windows(needle.len())
-            .position(|w| w == needle.as_bytes())
-            .map(|p| p + needle.len() - RV_PLACEHOLDER.len() - 1);
+        let (mut fresh, at) = serialize_outside_lock(def, value)?;
         let mut inner = self.lock();
         let current = inner
             .tables
@@ -473,84 +422,23 @@ impl Store {
             _ => {}
         }
         let rv = inner.rv + 1;
-        if let Some(at) = at {
-            let rvs = rv.to_string();
-            let mut out = Vec::with_capacity(fresh.json.len() + rvs.len());
-            out.extend_from_slice(&fresh.json[..at]);
-            out.extend_from_slice(rvs.as_bytes());
-            out.extend_from_slice(&fresh.json[at + RV_PLACEHOLDER.len()..]);
-            fresh.json = Bytes::from(out);
-        }
-        fresh.rv = rv;
+        splice_rv(&mut fresh, at, rv);
         let stored = Arc::new(fresh);
         inner.rv = rv;
         let inner = &mut *inner;
-        // Owner and uid indexes.
-        if let Some(c) = &current {
-            for o in &c.owner_uids {
-                if let Some(set) = inner.dependents.get_mut(o) {
-                    set.remove(&(tkey.clone(), key.clone()));
-                    if set.is_empty() {
-                        inner.dependents.remove(o);
-                    }
-                }
-            }
-            inner.uids.remove(&c.uid);
-        }
-        if !deleting {
-            for o in &stored.owner_uids {
-                inner
-                    .dependents
-                    .entry(o.clone())
-                    .or_default()
-                    .insert((tkey.clone(), key.clone()), Arc::clone(&stored));
-            }
-            inner
-                .uids
-                .insert(stored.uid.clone(), (tkey.clone(), key.clone()));
-        }
+        inner.reindex(&tkey, &key, current.as_deref(), &stored, deleting);
         let table = inner.tables.entry(tkey).or_default();
         if let Some(i) = def.indexed_field {
-            if let Some(c) = &current
-                && let Some(v) = c.fields.get(i)
-                && let Some(set) = table.index.get_mut(v)
-            {
-                set.remove(&key);
-                if set.is_empty() {
-                    table.index.remove(v);
-                }
-            }
-            if !deleting && let Some(v) = stored.fields.get(i) {
-                table
-                    .index
-                    .entry(v.clone())
-                    .or_default()
-                    .insert(key.clone());
-            }
+            table.reindex(i, &key, current.as_deref(), &stored, deleting);
         }
-        let kind = if deleting {
-            table.objects.remove(&key);
-            EventType::Deleted
-        } else {
-            table.objects.insert(key, stored.clone());
-            if current.is_some() {
-                EventType::Modified
-            } else {
-                EventType::Added
-            }
-        };
+        let kind = table.write(key, &stored, deleting, current.is_some());
         let ev = Arc::new(StoreEvent {
             def: def.clone(),
             kind,
             obj: stored.clone(),
             prev: current,
         });
-        table.history.push_back(ev.clone());
-        while table.history.len() > self.history_limit {
-            if let Some(old) = table.history.pop_front() {
-                table.compacted = old.rv();
-            }
-        }
+        table.remember(ev.clone(), self.history_limit);
         dispatch(table, def, &ev);
         // Published while still holding the lock so that anyone who reads `current_rv` and then
         // drains their channel has seen every event up to that RV.
@@ -577,51 +465,8 @@ impl Store {
         let expired_below = inner.expired_below;
         let table = inner.tables.entry(tkey.clone()).or_default();
         let initial = match from {
-            WatchFrom::Current => {
-                let objs: Vec<Arc<StoredObject>> = match &trigger {
-                    Trigger::Index(v) => table
-                        .index
-                        .get(v)
-                        .map(|keys| {
-                            keys.iter()
-                                .filter_map(|k| table.objects.get(k).cloned())
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    _ => table
-                        .objects
-                        .values()
-                        .filter(|o| filter.matches(o))
-                        .cloned()
-                        .collect(),
-                };
-                objs.into_iter()
-                    .filter(|o| filter.matches(o))
-                    .map(|o| {
-                        Arc::new(StoreEvent {
-                            def: def_arc.clone(),
-                            kind: EventType::Added,
-                            obj: o,
-                            prev: None,
-                        })
-                    })
-                    .collect()
-            }
-            WatchFrom::Rv(from_rv) => {
-                let compacted = table.compacted.max(expired_below);
-                if from_rv < compacted {
-                    return Err(ApiError::expired(format!(
-                        "too old resource version: {from_rv} ({})",
-                        compacted + 1
-                    )));
-                }
-                table
-                    .history
-                    .iter()
-                    .filter(|e| e.rv() > from_rv)
-                    .cloned()
-                    .collect()
-            }
+            WatchFrom::Current => table.current_as_added(def_arc, filter, &trigger),
+            WatchFrom::Rv(from_rv) => table.events_since(from_rv, expired_below)?,
         };
         table
             .watchers
@@ -675,6 +520,233 @@ impl Store {
                     Expect::Rv(o.rv),
                     Write::Delete(v),
                 );
+            }
+        }
+    }
+}
+
+/// Serializes an object to commit with a placeholder resourceVersion, and where the real one
+/// goes: writers then serialize in parallel, outside the lock, and the lock stays short.
+fn serialize_outside_lock(
+    def: &ResourceDef,
+    mut value: Value,
+) -> Result<(StoredObject, Option<usize>), CommitError> {
+    if let Some(m) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        m.insert("resourceVersion".into(), json!(RV_PLACEHOLDER));
+    }
+    let fresh = StoredObject::from_value(def, &value).map_err(CommitError::Api)?;
+    let needle = format!("\"resourceVersion\":\"{RV_PLACEHOLDER}\"");
+    let at = fresh
+        .json
+        .windows(needle.len())
+        .position(|w| w == needle.as_bytes())
+        .map(|p| p + needle.len() - RV_PLACEHOLDER.len() - 1);
+    Ok((fresh, at))
+}
+
+/// Splices resourceVersion `rv` in where [`serialize_outside_lock`] left its placeholder.
+fn splice_rv(fresh: &mut StoredObject, at: Option<usize>, rv: u64) {
+    if let Some(at) = at {
+        let rvs = rv.to_string();
+        let mut out = Vec::with_capacity(fresh.json.len() + rvs.len());
+        out.extend_from_slice(&fresh.json[..at]);
+        out.extend_from_slice(rvs.as_bytes());
+        out.extend_from_slice(&fresh.json[at + RV_PLACEHOLDER.len()..]);
+        fresh.json = Bytes::from(out);
+    }
+    fresh.rv = rv;
+}
+
+impl Inner {
+    /// The owner and uid indexes after a commit of object `key` of resource `tkey`.
+    fn reindex(
+        &mut self,
+        tkey: &str,
+        key: &Key,
+        current: Option<&StoredObject>,
+        stored: &Arc<StoredObject>,
+        deleting: bool,
+    ) {
+        let entry = (tkey.to_string(), key.clone());
+        if let Some(c) = current {
+            for o in &c.owner_uids {
+                if let Some(set) = self.dependents.get_mut(o) {
+                    set.remove(&entry);
+                    if set.is_empty() {
+                        self.dependents.remove(o);
+                    }
+                }
+            }
+            self.uids.remove(&c.uid);
+        }
+        if !deleting {
+            for o in &stored.owner_uids {
+                self.dependents
+                    .entry(o.clone())
+                    .or_default()
+                    .insert(entry.clone(), Arc::clone(stored));
+            }
+            self.uids.insert(stored.uid.clone(), entry);
+        }
+    }
+}
+
+impl Table {
+    /// The index of field `i` after a commit of object `key`.
+    fn reindex(
+        &mut self,
+        i: usize,
+        key: &Key,
+        current: Option<&StoredObject>,
+        stored: &StoredObject,
+        deleting: bool,
+    ) {
+        if let Some(c) = current
+            && let Some(v) = c.fields.get(i)
+            && let Some(set) = self.index.get_mut(v)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                self.index.remove(v);
+            }
+        }
+        if !deleting && let Some(v) = stored.fields.get(i) {
+            self.index.entry(v.clone()).or_default().insert(key.clone());
+        }
+    }
+
+    /// Stores or removes object `key`; what the watchers see of it.
+    fn write(
+        &mut self,
+        key: Key,
+        stored: &Arc<StoredObject>,
+        deleting: bool,
+        existed: bool,
+    ) -> EventType {
+        if deleting {
+            self.objects.remove(&key);
+            EventType::Deleted
+        } else {
+            self.objects.insert(key, stored.clone());
+            if existed {
+                EventType::Modified
+            } else {
+                EventType::Added
+            }
+        }
+    }
+
+    /// The objects after `after` in key order that may match `filter`: those of its indexed
+    /// field value or namespace, if it names one, else all.
+    fn candidates<'a>(
+        &'a self,
+        def: &ResourceDef,
+        filter: &Filter,
+        after: Option<&'a Key>,
+    ) -> Box<dyn Iterator<Item = &'a Arc<StoredObject>> + 'a> {
+        let beyond = move |k: &Key| after.is_none_or(|l| k > l);
+        match Trigger::for_filter(def, filter) {
+            Trigger::Index(v) => Box::new(
+                self.index
+                    .get(&v)
+                    .into_iter()
+                    .flatten()
+                    .filter(move |k| beyond(k))
+                    .filter_map(|k| self.objects.get(k)),
+            ),
+            Trigger::Namespace(ns) => {
+                let start = match after {
+                    Some(l) if l.0 == ns => l.clone(),
+                    _ => (ns.clone(), String::new()),
+                };
+                Box::new(
+                    self.objects
+                        .range(start..)
+                        .take_while(move |(k, _)| k.0 == ns)
+                        .filter(move |(k, _)| beyond(k))
+                        .map(|(_, o)| o),
+                )
+            }
+            _ => match after {
+                Some(l) => Box::new(
+                    self.objects
+                        .range((
+                            std::ops::Bound::Excluded(l.clone()),
+                            std::ops::Bound::Unbounded,
+                        ))
+                        .map(|(_, o)| o),
+                ),
+                None => Box::new(self.objects.values()),
+            },
+        }
+    }
+
+    /// Synthetic ADDED events for the objects that match `filter` now (a watch from the
+    /// current state).
+    fn current_as_added(
+        &self,
+        def: &Arc<ResourceDef>,
+        filter: &Filter,
+        trigger: &Trigger,
+    ) -> Vec<Arc<StoreEvent>> {
+        let objs: Vec<Arc<StoredObject>> = match trigger {
+            Trigger::Index(v) => self
+                .index
+                .get(v)
+                .map(|keys| {
+                    keys.iter()
+                        .filter_map(|k| self.objects.get(k).cloned())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => self
+                .objects
+                .values()
+                .filter(|o| filter.matches(o))
+                .cloned()
+                .collect(),
+        };
+        objs.into_iter()
+            .filter(|o| filter.matches(o))
+            .map(|o| {
+                Arc::new(StoreEvent {
+                    def: def.clone(),
+                    kind: EventType::Added,
+                    obj: o,
+                    prev: None,
+                })
+            })
+            .collect()
+    }
+
+    /// The events after `from_rv` (a watch from a resourceVersion); 410 Expired when some of
+    /// them are no longer in the history.
+    fn events_since(
+        &self,
+        from_rv: u64,
+        expired_below: u64,
+    ) -> Result<Vec<Arc<StoreEvent>>, ApiError> {
+        let compacted = self.compacted.max(expired_below);
+        if from_rv < compacted {
+            return Err(ApiError::expired(format!(
+                "too old resource version: {from_rv} ({})",
+                compacted + 1
+            )));
+        }
+        Ok(self
+            .history
+            .iter()
+            .filter(|e| e.rv() > from_rv)
+            .cloned()
+            .collect())
+    }
+
+    /// Keeps `ev` in the history (the oldest compacted beyond `limit` events).
+    fn remember(&mut self, ev: Arc<StoreEvent>, limit: usize) {
+        self.history.push_back(ev);
+        while self.history.len() > limit {
+            if let Some(old) = self.history.pop_front() {
+                self.compacted = old.rv();
             }
         }
     }

@@ -94,6 +94,206 @@ fn col(name: &str, ty: &str, format: &str, priority: i64, desc: &str) -> Value {
     json!({"name": name, "type": ty, "format": format, "description": desc, "priority": priority})
 }
 
+/// A string column without a format.
+fn text(name: &str, priority: i64, desc: &str) -> Value {
+    col(name, "string", "", priority, desc)
+}
+
+/// An integer column without a format, always shown.
+fn integer(name: &str, desc: &str) -> Value {
+    col(name, "integer", "", 0, desc)
+}
+
+/// The Name column every kind starts (or, for events, ends) with.
+fn name_column() -> Value {
+    col(
+        "Name",
+        "string",
+        "name",
+        0,
+        "Name must be unique within a namespace.",
+    )
+}
+
+/// The Age column of the built-in kinds.
+fn age_column() -> Value {
+    text(
+        "Age",
+        0,
+        "CreationTimestamp is a timestamp representing the server time when this object was created.",
+    )
+}
+
+fn columns(def: &ResourceDef) -> Vec<Value> {
+    if def.custom {
+        return custom_columns(def);
+    }
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("", "nodes") => node_columns(),
+        ("", "pods") => pod_columns(),
+        ("", "namespaces") => vec![
+            name_column(),
+            text("Status", 0, "The status of the namespace"),
+            age_column(),
+        ],
+        ("coordination.k8s.io", "leases") => vec![
+            name_column(),
+            text("Holder", 0, "The holder of the lease."),
+            age_column(),
+        ],
+        ("policy", "poddisruptionbudgets") => budget_columns(),
+        ("apps", "replicasets") => vec![
+            name_column(),
+            integer("Desired", "Number of desired pods."),
+            integer("Current", "Number of actual pods."),
+            integer("Ready", "Number of ready pods."),
+            age_column(),
+        ],
+        ("apps", "daemonsets") => daemonset_columns(),
+        (_, "events") => event_columns(),
+        _ => vec![
+            name_column(),
+            col(
+                "Created At",
+                "date",
+                "",
+                0,
+                "CreationTimestamp is a timestamp representing the server time when this object was created.",
+            ),
+        ],
+    }
+}
+
+/// A custom resource's `additionalPrinterColumns` (an Age column when it has none).
+fn custom_columns(def: &ResourceDef) -> Vec<Value> {
+    let mut c = vec![name_column()];
+    if def.printer_columns.is_empty() {
+        c.push(col(
+            "Age",
+            "date",
+            "",
+            0,
+            "Custom resource definition column (in JSONPath format): .metadata.creationTimestamp",
+        ));
+    }
+    for pc in &def.printer_columns {
+        c.push(col(
+            pc.get("name").and_then(|x| x.as_str()).unwrap_or(""),
+            pc.get("type").and_then(|x| x.as_str()).unwrap_or("string"),
+            pc.get("format").and_then(|x| x.as_str()).unwrap_or(""),
+            pc.get("priority").and_then(|x| x.as_i64()).unwrap_or(0),
+            pc.get("description").and_then(|x| x.as_str()).unwrap_or(""),
+        ));
+    }
+    c
+}
+
+fn node_columns() -> Vec<Value> {
+    vec![
+        name_column(),
+        text("Status", 0, "The status of the node"),
+        text("Roles", 0, "The roles of the node"),
+        age_column(),
+        text("Version", 0, "Kubelet Version reported by the node."),
+        text("Internal-IP", 1, "List of internal IPs."),
+        text("External-IP", 1, "List of external IPs."),
+        text(
+            "OS-Image",
+            1,
+            "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
+        ),
+        text(
+            "Kernel-Version",
+            1,
+            "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
+        ),
+        text(
+            "Container-Runtime",
+            1,
+            "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
+        ),
+    ]
+}
+
+fn pod_columns() -> Vec<Value> {
+    vec![
+        name_column(),
+        text(
+            "Ready",
+            0,
+            "The aggregate readiness state of this pod for accepting traffic.",
+        ),
+        text(
+            "Status",
+            0,
+            "The aggregate status of the containers in this pod.",
+        ),
+        text(
+            "Restarts",
+            0,
+            "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+        ),
+        age_column(),
+        text("IP", 1, "IP address allocated to the pod."),
+        text("Node", 1, "Name of the node the pod is assigned to."),
+        text(
+            "Nominated Node",
+            1,
+            "Name of the node the pod is nominated to.",
+        ),
+        text("Readiness Gates", 1, "Readiness gates of the pod."),
+    ]
+}
+
+fn budget_columns() -> Vec<Value> {
+    vec![
+        name_column(),
+        text(
+            "Min Available",
+            0,
+            "The minimum number of pods that must be available.",
+        ),
+        text(
+            "Max Unavailable",
+            0,
+            "The maximum number of pods that may be unavailable.",
+        ),
+        integer(
+            "Allowed Disruptions",
+            "Calculated number of pods that may be disrupted at this time.",
+        ),
+        age_column(),
+    ]
+}
+
+fn daemonset_columns() -> Vec<Value> {
+    vec![
+        name_column(),
+        integer("Desired", "The desired number of pods."),
+        integer("Current", "The current number of pods."),
+        integer("Ready", "The number of pods ready."),
+        integer("Up-to-date", "The number of pods updated."),
+        integer("Available", "The number of pods available."),
+        text("Node Selector", 0, "The node selector of the daemonset."),
+        age_column(),
+    ]
+}
+
+fn event_columns() -> Vec<Value> {
+    vec![
+        text("Last Seen", 0, "Time when last this event was seen."),
+        text("Type", 0, "Type of this event."),
+        text("Reason", 0, "Reason why this event was generated."),
+        text("Object", 0, "The object this event is about."),
+        text(
+            "Message",
+            0,
+            "A human-readable description of the status of this operation.",
+        ),
+        name_column(),
+    ]
+}
+
 fn s<'a>(v: &'a Value, p: &str) -> &'a str {
     v.pointer(p).and_then(|x| x.as_str()).unwrap_or("")
 }
@@ -163,230 +363,6 @@ fn filter_matches(item: &Value, condition: &str) -> bool {
             written == expected
         }
     })
-}
-
-fn columns(def: &ResourceDef) -> Vec<Value> {
-    let name = col(
-        "Name",
-        "string",
-        "name",
-        0,
-        "Name must be unique within a namespace.",
-    );
-    let agec = col(
-        "Age",
-        "string",
-        "",
-        0,
-        "CreationTimestamp is a timestamp representing the server time when this object was created.",
-    );
-    if def.custom {
-        let mut c = vec![name];
-        if def.printer_columns.is_empty() {
-            c.push(col("Age", "date", "", 0, "Custom resource definition column (in JSONPath format): .metadata.creationTimestamp"));
-        }
-        for pc in &def.printer_columns {
-            c.push(col(
-                pc.get("name").and_then(|x| x.as_str()).unwrap_or(""),
-                pc.get("type").and_then(|x| x.as_str()).unwrap_or("string"),
-                pc.get("format").and_then(|x| x.as_str()).unwrap_or(""),
-                pc.get("priority").and_then(|x| x.as_i64()).unwrap_or(0),
-                pc.get("description").and_then(|x| x.as_str()).unwrap_or(""),
-            ));
-        }
-        return c;
-    }
-    match (def.group.as_str(), def.plural.as_str()) {
-        ("", "nodes") => vec![
-            name,
-            col("Status", "string", "", 0, "The status of the node"),
-            col("Roles", "string", "", 0, "The roles of the node"),
-            agec,
-            col(
-                "Version",
-                "string",
-                "",
-                0,
-                "Kubelet Version reported by the node.",
-            ),
-            col("Internal-IP", "string", "", 1, "List of internal IPs."),
-            col("External-IP", "string", "", 1, "List of external IPs."),
-            col(
-                "OS-Image",
-                "string",
-                "",
-                1,
-                "OS Image reported by the node from /etc/os-release (e.g. Debian GNU/Linux 7 (wheezy)).",
-            ),
-            col(
-                "Kernel-Version",
-                "string",
-                "",
-                1,
-                "Kernel Version reported by the node from 'uname -r' (e.g. 3.16.0-0.bpo.4-amd64).",
-            ),
-            col(
-                "Container-Runtime",
-                "string",
-                "",
-                1,
-                "ContainerRuntime Version reported by the node through runtime remote API (e.g. containerd://1.4.2).",
-            ),
-        ],
-        ("", "pods") => vec![
-            name,
-            col(
-                "Ready",
-                "string",
-                "",
-                0,
-                "The aggregate readiness state of this pod for accepting traffic.",
-            ),
-            col(
-                "Status",
-                "string",
-                "",
-                0,
-                "The aggregate status of the containers in this pod.",
-            ),
-            col(
-                "Restarts",
-                "string",
-                "",
-                0,
-                "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
-            ),
-            agec,
-            col("IP", "string", "", 1, "IP address allocated to the pod."),
-            col(
-                "Node",
-                "string",
-                "",
-                1,
-                "Name of the node the pod is assigned to.",
-            ),
-            col(
-                "Nominated Node",
-                "string",
-                "",
-                1,
-                "Name of the node the pod is nominated to.",
-            ),
-            col(
-                "Readiness Gates",
-                "string",
-                "",
-                1,
-                "Readiness gates of the pod.",
-            ),
-        ],
-        ("", "namespaces") => vec![
-            name,
-            col("Status", "string", "", 0, "The status of the namespace"),
-            agec,
-        ],
-        ("coordination.k8s.io", "leases") => vec![
-            name,
-            col("Holder", "string", "", 0, "The holder of the lease."),
-            agec,
-        ],
-        ("policy", "poddisruptionbudgets") => vec![
-            name,
-            col(
-                "Min Available",
-                "string",
-                "",
-                0,
-                "The minimum number of pods that must be available.",
-            ),
-            col(
-                "Max Unavailable",
-                "string",
-                "",
-                0,
-                "The maximum number of pods that may be unavailable.",
-            ),
-            col(
-                "Allowed Disruptions",
-                "integer",
-                "",
-                0,
-                "Calculated number of pods that may be disrupted at this time.",
-            ),
-            agec,
-        ],
-        ("apps", "replicasets") => vec![
-            name,
-            col("Desired", "integer", "", 0, "Number of desired pods."),
-            col("Current", "integer", "", 0, "Number of actual pods."),
-            col("Ready", "integer", "", 0, "Number of ready pods."),
-            agec,
-        ],
-        ("apps", "daemonsets") => vec![
-            name,
-            col("Desired", "integer", "", 0, "The desired number of pods."),
-            col("Current", "integer", "", 0, "The current number of pods."),
-            col("Ready", "integer", "", 0, "The number of pods ready."),
-            col(
-                "Up-to-date",
-                "integer",
-                "",
-                0,
-                "The number of pods updated.",
-            ),
-            col(
-                "Available",
-                "integer",
-                "",
-                0,
-                "The number of pods available.",
-            ),
-            col(
-                "Node Selector",
-                "string",
-                "",
-                0,
-                "The node selector of the daemonset.",
-            ),
-            agec,
-        ],
-        (_, "events") => vec![
-            col(
-                "Last Seen",
-                "string",
-                "",
-                0,
-                "Time when last this event was seen.",
-            ),
-            col("Type", "string", "", 0, "Type of this event."),
-            col(
-                "Reason",
-                "string",
-                "",
-                0,
-                "Reason why this event was generated.",
-            ),
-            col("Object", "string", "", 0, "The object this event is about."),
-            col(
-                "Message",
-                "string",
-                "",
-                0,
-                "A human-readable description of the status of this operation.",
-            ),
-            name,
-        ],
-        _ => vec![
-            name,
-            col(
-                "Created At",
-                "date",
-                "",
-                0,
-                "CreationTimestamp is a timestamp representing the server time when this object was created.",
-            ),
-        ],
-    }
 }
 
 fn node_cells(v: &Value) -> Vec<Value> {
@@ -511,24 +487,11 @@ fn int_or_none(v: Option<&Value>) -> Value {
 }
 
 fn cells(def: &ResourceDef, v: &Value) -> Vec<Value> {
+    if def.custom {
+        return custom_cells(def, v);
+    }
     let name = json!(s(v, "/metadata/name"));
     let created = v.pointer("/metadata/creationTimestamp");
-    if def.custom {
-        let mut out = vec![name];
-        if def.printer_columns.is_empty() {
-            out.push(age(created));
-        }
-        for pc in &def.printer_columns {
-            let path = pc.get("jsonPath").and_then(|x| x.as_str()).unwrap_or("");
-            let ty = pc.get("type").and_then(|x| x.as_str()).unwrap_or("string");
-            out.push(match json_path(v, path) {
-                None | Some(Value::Null) => Value::Null,
-                Some(x) if ty == "date" => age(Some(x)),
-                Some(x) => x.clone(),
-            });
-        }
-        return out;
-    }
     match (def.group.as_str(), def.plural.as_str()) {
         ("", "nodes") => node_cells(v),
         ("", "pods") => pod_cells(v),
@@ -542,79 +505,100 @@ fn cells(def: &ResourceDef, v: &Value) -> Vec<Value> {
             name,
             int_or_none(v.pointer("/spec/minAvailable")),
             int_or_none(v.pointer("/spec/maxUnavailable")),
-            json!(
-                v.pointer("/status/disruptionsAllowed")
-                    .and_then(|x| x.as_i64())
-                    .unwrap_or(0)
-            ),
+            integer_at(v, "/status/disruptionsAllowed"),
             age(created),
         ],
-        ("apps", "replicasets") => {
-            let n = |p: &str| json!(v.pointer(p).and_then(|x| x.as_i64()).unwrap_or(0));
-            vec![
-                name,
-                n("/spec/replicas"),
-                n("/status/replicas"),
-                n("/status/readyReplicas"),
-                age(created),
-            ]
-        }
-        ("apps", "daemonsets") => {
-            let n = |p: &str| json!(v.pointer(p).and_then(|x| x.as_i64()).unwrap_or(0));
-            let sel = v
-                .pointer("/spec/template/spec/nodeSelector")
-                .and_then(|x| x.as_object())
-                .map(|m| {
-                    m.iter()
-                        .map(|(k, x)| format!("{k}={}", x.as_str().unwrap_or("")))
-                        .collect::<Vec<_>>()
-                        .join(",")
-                })
-                .unwrap_or_default();
-            vec![
-                name,
-                n("/status/desiredNumberScheduled"),
-                n("/status/currentNumberScheduled"),
-                n("/status/numberReady"),
-                n("/status/updatedNumberScheduled"),
-                n("/status/numberAvailable"),
-                none_if_empty(&sel),
-                age(created),
-            ]
-        }
-        (_, "events") => {
-            let (kind, oname, last) = if def.group.is_empty() {
-                (
-                    s(v, "/involvedObject/kind"),
-                    s(v, "/involvedObject/name"),
-                    v.get("lastTimestamp")
-                        .filter(|x| !x.is_null())
-                        .or(v.get("eventTime"))
-                        .or(created),
-                )
-            } else {
-                (
-                    s(v, "/regarding/kind"),
-                    s(v, "/regarding/name"),
-                    v.get("eventTime").filter(|x| !x.is_null()).or(created),
-                )
-            };
-            let msg = if def.group.is_empty() {
-                s(v, "/message")
-            } else {
-                s(v, "/note")
-            };
-            vec![
-                age(last),
-                json!(s(v, "/type")),
-                json!(s(v, "/reason")),
-                json!(format!("{}/{oname}", kind.to_lowercase())),
-                json!(msg),
-                name,
-            ]
-        }
+        ("apps", "replicasets") => vec![
+            name,
+            integer_at(v, "/spec/replicas"),
+            integer_at(v, "/status/replicas"),
+            integer_at(v, "/status/readyReplicas"),
+            age(created),
+        ],
+        ("apps", "daemonsets") => daemonset_cells(v),
+        (_, "events") => event_cells(def, v),
         _ => vec![name, json!(created.and_then(|c| c.as_str()).unwrap_or(""))],
     }
+}
+
+/// The integer at `pointer`, 0 when there is none.
+fn integer_at(v: &Value, pointer: &str) -> Value {
+    json!(v.pointer(pointer).and_then(|x| x.as_i64()).unwrap_or(0))
+}
+
+/// A custom resource's cells: what each printer column's JSONPath finds (dates as ages).
+fn custom_cells(def: &ResourceDef, v: &Value) -> Vec<Value> {
+    let mut out = vec![json!(s(v, "/metadata/name"))];
+    if def.printer_columns.is_empty() {
+        out.push(age(v.pointer("/metadata/creationTimestamp")));
+    }
+    for pc in &def.printer_columns {
+        let path = pc.get("jsonPath").and_then(|x| x.as_str()).unwrap_or("");
+        let ty = pc.get("type").and_then(|x| x.as_str()).unwrap_or("string");
+        out.push(match json_path(v, path) {
+            None | Some(Value::Null) => Value::Null,
+            Some(x) if ty == "date" => age(Some(x)),
+            Some(x) => x.clone(),
+        });
+    }
+    out
+}
+
+fn daemonset_cells(v: &Value) -> Vec<Value> {
+    let sel = v
+        .pointer("/spec/template/spec/nodeSelector")
+        .and_then(|x| x.as_object())
+        .map(|m| {
+            m.iter()
+                .map(|(k, x)| format!("{k}={}", x.as_str().unwrap_or("")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    vec![
+        json!(s(v, "/metadata/name")),
+        integer_at(v, "/status/desiredNumberScheduled"),
+        integer_at(v, "/status/currentNumberScheduled"),
+        integer_at(v, "/status/numberReady"),
+        integer_at(v, "/status/updatedNumberScheduled"),
+        integer_at(v, "/status/numberAvailable"),
+        none_if_empty(&sel),
+        age(v.pointer("/metadata/creationTimestamp")),
+    ]
+}
+
+/// An event's cells, from the fields of its API (core/v1 or events.k8s.io/v1).
+fn event_cells(def: &ResourceDef, v: &Value) -> Vec<Value> {
+    let created = v.pointer("/metadata/creationTimestamp");
+    let (kind, oname, last) = if def.group.is_empty() {
+        (
+            s(v, "/involvedObject/kind"),
+            s(v, "/involvedObject/name"),
+            v.get("lastTimestamp")
+                .filter(|x| !x.is_null())
+                .or(v.get("eventTime"))
+                .or(created),
+        )
+    } else {
+        (
+            s(v, "/regarding/kind"),
+            s(v, "/regarding/name"),
+            v.get("eventTime").filter(|x| !x.is_null()).or(created),
+        )
+    };
+    let msg = if def.group.is_empty() {
+        s(v, "/message")
+    } else {
+        s(v, "/note")
+    };
+    vec![
+        age(last),
+        json!(s(v, "/type")),
+        json!(s(v, "/reason")),
+        json!(format!("{}/{oname}", kind.to_lowercase())),
+        json!(msg),
+        json!(s(v, "/metadata/name")),
+    ]
 }
 
 fn row_object(v: &Value, include: Include) -> Option<Value> {

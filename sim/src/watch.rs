@@ -59,6 +59,33 @@ pub fn error_line(e: &ApiError) -> Bytes {
     line("ERROR", e.to_status().to_string().as_bytes())
 }
 
+impl WatchParams {
+    /// The resourceVersion the watch has sent everything up to before its first event: the
+    /// one it resumes from, or the store's at its start (`current`).
+    fn sent_up_to(&self, current: u64) -> u64 {
+        match self.from {
+            WatchFrom::Rv(r) => r,
+            WatchFrom::Current => current,
+        }
+    }
+
+    /// When the watch ends: at its timeout, or earlier when a fault closes it.
+    fn deadline(&self) -> tokio::time::Instant {
+        tokio::time::Instant::now()
+            + self
+                .close_after
+                .map_or(self.timeout, |c| c.min(self.timeout))
+    }
+
+    /// The bookmark ticks, the first one interval from now.
+    fn bookmark_ticks(&self) -> tokio::time::Interval {
+        tokio::time::interval_at(
+            tokio::time::Instant::now() + self.bookmark_interval,
+            self.bookmark_interval,
+        )
+    }
+}
+
 /// Converts a store event for a filtered watcher, as the watch cache does; as a one-row Table
 /// when asked.
 fn convert(
@@ -121,10 +148,7 @@ pub fn stream(
         };
         let mut rx = start.rx;
         let _guard = start.guard;
-        let mut last_rv = match params.from {
-            WatchFrom::Rv(r) => r,
-            WatchFrom::Current => start.rv,
-        };
+        let mut last_rv = params.sent_up_to(start.rv);
         let mut sent = 0usize;
         let limit = params.close_after_events.unwrap_or(usize::MAX);
         for ev in &start.initial {
@@ -137,44 +161,16 @@ pub fn stream(
             }
             last_rv = last_rv.max(ev.rv());
         }
-        if let WatchFrom::Current = params.from {
-            last_rv = last_rv.max(start.rv);
-        }
         if params.send_initial_events && params.bookmarks {
             yield Ok(bookmark(&def, last_rv, true));
         }
-        let deadline = tokio::time::Instant::now() + params.close_after.map_or(params.timeout, |c| c.min(params.timeout));
-        let mut tick = tokio::time::interval_at(
-            tokio::time::Instant::now() + params.bookmark_interval,
-            params.bookmark_interval,
-        );
-        enum Step {
-            Event(Option<Arc<StoreEvent>>),
-            Tick,
-            Stop,
-        }
+        let deadline = params.deadline();
+        let mut tick = params.bookmark_ticks();
         loop {
-            let step = tokio::select! {
-                ev = rx.recv() => Step::Event(ev),
-                _ = tick.tick(), if params.bookmarks => Step::Tick,
-                _ = tokio::time::sleep_until(deadline) => Step::Stop,
-                _ = shutdown.changed() => Step::Stop,
+            let next = next_batch(&mut rx, &mut tick, params.bookmarks, deadline, &mut shutdown, &store);
+            let Some((batch, mark)) = next.await else {
+                return;
             };
-            let mut batch: Vec<Arc<StoreEvent>> = Vec::new();
-            let mut mark = None;
-            match step {
-                Step::Stop | Step::Event(None) => return,
-                Step::Event(Some(ev)) => batch.push(ev),
-                Step::Tick => {
-                    // Everything up to `current` has already been queued to us: drain, then
-                    // promise no more than what was delivered.
-                    let current = store.current_rv();
-                    while let Ok(ev) = rx.try_recv() {
-                        batch.push(ev);
-                    }
-                    mark = Some(current);
-                }
-            }
             for ev in batch {
                 if ev.rv() <= last_rv {
                     continue;
@@ -192,6 +188,44 @@ pub fn stream(
                 last_rv = last_rv.max(current);
                 yield Ok(bookmark(&def, last_rv, false));
             }
+        }
+    }
+}
+
+/// The next events for a watch and, on a bookmark tick, the resourceVersion a bookmark may
+/// promise after them; None when the watch ends (its deadline, shutdown, or the store dropped
+/// it).
+async fn next_batch(
+    rx: &mut tokio::sync::mpsc::Receiver<Arc<StoreEvent>>,
+    tick: &mut tokio::time::Interval,
+    bookmarks: bool,
+    deadline: tokio::time::Instant,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    store: &Store,
+) -> Option<(Vec<Arc<StoreEvent>>, Option<u64>)> {
+    enum Step {
+        Event(Option<Arc<StoreEvent>>),
+        Tick,
+        Stop,
+    }
+    let step = tokio::select! {
+        ev = rx.recv() => Step::Event(ev),
+        _ = tick.tick(), if bookmarks => Step::Tick,
+        _ = tokio::time::sleep_until(deadline) => Step::Stop,
+        _ = shutdown.changed() => Step::Stop,
+    };
+    match step {
+        Step::Stop | Step::Event(None) => None,
+        Step::Event(Some(ev)) => Some((vec![ev], None)),
+        Step::Tick => {
+            // Everything up to `current` has already been queued to us: drain, then promise no
+            // more than what was delivered.
+            let current = store.current_rv();
+            let mut batch = Vec::new();
+            while let Ok(ev) = rx.try_recv() {
+                batch.push(ev);
+            }
+            Some((batch, Some(current)))
         }
     }
 }

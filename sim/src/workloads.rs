@@ -53,46 +53,14 @@ fn sync_rs(api: &Api, key: &Key) {
     if diff > 0 {
         let template = v.pointer("/spec/template").cloned().unwrap_or(json!({}));
         for _ in 0..diff {
-            let mut pod = json!({
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "metadata": template.get("metadata").cloned().unwrap_or(json!({})),
-                "spec": template.get("spec").cloned().unwrap_or(json!({})),
-            });
-            pod["metadata"]["generateName"] = json!(format!("{}-", key.1));
-            pod["metadata"]["namespace"] = json!(key.0);
-            pod["metadata"]["ownerReferences"] = json!([{
-                "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": key.1, "uid": rs.uid,
-                "controller": true, "blockOwnerDeletion": true
-            }]);
-            if let Some(m) = pod["spec"].as_object_mut() {
-                m.remove("nodeName");
-            }
+            let pod = replica(key, &rs.uid, &template);
             if let Err(e) = api.create(&pods, &key.0, pod, false, false) {
                 tracing::debug!(rs = %key.1, error = %e, "replica create failed");
                 break;
             }
         }
     } else if diff < 0 {
-        // Prefer removing unscheduled, then not-ready pods, like the real ranking does.
-        let mut victims: Vec<(i32, &Arc<StoredObject>)> = act
-            .iter()
-            .map(|p| {
-                let rank = if p.fields.first().is_none_or(|n| n.is_empty()) {
-                    0
-                } else if !p.ready {
-                    1
-                } else {
-                    2
-                };
-                (rank, *p)
-            })
-            .collect();
-        victims.sort_by_key(|(r, _)| *r);
-        for (_, p) in victims
-            .into_iter()
-            .take(usize::try_from(-diff).unwrap_or(0))
-        {
+        for p in surplus(&act, usize::try_from(-diff).unwrap_or(0)) {
             let _ = api.delete(&pods, &p.namespace, &p.name, &DeleteOpts::default());
         }
     }
@@ -118,6 +86,47 @@ fn sync_rs(api: &Api, key: &Key) {
         o["status"] = status.clone();
         Ok(true)
     });
+}
+
+/// A new pod of ReplicaSet `key` (uid `uid`) from its pod template: owned by it, named after
+/// it, unscheduled.
+fn replica(key: &Key, uid: &str, template: &serde_json::Value) -> serde_json::Value {
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": template.get("metadata").cloned().unwrap_or(json!({})),
+        "spec": template.get("spec").cloned().unwrap_or(json!({})),
+    });
+    pod["metadata"]["generateName"] = json!(format!("{}-", key.1));
+    pod["metadata"]["namespace"] = json!(key.0);
+    pod["metadata"]["ownerReferences"] = json!([{
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": key.1, "uid": uid,
+        "controller": true, "blockOwnerDeletion": true
+    }]);
+    if let Some(m) = pod["spec"].as_object_mut() {
+        m.remove("nodeName");
+    }
+    pod
+}
+
+/// The `n` active pods a ReplicaSet with too many removes.
+fn surplus<'a>(act: &[&'a Arc<StoredObject>], n: usize) -> Vec<&'a Arc<StoredObject>> {
+    // Prefer removing unscheduled, then not-ready pods, like the real ranking does.
+    let mut victims: Vec<(i32, &Arc<StoredObject>)> = act
+        .iter()
+        .map(|p| {
+            let rank = if p.fields.first().is_none_or(|n| n.is_empty()) {
+                0
+            } else if !p.ready {
+                1
+            } else {
+                2
+            };
+            (rank, *p)
+        })
+        .collect();
+    victims.sort_by_key(|(r, _)| *r);
+    victims.into_iter().take(n).map(|(_, p)| p).collect()
 }
 
 fn sync_ds(api: &Api, key: &Key) {

@@ -28,10 +28,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::webhook::{Eviction, Verdict, WebhookServer, unregister};
-use super::{EmulationError, lock, ready};
+use super::interceptor::Interceptor;
+use super::webhook::{Eviction, Verdict};
+use super::{EmulationError, lock, ready, wait_for};
 
 /// The webhook's name in KubeVirt's virt-api-validator configuration.
 pub const WEBHOOK: &str = "virt-launcher-eviction-interceptor.kubevirt.io";
@@ -39,6 +40,8 @@ pub const WEBHOOK: &str = "virt-launcher-eviction-interceptor.kubevirt.io";
 const CONFIGURATION: &str = "nmo-sim-emulated-virt-api-validator";
 /// How often the controller looks at the VMIs.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// How long a migration waits for its target pod to be ready (it goes on regardless).
+const TARGET_READY_WITHIN: Duration = Duration::from_secs(60);
 
 fn vmi_resource() -> ApiResource {
     ApiResource {
@@ -328,35 +331,22 @@ async fn migrate(
             "no running launcher pod of {vm} on {source}"
         )));
     };
-    let n = {
-        let mut log = lock(&log);
-        let count = log.migrations.entry(vm.clone()).or_default();
-        *count += 1;
-        *count
-    };
+    let n = count_migration(&log, &vm);
     set_budget(&client, &namespace, &vm, 2).await?;
     let target_pod = format!("virt-launcher-{vm}-{n}");
     let pod = launcher_pod(&namespace, &target_pod, &vm, &uid, &target)?;
     pods.create(&PostParams::default(), &pod).await?;
     let started_at = now();
-    let started = json!({"status": {"migrationState": {
-        "sourceNode": source, "targetNode": target, "targetPod": target_pod,
-        "startTimestamp": started_at, "completed": false, "failed": false
-    }}});
+    let state = |ended_at: Option<String>| {
+        migration_state(&source, &target, &target_pod, &started_at, ended_at)
+    };
+    let started = json!({"status": {"migrationState": state(None)}});
     api.patch_status(&vm, &PatchParams::default(), &Patch::Merge(&started))
         .await?;
-    for _ in 0..600 {
-        if pods
-            .get_opt(&target_pod)
-            .await
-            .ok()
-            .flatten()
-            .is_some_and(|p| ready(&p))
-        {
-            break;
-        }
-        tokio::time::sleep(LOOK_EVERY).await;
-    }
+    wait_for(&pods, &target_pod, TARGET_READY_WITHIN, |p| {
+        p.is_some_and(ready)
+    })
+    .await;
     tokio::time::sleep(migration_time).await;
     // The source's virt-launcher exits once the VM runs on the target.
     let finished = json!({"status": {"phase": "Succeeded", "conditions": [
@@ -369,10 +359,7 @@ async fn migrate(
     )
     .await?;
     let done = json!({"status": {
-        "nodeName": target, "evacuationNodeName": null,
-        "migrationState": {"sourceNode": source, "targetNode": target, "targetPod": target_pod,
-                           "startTimestamp": started_at, "endTimestamp": now(),
-                           "completed": true, "failed": false}
+        "nodeName": target, "evacuationNodeName": null, "migrationState": state(Some(now()))
     }});
     api.patch_status(&vm, &PatchParams::default(), &Patch::Merge(&done))
         .await?;
@@ -380,6 +367,33 @@ async fn migrate(
     api.patch(&vm, &PatchParams::default(), &Patch::Merge(&label))
         .await?;
     set_budget(&client, &namespace, &vm, 1).await
+}
+
+/// Counts a migration of `vm` in `log`; which one of the VM's it is.
+fn count_migration(log: &Mutex<KubeVirtLog>, vm: &str) -> u32 {
+    let mut log = lock(log);
+    let count = log.migrations.entry(vm.to_string()).or_default();
+    *count += 1;
+    *count
+}
+
+/// A VMI's `status.migrationState` of a migration started at `started_at` (and completed at
+/// `ended_at`, once it is).
+fn migration_state(
+    source: &str,
+    target: &str,
+    target_pod: &str,
+    started_at: &str,
+    ended_at: Option<String>,
+) -> Value {
+    let mut state = json!({
+        "sourceNode": source, "targetNode": target, "targetPod": target_pod,
+        "startTimestamp": started_at, "completed": ended_at.is_some(), "failed": false
+    });
+    if let Some(ended_at) = ended_at {
+        state["endTimestamp"] = json!(ended_at);
+    }
+    state
 }
 
 /// The first of `targets` but `source`, from `turn` on, that takes pods (not cordoned).
@@ -473,13 +487,7 @@ async fn look(
 
 /// The emulated KubeVirt of one namespace: its eviction webhook and its migration controller.
 /// Stopped (the webhook unregistered) by [`KubeVirt::stop`]; dropped, its tasks end.
-pub struct KubeVirt {
-    client: kube::Client,
-    log: Arc<Mutex<KubeVirtLog>>,
-    /// Serves while the emulation lives.
-    _webhook: WebhookServer,
-    controller: tokio::task::JoinHandle<()>,
-}
+pub struct KubeVirt(Interceptor<KubeVirtLog>);
 
 impl KubeVirt {
     /// Starts the webhook (registered with the API server of `client`) and the migration
@@ -489,44 +497,32 @@ impl KubeVirt {
         namespace: &str,
         options: MigrationOptions,
     ) -> Result<Self, EmulationError> {
-        let log = Arc::new(Mutex::new(KubeVirtLog::default()));
-        let (hook_client, hook_log) = (client.clone(), log.clone());
-        let webhook = WebhookServer::start(move |eviction| {
-            review(hook_client.clone(), hook_log.clone(), eviction)
-        })
+        let (looker, namespace) = (client.clone(), namespace.to_string());
+        let interceptor = Interceptor::start(
+            client,
+            CONFIGURATION,
+            WEBHOOK,
+            review,
+            |looked| async move {
+                let running: Running = Arc::default();
+                let mut turn = 0;
+                loop {
+                    tokio::time::sleep(LOOK_EVERY).await;
+                    look(&looker, &namespace, &options, &running, &looked, &mut turn).await;
+                }
+            },
+        )
         .await?;
-        webhook.register(client, CONFIGURATION, WEBHOOK).await?;
-        let (looker, namespace, looked) = (client.clone(), namespace.to_string(), log.clone());
-        let controller = tokio::spawn(async move {
-            let running: Running = Arc::default();
-            let mut turn = 0;
-            loop {
-                tokio::time::sleep(LOOK_EVERY).await;
-                look(&looker, &namespace, &options, &running, &looked, &mut turn).await;
-            }
-        });
-        Ok(KubeVirt {
-            client: client.clone(),
-            log,
-            _webhook: webhook,
-            controller,
-        })
+        Ok(KubeVirt(interceptor))
     }
 
     /// What it did so far.
     pub fn log(&self) -> KubeVirtLog {
-        lock(&self.log).clone()
+        self.0.log()
     }
 
     /// Unregisters the webhook and stops the controller (the server stops with `self`).
     pub async fn stop(self) {
-        self.controller.abort();
-        unregister(&self.client, CONFIGURATION).await;
-    }
-}
-
-impl Drop for KubeVirt {
-    fn drop(&mut self) {
-        self.controller.abort();
+        self.0.stop().await;
     }
 }

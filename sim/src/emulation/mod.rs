@@ -6,14 +6,17 @@
 //! - [`webhook`]: the HTTPS admission webhook they answer through;
 //! - [`pods`]: a watch of a workload's pods that records a pod deleted while it ran.
 
+mod interceptor;
 pub mod kubevirt;
 pub mod pods;
 pub mod strimzi;
 pub mod webhook;
 
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
 
 /// Why an emulation could not start or act.
 #[derive(Debug, thiserror::Error)]
@@ -49,4 +52,24 @@ fn ready(pod: &Pod) -> bool {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// How often [`wait_for`] looks.
+const WAIT_POLL: Duration = Duration::from_millis(100);
+
+/// Waits (up to `within`) until `pods` says `done` of pod `name` (an error reading it reads
+/// as no pod).
+async fn wait_for(
+    pods: &Api<Pod>,
+    name: &str,
+    within: Duration,
+    done: impl Fn(Option<&Pod>) -> bool,
+) {
+    let tries = within.as_millis() / WAIT_POLL.as_millis();
+    for _ in 0..tries {
+        if done(pods.get_opt(name).await.ok().flatten().as_ref()) {
+            return;
+        }
+        tokio::time::sleep(WAIT_POLL).await;
+    }
 }

@@ -17,8 +17,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::webhook::{Eviction, Verdict, WebhookServer, unregister};
-use super::{EmulationError, lock, ready};
+use super::interceptor::Interceptor;
+use super::webhook::{Eviction, Verdict};
+use super::{EmulationError, lock, ready, wait_for};
 
 /// The webhook's name in the Drain Cleaner's ValidatingWebhookConfiguration.
 pub const WEBHOOK: &str = "strimzi-drain-cleaner.strimzi.io";
@@ -27,6 +28,8 @@ const CONFIGURATION: &str = "nmo-sim-emulated-strimzi-drain-cleaner";
 pub const ROLL_ANNOTATION: &str = "strimzi.io/manual-rolling-update";
 /// How often the operator looks for brokers to roll.
 const LOOK_EVERY: Duration = Duration::from_millis(100);
+/// How long a roll waits for its broker to be gone, then for it to be ready again.
+const ROLL_STEP_WITHIN: Duration = Duration::from_secs(20);
 
 /// A Kafka broker pod of cluster `cluster` on `node`.
 pub fn broker(
@@ -105,16 +108,6 @@ async fn review(client: kube::Client, log: Arc<Mutex<StrimziLog>>, eviction: Evi
     )
 }
 
-/// Waits (up to 20 s) until `pods` says `done` of pod `name`.
-async fn wait_for(pods: &Api<Pod>, name: &str, done: impl Fn(Option<&Pod>) -> bool) {
-    for _ in 0..200 {
-        if done(pods.get_opt(name).await.ok().flatten().as_ref()) {
-            return;
-        }
-        tokio::time::sleep(LOOK_EVERY).await;
-    }
-}
-
 /// Rolls one annotated broker, if there is one.
 async fn roll_one(
     pods: &Api<Pod>,
@@ -142,24 +135,18 @@ async fn roll_one(
     }
     pods.delete(&name, &DeleteParams::default().grace_period(0))
         .await?;
-    wait_for(pods, &name, |p| p.is_none()).await;
+    wait_for(pods, &name, ROLL_STEP_WITHIN, |p| p.is_none()).await;
     pods.create(
         &PostParams::default(),
         &broker(namespace, cluster, &name, target)?,
     )
     .await?;
-    wait_for(pods, &name, |p| p.is_some_and(ready)).await;
+    wait_for(pods, &name, ROLL_STEP_WITHIN, |p| p.is_some_and(ready)).await;
     Ok(())
 }
 
 /// The emulated Drain Cleaner and Cluster Operator of one Kafka cluster.
-pub struct DrainCleaner {
-    client: kube::Client,
-    log: Arc<Mutex<StrimziLog>>,
-    /// Serves while the emulation lives.
-    _webhook: WebhookServer,
-    operator: tokio::task::JoinHandle<()>,
-}
+pub struct DrainCleaner(Interceptor<StrimziLog>);
 
 impl DrainCleaner {
     /// Starts the webhook (registered with the API server of `client`) and the operator that
@@ -170,50 +157,39 @@ impl DrainCleaner {
         cluster: &str,
         target: &str,
     ) -> Result<Self, EmulationError> {
-        let log = Arc::new(Mutex::new(StrimziLog::default()));
-        let (hook_client, hook_log) = (client.clone(), log.clone());
-        let webhook = WebhookServer::start(move |eviction| {
-            review(hook_client.clone(), hook_log.clone(), eviction)
-        })
-        .await?;
-        webhook.register(client, CONFIGURATION, WEBHOOK).await?;
         let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
-        let (namespace, cluster, target, rolled) = (
+        let (namespace, cluster, target) = (
             namespace.to_string(),
             cluster.to_string(),
             target.to_string(),
-            log.clone(),
         );
-        let operator = tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(LOOK_EVERY).await;
-                if let Err(error) = roll_one(&pods, &namespace, &cluster, &target, &rolled).await {
-                    tracing::warn!(%error, "emulated rolling restart failed");
+        let interceptor = Interceptor::start(
+            client,
+            CONFIGURATION,
+            WEBHOOK,
+            review,
+            |rolled| async move {
+                loop {
+                    tokio::time::sleep(LOOK_EVERY).await;
+                    if let Err(error) =
+                        roll_one(&pods, &namespace, &cluster, &target, &rolled).await
+                    {
+                        tracing::warn!(%error, "emulated rolling restart failed");
+                    }
                 }
-            }
-        });
-        Ok(DrainCleaner {
-            client: client.clone(),
-            log,
-            _webhook: webhook,
-            operator,
-        })
+            },
+        )
+        .await?;
+        Ok(DrainCleaner(interceptor))
     }
 
     /// What it did so far.
     pub fn log(&self) -> StrimziLog {
-        lock(&self.log).clone()
+        self.0.log()
     }
 
     /// Unregisters the webhook and stops the operator.
     pub async fn stop(self) {
-        self.operator.abort();
-        unregister(&self.client, CONFIGURATION).await;
-    }
-}
-
-impl Drop for DrainCleaner {
-    fn drop(&mut self) {
-        self.operator.abort();
+        self.0.stop().await;
     }
 }

@@ -217,6 +217,28 @@ impl Kubelet {
         // Dropping the entry cancels its timers.
         self.pods.remove(uid);
     }
+
+    /// Forgets the pods a relist did not find: deleted while the watch was down.
+    fn forget_unlisted(&mut self, relisted: &BTreeSet<String>) {
+        let gone: Vec<String> = self
+            .pods
+            .keys()
+            .filter(|uid| !relisted.contains(*uid))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.gone(&uid);
+        }
+    }
+
+    /// Stops tracking the pods with nothing left to do (neither starting nor finishing after a
+    /// grace period).
+    fn drop_settled(&mut self) {
+        self.pods.retain(|_, tracked| {
+            let underway = tracked.underway();
+            underway.starting || underway.finishing_after_grace.is_some()
+        });
+    }
 }
 
 /// Plays the kubelet of `nodes` until `shutdown` completes.
@@ -253,18 +275,7 @@ pub async fn run(
                 }
                 kubelet.observe(&pod);
             }
-            Some(Ok(Event::InitDone)) => {
-                // Pods deleted while the watch was down.
-                let gone: Vec<String> = kubelet
-                    .pods
-                    .keys()
-                    .filter(|uid| !relisted.contains(*uid))
-                    .cloned()
-                    .collect();
-                for uid in gone {
-                    kubelet.gone(&uid);
-                }
-            }
+            Some(Ok(Event::InitDone)) => kubelet.forget_unlisted(&relisted),
             Some(Ok(Event::Apply(pod))) => kubelet.observe(&pod),
             Some(Ok(Event::Delete(pod))) => {
                 if let Some(uid) = &pod.metadata.uid {
@@ -275,10 +286,7 @@ pub async fn run(
                 tracing::warn!(%error, "the kubelet stand-in's pod watch failed; retrying with backoff");
             }
         }
-        kubelet.pods.retain(|_, tracked| {
-            let underway = tracked.underway();
-            underway.starting || underway.finishing_after_grace.is_some()
-        });
+        kubelet.drop_settled();
     }
 }
 
