@@ -77,7 +77,10 @@ impl BenchScenario {
         let growth = maintained as f64 / self.maintenance.max(1) as f64;
         self.timeout = self.timeout.mul_f64(growth.max(1.0));
         self.maintenance = maintained;
-        self.title = format!("{} (at {nodes} nodes)", self.title);
+        self.title = format!(
+            "{nodes} nodes x {} pods, {maintained} at once (resized from: {})",
+            self.pods_per_node, self.title
+        );
         self.nodes = nodes;
         self
     }
@@ -269,7 +272,14 @@ mod tests {
             a.clone().with_nodes(1000).timeout,
             Duration::from_secs(2400)
         );
-        assert_eq!(a.with_nodes(20).timeout, Duration::from_secs(120));
+        assert_eq!(a.clone().with_nodes(20).timeout, Duration::from_secs(120));
+        // The title says the size that runs, not the scenario's base size.
+        assert!(
+            a.with_nodes(20)
+                .title
+                .starts_with("20 nodes x 10 pods, 20 at once"),
+            "the resized title"
+        );
         // b keeps a quarter in maintenance: 2000 -> 4000 nodes doubles its timeout.
         assert_eq!(
             scaling(2000).with_nodes(4000).timeout,
