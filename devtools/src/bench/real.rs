@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nmo_envtest::audit::Request;
-use nmo_envtest::{AuditLog, ControlPlane, Identity, NodeTemplate, Options, yaml_files_in};
+use nmo_envtest::{
+    AuditLog, Component, ControlPlane, Identity, NodeTemplate, Options, yaml_files_in,
+};
 use nmo_sim::kubelet::remote::{NodeSet, RemoteKubelet};
 
 use super::error::BenchError;
@@ -32,8 +34,38 @@ use crate::demo::{DemoError, maintenance};
 const OPERATOR_ACCOUNT: (&str, &str) = ("nmo-system", "nmo");
 /// How long `nmo run` may take to start watching.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-/// How long the scenario may take to settle (pods running, owners and budgets up to date).
+/// How long the scenario may take to settle (pods running, owners and budgets up to date), at
+/// the least; a larger one gets [`SEED_TIME_PER_POD`] for each pod.
 const SEED_TIMEOUT: Duration = Duration::from_secs(600);
+/// The seeding time a pod adds (10,000 pods: 1,500 s on 2 shared cores).
+const SEED_TIME_PER_POD: Duration = Duration::from_millis(150);
+/// The controller manager's and the scheduler's client rate (requests per second, and the
+/// burst twice that). Their defaults (20 and 50 per second) make the seeding of 5,000 pods,
+/// each created, bound and announced by events, outlast any timeout, and would make the
+/// ReplicaSet controller's replacements the pace of a large drain: the benchmark measures the
+/// operator and the floor, not the controllers' client-side limits. Both runs get the same.
+const CONTROLLERS_QPS: u32 = 500;
+
+/// How long seeding `pods` pods may take.
+fn seed_timeout(pods: usize) -> Duration {
+    SEED_TIMEOUT.max(SEED_TIME_PER_POD.saturating_mul(u32::try_from(pods).unwrap_or(u32::MAX)))
+}
+
+/// The controllers' client rate flags ([`CONTROLLERS_QPS`]).
+fn controller_rate_args() -> Vec<(Component, String)> {
+    [Component::ControllerManager, Component::Scheduler]
+        .into_iter()
+        .flat_map(|component| {
+            [
+                (component, format!("--kube-api-qps={CONTROLLERS_QPS}")),
+                (
+                    component,
+                    format!("--kube-api-burst={}", 2 * CONTROLLERS_QPS),
+                ),
+            ]
+        })
+        .collect()
+}
 /// Time after the last Succeeded for requests still in flight to be logged.
 const SETTLE: Duration = Duration::from_millis(500);
 
@@ -59,8 +91,10 @@ async fn start_plane(scenario: &BenchScenario, dir: &Path, run: &str) -> Result<
     let audit_dir = dir.join(format!("{}-{run}-audit", scenario.name));
     std::fs::create_dir_all(&audit_dir)?;
     let audit = AuditLog::for_users(&audit_dir, &[&user])?;
+    let mut extra_args = audit.apiserver_args();
+    extra_args.extend(controller_rate_args());
     let options = Options {
-        extra_args: audit.apiserver_args(),
+        extra_args,
         ..Options::default()
     };
     // Starting blocks for seconds: off the runtime's workers.
@@ -96,7 +130,8 @@ impl Plane {
             control_plane.register(NodeTemplate::new(node)).await?;
         }
         let kubelet = RemoteKubelet::spawn(admin.clone(), scenario.timing(), NodeSet::all());
-        nmo_sim::api_seed::seed(&admin, &seeded, SEED_TIMEOUT).await?;
+        let pods = scenario.nodes * scenario.pods_per_node;
+        nmo_sim::api_seed::seed(&admin, &seeded, seed_timeout(pods)).await?;
         Ok((admin, kubelet))
     }
 }
@@ -313,5 +348,24 @@ mod tests {
         assert_eq!(totals.by_request["patch nodemaintenances/status"], 1);
         assert_eq!(totals.by_verb["create"], 2);
         assert_eq!(totals.other_than_evictions(), 2);
+    }
+
+    #[test]
+    fn the_seeding_time_grows_with_the_pods_and_never_shrinks() {
+        assert_eq!(seed_timeout(500), SEED_TIMEOUT);
+        assert_eq!(seed_timeout(10_000), Duration::from_secs(1500));
+    }
+
+    #[test]
+    fn both_controllers_get_the_same_client_rate() {
+        let args = controller_rate_args();
+        for component in [Component::ControllerManager, Component::Scheduler] {
+            let theirs: Vec<&str> = args
+                .iter()
+                .filter(|(of, _)| *of == component)
+                .map(|(_, arg)| arg.as_str())
+                .collect();
+            assert_eq!(theirs, ["--kube-api-qps=500", "--kube-api-burst=1000"]);
+        }
     }
 }
