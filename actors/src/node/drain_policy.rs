@@ -10,7 +10,6 @@ use super::drain_deadline::{DrainDeadline, deadline, go_duration, remaining_text
 use super::messages::{NodeMsg, Wake};
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
-use super::status;
 use crate::model::{EventType, OnDrainTimeout, reasons};
 
 impl NodeActorState {
@@ -21,7 +20,7 @@ impl NodeActorState {
     pub(super) fn arm_deadline(&mut self) {
         let now = self.now();
         let timeout = self.nm.drain_policy.timeout;
-        let start = self.status.wanted.drain_start_time.unwrap_or(now);
+        let start = self.status.wanted().drain_start_time.unwrap_or(now);
         let Some(drain) = self.stage.drain_mut() else {
             return;
         };
@@ -37,11 +36,11 @@ impl NodeActorState {
                 None
             }
         };
-        self.status.wanted.drain_deadline = drain.deadline.as_ref().map(DrainDeadline::wall);
-        self.status.wanted.drain_time_remaining = drain
-            .deadline
-            .as_ref()
-            .map(|due| remaining_text(due.left()));
+        let due = drain.deadline.as_ref();
+        self.status.drain_deadline(
+            due.map(DrainDeadline::wall),
+            due.map(|due| remaining_text(due.left())),
+        );
     }
 
     /// Looks at the deadline: passed, the drain stops (true); else the time left in the status
@@ -51,7 +50,7 @@ impl NodeActorState {
             return false;
         };
         if !due.passed() {
-            self.status.wanted.drain_time_remaining = Some(remaining_text(due.left()));
+            self.status.time_left(remaining_text(due.left()));
             return false;
         }
         let now = self.now();
@@ -82,7 +81,8 @@ impl NodeActorState {
             OnDrainTimeout::Undo => "the maintenance is undone (onDrainTimeout: Undo)",
         };
         let error = format!("drain did not finish within drainTimeout {timeout}; {then}; {what}");
-        self.span
+        self.trace
+            .span()
             .in_scope(|| tracing::warn!(%error, "drain deadline passed"));
         self.set_stage(Stage::Failed {
             why: Failure::DrainTimeout {
@@ -94,11 +94,11 @@ impl NodeActorState {
             self.lease.stop_renewing(&mut self.timers);
             self.watches.stop_node();
         }
-        status::drain_timed_out(&mut self.status.wanted, error.clone(), now);
+        self.status.drain_timed_out(error.clone(), now);
         if policy == OnDrainTimeout::Undo {
             // As after losing the lease: the undo runs once the API says it is due, so a
             // restart in between still undoes.
-            status::undo_due(&mut self.status.wanted, now);
+            self.status.undo_due(now);
         }
         self.event(EventType::Warning, reasons::FAILED, error);
         self.flush_status(myself);

@@ -16,7 +16,7 @@
 //! `crate::decisions::undo_patch`); every cluster call has a deadline (`crate::call_deadline`); every
 //! task the actor starts is aborted and awaited when it stops (`crate::task::TaskSet`), so
 //! nothing it began can land after a leader handover; a failing step waits out a growing
-//! backoff (`state::NodeActorState::step_failed`); the lease keeper retries a failed renewal
+//! backoff (`step_retry`); the lease keeper retries a failed renewal
 //! within seconds and pauses evictions while the lease is about to lapse (`lease_keeper`); a give-up
 //! is written as Failed with the undo due before the undo runs (`decide::Facts`).
 
@@ -39,6 +39,7 @@ mod stage;
 mod state;
 mod status;
 mod status_writer;
+mod step_retry;
 mod timers;
 mod trace;
 mod transitions;
@@ -61,12 +62,12 @@ use crate::model::{Maintenance, Phase};
 use crate::observe::{BlockedReport, MaintenanceIdentity, OpOutcome, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
-use crate::retry::Backoff;
 use crate::task::TaskSet;
 use lease_keeper::LeaseKeeper;
 use ops::OpCtx;
 use stage::Stage;
 use status_writer::StatusWriter;
+use step_retry::StepRetry;
 use timers::Timers;
 use trace::TraceState;
 use watches::Watches;
@@ -104,10 +105,10 @@ impl Actor for NodeActor {
         args: NodeArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let nm = args.maintenance;
-        let start_after = args.start_after;
         let span = trace::maintenance_root(&nm.name, &nm.node_name, &nm.reason);
         args.config.observer.trace_root(&span);
-        let trace = TraceState::started(args.config.observer.trace_anchor(&span));
+        let anchor = args.config.observer.trace_anchor(&span);
+        let trace = TraceState::started(span, anchor);
         let observed_phase =
             PhaseReport::new(args.config.observer.clone()).naming(MaintenanceIdentity {
                 name: nm.name.clone(),
@@ -137,8 +138,7 @@ impl Actor for NodeActor {
             stage: Stage::Starting,
             ops: OpRunner::default(),
             tasks: TaskSet::default(),
-            backoff: Backoff::default(),
-            hold_until: (!start_after.is_zero()).then(|| tokio::time::Instant::now() + start_after),
+            retry: StepRetry::start_after(args.start_after),
             reconcile_sent: None,
             refreshed: args.fresh,
             repair_due: false,
@@ -146,7 +146,6 @@ impl Actor for NodeActor {
             watches: Watches::default(),
             daemonsets: DaemonSets::default(),
             timers: Timers::new(myself.clone()),
-            span,
             trace,
             observed_phase,
             blocked_report,
@@ -169,16 +168,13 @@ impl Actor for NodeActor {
             // Nothing is read or watched for it (`nodeName: ""` would watch every
             // unscheduled pod of the cluster).
             state.fail_invalid_spec(&myself);
-        } else if state.refreshed && state.status.wanted.phase == Some(Phase::Failed) {
+        } else if state.refreshed && state.status.wanted().phase == Some(Phase::Failed) {
             // Fresh from the watch and already Failed: stays Failed, as after a re-read (and
             // undoes, if the give-up's undo was still due).
             state.enter_recorded_failure(&myself);
             state.kick(&myself);
-        } else if let Some(at) = state.hold_until {
-            // A resumed maintenance waits its turn to start.
-            let after = at.saturating_duration_since(tokio::time::Instant::now());
-            state.timers.set(Wake::RetryDue, after);
-        } else {
+        } else if !state.retry.wait_for_start(&mut state.timers) {
+            // Unless a resumed maintenance waits its turn to start.
             state.kick(&myself);
         }
         Ok(())

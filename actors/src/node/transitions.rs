@@ -90,14 +90,14 @@ impl NodeActorState {
         if let Some(drain) = self.stage.drain_mut() {
             drain.retry_refused();
         }
-        if decide::retries_on_tick(&self.stage) && !self.held() {
+        if decide::retries_on_tick(&self.stage) && !self.retry.held() {
             self.take_in_or_pass(myself);
         }
     }
 
     /// A backoff (or a paced start-up) is over.
     pub(super) fn on_retry_due(&mut self, myself: &ActorRef<NodeMsg>) {
-        self.hold_until = None;
+        self.retry.hold_over();
         self.flush_status(myself);
         self.kick(myself);
     }
@@ -106,8 +106,8 @@ impl NodeActorState {
     /// anything: any invalid field before it started (no phase yet), an invalid node name at
     /// any time (no call made with it could have reached the node).
     pub(super) fn must_not_start(&self) -> bool {
-        let started = self.status.wanted.phase.is_some()
-            && !crate::fleet::awaiting_start(&self.status.wanted);
+        let started = self.status.wanted().phase.is_some()
+            && !crate::fleet::awaiting_start(self.status.wanted());
         self.nm
             .invalid
             .as_ref()
@@ -124,13 +124,14 @@ impl NodeActorState {
         let already = self.status.written().is_some_and(|w| {
             w.phase == Some(Phase::Failed) && w.last_error.as_deref() == Some(&problem.message)
         });
-        self.span
+        self.trace
+            .span()
             .in_scope(|| tracing::warn!(error = %problem.message, "invalid NodeMaintenance"));
         self.set_stage(Stage::Failed {
             why: Failure::InvalidSpec,
             undo_due: false,
         });
-        status::fail(&mut self.status.wanted, problem.message.clone(), now);
+        self.status.maintenance_failed(problem.message.clone(), now);
         if !already {
             self.event(EventType::Warning, reasons::FAILED, problem.message);
         }
@@ -142,12 +143,12 @@ impl NodeActorState {
     /// runs. A drain that passed its deadline and holds its node for a person keeps its node
     /// lease renewed, as before the restart (or the leader handover), from now on.
     pub(super) fn enter_recorded_failure(&mut self, myself: &ActorRef<NodeMsg>) {
-        let why = Failure::recorded(&self.status.wanted, &self.nm);
-        let undo_due = status::undo_pending(&self.status.wanted);
+        let why = Failure::recorded(self.status.wanted(), &self.nm);
+        let undo_due = status::undo_pending(self.status.wanted());
         if undo_due {
             // A give-up recorded by an older nmo says nothing yet: say it before undoing.
             let now = self.now();
-            status::undo_due(&mut self.status.wanted, now);
+            self.status.undo_due(now);
         }
         self.set_stage(Stage::Failed { why, undo_due });
         if self.stage.keeps_lease() {
@@ -171,7 +172,7 @@ impl NodeActorState {
                 return;
             }
             // A deletion seen meanwhile wins over a stale read.
-            if self.status.wanted.phase == Some(Phase::Failed) && !self.stage.is_undoing() {
+            if self.status.wanted().phase == Some(Phase::Failed) && !self.stage.is_undoing() {
                 self.enter_recorded_failure(myself);
                 return;
             }
@@ -180,7 +181,7 @@ impl NodeActorState {
             self.nm.finalizers.push(crate::model::FINALIZER.to_string());
         }
         if let Some(initial) = done.initial {
-            status::begin(&mut self.status.wanted, &initial, now);
+            self.status.began(&initial, now);
         }
         if self.stage.is_undoing() || matches!(self.stage, Stage::Failed { .. }) {
             // The result raced the deletion or a give-up: those win.
@@ -198,13 +199,8 @@ impl NodeActorState {
             } => {
                 self.step_succeeded();
                 let now = self.now();
-                status::recorded(
-                    &mut self.status.wanted,
-                    &node,
-                    &self.ctx.nm_uid,
-                    finding,
-                    now,
-                );
+                self.status
+                    .node_recorded(&node, &self.ctx.nm_uid, finding, now);
                 self.ready(myself, &node, &lease, sent);
             }
             AfterReconcile::NodeMissing(error) => {
@@ -218,13 +214,13 @@ impl NodeActorState {
                     },
                     undo_due: false,
                 });
-                status::fail(&mut self.status.wanted, error.clone(), now);
+                self.status.maintenance_failed(error.clone(), now);
                 if !already {
                     self.event(EventType::Warning, reasons::FAILED, error);
                 }
             }
             AfterReconcile::WaitForLease { holder, until } => {
-                status::waiting_for_lease(&mut self.status.wanted, &holder, until, now);
+                self.status.waiting_for_lease(&holder, until, now);
                 self.set_stage(Stage::WaitingForLease { holder, until });
             }
             AfterReconcile::LeaseFailed(error) => {
@@ -234,13 +230,14 @@ impl NodeActorState {
             }
             AfterReconcile::NoLeaseYet(error) => {
                 self.step_failed();
-                self.status.wanted.last_error = Some(error.to_string());
+                self.status.last_error(Some(error.to_string()));
             }
             AfterReconcile::StepFailed(error) => {
                 self.step_failed();
-                self.span
+                self.trace
+                    .span()
                     .in_scope(|| tracing::warn!(%error, "maintenance step failed, retrying"));
-                self.status.wanted.last_error = Some(error.to_string());
+                self.status.last_error(Some(error.to_string()));
             }
             AfterReconcile::Gone => {
                 myself.stop(StopReason::Gone.text());
@@ -259,7 +256,7 @@ impl NodeActorState {
         lease: &Lease,
         sent: Option<tokio::time::Instant>,
     ) {
-        self.span.in_scope(
+        self.trace.span().in_scope(
             || tracing::debug!(node = %node.name, lease = %lease.name, "node in maintenance"),
         );
         let now = self.now();
@@ -274,10 +271,11 @@ impl NodeActorState {
         let margin = self.pause_margin();
         self.lease.watch_expiry(&mut self.timers, margin);
         if self.lease.resume() {
-            self.span
+            self.trace
+                .span()
                 .in_scope(|| tracing::info!("node lease taken again, evictions resume"));
         }
-        status::lease_acquired(&mut self.status.wanted, now);
+        self.status.lease_acquired(now);
         self.watches
             .watch_node(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
         self.lease
@@ -288,17 +286,17 @@ impl NodeActorState {
             &lease.name,
             myself,
         );
-        if self.status.wanted.phase == Some(Phase::Succeeded) {
+        if self.status.wanted().phase == Some(Phase::Succeeded) {
             self.set_stage(Stage::Succeeded);
             return;
         }
-        self.status.wanted.phase = Some(Phase::Running);
+        self.status.running();
         if !matches!(self.stage, Stage::Draining(_)) {
-            let mut drain = Drain::begin(&self.span, self.status.wanted.eviction_pods);
+            let mut drain = Drain::begin(self.trace.span(), self.status.wanted().eviction_pods);
             drain.pods = self.watches.take_pods();
             drain.node_ready(&node.name, &node.ready);
             self.set_stage(Stage::Draining(Box::new(drain)));
-            self.status.wanted.drain_start_time.get_or_insert(now);
+            self.status.drain_started(now);
             self.arm_deadline();
         }
         self.watches
@@ -396,7 +394,7 @@ impl NodeActorState {
         let drained = self
             .stage
             .drain()
-            .is_some_and(|drain| drain.write_status(&mut self.status.wanted, now));
+            .is_some_and(|drain| self.status.drain_progress(drain, now));
         self.note_blockage(now);
         if drained {
             let first = self.status.written().and_then(|w| w.phase) != Some(Phase::Succeeded);
@@ -428,12 +426,13 @@ impl NodeActorState {
                 // A give-up's undo: the status says the node is restored.
                 self.step_succeeded();
                 let now = self.now();
-                status::restored(&mut self.status.wanted, now);
+                self.status.restored(now);
                 self.flush_status(myself);
                 false
             }
             Err(error) => {
-                self.span
+                self.trace
+                    .span()
                     .in_scope(|| tracing::warn!(%error, "undo failed, retrying"));
                 if !finalizer && let Stage::Failed { undo_due, .. } = &mut self.stage {
                     // Retried after the backoff, like the deletion's undo.
@@ -457,7 +456,7 @@ impl NodeActorState {
                 }
             }
             StatusOutcome::Refused(fresh) => {
-                self.span.in_scope(|| {
+                self.trace.span().in_scope(|| {
                     tracing::info!("status changed since it was read, writing over the fresh one")
                 });
                 self.status
@@ -468,7 +467,8 @@ impl NodeActorState {
             StatusOutcome::Failed(err) => {
                 self.status
                     .failed(tokio::time::Instant::now(), &self.ctx.config);
-                self.span
+                self.trace
+                    .span()
                     .in_scope(|| tracing::warn!(error = %err, "cannot write status, retrying"));
                 self.flush_status(myself);
             }
@@ -489,12 +489,13 @@ impl NodeActorState {
             && decisions::maintenance_patch(
                 &node,
                 &self.ctx.nm_uid,
-                self.status.wanted.node_record.as_ref(),
+                self.status.wanted().node_record.as_ref(),
                 self.now(),
             )
             .is_some()
         {
-            self.span
+            self.trace
+                .span()
                 .in_scope(|| tracing::info!("node changed under maintenance, repairing"));
             self.repair_due = true;
             self.kick(myself);
