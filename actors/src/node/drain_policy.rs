@@ -19,7 +19,7 @@ impl NodeActorState {
     /// [`DrainDeadline`]).
     pub(super) fn arm_deadline(&mut self) {
         let now = self.now();
-        let timeout = self.nm.drain_policy.timeout;
+        let timeout = self.nm.seen().drain_policy.timeout;
         let start = self.status.wanted().drain_start_time.unwrap_or(now);
         let Some(drain) = self.stage.drain_mut() else {
             return;
@@ -71,11 +71,12 @@ impl NodeActorState {
         };
         let timeout = self
             .nm
+            .seen()
             .drain_policy
             .timeout
             .map(go_duration)
             .unwrap_or_default();
-        let policy = self.nm.drain_policy.on_timeout;
+        let policy = self.nm.seen().drain_policy.on_timeout;
         let then = match policy {
             OnDrainTimeout::Hold => "the node stays cordoned (onDrainTimeout: Hold)",
             OnDrainTimeout::Undo => "the maintenance is undone (onDrainTimeout: Undo)",

@@ -29,11 +29,13 @@ mod drain_policy;
 mod errors;
 mod lease_keeper;
 mod lease_transitions;
+mod maintenance_copy;
 mod messages;
 mod observed;
 pub(crate) mod ops;
 mod pending;
 mod reasons;
+mod reconciles;
 mod seen;
 mod stage;
 mod state;
@@ -64,7 +66,9 @@ use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::task::TaskSet;
 use lease_keeper::LeaseKeeper;
+use maintenance_copy::MaintenanceCopy;
 use ops::OpCtx;
+use reconciles::Reconciles;
 use stage::Stage;
 use status_writer::StatusWriter;
 use step_retry::StepRetry;
@@ -134,14 +138,12 @@ impl Actor for NodeActor {
             evictor: args.evictor,
             reports: myself.get_derived(),
             status: StatusWriter::new(nm.status.clone()),
-            nm,
+            nm: MaintenanceCopy::new(nm, args.fresh),
             stage: Stage::Starting,
             ops: OpRunner::default(),
             tasks: TaskSet::default(),
             retry: StepRetry::start_after(args.start_after),
-            reconcile_sent: None,
-            refreshed: args.fresh,
-            repair_due: false,
+            reconciles: Reconciles::default(),
             lease,
             watches: Watches::default(),
             daemonsets: DaemonSets::default(),
@@ -160,15 +162,15 @@ impl Actor for NodeActor {
         state
             .timers
             .every(Wake::Tick, state.ctx.config.retry_interval);
-        if state.nm.deleting {
+        if state.nm.seen().deleting {
             // Undo is decided from the cluster too, but a deletion needs no re-read first.
-            state.refreshed = true;
+            state.nm.needs_no_reread();
             state.start_undo(&myself);
         } else if state.must_not_start() {
             // Nothing is read or watched for it (`nodeName: ""` would watch every
             // unscheduled pod of the cluster).
             state.fail_invalid_spec(&myself);
-        } else if state.refreshed && state.status.wanted().phase == Some(Phase::Failed) {
+        } else if state.nm.fresh() && state.status.wanted().phase == Some(Phase::Failed) {
             // Fresh from the watch and already Failed: stays Failed, as after a re-read (and
             // undoes, if the give-up's undo was still due).
             state.enter_recorded_failure(&myself);

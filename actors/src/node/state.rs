@@ -10,8 +10,10 @@ use tracing::Instrument;
 use super::decide::{self, Facts, NextOp, next_op};
 use super::drain::DrainEnd;
 use super::lease_keeper::LeaseKeeper;
+use super::maintenance_copy::MaintenanceCopy;
 use super::messages::{NodeMsg, Wake, WatchKind};
 use super::ops::{self, DaemonSets, Known, OpCtx, OpResult, ReconcileInput, UndoInput};
+use super::reconciles::Reconciles;
 use super::stage::{Failure, Stage};
 use super::status_writer::{self, Flush, StatusWriter, Windows};
 use super::step_retry::StepRetry;
@@ -20,7 +22,7 @@ use super::trace::TraceState;
 use super::watches::Watches;
 use crate::decisions;
 use crate::eviction::{EvictionMsg, EvictionReport};
-use crate::model::{EventType, Maintenance, Phase};
+use crate::model::{EventType, Phase};
 use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::task::TaskSet;
@@ -32,8 +34,8 @@ pub struct NodeActorState {
     /// Where the eviction actor sends its reports: this actor, seen only as a receiver of
     /// [`EvictionReport`]s.
     pub(super) reports: DerivedActorRef<EvictionReport>,
-    /// The NodeMaintenance as last seen.
-    pub(super) nm: Maintenance,
+    /// The NodeMaintenance as last seen, and whether it is known to be current.
+    pub(super) nm: MaintenanceCopy,
     pub(super) stage: Stage,
     pub(super) status: StatusWriter,
     pub(super) ops: OpRunner,
@@ -41,13 +43,8 @@ pub struct NodeActorState {
     pub(super) tasks: TaskSet,
     /// When the next step may go: the failing steps' backoff, a paced start-up.
     pub(super) retry: StepRetry,
-    /// When the running reconcile was started (its lease, if taken, is ours from then on).
-    pub(super) reconcile_sent: Option<Instant>,
-    /// The first reconcile re-reads the NodeMaintenance (crash safety); true once it did, or
-    /// when the copy at hand came straight from the watch.
-    pub(super) refreshed: bool,
-    /// The node drifted: the next operation re-applies label, taints and cordon.
-    pub(super) repair_due: bool,
+    /// When the running reconcile began, and whether the next must repair the node.
+    pub(super) reconciles: Reconciles,
     pub(super) lease: LeaseKeeper,
     pub(super) watches: Watches,
     /// Which DaemonSets exist, as learned by reconciles and drain passes.
@@ -76,7 +73,7 @@ impl NodeActorState {
             return;
         }
         let facts = Facts {
-            repair_due: self.repair_due,
+            repair_due: self.reconciles.repair_due(),
             awaiting_pods: self.stage.drain().is_some_and(|d| d.pods.is_none())
                 && self.watches.watching_pods(),
             failure_written: self
@@ -88,7 +85,7 @@ impl NodeActorState {
         match next_op(&self.stage, facts) {
             None => {}
             Some(NextOp::Reconcile) => {
-                self.repair_due = false;
+                self.reconciles.repairing();
                 self.run_reconcile(myself);
             }
             Some(NextOp::DrainPass) => self.run_drain_pass(myself),
@@ -104,9 +101,9 @@ impl NodeActorState {
                         node: self.watches.last_node(),
                         lease: self.lease.surely_ours(tokio::time::Instant::now()),
                     },
-                    finalizers: self.nm.finalizers.clone(),
+                    finalizers: self.nm.seen().finalizers.clone(),
                     record: self.status.wanted().node_record.clone(),
-                    untouched: Failure::recorded(self.status.wanted(), &self.nm)
+                    untouched: Failure::recorded(self.status.wanted(), self.nm.seen())
                         == Failure::InvalidSpec,
                 };
                 self.start_op(myself, span, ops::undo(ctx, input), move |result| {
@@ -127,8 +124,8 @@ impl NodeActorState {
             self.watches.watch_pods(cluster, node, myself);
         }
         let input = ReconcileInput {
-            refresh: !self.refreshed,
-            finalizers: self.nm.finalizers.clone(),
+            refresh: !self.nm.fresh(),
+            finalizers: self.nm.seen().finalizers.clone(),
             first_time,
             known_daemonsets: self.daemonsets.clone(),
             node: self.watches.seen_node(),
@@ -137,7 +134,7 @@ impl NodeActorState {
         };
         let span = tracing::info_span!(parent: &self.work_span(), "reconcile");
         let ctx = self.ctx.clone();
-        self.reconcile_sent = Some(Instant::now());
+        self.reconciles.started();
         self.start_op(myself, span, ops::reconcile(ctx, input), |done| {
             NodeMsg::Op(OpResult::Reconciled(Box::new(done)))
         });
@@ -278,7 +275,8 @@ impl NodeActorState {
 
     /// Follows a phase change in the traces (see [`TraceState::on_phase`]).
     pub(super) fn trace_phase(&mut self, phase: Phase) {
-        self.trace.on_phase(phase, &self.ctx, &self.nm.reason);
+        self.trace
+            .on_phase(phase, &self.ctx, &self.nm.seen().reason);
     }
 
     pub(super) fn note_phase(&mut self) {

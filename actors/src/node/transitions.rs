@@ -25,29 +25,24 @@ impl NodeActorState {
     pub(super) fn on_update(&mut self, myself: &ActorRef<NodeMsg>, nm: Maintenance) {
         match decide::on_update(&self.stage, &nm) {
             OnUpdate::Undo => {
-                self.nm = nm;
+                self.nm.replaced(nm);
                 self.start_undo(myself);
             }
             OnUpdate::Restart => {
-                self.nm.reason = nm.reason;
-                self.nm.drain_policy = nm.drain_policy;
-                self.nm.invalid = nm.invalid;
+                self.nm.restarted(nm);
                 // A new attempt: a new `maintenance` trace, linked to the failed one.
                 self.trace_phase(Phase::Running);
                 self.set_stage(Stage::Starting);
                 self.kick(myself);
             }
             OnUpdate::Continue => {
-                self.nm.reason = nm.reason;
-                self.nm.finalizers = nm.finalizers;
-                self.nm.invalid = nm.invalid;
+                self.nm.continued(&nm);
                 // Someone else wrote the status (a late write of a replica that lost its
                 // leadership, say): the API has that now, and what this actor wants goes back.
                 if self.status.observed(nm.status.as_ref()) {
                     self.flush_status(myself);
                 }
-                if self.nm.drain_policy != nm.drain_policy {
-                    self.nm.drain_policy = nm.drain_policy;
+                if self.nm.drain_policy_now(nm.drain_policy) {
                     self.arm_deadline();
                     self.flush_status(myself);
                 }
@@ -58,7 +53,7 @@ impl NodeActorState {
     /// The NodeMaintenance is gone from the API without our undo having finished (its
     /// finalizer was removed by hand): finish the undo.
     pub(super) fn on_gone(&mut self, myself: &ActorRef<NodeMsg>) {
-        self.nm.deleting = true;
+        self.nm.deleted();
         self.start_undo(myself);
     }
 
@@ -109,6 +104,7 @@ impl NodeActorState {
         let started = self.status.wanted().phase.is_some()
             && !crate::fleet::awaiting_start(self.status.wanted());
         self.nm
+            .seen()
             .invalid
             .as_ref()
             .is_some_and(|problem| !started || problem.field == SpecField::NodeName)
@@ -117,7 +113,7 @@ impl NodeActorState {
     /// The spec is invalid (see [`Self::must_not_start`]): Failed, naming the field, with
     /// nothing touched.
     pub(super) fn fail_invalid_spec(&mut self, myself: &ActorRef<NodeMsg>) {
-        let Some(problem) = self.nm.invalid.clone() else {
+        let Some(problem) = self.nm.seen().invalid.clone() else {
             return;
         };
         let now = self.now();
@@ -143,7 +139,7 @@ impl NodeActorState {
     /// runs. A drain that passed its deadline and holds its node for a person keeps its node
     /// lease renewed, as before the restart (or the leader handover), from now on.
     pub(super) fn enter_recorded_failure(&mut self, myself: &ActorRef<NodeMsg>) {
-        let why = Failure::recorded(self.status.wanted(), &self.nm);
+        let why = Failure::recorded(self.status.wanted(), self.nm.seen());
         let undo_due = status::undo_pending(self.status.wanted());
         if undo_due {
             // A give-up recorded by an older nmo says nothing yet: say it before undoing.
@@ -163,10 +159,9 @@ impl NodeActorState {
     pub(super) fn on_reconciled(&mut self, myself: &ActorRef<NodeMsg>, done: Reconciled) {
         let now = self.now();
         if let Some(fresh) = done.fresh {
-            self.refreshed = true;
             self.status.reread(fresh.status.clone());
             let deleting = fresh.deleting;
-            self.nm = fresh;
+            self.nm.reread(fresh);
             if deleting {
                 self.start_undo(myself);
                 return;
@@ -177,8 +172,8 @@ impl NodeActorState {
                 return;
             }
         }
-        if done.finalizer_added && !self.nm.has_finalizer() {
-            self.nm.finalizers.push(crate::model::FINALIZER.to_string());
+        if done.finalizer_added {
+            self.nm.finalizer_added();
         }
         if let Some(initial) = done.initial {
             self.status.began(&initial, now);
@@ -187,7 +182,7 @@ impl NodeActorState {
             // The result raced the deletion or a give-up: those win.
             return;
         }
-        let sent = self.reconcile_sent.take();
+        let sent = self.reconciles.ended();
         if done.marked_for_this {
             self.lease.held_before();
         }
@@ -210,7 +205,7 @@ impl NodeActorState {
                 });
                 self.set_stage(Stage::Failed {
                     why: Failure::NodeMissing {
-                        reason: self.nm.reason.clone(),
+                        reason: self.nm.seen().reason.clone(),
                     },
                     undo_due: false,
                 });
@@ -497,7 +492,7 @@ impl NodeActorState {
             self.trace
                 .span()
                 .in_scope(|| tracing::info!("node changed under maintenance, repairing"));
-            self.repair_due = true;
+            self.reconciles.node_drifted();
             self.kick(myself);
         }
     }
@@ -521,7 +516,7 @@ impl NodeActorState {
         // While an operation runs, the pass after it takes the list in: taking it in now would
         // be undone by the running pass's older list. A repair due or a lease about to lapse
         // goes to `kick`, which repairs first or waits (the status says evictions are paused).
-        let wait = self.ops.running() || self.repair_due || self.lease.paused();
+        let wait = self.ops.running() || self.reconciles.repair_due() || self.lease.paused();
         let taken = match self.stage.drain_mut() {
             Some(drain) if !wait => {
                 // Out for the call, which changes the drain while reading the list.
