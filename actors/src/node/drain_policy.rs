@@ -6,6 +6,7 @@
 use chrono::{DateTime, Utc};
 use ractor::ActorRef;
 
+use super::drain::Drain;
 use super::drain_deadline::{DrainDeadline, deadline, go_duration, remaining_text};
 use super::messages::{NodeMsg, Wake};
 use super::stage::{Failure, Stage};
@@ -24,7 +25,7 @@ impl NodeActorState {
         let Some(drain) = self.stage.drain_mut() else {
             return;
         };
-        drain.deadline = match timeout {
+        let due = match timeout {
             Some(t) => Some(DrainDeadline::arm(
                 deadline(start, t),
                 now,
@@ -36,7 +37,8 @@ impl NodeActorState {
                 None
             }
         };
-        let due = drain.deadline.as_ref();
+        drain.set_deadline(due);
+        let due = drain.deadline();
         self.status.drain_deadline(
             due.map(DrainDeadline::wall),
             due.map(|due| remaining_text(due.left())),
@@ -46,7 +48,7 @@ impl NodeActorState {
     /// Looks at the deadline: passed, the drain stops (true); else the time left in the status
     /// is refreshed.
     pub(super) fn check_deadline(&mut self, myself: &ActorRef<NodeMsg>) -> bool {
-        let Some(due) = self.stage.drain().and_then(|d| d.deadline.as_ref()) else {
+        let Some(due) = self.stage.drain().and_then(Drain::deadline) else {
             return false;
         };
         if !due.passed() {

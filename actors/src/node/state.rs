@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::decide::{self, Facts, NextOp, next_op};
-use super::drain::DrainEnd;
+use super::drain::{Drain, DrainEnd};
 use super::lease_keeper::LeaseKeeper;
 use super::maintenance_copy::MaintenanceCopy;
 use super::messages::{NodeMsg, Wake, WatchKind};
@@ -74,7 +74,7 @@ impl NodeActorState {
         }
         let facts = Facts {
             repair_due: self.reconciles.repair_due(),
-            awaiting_pods: self.stage.drain().is_some_and(|d| d.pods.is_none())
+            awaiting_pods: self.stage.drain().is_some_and(Drain::awaiting_pods)
                 && self.watches.watching_pods(),
             failure_written: self
                 .status

@@ -288,7 +288,7 @@ impl NodeActorState {
         self.status.running();
         if !matches!(self.stage, Stage::Draining(_)) {
             let mut drain = Drain::begin(self.trace.span(), self.status.wanted().eviction_pods);
-            drain.pods = self.watches.take_pods();
+            drain.pods_listed(self.watches.take_pods());
             drain.node_ready(&node.name, &node.ready);
             self.set_stage(Stage::Draining(Box::new(drain)));
             self.status.drain_started(now);
@@ -500,7 +500,7 @@ impl NodeActorState {
     /// The node's pods changed.
     pub(super) fn on_pods_changed(&mut self, myself: &ActorRef<NodeMsg>, pods: PodList) {
         if let Some(drain) = self.stage.drain_mut() {
-            drain.pods = Some(pods);
+            drain.pods_listed(Some(pods));
             self.take_in_or_pass(myself);
         } else {
             // Watched since the start: the drain begins with the latest list.
@@ -518,15 +518,7 @@ impl NodeActorState {
         // goes to `kick`, which repairs first or waits (the status says evictions are paused).
         let wait = self.ops.running() || self.reconciles.repair_due() || self.lease.paused();
         let taken = match self.stage.drain_mut() {
-            Some(drain) if !wait => {
-                // Out for the call, which changes the drain while reading the list.
-                let pods = drain.pods.take();
-                let taken = pods
-                    .as_ref()
-                    .and_then(|pods| drain.take_without_pass(pods, &self.daemonsets));
-                drain.pods = pods;
-                taken
-            }
+            Some(drain) if !wait => drain.take_latest_without_pass(&self.daemonsets),
             _ => None,
         };
         match taken {
