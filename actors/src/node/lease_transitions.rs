@@ -12,7 +12,6 @@ use super::ops;
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
 use crate::decisions;
-use crate::eviction::EvictionMsg;
 use crate::model::{EventType, Lease, reasons};
 use crate::observe::LeaseOp;
 
@@ -146,9 +145,7 @@ impl NodeActorState {
 
     /// Drops every eviction of this node's drain that has not gone out yet.
     fn stop_evictions(&mut self) {
-        let _ = self.evictor.cast(EvictionMsg::Cancel {
-            maintenance: self.ctx.nm_name.clone(),
-        });
+        self.evictions.cancel_all();
         if let Some(drain) = self.stage.drain_mut() {
             drain.forget_asked();
         }

@@ -27,6 +27,7 @@ mod drain;
 mod drain_deadline;
 mod drain_policy;
 mod errors;
+mod eviction_link;
 mod lease_keeper;
 mod lease_transitions;
 mod maintenance_copy;
@@ -65,6 +66,7 @@ use crate::observe::{BlockedReport, MaintenanceIdentity, OpOutcome, PhaseReport}
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::task::TaskSet;
+use eviction_link::EvictionLink;
 use lease_keeper::LeaseKeeper;
 use maintenance_copy::MaintenanceCopy;
 use ops::OpCtx;
@@ -135,8 +137,7 @@ impl Actor for NodeActor {
         let lease = LeaseKeeper::resumed(nm.status.as_ref().is_some_and(status::lease_was_held));
         Ok(NodeActorState {
             ctx,
-            evictor: args.evictor,
-            reports: myself.get_derived(),
+            evictions: EvictionLink::new(args.evictor, myself.get_derived(), nm.name.clone()),
             status: StatusWriter::new(nm.status.clone()),
             nm: MaintenanceCopy::new(nm, args.fresh),
             stage: Stage::Starting,
@@ -201,9 +202,7 @@ impl Actor for NodeActor {
         state.watches.stop_node();
         state.watches.stop_pods();
         state.watches.stop_lease();
-        let _ = state.evictor.cast(EvictionMsg::Cancel {
-            maintenance: state.ctx.nm_name.clone(),
-        });
+        state.evictions.cancel_all();
         state.forget_phase();
         // Nothing this actor started may reach the API server once it is gone.
         state.tasks.cancel_all().await;

@@ -3,12 +3,13 @@
 
 use std::sync::atomic::Ordering;
 
-use ractor::{ActorRef, DerivedActorRef};
+use ractor::ActorRef;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::decide::{self, Facts, NextOp, next_op};
 use super::drain::{Drain, DrainEnd};
+use super::eviction_link::EvictionLink;
 use super::lease_keeper::LeaseKeeper;
 use super::maintenance_copy::MaintenanceCopy;
 use super::messages::{NodeMsg, Wake, WatchKind};
@@ -21,7 +22,6 @@ use super::timers::Timers;
 use super::trace::TraceState;
 use super::watches::Watches;
 use crate::decisions;
-use crate::eviction::{EvictionMsg, EvictionReport};
 use crate::model::{EventType, Phase};
 use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
@@ -30,10 +30,8 @@ use crate::task::TaskSet;
 /// State of [`super::NodeActor`].
 pub struct NodeActorState {
     pub(super) ctx: OpCtx,
-    pub(super) evictor: ActorRef<EvictionMsg>,
-    /// Where the eviction actor sends its reports: this actor, seen only as a receiver of
-    /// [`EvictionReport`]s.
-    pub(super) reports: DerivedActorRef<EvictionReport>,
+    /// The eviction actor, as this maintenance speaks to it.
+    pub(super) evictions: EvictionLink,
     /// The NodeMaintenance as last seen, and whether it is known to be current.
     pub(super) nm: MaintenanceCopy,
     pub(super) stage: Stage,
@@ -90,9 +88,7 @@ impl NodeActorState {
             }
             Some(NextOp::DrainPass) => self.run_drain_pass(myself),
             Some(NextOp::Undo { finalizer }) => {
-                if let Stage::Failed { undo_due, .. } = &mut self.stage {
-                    *undo_due = false;
-                }
+                self.stage.undo_started();
                 let span = tracing::info_span!(parent: &self.work_span(), "undo");
                 let ctx = self.ctx.clone();
                 let input = UndoInput {
@@ -260,14 +256,11 @@ impl NodeActorState {
                 _ => DrainEnd::Stopped,
             };
             if drain.end(how, self.ctx.config.observer.as_ref()) {
-                let _ = self.evictor.cast(EvictionMsg::Cancel {
-                    maintenance: self.ctx.nm_name.clone(),
-                });
+                self.evictions.cancel_all();
             }
         }
     }
 
-    /// Tells the observer (and the trace root) about a phase change.
     /// The span the next piece of work hangs under (see [`TraceState::work_span`]).
     pub(super) fn work_span(&self) -> tracing::Span {
         self.trace.work_span(&self.ctx)

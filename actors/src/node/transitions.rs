@@ -14,7 +14,7 @@ use super::state::NodeActorState;
 use super::status;
 use super::status_writer::StatusOutcome;
 use crate::decisions;
-use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
+use crate::eviction::EvictionReport;
 use crate::model::{
     EventType, Lease, Maintenance, NodeState, Phase, PodList, SpecField, VmList, reasons,
 };
@@ -339,26 +339,14 @@ impl NodeActorState {
             return;
         };
         for (pod, uid) in drain.take_withdrawn() {
-            let _ = self.evictor.cast(EvictionMsg::Withdraw { pod, uid });
+            self.evictions.withdraw(pod, uid);
         }
         if self.lease.paused() {
             return;
         }
         let span = drain.span().clone();
         for pending in to_ask {
-            let request = EvictionRequest {
-                pod: pending.pod.clone(),
-                uid: pending.uid.clone(),
-                grace_period_seconds: pending.grace,
-                maintenance: self.ctx.nm_name.clone(),
-                reply_to: self.reports.clone(),
-                span: span.clone(),
-                labels: pending.labels.clone(),
-                healthy: pending.healthy,
-                unstarted: pending.unstarted,
-                controller: pending.controller.clone(),
-            };
-            if self.evictor.cast(EvictionMsg::Evict(request)).is_ok()
+            if self.evictions.evict(&pending, &span)
                 && let Some(drain) = self.stage.drain_mut()
             {
                 drain.asked(&pending);
@@ -429,9 +417,8 @@ impl NodeActorState {
                 self.trace
                     .span()
                     .in_scope(|| tracing::warn!(%error, "undo failed, retrying"));
-                if !finalizer && let Stage::Failed { undo_due, .. } = &mut self.stage {
-                    // Retried after the backoff, like the deletion's undo.
-                    *undo_due = true;
+                if !finalizer {
+                    self.stage.undo_failed();
                 }
                 self.step_failed();
                 false
