@@ -1,8 +1,6 @@
 //! The node actor's state, and the primitives its transitions act through: run the next
 //! operation, write the status, emit an event, change stage.
 
-use std::sync::atomic::Ordering;
-
 use ractor::ActorRef;
 use tokio::time::Instant;
 use tracing::Instrument;
@@ -27,15 +25,24 @@ use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::task::TaskSet;
 
-/// State of [`super::NodeActor`].
+/// State of [`super::NodeActor`]: the stage, and one component per concern. Each component
+/// keeps its fields private and changes them only in its own file, through methods that say
+/// what happened; its queries answer `decide` with facts. No field here is assigned after
+/// `pre_start` but the stage, and that only in [`Self::set_stage`].
 pub struct NodeActorState {
+    /// Who the maintenance is (its name, uid and node) and the ports its operations use,
+    /// shared with every operation; set once at start (only the deletion flag operations
+    /// watch is raised, through [`OpCtx::deletion_seen`]).
     pub(super) ctx: OpCtx,
     /// The eviction actor, as this maintenance speaks to it.
     pub(super) evictions: EvictionLink,
     /// The NodeMaintenance as last seen, and whether it is known to be current.
     pub(super) nm: MaintenanceCopy,
+    /// Where the maintenance stands (the drain's own state included).
     pub(super) stage: Stage,
+    /// The status wanted and the status the API has; one write at a time.
     pub(super) status: StatusWriter,
+    /// The one operation that runs at a time, and whether to look again when it ends.
     pub(super) ops: OpRunner,
     /// Every task running cluster work for this actor: aborted and awaited when it stops.
     pub(super) tasks: TaskSet,
@@ -43,7 +50,9 @@ pub struct NodeActorState {
     pub(super) retry: StepRetry,
     /// When the running reconcile began, and whether the next must repair the node.
     pub(super) reconciles: Reconciles,
+    /// The node lease: held since when, renewals, the pause of evictions.
     pub(super) lease: LeaseKeeper,
+    /// The node, pod, lease and VM watches, and what they delivered.
     pub(super) watches: Watches,
     /// Which DaemonSets exist, as learned by reconciles and drain passes.
     pub(super) daemonsets: DaemonSets,
@@ -323,7 +332,7 @@ impl NodeActorState {
             .in_scope(|| tracing::info!("maintenance deleted, undoing"));
         self.note_phase();
         self.forget_phase();
-        self.ctx.deleting.store(true, Ordering::SeqCst);
+        self.ctx.deletion_seen();
         // A deletion does not wait for a paced start-up or a backoff.
         self.retry.lift(&mut self.timers);
         self.set_stage(Stage::Undoing);
