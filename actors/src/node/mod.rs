@@ -5,8 +5,12 @@
 //! and whether an undo is due) and `Undoing`. Each concern is a small type of its own: the
 //! drain (`drain`), the status writer (`status_writer`), the single-flight op runner
 //! (`crate::op_runner`, shared with the supervisor), the lease keeper (`lease_keeper`), the
-//! watches (`watches`) and the timers (`timers`: one table, each kind of wake-up pending at
-//! most once, every one a `NodeMsg::Wake`). The actor decides with pure functions (`decide`,
+//! watches (`watches`), the timers (`timers`: one table, each kind of wake-up pending at
+//! most once, every one a `NodeMsg::Wake`), the copy of the NodeMaintenance
+//! (`maintenance_copy`), the failing steps' backoff (`step_retry`), the reconciles'
+//! bookkeeping (`reconciles`), the traces (`trace`) and the line to the eviction actor
+//! (`eviction_link`). Each keeps its fields private, so what changes them is in its own file;
+//! the actor's state is the stage and these components (`state`). The actor decides with pure functions (`decide`,
 //! `status`, `pending`), then acts (`transitions` through `state`); cluster work runs in tasks
 //! (`ops`) whose results come back as messages, so a slow API or a PDB-blocked drain never
 //! stalls the mailbox (deletion included).
