@@ -61,7 +61,7 @@ pub(super) enum DrainEnd {
 #[derive(Debug)]
 pub(super) struct Drain {
     /// The pod watch's latest list (None until its first snapshot, or without a watch).
-    pub(super) pods: Option<PodList>,
+    pods: Option<PodList>,
     /// The last pass's pending pods and their actions.
     pending: Vec<PendingPod>,
     /// Every pod the last pass classified, with its action (None before the first pass).
@@ -88,7 +88,7 @@ pub(super) struct Drain {
     /// Whether (and since when, by what) the drain is blocked.
     blockage: Blockage,
     /// When `spec.drainTimeout` passes, if set (its timer is aborted with the drain).
-    pub(super) deadline: Option<DrainDeadline>,
+    deadline: Option<DrainDeadline>,
 }
 
 impl Drain {
@@ -187,6 +187,41 @@ impl Drain {
     /// The drain's span.
     pub(super) fn span(&self) -> &tracing::Span {
         &self.span
+    }
+
+    /// Whether the drain has no list of the node's pods yet (the pod watch will bring one).
+    pub(super) fn awaiting_pods(&self) -> bool {
+        self.pods.is_none()
+    }
+
+    /// The pod watch lists the node's pods as `pods` now (None: it has not listed them yet).
+    pub(super) fn pods_listed(&mut self, pods: Option<PodList>) {
+        self.pods = pods;
+    }
+
+    /// Takes in the watch's latest list of the node's pods without a pass, if it has one and
+    /// no call is needed (see [`Self::take_without_pass`]).
+    pub(super) fn take_latest_without_pass(
+        &mut self,
+        known: &DaemonSets,
+    ) -> Option<Vec<PendingPod>> {
+        // Out for the call, which changes the drain while reading the list.
+        let pods = self.pods.take();
+        let taken = pods
+            .as_ref()
+            .and_then(|pods| self.take_without_pass(pods, known));
+        self.pods = pods;
+        taken
+    }
+
+    /// When `spec.drainTimeout` passes, if it is set.
+    pub(super) fn deadline(&self) -> Option<&DrainDeadline> {
+        self.deadline.as_ref()
+    }
+
+    /// The drain's deadline is `deadline` now (None: no timeout).
+    pub(super) fn set_deadline(&mut self, deadline: Option<DrainDeadline>) {
+        self.deadline = deadline;
     }
 
     /// The pods to classify next (the watch's latest list, None = list them) and the uids

@@ -6,11 +6,11 @@
 use chrono::{DateTime, Utc};
 use ractor::ActorRef;
 
+use super::drain::Drain;
 use super::drain_deadline::{DrainDeadline, deadline, go_duration, remaining_text};
 use super::messages::{NodeMsg, Wake};
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
-use super::status;
 use crate::model::{EventType, OnDrainTimeout, reasons};
 
 impl NodeActorState {
@@ -20,12 +20,12 @@ impl NodeActorState {
     /// [`DrainDeadline`]).
     pub(super) fn arm_deadline(&mut self) {
         let now = self.now();
-        let timeout = self.nm.drain_policy.timeout;
-        let start = self.status.wanted.drain_start_time.unwrap_or(now);
+        let timeout = self.nm.seen().drain_policy.timeout;
+        let start = self.status.wanted().drain_start_time.unwrap_or(now);
         let Some(drain) = self.stage.drain_mut() else {
             return;
         };
-        drain.deadline = match timeout {
+        let due = match timeout {
             Some(t) => Some(DrainDeadline::arm(
                 deadline(start, t),
                 now,
@@ -37,21 +37,22 @@ impl NodeActorState {
                 None
             }
         };
-        self.status.wanted.drain_deadline = drain.deadline.as_ref().map(DrainDeadline::wall);
-        self.status.wanted.drain_time_remaining = drain
-            .deadline
-            .as_ref()
-            .map(|due| remaining_text(due.left()));
+        drain.set_deadline(due);
+        let due = drain.deadline();
+        self.status.drain_deadline(
+            due.map(DrainDeadline::wall),
+            due.map(|due| remaining_text(due.left())),
+        );
     }
 
     /// Looks at the deadline: passed, the drain stops (true); else the time left in the status
     /// is refreshed.
     pub(super) fn check_deadline(&mut self, myself: &ActorRef<NodeMsg>) -> bool {
-        let Some(due) = self.stage.drain().and_then(|d| d.deadline.as_ref()) else {
+        let Some(due) = self.stage.drain().and_then(Drain::deadline) else {
             return false;
         };
         if !due.passed() {
-            self.status.wanted.drain_time_remaining = Some(remaining_text(due.left()));
+            self.status.time_left(remaining_text(due.left()));
             return false;
         }
         let now = self.now();
@@ -72,17 +73,19 @@ impl NodeActorState {
         };
         let timeout = self
             .nm
+            .seen()
             .drain_policy
             .timeout
             .map(go_duration)
             .unwrap_or_default();
-        let policy = self.nm.drain_policy.on_timeout;
+        let policy = self.nm.seen().drain_policy.on_timeout;
         let then = match policy {
             OnDrainTimeout::Hold => "the node stays cordoned (onDrainTimeout: Hold)",
             OnDrainTimeout::Undo => "the maintenance is undone (onDrainTimeout: Undo)",
         };
         let error = format!("drain did not finish within drainTimeout {timeout}; {then}; {what}");
-        self.span
+        self.trace
+            .span()
             .in_scope(|| tracing::warn!(%error, "drain deadline passed"));
         self.set_stage(Stage::Failed {
             why: Failure::DrainTimeout {
@@ -94,11 +97,11 @@ impl NodeActorState {
             self.lease.stop_renewing(&mut self.timers);
             self.watches.stop_node();
         }
-        status::drain_timed_out(&mut self.status.wanted, error.clone(), now);
+        self.status.drain_timed_out(error.clone(), now);
         if policy == OnDrainTimeout::Undo {
             // As after losing the lease: the undo runs once the API says it is due, so a
             // restart in between still undoes.
-            status::undo_due(&mut self.status.wanted, now);
+            self.status.undo_due(now);
         }
         self.event(EventType::Warning, reasons::FAILED, error);
         self.flush_status(myself);

@@ -8,11 +8,10 @@ use ractor::ActorRef;
 
 use super::errors::{LeaseError, LeaseLost};
 use super::messages::NodeMsg;
+use super::ops;
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
-use super::{ops, status};
 use crate::decisions;
-use crate::eviction::EvictionMsg;
 use crate::model::{EventType, Lease, reasons};
 use crate::observe::LeaseOp;
 
@@ -59,14 +58,14 @@ impl NodeActorState {
             Ok(_) => {
                 let margin = self.pause_margin();
                 self.lease.watch_expiry(&mut self.timers, margin);
-                if self.status.wanted.error_on_lease_count != 0 {
-                    self.status.wanted.error_on_lease_count = 0;
+                if self.status.lease_failures(0) {
                     self.flush_status(myself);
                 }
                 if self.lease.resume() {
-                    self.span
+                    self.trace
+                        .span()
                         .in_scope(|| tracing::info!("node lease renewed, evictions resume"));
-                    self.status.wanted.last_error = None;
+                    self.status.last_error(None);
                     self.flush_status(myself);
                     self.kick(myself);
                 }
@@ -92,13 +91,13 @@ impl NodeActorState {
         if !self.stage.guards_node() || !self.lease.expiring(margin) || !self.lease.pause() {
             return;
         }
-        self.span.in_scope(|| {
+        self.trace.span().in_scope(|| {
             tracing::warn!("node lease about to expire, evictions paused until it is renewed")
         });
         self.stop_evictions();
-        self.status.wanted.last_error = Some(format!(
+        self.status.last_error(Some(format!(
             "the node lease could not be renewed; {EVICTIONS_PAUSED}"
-        ));
+        )));
         self.flush_status(myself);
     }
 
@@ -130,14 +129,15 @@ impl NodeActorState {
         if !self.lease.taken(holder) {
             return false;
         }
-        self.span.in_scope(
+        self.trace.span().in_scope(
             || tracing::warn!(%holder, "node lease taken by another holder, evictions stop"),
         );
         if self.stage.guards_node() {
             self.lease.pause();
             self.stop_evictions();
-            self.status.wanted.last_error =
-                Some(format!("lease taken by {holder}; {EVICTIONS_STOPPED}"));
+            self.status.last_error(Some(format!(
+                "lease taken by {holder}; {EVICTIONS_STOPPED}"
+            )));
             self.flush_status(myself);
         }
         true
@@ -145,9 +145,7 @@ impl NodeActorState {
 
     /// Drops every eviction of this node's drain that has not gone out yet.
     fn stop_evictions(&mut self) {
-        let _ = self.evictor.cast(EvictionMsg::Cancel {
-            maintenance: self.ctx.nm_name.clone(),
-        });
+        self.evictions.cancel_all();
         if let Some(drain) = self.stage.drain_mut() {
             drain.forget_asked();
         }
@@ -164,18 +162,18 @@ impl NodeActorState {
         };
         let counted = self
             .lease
-            .count_failure(self.status.wanted.error_on_lease_count, taken);
-        self.status.wanted.error_on_lease_count = counted.count;
+            .count_failure(self.status.wanted().error_on_lease_count, taken);
+        self.status.lease_failures(counted.count);
         if counted.give_up {
             self.give_up(myself, LeaseLost(error));
         } else {
-            self.status.wanted.last_error = Some(if taken {
+            self.status.last_error(Some(if taken {
                 format!("{error}; {EVICTIONS_STOPPED}")
             } else if self.lease.paused() {
                 format!("{error}; {EVICTIONS_PAUSED}")
             } else {
                 error.to_string()
-            });
+            }));
             self.flush_status(myself);
         }
     }
@@ -190,10 +188,10 @@ impl NodeActorState {
         self.lease.stop_renewing(&mut self.timers);
         self.watches.stop_node();
         let error = error.to_string();
-        status::fail(&mut self.status.wanted, error.clone(), now);
+        self.status.maintenance_failed(error.clone(), now);
         // The undo starts once the API has this (see `decide::Facts::failure_written`): a
         // restart in between finds the undo due in the status and still does it.
-        status::undo_due(&mut self.status.wanted, now);
+        self.status.undo_due(now);
         self.event(EventType::Warning, reasons::FAILED, error);
         self.flush_status(myself);
     }

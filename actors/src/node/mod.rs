@@ -5,8 +5,12 @@
 //! and whether an undo is due) and `Undoing`. Each concern is a small type of its own: the
 //! drain (`drain`), the status writer (`status_writer`), the single-flight op runner
 //! (`crate::op_runner`, shared with the supervisor), the lease keeper (`lease_keeper`), the
-//! watches (`watches`) and the timers (`timers`: one table, each kind of wake-up pending at
-//! most once, every one a `NodeMsg::Wake`). The actor decides with pure functions (`decide`,
+//! watches (`watches`), the timers (`timers`: one table, each kind of wake-up pending at
+//! most once, every one a `NodeMsg::Wake`), the copy of the NodeMaintenance
+//! (`maintenance_copy`), the failing steps' backoff (`step_retry`), the reconciles'
+//! bookkeeping (`reconciles`), the traces (`trace`) and the line to the eviction actor
+//! (`eviction_link`). Each keeps its fields private, so what changes them is in its own file;
+//! the actor's state is the stage and these components (`state`). The actor decides with pure functions (`decide`,
 //! `status`, `pending`), then acts (`transitions` through `state`); cluster work runs in tasks
 //! (`ops`) whose results come back as messages, so a slow API or a PDB-blocked drain never
 //! stalls the mailbox (deletion included).
@@ -16,7 +20,7 @@
 //! `crate::decisions::undo_patch`); every cluster call has a deadline (`crate::call_deadline`); every
 //! task the actor starts is aborted and awaited when it stops (`crate::task::TaskSet`), so
 //! nothing it began can land after a leader handover; a failing step waits out a growing
-//! backoff (`state::NodeActorState::step_failed`); the lease keeper retries a failed renewal
+//! backoff (`step_retry`); the lease keeper retries a failed renewal
 //! within seconds and pauses evictions while the lease is about to lapse (`lease_keeper`); a give-up
 //! is written as Failed with the undo due before the undo runs (`decide::Facts`).
 
@@ -27,18 +31,22 @@ mod drain;
 mod drain_deadline;
 mod drain_policy;
 mod errors;
+mod eviction_link;
 mod lease_keeper;
 mod lease_transitions;
+mod maintenance_copy;
 mod messages;
 mod observed;
 pub(crate) mod ops;
 mod pending;
 mod reasons;
+mod reconciles;
 mod seen;
 mod stage;
 mod state;
 mod status;
 mod status_writer;
+mod step_retry;
 mod timers;
 mod trace;
 mod transitions;
@@ -61,12 +69,15 @@ use crate::model::{Maintenance, Phase};
 use crate::observe::{BlockedReport, MaintenanceIdentity, OpOutcome, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
-use crate::retry::Backoff;
 use crate::task::TaskSet;
+use eviction_link::EvictionLink;
 use lease_keeper::LeaseKeeper;
+use maintenance_copy::MaintenanceCopy;
 use ops::OpCtx;
+use reconciles::Reconciles;
 use stage::Stage;
 use status_writer::StatusWriter;
+use step_retry::StepRetry;
 use timers::Timers;
 use trace::TraceState;
 use watches::Watches;
@@ -104,10 +115,10 @@ impl Actor for NodeActor {
         args: NodeArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let nm = args.maintenance;
-        let start_after = args.start_after;
         let span = trace::maintenance_root(&nm.name, &nm.node_name, &nm.reason);
         args.config.observer.trace_root(&span);
-        let trace = TraceState::started(args.config.observer.trace_anchor(&span));
+        let anchor = args.config.observer.trace_anchor(&span);
+        let trace = TraceState::started(span, anchor);
         let observed_phase =
             PhaseReport::new(args.config.observer.clone()).naming(MaintenanceIdentity {
                 name: nm.name.clone(),
@@ -130,23 +141,18 @@ impl Actor for NodeActor {
         let lease = LeaseKeeper::resumed(nm.status.as_ref().is_some_and(status::lease_was_held));
         Ok(NodeActorState {
             ctx,
-            evictor: args.evictor,
-            reports: myself.get_derived(),
+            evictions: EvictionLink::new(args.evictor, myself.get_derived(), nm.name.clone()),
             status: StatusWriter::new(nm.status.clone()),
-            nm,
+            nm: MaintenanceCopy::new(nm, args.fresh),
             stage: Stage::Starting,
             ops: OpRunner::default(),
             tasks: TaskSet::default(),
-            backoff: Backoff::default(),
-            hold_until: (!start_after.is_zero()).then(|| tokio::time::Instant::now() + start_after),
-            reconcile_sent: None,
-            refreshed: args.fresh,
-            repair_due: false,
+            retry: StepRetry::start_after(args.start_after),
+            reconciles: Reconciles::default(),
             lease,
             watches: Watches::default(),
             daemonsets: DaemonSets::default(),
             timers: Timers::new(myself.clone()),
-            span,
             trace,
             observed_phase,
             blocked_report,
@@ -161,24 +167,21 @@ impl Actor for NodeActor {
         state
             .timers
             .every(Wake::Tick, state.ctx.config.retry_interval);
-        if state.nm.deleting {
+        if state.nm.seen().deleting {
             // Undo is decided from the cluster too, but a deletion needs no re-read first.
-            state.refreshed = true;
+            state.nm.needs_no_reread();
             state.start_undo(&myself);
         } else if state.must_not_start() {
             // Nothing is read or watched for it (`nodeName: ""` would watch every
             // unscheduled pod of the cluster).
             state.fail_invalid_spec(&myself);
-        } else if state.refreshed && state.status.wanted.phase == Some(Phase::Failed) {
+        } else if state.nm.fresh() && state.status.wanted().phase == Some(Phase::Failed) {
             // Fresh from the watch and already Failed: stays Failed, as after a re-read (and
             // undoes, if the give-up's undo was still due).
             state.enter_recorded_failure(&myself);
             state.kick(&myself);
-        } else if let Some(at) = state.hold_until {
-            // A resumed maintenance waits its turn to start.
-            let after = at.saturating_duration_since(tokio::time::Instant::now());
-            state.timers.set(Wake::RetryDue, after);
-        } else {
+        } else if !state.retry.wait_for_start(&mut state.timers) {
+            // Unless a resumed maintenance waits its turn to start.
             state.kick(&myself);
         }
         Ok(())
@@ -203,9 +206,7 @@ impl Actor for NodeActor {
         state.watches.stop_node();
         state.watches.stop_pods();
         state.watches.stop_lease();
-        let _ = state.evictor.cast(EvictionMsg::Cancel {
-            maintenance: state.ctx.nm_name.clone(),
-        });
+        state.evictions.cancel_all();
         state.forget_phase();
         // Nothing this actor started may reach the API server once it is gone.
         state.tasks.cancel_all().await;

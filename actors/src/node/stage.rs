@@ -108,6 +108,21 @@ impl Stage {
             )
     }
 
+    /// A give-up's undo starts: not due again unless it fails.
+    pub(super) fn undo_started(&mut self) {
+        if let Stage::Failed { undo_due, .. } = self {
+            *undo_due = false;
+        }
+    }
+
+    /// A give-up's undo failed: due again (retried after the backoff, like the deletion's
+    /// undo).
+    pub(super) fn undo_failed(&mut self) {
+        if let Stage::Failed { undo_due, .. } = self {
+            *undo_due = true;
+        }
+    }
+
     /// Deleted: undoing.
     pub(super) fn is_undoing(&self) -> bool {
         matches!(self, Stage::Undoing)

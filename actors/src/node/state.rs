@@ -1,67 +1,66 @@
 //! The node actor's state, and the primitives its transitions act through: run the next
 //! operation, write the status, emit an event, change stage.
 
-use std::sync::atomic::Ordering;
-
-use ractor::{ActorRef, DerivedActorRef};
+use ractor::ActorRef;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::decide::{self, Facts, NextOp, next_op};
-use super::drain::DrainEnd;
+use super::drain::{Drain, DrainEnd};
+use super::eviction_link::EvictionLink;
 use super::lease_keeper::LeaseKeeper;
+use super::maintenance_copy::MaintenanceCopy;
 use super::messages::{NodeMsg, Wake, WatchKind};
 use super::ops::{self, DaemonSets, Known, OpCtx, OpResult, ReconcileInput, UndoInput};
+use super::reconciles::Reconciles;
 use super::stage::{Failure, Stage};
 use super::status_writer::{self, Flush, StatusWriter, Windows};
+use super::step_retry::StepRetry;
 use super::timers::Timers;
 use super::trace::TraceState;
 use super::watches::Watches;
 use crate::decisions;
-use crate::eviction::{EvictionMsg, EvictionReport};
-use crate::model::{EventType, Maintenance, Phase};
+use crate::model::{EventType, Phase};
 use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
-use crate::retry::Backoff;
 use crate::task::TaskSet;
 
-/// State of [`super::NodeActor`].
+/// State of [`super::NodeActor`]: the stage, and one component per concern. Each component
+/// keeps its fields private and changes them only in its own file, through methods that say
+/// what happened; its queries answer `decide` with facts. No field here is assigned after
+/// `pre_start` but the stage, and that only in [`Self::set_stage`].
 pub struct NodeActorState {
+    /// Who the maintenance is (its name, uid and node) and the ports its operations use,
+    /// shared with every operation; set once at start (only the deletion flag operations
+    /// watch is raised, through [`OpCtx::deletion_seen`]).
     pub(super) ctx: OpCtx,
-    pub(super) evictor: ActorRef<EvictionMsg>,
-    /// Where the eviction actor sends its reports: this actor, seen only as a receiver of
-    /// [`EvictionReport`]s.
-    pub(super) reports: DerivedActorRef<EvictionReport>,
-    /// The NodeMaintenance as last seen.
-    pub(super) nm: Maintenance,
+    /// The eviction actor, as this maintenance speaks to it.
+    pub(super) evictions: EvictionLink,
+    /// The NodeMaintenance as last seen, and whether it is known to be current.
+    pub(super) nm: MaintenanceCopy,
+    /// Where the maintenance stands (the drain's own state included).
     pub(super) stage: Stage,
+    /// The status wanted and the status the API has; one write at a time.
     pub(super) status: StatusWriter,
+    /// The one operation that runs at a time, and whether to look again when it ends.
     pub(super) ops: OpRunner,
     /// Every task running cluster work for this actor: aborted and awaited when it stops.
     pub(super) tasks: TaskSet,
-    /// Failing steps in a row: each retry waits longer (with jitter), never a tight loop.
-    pub(super) backoff: Backoff,
-    /// Retry ticks start nothing before this (a failed step's backoff, or a paced start-up).
-    pub(super) hold_until: Option<Instant>,
-    /// When the running reconcile was started (its lease, if taken, is ours from then on).
-    pub(super) reconcile_sent: Option<Instant>,
-    /// The first reconcile re-reads the NodeMaintenance (crash safety); true once it did, or
-    /// when the copy at hand came straight from the watch.
-    pub(super) refreshed: bool,
-    /// The node drifted: the next operation re-applies label, taints and cordon.
-    pub(super) repair_due: bool,
+    /// When the next step may go: the failing steps' backoff, a paced start-up.
+    pub(super) retry: StepRetry,
+    /// When the running reconcile began, and whether the next must repair the node.
+    pub(super) reconciles: Reconciles,
+    /// The node lease: held since when, renewals, the pause of evictions.
     pub(super) lease: LeaseKeeper,
+    /// The node, pod, lease and VM watches, and what they delivered.
     pub(super) watches: Watches,
     /// Which DaemonSets exist, as learned by reconciles and drain passes.
     pub(super) daemonsets: DaemonSets,
     /// Every timer of this actor: the retry tick, the hold's end ([`Wake::RetryDue`]), the
     /// lease keeper's, the drain deadline's, deferred status writes and re-subscriptions.
     pub(super) timers: Timers,
-    /// The span log lines go to and work hangs under (see [`Self::work_span`]): the
-    /// `maintenance` root until Succeeded or Failed, then a logs-only span, and
-    /// `end_maintenance` once the deletion is seen (`super::trace`).
-    pub(super) span: tracing::Span,
-    /// Whether the `maintenance` root has ended, and its ids for the traces that follow.
+    /// The span log lines go to and work hangs under, whether the `maintenance` root has
+    /// ended, and its ids for the traces that follow.
     pub(super) trace: TraceState,
     /// The phase last reported to the observer (withdrawn when the state is dropped).
     pub(super) observed_phase: PhaseReport,
@@ -81,8 +80,8 @@ impl NodeActorState {
             return;
         }
         let facts = Facts {
-            repair_due: self.repair_due,
-            awaiting_pods: self.stage.drain().is_some_and(|d| d.pods.is_none())
+            repair_due: self.reconciles.repair_due(),
+            awaiting_pods: self.stage.drain().is_some_and(Drain::awaiting_pods)
                 && self.watches.watching_pods(),
             failure_written: self
                 .status
@@ -93,14 +92,12 @@ impl NodeActorState {
         match next_op(&self.stage, facts) {
             None => {}
             Some(NextOp::Reconcile) => {
-                self.repair_due = false;
+                self.reconciles.repairing();
                 self.run_reconcile(myself);
             }
             Some(NextOp::DrainPass) => self.run_drain_pass(myself),
             Some(NextOp::Undo { finalizer }) => {
-                if let Stage::Failed { undo_due, .. } = &mut self.stage {
-                    *undo_due = false;
-                }
+                self.stage.undo_started();
                 let span = tracing::info_span!(parent: &self.work_span(), "undo");
                 let ctx = self.ctx.clone();
                 let input = UndoInput {
@@ -109,9 +106,9 @@ impl NodeActorState {
                         node: self.watches.last_node(),
                         lease: self.lease.surely_ours(tokio::time::Instant::now()),
                     },
-                    finalizers: self.nm.finalizers.clone(),
-                    record: self.status.wanted.node_record.clone(),
-                    untouched: Failure::recorded(&self.status.wanted, &self.nm)
+                    finalizers: self.nm.seen().finalizers.clone(),
+                    record: self.status.wanted().node_record.clone(),
+                    untouched: Failure::recorded(self.status.wanted(), self.nm.seen())
                         == Failure::InvalidSpec,
                 };
                 self.start_op(myself, span, ops::undo(ctx, input), move |result| {
@@ -123,7 +120,7 @@ impl NodeActorState {
 
     fn run_reconcile(&mut self, myself: &ActorRef<NodeMsg>) {
         // A maintenance that waited in the queue is Running but has no counts yet.
-        let first_time = crate::fleet::awaiting_start(&self.status.wanted);
+        let first_time = crate::fleet::awaiting_start(self.status.wanted());
         // The watches start with the reconcile: their first lists are the node it patches
         // and the pods it counts (no GET, no LIST of their own).
         let (cluster, node) = (self.ctx.cluster.as_ref(), &self.ctx.node_name);
@@ -132,17 +129,17 @@ impl NodeActorState {
             self.watches.watch_pods(cluster, node, myself);
         }
         let input = ReconcileInput {
-            refresh: !self.refreshed,
-            finalizers: self.nm.finalizers.clone(),
+            refresh: !self.nm.fresh(),
+            finalizers: self.nm.seen().finalizers.clone(),
             first_time,
             known_daemonsets: self.daemonsets.clone(),
             node: self.watches.seen_node(),
             first_pods: first_time.then(|| self.watches.first_pods()),
-            record: self.status.wanted.node_record.clone(),
+            record: self.status.wanted().node_record.clone(),
         };
         let span = tracing::info_span!(parent: &self.work_span(), "reconcile");
         let ctx = self.ctx.clone();
-        self.reconcile_sent = Some(Instant::now());
+        self.reconciles.started();
         self.start_op(myself, span, ops::reconcile(ctx, input), |done| {
             NodeMsg::Op(OpResult::Reconciled(Box::new(done)))
         });
@@ -242,7 +239,7 @@ impl NodeActorState {
     pub(super) fn set_stage(&mut self, next: Stage) {
         let previous = std::mem::replace(&mut self.stage, next);
         if std::mem::discriminant(&previous) != std::mem::discriminant(&self.stage) {
-            self.span.in_scope(
+            self.trace.span().in_scope(
                 || tracing::debug!(from = %previous, to = %self.stage, "maintenance stage"),
             );
         }
@@ -262,43 +259,34 @@ impl NodeActorState {
             self.watches.stop_pods();
             self.watches.stop_vms();
             self.blocked_report.set(None);
-            self.status.wanted.drain_deadline = None;
-            self.status.wanted.drain_time_remaining = None;
+            self.status.drain_deadline(None, None);
             let how = match self.stage {
                 Stage::Succeeded => DrainEnd::Drained,
                 _ => DrainEnd::Stopped,
             };
             if drain.end(how, self.ctx.config.observer.as_ref()) {
-                let _ = self.evictor.cast(EvictionMsg::Cancel {
-                    maintenance: self.ctx.nm_name.clone(),
-                });
+                self.evictions.cancel_all();
             }
         }
     }
 
-    /// Tells the observer (and the trace root) about a phase change.
     /// The span the next piece of work hangs under (see [`TraceState::work_span`]).
     pub(super) fn work_span(&self) -> tracing::Span {
-        self.trace.work_span(&self.span, &self.ctx)
+        self.trace.work_span(&self.ctx)
     }
 
     /// Follows a phase change in the traces (see [`TraceState::on_phase`]).
     pub(super) fn trace_phase(&mut self, phase: Phase) {
         self.trace
-            .on_phase(&mut self.span, phase, &self.ctx, &self.nm.reason);
-    }
-
-    /// The root the deletion's undo runs in (see [`TraceState::end`]).
-    pub(super) fn end_trace(&mut self) -> tracing::Span {
-        self.trace.end(&self.ctx)
+            .on_phase(phase, &self.ctx, &self.nm.seen().reason);
     }
 
     pub(super) fn note_phase(&mut self) {
-        if self.stage.is_undoing() || !self.observed_phase.set(self.status.wanted.phase) {
+        if self.stage.is_undoing() || !self.observed_phase.set(self.status.wanted().phase) {
             return;
         }
-        if let Some(phase) = self.status.wanted.phase {
-            self.span.record("nmo.phase", phase.as_str());
+        if let Some(phase) = self.status.wanted().phase {
+            self.trace.record_phase(phase);
             // A terminal phase ends the maintenance's trace once the status saying so is on
             // its way (see `flush_status`), so that write is part of the trace; a phase the
             // API already has (a restart) ends it now.
@@ -317,22 +305,14 @@ impl NodeActorState {
     /// A step failed: the next retry waits out a backoff that grows with each failure in a
     /// row (with jitter), so that a failing API is not hammered by every maintenance at once.
     pub(super) fn step_failed(&mut self) {
-        let delay = self.backoff.failed(
-            self.ctx.config.retry_backoff_base,
-            self.ctx.config.retry_backoff_max,
-        );
-        self.hold_until = Some(Instant::now() + delay);
-        self.timers.set(Wake::RetryDue, delay);
+        let config = &self.ctx.config;
+        let (base, max) = (config.retry_backoff_base, config.retry_backoff_max);
+        self.retry.failed(&mut self.timers, base, max);
     }
 
     /// A step went through: the next failure starts from the shortest backoff again.
     pub(super) fn step_succeeded(&mut self) {
-        self.backoff.succeeded();
-    }
-
-    /// Whether retry ticks must wait (a backoff or a paced start-up is running).
-    pub(super) fn held(&self) -> bool {
-        self.hold_until.is_some_and(|until| Instant::now() < until)
+        self.retry.succeeded();
     }
 
     /// The lease's margin before expiry at which evictions pause.
@@ -347,18 +327,18 @@ impl NodeActorState {
         }
         // Log lines are emitted inside the span (not with `parent:`): JSON logs list the spans
         // entered, so that is how a line gets the maintenance's node and trace id.
-        self.span
+        self.trace
+            .span()
             .in_scope(|| tracing::info!("maintenance deleted, undoing"));
         self.note_phase();
         self.forget_phase();
-        self.ctx.deleting.store(true, Ordering::SeqCst);
+        self.ctx.deletion_seen();
         // A deletion does not wait for a paced start-up or a backoff.
-        self.hold_until = None;
-        self.timers.cancel(Wake::RetryDue);
+        self.retry.lift(&mut self.timers);
         self.set_stage(Stage::Undoing);
-        // Ending maintenance is its own trace, linked to the maintenance's: the maintenance's
-        // root span ends here if it had not yet (once its last children do).
-        self.span = self.end_trace();
+        // Ending maintenance is its own trace, linked to the maintenance's (see
+        // [`TraceState::end`]).
+        self.trace.end(&self.ctx);
         self.lease.stop_renewing(&mut self.timers);
         self.watches.stop_node();
         self.kick(myself);

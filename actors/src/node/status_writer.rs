@@ -20,10 +20,12 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
+use super::drain::Drain;
 use super::pending::PendingReason;
+use super::status::{self, InitialCounts};
 use crate::config::Config;
-use crate::decisions;
-use crate::model::{MaintenanceStatus, StatusPrecondition, conditions};
+use crate::decisions::{self, RecordFinding};
+use crate::model::{MaintenanceStatus, NodeState, Phase, StatusPrecondition, conditions};
 use crate::ports::{Cluster, ClusterError};
 use crate::retry::Backoff;
 
@@ -50,8 +52,9 @@ pub(super) struct Windows {
 /// The status a node actor wants, and what the API has.
 #[derive(Debug)]
 pub(super) struct StatusWriter {
-    /// What the status should say.
-    pub(super) wanted: MaintenanceStatus,
+    /// What the status should say: changed only here, through the methods that say what
+    /// happened (the shapes of those changes are in [`super::status`]).
+    wanted: MaintenanceStatus,
     /// What the API has (last written or read).
     written: Option<MaintenanceStatus>,
     in_flight: bool,
@@ -312,6 +315,104 @@ impl StatusWriter {
             .failures
             .failed(config.retry_backoff_base, config.retry_backoff_max);
         self.retry_at = Some(now + delay);
+    }
+}
+
+/// What happened to the maintenance, said in the status it wants (written by
+/// [`StatusWriter::decide`]'s flushes).
+impl StatusWriter {
+    /// What the status should say.
+    pub(super) fn wanted(&self) -> &MaintenanceStatus {
+        &self.wanted
+    }
+
+    /// Maintenance began: Running, with the counts taken then.
+    pub(super) fn began(&mut self, initial: &InitialCounts, now: DateTime<Utc>) {
+        status::begin(&mut self.wanted, initial, now);
+    }
+
+    /// The node is in maintenance with `node`'s record of its prior state (see
+    /// [`status::recorded`]).
+    pub(super) fn node_recorded(
+        &mut self,
+        node: &NodeState,
+        uid: &str,
+        finding: Option<RecordFinding>,
+        now: DateTime<Utc>,
+    ) {
+        status::recorded(&mut self.wanted, node, uid, finding, now);
+    }
+
+    /// The node lease is nmo's.
+    pub(super) fn lease_acquired(&mut self, now: DateTime<Utc>) {
+        status::lease_acquired(&mut self.wanted, now);
+    }
+
+    /// Someone else holds a valid lease, `until` then.
+    pub(super) fn waiting_for_lease(
+        &mut self,
+        holder: &str,
+        until: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) {
+        status::waiting_for_lease(&mut self.wanted, holder, until, now);
+    }
+
+    /// Failed, with the reason.
+    pub(super) fn maintenance_failed(&mut self, error: String, now: DateTime<Utc>) {
+        status::fail(&mut self.wanted, error, now);
+    }
+
+    /// The drain's deadline passed: Failed, with what blocked it.
+    pub(super) fn drain_timed_out(&mut self, error: String, now: DateTime<Utc>) {
+        status::drain_timed_out(&mut self.wanted, error, now);
+    }
+
+    /// Gave up and the node changes are to be undone (said before the undo starts).
+    pub(super) fn undo_due(&mut self, now: DateTime<Utc>) {
+        status::undo_due(&mut self.wanted, now);
+    }
+
+    /// A give-up's undo restored the node.
+    pub(super) fn restored(&mut self, now: DateTime<Utc>) {
+        status::restored(&mut self.wanted, now);
+    }
+
+    /// The phase is Running (the drain goes on, or starts).
+    pub(super) fn running(&mut self) {
+        self.wanted.phase = Some(Phase::Running);
+    }
+
+    /// The drain started at `now`, unless the status says it started before.
+    pub(super) fn drain_started(&mut self, now: DateTime<Utc>) {
+        self.wanted.drain_start_time.get_or_insert(now);
+    }
+
+    /// The drain's deadline (None: there is none) and the time left until it, as said.
+    pub(super) fn drain_deadline(&mut self, due: Option<DateTime<Utc>>, left: Option<String>) {
+        self.wanted.drain_deadline = due;
+        self.wanted.drain_time_remaining = left;
+    }
+
+    /// The time left until the drain's deadline, as said now.
+    pub(super) fn time_left(&mut self, left: String) {
+        self.wanted.drain_time_remaining = Some(left);
+    }
+
+    /// What `drain` says of its pods, as of `now`; true when it is drained.
+    pub(super) fn drain_progress(&mut self, drain: &Drain, now: DateTime<Utc>) -> bool {
+        drain.write_status(&mut self.wanted, now)
+    }
+
+    /// The last error is `error` (None: nothing is wrong any more).
+    pub(super) fn last_error(&mut self, error: Option<String>) {
+        self.wanted.last_error = error;
+    }
+
+    /// Failures to take or keep the node lease in a row, as counted now; true when that
+    /// changed the status.
+    pub(super) fn lease_failures(&mut self, count: i32) -> bool {
+        std::mem::replace(&mut self.wanted.error_on_lease_count, count) != count
     }
 }
 

@@ -15,9 +15,14 @@ use super::ops::OpCtx;
 use crate::model::Phase;
 use crate::observe::{LOGS_ONLY_TARGET, TraceAnchor};
 
-/// Where the maintenance's trace stands.
-#[derive(Debug, Default)]
+/// Where the maintenance's trace stands, and the span log lines go to: only this file changes
+/// them.
+#[derive(Debug)]
 pub(super) struct TraceState {
+    /// The span log lines go to and work hangs under (see [`Self::work_span`]): the
+    /// `maintenance` root until Succeeded or Failed, then a logs-only span, and
+    /// `end_maintenance` once the deletion is seen.
+    current: tracing::Span,
     /// The ids of the current `maintenance` root (None without tracing).
     anchor: Option<TraceAnchor>,
     /// The `maintenance` root has ended: work gets roots of its own.
@@ -25,12 +30,24 @@ pub(super) struct TraceState {
 }
 
 impl TraceState {
-    /// The state of a maintenance whose `maintenance` root has ids `anchor`.
-    pub(super) fn started(anchor: Option<TraceAnchor>) -> Self {
+    /// The state of a maintenance whose `maintenance` root is `root`, with ids `anchor`.
+    pub(super) fn started(root: tracing::Span, anchor: Option<TraceAnchor>) -> Self {
         TraceState {
+            current: root,
             anchor,
             ended: false,
         }
+    }
+
+    /// The span log lines are written in (entered, not `parent:`: JSON logs list the spans
+    /// entered, so that is how a line gets the maintenance's node and trace id).
+    pub(super) fn span(&self) -> &tracing::Span {
+        &self.current
+    }
+
+    /// Says the maintenance's phase on the span log lines go to.
+    pub(super) fn record_phase(&self, phase: Phase) {
+        self.current.record("nmo.phase", phase.as_str());
     }
 }
 
@@ -56,12 +73,12 @@ pub(super) fn maintenance_root(name: &str, node: &str, reason: &str) -> tracing:
 }
 
 impl TraceState {
-    /// The span the next piece of work hangs under: `current` (the trace root) while it is
+    /// The span the next piece of work hangs under: the current trace root while it is
     /// open (`maintenance`, or `end_maintenance` once deleted); after the maintenance's root
     /// has ended, a new `guard_maintenance` root linked to it.
-    pub(super) fn work_span(&self, current: &tracing::Span, ctx: &OpCtx) -> tracing::Span {
+    pub(super) fn work_span(&self, ctx: &OpCtx) -> tracing::Span {
         if !self.ended {
-            return current.clone();
+            return self.current.clone();
         }
         let span = tracing::info_span!(
             parent: None,
@@ -74,21 +91,15 @@ impl TraceState {
         span
     }
 
-    /// Follows a phase change, replacing `current` (the span log lines and work hang under):
+    /// Follows a phase change, replacing the span log lines and work hang under:
     /// Succeeded or Failed ends the `maintenance` root; Running again (a failed maintenance
     /// started anew, with `reason`) opens a new one, linked to the old.
-    pub(super) fn on_phase(
-        &mut self,
-        current: &mut tracing::Span,
-        phase: Phase,
-        ctx: &OpCtx,
-        reason: &str,
-    ) {
+    pub(super) fn on_phase(&mut self, phase: Phase, ctx: &OpCtx, reason: &str) {
         match phase {
             Phase::Succeeded | Phase::Failed if !self.ended => {
                 // The root says how the maintenance ended, whichever of the status write and
                 // the phase bookkeeping came first.
-                current.record("nmo.phase", phase.as_str());
+                self.current.record("nmo.phase", phase.as_str());
                 // Log lines keep the maintenance's node and trace id, in a span no trace gets.
                 let logs = tracing::span!(
                     target: LOGS_ONLY_TARGET,
@@ -104,21 +115,23 @@ impl TraceState {
                     logs.record("trace_id", anchor.trace_id.as_str());
                 }
                 // Dropping the root's handle ends it once its last child has ended.
-                *current = logs;
+                self.current = logs;
                 self.ended = true;
             }
             Phase::Running if self.ended => {
                 let root = maintenance_root(&ctx.nm_name, &ctx.node_name, reason);
                 self.linked_root(&root, ctx);
-                *self = TraceState::started(ctx.config.observer.trace_anchor(&root));
-                *current = root;
+                let anchor = ctx.config.observer.trace_anchor(&root);
+                *self = TraceState::started(root, anchor);
             }
             _ => {}
         }
     }
 
-    /// The `end_maintenance` root the deletion's undo runs in, linked to the maintenance.
-    pub(super) fn end(&mut self, ctx: &OpCtx) -> tracing::Span {
+    /// Moves to the `end_maintenance` root the deletion's undo runs in, linked to the
+    /// maintenance; the maintenance's root span ends here if it had not yet (once its last
+    /// children do).
+    pub(super) fn end(&mut self, ctx: &OpCtx) {
         let end = tracing::info_span!(
             parent: None,
             "end_maintenance",
@@ -129,7 +142,7 @@ impl TraceState {
         self.linked_root(&end, ctx);
         // The undo's work hangs under this root until the actor stops.
         self.ended = false;
-        end
+        self.current = end;
     }
 
     /// Tells the observer about a new root that follows the maintenance.

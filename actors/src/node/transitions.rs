@@ -14,7 +14,7 @@ use super::state::NodeActorState;
 use super::status;
 use super::status_writer::StatusOutcome;
 use crate::decisions;
-use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
+use crate::eviction::EvictionReport;
 use crate::model::{
     EventType, Lease, Maintenance, NodeState, Phase, PodList, SpecField, VmList, reasons,
 };
@@ -25,29 +25,24 @@ impl NodeActorState {
     pub(super) fn on_update(&mut self, myself: &ActorRef<NodeMsg>, nm: Maintenance) {
         match decide::on_update(&self.stage, &nm) {
             OnUpdate::Undo => {
-                self.nm = nm;
+                self.nm.replaced(nm);
                 self.start_undo(myself);
             }
             OnUpdate::Restart => {
-                self.nm.reason = nm.reason;
-                self.nm.drain_policy = nm.drain_policy;
-                self.nm.invalid = nm.invalid;
+                self.nm.restarted(nm);
                 // A new attempt: a new `maintenance` trace, linked to the failed one.
                 self.trace_phase(Phase::Running);
                 self.set_stage(Stage::Starting);
                 self.kick(myself);
             }
             OnUpdate::Continue => {
-                self.nm.reason = nm.reason;
-                self.nm.finalizers = nm.finalizers;
-                self.nm.invalid = nm.invalid;
+                self.nm.continued(&nm);
                 // Someone else wrote the status (a late write of a replica that lost its
                 // leadership, say): the API has that now, and what this actor wants goes back.
                 if self.status.observed(nm.status.as_ref()) {
                     self.flush_status(myself);
                 }
-                if self.nm.drain_policy != nm.drain_policy {
-                    self.nm.drain_policy = nm.drain_policy;
+                if self.nm.drain_policy_now(nm.drain_policy) {
                     self.arm_deadline();
                     self.flush_status(myself);
                 }
@@ -58,7 +53,7 @@ impl NodeActorState {
     /// The NodeMaintenance is gone from the API without our undo having finished (its
     /// finalizer was removed by hand): finish the undo.
     pub(super) fn on_gone(&mut self, myself: &ActorRef<NodeMsg>) {
-        self.nm.deleting = true;
+        self.nm.deleted();
         self.start_undo(myself);
     }
 
@@ -90,14 +85,14 @@ impl NodeActorState {
         if let Some(drain) = self.stage.drain_mut() {
             drain.retry_refused();
         }
-        if decide::retries_on_tick(&self.stage) && !self.held() {
+        if decide::retries_on_tick(&self.stage) && !self.retry.held() {
             self.take_in_or_pass(myself);
         }
     }
 
     /// A backoff (or a paced start-up) is over.
     pub(super) fn on_retry_due(&mut self, myself: &ActorRef<NodeMsg>) {
-        self.hold_until = None;
+        self.retry.hold_over();
         self.flush_status(myself);
         self.kick(myself);
     }
@@ -106,9 +101,10 @@ impl NodeActorState {
     /// anything: any invalid field before it started (no phase yet), an invalid node name at
     /// any time (no call made with it could have reached the node).
     pub(super) fn must_not_start(&self) -> bool {
-        let started = self.status.wanted.phase.is_some()
-            && !crate::fleet::awaiting_start(&self.status.wanted);
+        let started = self.status.wanted().phase.is_some()
+            && !crate::fleet::awaiting_start(self.status.wanted());
         self.nm
+            .seen()
             .invalid
             .as_ref()
             .is_some_and(|problem| !started || problem.field == SpecField::NodeName)
@@ -117,20 +113,21 @@ impl NodeActorState {
     /// The spec is invalid (see [`Self::must_not_start`]): Failed, naming the field, with
     /// nothing touched.
     pub(super) fn fail_invalid_spec(&mut self, myself: &ActorRef<NodeMsg>) {
-        let Some(problem) = self.nm.invalid.clone() else {
+        let Some(problem) = self.nm.seen().invalid.clone() else {
             return;
         };
         let now = self.now();
         let already = self.status.written().is_some_and(|w| {
             w.phase == Some(Phase::Failed) && w.last_error.as_deref() == Some(&problem.message)
         });
-        self.span
+        self.trace
+            .span()
             .in_scope(|| tracing::warn!(error = %problem.message, "invalid NodeMaintenance"));
         self.set_stage(Stage::Failed {
             why: Failure::InvalidSpec,
             undo_due: false,
         });
-        status::fail(&mut self.status.wanted, problem.message.clone(), now);
+        self.status.maintenance_failed(problem.message.clone(), now);
         if !already {
             self.event(EventType::Warning, reasons::FAILED, problem.message);
         }
@@ -142,12 +139,12 @@ impl NodeActorState {
     /// runs. A drain that passed its deadline and holds its node for a person keeps its node
     /// lease renewed, as before the restart (or the leader handover), from now on.
     pub(super) fn enter_recorded_failure(&mut self, myself: &ActorRef<NodeMsg>) {
-        let why = Failure::recorded(&self.status.wanted, &self.nm);
-        let undo_due = status::undo_pending(&self.status.wanted);
+        let why = Failure::recorded(self.status.wanted(), self.nm.seen());
+        let undo_due = status::undo_pending(self.status.wanted());
         if undo_due {
             // A give-up recorded by an older nmo says nothing yet: say it before undoing.
             let now = self.now();
-            status::undo_due(&mut self.status.wanted, now);
+            self.status.undo_due(now);
         }
         self.set_stage(Stage::Failed { why, undo_due });
         if self.stage.keeps_lease() {
@@ -162,31 +159,30 @@ impl NodeActorState {
     pub(super) fn on_reconciled(&mut self, myself: &ActorRef<NodeMsg>, done: Reconciled) {
         let now = self.now();
         if let Some(fresh) = done.fresh {
-            self.refreshed = true;
             self.status.reread(fresh.status.clone());
             let deleting = fresh.deleting;
-            self.nm = fresh;
+            self.nm.reread(fresh);
             if deleting {
                 self.start_undo(myself);
                 return;
             }
             // A deletion seen meanwhile wins over a stale read.
-            if self.status.wanted.phase == Some(Phase::Failed) && !self.stage.is_undoing() {
+            if self.status.wanted().phase == Some(Phase::Failed) && !self.stage.is_undoing() {
                 self.enter_recorded_failure(myself);
                 return;
             }
         }
-        if done.finalizer_added && !self.nm.has_finalizer() {
-            self.nm.finalizers.push(crate::model::FINALIZER.to_string());
+        if done.finalizer_added {
+            self.nm.finalizer_added();
         }
         if let Some(initial) = done.initial {
-            status::begin(&mut self.status.wanted, &initial, now);
+            self.status.began(&initial, now);
         }
         if self.stage.is_undoing() || matches!(self.stage, Stage::Failed { .. }) {
             // The result raced the deletion or a give-up: those win.
             return;
         }
-        let sent = self.reconcile_sent.take();
+        let sent = self.reconciles.ended();
         if done.marked_for_this {
             self.lease.held_before();
         }
@@ -198,13 +194,8 @@ impl NodeActorState {
             } => {
                 self.step_succeeded();
                 let now = self.now();
-                status::recorded(
-                    &mut self.status.wanted,
-                    &node,
-                    &self.ctx.nm_uid,
-                    finding,
-                    now,
-                );
+                self.status
+                    .node_recorded(&node, &self.ctx.nm_uid, finding, now);
                 self.ready(myself, &node, &lease, sent);
             }
             AfterReconcile::NodeMissing(error) => {
@@ -214,17 +205,17 @@ impl NodeActorState {
                 });
                 self.set_stage(Stage::Failed {
                     why: Failure::NodeMissing {
-                        reason: self.nm.reason.clone(),
+                        reason: self.nm.seen().reason.clone(),
                     },
                     undo_due: false,
                 });
-                status::fail(&mut self.status.wanted, error.clone(), now);
+                self.status.maintenance_failed(error.clone(), now);
                 if !already {
                     self.event(EventType::Warning, reasons::FAILED, error);
                 }
             }
             AfterReconcile::WaitForLease { holder, until } => {
-                status::waiting_for_lease(&mut self.status.wanted, &holder, until, now);
+                self.status.waiting_for_lease(&holder, until, now);
                 self.set_stage(Stage::WaitingForLease { holder, until });
             }
             AfterReconcile::LeaseFailed(error) => {
@@ -234,13 +225,14 @@ impl NodeActorState {
             }
             AfterReconcile::NoLeaseYet(error) => {
                 self.step_failed();
-                self.status.wanted.last_error = Some(error.to_string());
+                self.status.last_error(Some(error.to_string()));
             }
             AfterReconcile::StepFailed(error) => {
                 self.step_failed();
-                self.span
+                self.trace
+                    .span()
                     .in_scope(|| tracing::warn!(%error, "maintenance step failed, retrying"));
-                self.status.wanted.last_error = Some(error.to_string());
+                self.status.last_error(Some(error.to_string()));
             }
             AfterReconcile::Gone => {
                 myself.stop(StopReason::Gone.text());
@@ -259,7 +251,7 @@ impl NodeActorState {
         lease: &Lease,
         sent: Option<tokio::time::Instant>,
     ) {
-        self.span.in_scope(
+        self.trace.span().in_scope(
             || tracing::debug!(node = %node.name, lease = %lease.name, "node in maintenance"),
         );
         let now = self.now();
@@ -274,10 +266,11 @@ impl NodeActorState {
         let margin = self.pause_margin();
         self.lease.watch_expiry(&mut self.timers, margin);
         if self.lease.resume() {
-            self.span
+            self.trace
+                .span()
                 .in_scope(|| tracing::info!("node lease taken again, evictions resume"));
         }
-        status::lease_acquired(&mut self.status.wanted, now);
+        self.status.lease_acquired(now);
         self.watches
             .watch_node(self.ctx.cluster.as_ref(), &self.ctx.node_name, myself);
         self.lease
@@ -288,17 +281,17 @@ impl NodeActorState {
             &lease.name,
             myself,
         );
-        if self.status.wanted.phase == Some(Phase::Succeeded) {
+        if self.status.wanted().phase == Some(Phase::Succeeded) {
             self.set_stage(Stage::Succeeded);
             return;
         }
-        self.status.wanted.phase = Some(Phase::Running);
+        self.status.running();
         if !matches!(self.stage, Stage::Draining(_)) {
-            let mut drain = Drain::begin(&self.span, self.status.wanted.eviction_pods);
-            drain.pods = self.watches.take_pods();
+            let mut drain = Drain::begin(self.trace.span(), self.status.wanted().eviction_pods);
+            drain.pods_listed(self.watches.take_pods());
             drain.node_ready(&node.name, &node.ready);
             self.set_stage(Stage::Draining(Box::new(drain)));
-            self.status.wanted.drain_start_time.get_or_insert(now);
+            self.status.drain_started(now);
             self.arm_deadline();
         }
         self.watches
@@ -346,26 +339,14 @@ impl NodeActorState {
             return;
         };
         for (pod, uid) in drain.take_withdrawn() {
-            let _ = self.evictor.cast(EvictionMsg::Withdraw { pod, uid });
+            self.evictions.withdraw(pod, uid);
         }
         if self.lease.paused() {
             return;
         }
         let span = drain.span().clone();
         for pending in to_ask {
-            let request = EvictionRequest {
-                pod: pending.pod.clone(),
-                uid: pending.uid.clone(),
-                grace_period_seconds: pending.grace,
-                maintenance: self.ctx.nm_name.clone(),
-                reply_to: self.reports.clone(),
-                span: span.clone(),
-                labels: pending.labels.clone(),
-                healthy: pending.healthy,
-                unstarted: pending.unstarted,
-                controller: pending.controller.clone(),
-            };
-            if self.evictor.cast(EvictionMsg::Evict(request)).is_ok()
+            if self.evictions.evict(&pending, &span)
                 && let Some(drain) = self.stage.drain_mut()
             {
                 drain.asked(&pending);
@@ -396,7 +377,7 @@ impl NodeActorState {
         let drained = self
             .stage
             .drain()
-            .is_some_and(|drain| drain.write_status(&mut self.status.wanted, now));
+            .is_some_and(|drain| self.status.drain_progress(drain, now));
         self.note_blockage(now);
         if drained {
             let first = self.status.written().and_then(|w| w.phase) != Some(Phase::Succeeded);
@@ -428,16 +409,16 @@ impl NodeActorState {
                 // A give-up's undo: the status says the node is restored.
                 self.step_succeeded();
                 let now = self.now();
-                status::restored(&mut self.status.wanted, now);
+                self.status.restored(now);
                 self.flush_status(myself);
                 false
             }
             Err(error) => {
-                self.span
+                self.trace
+                    .span()
                     .in_scope(|| tracing::warn!(%error, "undo failed, retrying"));
-                if !finalizer && let Stage::Failed { undo_due, .. } = &mut self.stage {
-                    // Retried after the backoff, like the deletion's undo.
-                    *undo_due = true;
+                if !finalizer {
+                    self.stage.undo_failed();
                 }
                 self.step_failed();
                 false
@@ -457,7 +438,7 @@ impl NodeActorState {
                 }
             }
             StatusOutcome::Refused(fresh) => {
-                self.span.in_scope(|| {
+                self.trace.span().in_scope(|| {
                     tracing::info!("status changed since it was read, writing over the fresh one")
                 });
                 self.status
@@ -468,7 +449,8 @@ impl NodeActorState {
             StatusOutcome::Failed(err) => {
                 self.status
                     .failed(tokio::time::Instant::now(), &self.ctx.config);
-                self.span
+                self.trace
+                    .span()
                     .in_scope(|| tracing::warn!(error = %err, "cannot write status, retrying"));
                 self.flush_status(myself);
             }
@@ -489,14 +471,15 @@ impl NodeActorState {
             && decisions::maintenance_patch(
                 &node,
                 &self.ctx.nm_uid,
-                self.status.wanted.node_record.as_ref(),
+                self.status.wanted().node_record.as_ref(),
                 self.now(),
             )
             .is_some()
         {
-            self.span
+            self.trace
+                .span()
                 .in_scope(|| tracing::info!("node changed under maintenance, repairing"));
-            self.repair_due = true;
+            self.reconciles.node_drifted();
             self.kick(myself);
         }
     }
@@ -504,7 +487,7 @@ impl NodeActorState {
     /// The node's pods changed.
     pub(super) fn on_pods_changed(&mut self, myself: &ActorRef<NodeMsg>, pods: PodList) {
         if let Some(drain) = self.stage.drain_mut() {
-            drain.pods = Some(pods);
+            drain.pods_listed(Some(pods));
             self.take_in_or_pass(myself);
         } else {
             // Watched since the start: the drain begins with the latest list.
@@ -520,17 +503,9 @@ impl NodeActorState {
         // While an operation runs, the pass after it takes the list in: taking it in now would
         // be undone by the running pass's older list. A repair due or a lease about to lapse
         // goes to `kick`, which repairs first or waits (the status says evictions are paused).
-        let wait = self.ops.running() || self.repair_due || self.lease.paused();
+        let wait = self.ops.running() || self.reconciles.repair_due() || self.lease.paused();
         let taken = match self.stage.drain_mut() {
-            Some(drain) if !wait => {
-                // Out for the call, which changes the drain while reading the list.
-                let pods = drain.pods.take();
-                let taken = pods
-                    .as_ref()
-                    .and_then(|pods| drain.take_without_pass(pods, &self.daemonsets));
-                drain.pods = pods;
-                taken
-            }
+            Some(drain) if !wait => drain.take_latest_without_pass(&self.daemonsets),
             _ => None,
         };
         match taken {

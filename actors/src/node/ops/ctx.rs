@@ -2,7 +2,7 @@
 //! them take (events, a race-proof node patch).
 
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::Config;
 use crate::model::{Event, EventTarget, EventType, NodePatch, NodeState};
@@ -23,6 +23,14 @@ pub(crate) struct OpCtx {
     /// Set as soon as the actor learns of the deletion: an operation in progress then stops
     /// before cordoning anything.
     pub deleting: Arc<AtomicBool>,
+}
+
+impl OpCtx {
+    /// The actor learned of the deletion: every operation sharing this context stops before it
+    /// cordons anything.
+    pub(crate) fn deletion_seen(&self) {
+        self.deleting.store(true, Ordering::SeqCst);
+    }
 }
 
 /// Emits an event; a failure is only logged (events are best effort).
