@@ -5,6 +5,7 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::fake::{FakeCluster, paused_config};
+use crate::ports::EvictionOutcome;
 
 /// Hands every report it gets to a channel.
 struct Collector;
@@ -186,4 +187,203 @@ fn a_rate_limited_pump_waits_for_a_batch_or_for_what_the_queue_needs() {
         slow.take();
     }
     assert_eq!(batch_wait(&slow, 500), Some(ms(20)));
+}
+
+/// The eviction actor on `cluster` with `config`, and a collector of its reports.
+async fn evictor_on(
+    cluster: &FakeCluster,
+    config: Config,
+) -> (
+    ActorRef<EvictionMsg>,
+    ActorRef<EvictionReport>,
+    mpsc::UnboundedReceiver<EvictionReport>,
+) {
+    let (evictor, _) = Actor::spawn(
+        None,
+        EvictionActor,
+        EvictionArgs {
+            cluster: Arc::new(cluster.clone()),
+            config: Arc::new(config),
+        },
+    )
+    .await
+    .unwrap();
+    let (reports, received) = mpsc::unbounded_channel();
+    let (collector, _) = Actor::spawn(None, Collector, reports).await.unwrap();
+    (evictor, collector, received)
+}
+
+/// A request to evict pod `n1-p{i}` of namespace `app` for maintenance `nm1`.
+fn request_for(collector: &ActorRef<EvictionReport>, i: usize) -> EvictionRequest {
+    EvictionRequest {
+        pod: PodRef {
+            namespace: "app".into(),
+            name: format!("n1-p{i}"),
+        },
+        uid: format!("uid-app-n1-p{i}"),
+        grace_period_seconds: None,
+        maintenance: "nm1".into(),
+        reply_to: collector.get_derived(),
+        span: tracing::Span::none(),
+        labels: crate::model::Labels::default(),
+        healthy: true,
+        unstarted: false,
+        controller: None,
+    }
+}
+
+/// Waits (paused time, 1 ms steps) until the fake cluster has seen more than `calls` eviction
+/// calls, and returns how many it has seen then.
+async fn calls_beyond(cluster: &FakeCluster, calls: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = cluster.count_calls("evict_pod");
+        if now > calls {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "no eviction call past {calls}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() {
+    const PODS: usize = 60;
+    let cluster = FakeCluster::with_node("n1", PODS);
+    // Every call takes 100 ms, so that the calls out at once can be counted.
+    cluster.delay_next("evict_pod", 10_000, Duration::from_millis(100));
+    // The first 8 calls (all that go out at once) are throttled: one pause, one cut.
+    for i in 0..8 {
+        cluster.script_evictions(
+            "app",
+            &format!("n1-p{i}"),
+            vec![EvictionOutcome::Throttled {
+                retry_after: Some(Duration::from_secs(1)),
+            }],
+        );
+    }
+    let config = Config {
+        eviction_max_in_flight: 8,
+        eviction_rate_per_sec: 10_000.0,
+        eviction_burst: 10_000,
+        ..paused_config()
+    };
+    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
+    for i in 0..PODS {
+        evictor
+            .cast(EvictionMsg::Evict(request_for(&collector, i)))
+            .unwrap();
+    }
+    assert_eq!(calls_beyond(&cluster, 0).await, 8);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+    assert_eq!(
+        (stats.throttled, stats.in_flight_limit),
+        (8, 4),
+        "{stats:?}"
+    );
+    assert_eq!(cluster.count_calls("evict_pod"), 8, "paused");
+
+    // After the pause: 4 at once, then one more for each window of successes.
+    let mut sent = 8;
+    let mut bursts = Vec::new();
+    while sent < PODS + 8 {
+        let now = calls_beyond(&cluster, sent).await;
+        bursts.push(now - sent);
+        sent = now;
+        let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+        assert!(stats.in_flight_limit <= 8, "{stats:?}");
+    }
+    // 4 calls at a time, then 5 (the window of 4 passed: one more), 6, 7, and never more than
+    // the configured 8; the last burst is what was left.
+    let (grown, left) = bursts.split_at(bursts.len() - 1);
+    assert_eq!(&grown[..4], [4, 5, 6, 7], "{bursts:?}");
+    assert!(grown[4..].iter().all(|&burst| burst == 8), "{bursts:?}");
+    assert!(left[0] <= 8, "{bursts:?}");
+    for _ in 0..PODS {
+        let report = received.recv().await.unwrap();
+        assert_eq!(report.reply, EvictionReply::Done);
+    }
+    let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+    assert_eq!(stats.in_flight_limit, 8, "{stats:?}");
+    evictor.stop(None);
+    collector.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_success_after_a_throttle_does_not_shorten_the_next_pause() {
+    let cluster = FakeCluster::with_node("n1", 2);
+    for i in 0..2 {
+        cluster.script_evictions(
+            "app",
+            &format!("n1-p{i}"),
+            vec![EvictionOutcome::Throttled { retry_after: None }],
+        );
+    }
+    let config = Config {
+        eviction_max_in_flight: 4,
+        backoff_base: Duration::from_secs(1),
+        backoff_max: Duration::from_secs(60),
+        ..paused_config()
+    };
+    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
+    // Throttled (a pause of 0.5 to 1 s, the cap down to 2), then through after the pause: one
+    // success of a window of 2.
+    evictor
+        .cast(EvictionMsg::Evict(request_for(&collector, 0)))
+        .unwrap();
+    assert_eq!(received.recv().await.unwrap().reply, EvictionReply::Done);
+    assert_eq!(cluster.count_calls("evict_pod"), 2);
+    // Throttled again: the pause is the second step's (1 to 2 s), not the first's again.
+    evictor
+        .cast(EvictionMsg::Evict(request_for(&collector, 1)))
+        .unwrap();
+    let throttled_at = Instant::now();
+    assert_eq!(calls_beyond(&cluster, 2).await, 3);
+    assert_eq!(calls_beyond(&cluster, 3).await, 4);
+    let paused = throttled_at.elapsed();
+    assert!(paused > Duration::from_secs(1), "paused {paused:?}");
+    assert_eq!(received.recv().await.unwrap().reply, EvictionReply::Done);
+    evictor.stop(None);
+    collector.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn budget_refusals_leave_the_calls_in_flight_alone() {
+    let cluster = FakeCluster::with_node("n1", 8);
+    for i in 0..8 {
+        cluster.script_evictions(
+            "app",
+            &format!("n1-p{i}"),
+            vec![EvictionOutcome::BlockedByPdb {
+                pdb: Some("web".into()),
+                message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+                retry_after: Some(Duration::from_secs(1)),
+            }],
+        );
+    }
+    let config = Config {
+        eviction_max_in_flight: 8,
+        ..paused_config()
+    };
+    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
+    for i in 0..8 {
+        evictor
+            .cast(EvictionMsg::Evict(request_for(&collector, i)))
+            .unwrap();
+    }
+    let mut done = 0;
+    while done < 8 {
+        let report = received.recv().await.unwrap();
+        let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+        assert_eq!(stats.in_flight_limit, 8, "{stats:?}");
+        if report.reply == EvictionReply::Done {
+            done += 1;
+        }
+    }
+    let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+    assert_eq!((stats.blocked, stats.throttled), (8, 0), "{stats:?}");
+    assert_eq!(stats.in_flight_limit, 8);
+    evictor.stop(None);
+    collector.stop(None);
 }
