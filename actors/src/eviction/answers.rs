@@ -81,7 +81,7 @@ impl EvictionState {
             Ok(EvictionOutcome::Evicted | EvictionOutcome::NotFound) => {
                 self.pdb_accepted(myself, &pod);
                 // Through API Priority and Fairness: the pause and the cap recover a little.
-                self.throttle.passed(self.concurrency.limit());
+                self.throttle.passed(self.concurrency.ceiling());
                 self.concurrency.passed();
                 if let Some(h) = held {
                     h.reply(EvictionReply::Done);
@@ -171,10 +171,11 @@ impl EvictionState {
                     self.concurrency.throttled();
                     span.record("nmo.backoff_ms", duration_ms(delay));
                 }
-                let limit = self.concurrency.limit();
+                let (limit, ceiling) = (self.concurrency.limit(), self.concurrency.ceiling());
                 span.in_scope(|| {
                     tracing::info!(
                         in_flight_limit = limit,
+                        in_flight_ceiling = ceiling,
                         "throttled by the API server, pausing every eviction"
                     )
                 });

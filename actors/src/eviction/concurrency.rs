@@ -2,23 +2,35 @@
 //! (`--max-evictions-in-flight`) while the API server keeps up, less after it throttles.
 //!
 //! A 429 of API Priority and Fairness says nmo's priority level has no seat and no queue place
-//! left for it. Pausing alone does not help: after the pause nmo sent as many calls as before
-//! into the same few seats, and on a real API server whose level had ~3 seats and a queue of 2,
-//! 415 of 517 eviction calls came back 429. So the cap adapts as TCP's window does (additive
-//! increase, multiplicative decrease): each throttling pause halves it, down to one call, and it
-//! grows back by one call for each full window of calls that get through (as many successes as
-//! the cap is), up to the configured cap. A level that refused at 16 calls is then tried at 8,
-//! and only slowly at more; a server that never throttles never sees the cap below the
-//! configured one.
+//! left for it. Pausing alone does not help: after the pause nmo sent as many calls as before,
+//! all at once, into the same few seats, and on a real API server whose level had ~3 seats and a
+//! queue of 2, 415 of 517 eviction calls came back 429. So the cap adapts as TCP's congestion
+//! window does:
+//! - each throttling pause halves the cap the window climbs back to (down to one call) and
+//!   restarts the window at one call: calls sent all at once after a pause are what a small
+//!   level refuses, where the same calls sent one per answer mostly get a seat;
+//! - below that cap each call that gets through lets one more out (the window doubles each round
+//!   of answers); at it, one more call per full window of calls that get through, up to the
+//!   configured cap;
+//! - the first calls start from a window of [`INITIAL_WINDOW`] the same way, so that the first
+//!   wave of a maintenance does not land on a small level as a burst of 32. Against a server
+//!   that keeps up this costs a few round trips of a few milliseconds each.
+//!
+//! A server that never throttles thus has the configured cap after the first answers.
+
+/// The calls that may be out at once before any has been answered.
+pub(super) const INITIAL_WINDOW: usize = 4;
 
 /// The eviction calls that may be out at once.
 #[derive(Debug)]
 pub(super) struct Concurrency {
     /// The configured cap.
     max: usize,
-    /// The cap now.
-    limit: usize,
-    /// Calls that got through since the cap last changed.
+    /// What the window climbs back to one call per success (TCP's slow-start threshold).
+    ceiling: usize,
+    /// The calls that may be out now.
+    window: usize,
+    /// Calls that got through since the window last grew at or above the ceiling.
     passes: usize,
 }
 
@@ -28,32 +40,46 @@ impl Concurrency {
         let max = max.max(1);
         Concurrency {
             max,
-            limit: max,
+            ceiling: max,
+            window: INITIAL_WINDOW.min(max),
             passes: 0,
         }
     }
 
     /// The calls that may be out now.
     pub(super) fn limit(&self) -> usize {
-        self.limit
+        self.window
     }
 
-    /// The API server throttled and a new pause began: half as many calls from now on. Once
-    /// per pause, not once per refused call: the calls in flight when the pause began were
-    /// refused by the same throttling.
+    /// What the window climbs back to quickly after a pause: a window of successes there is
+    /// what makes the throttling pause one step shorter.
+    pub(super) fn ceiling(&self) -> usize {
+        self.ceiling
+    }
+
+    /// The API server throttled and a new pause began: half the window is the new ceiling, and
+    /// the calls after the pause start from one. Once per pause, not once per refused call: the
+    /// calls in flight when the pause began were refused by the same throttling.
     pub(super) fn throttled(&mut self) {
-        self.limit = (self.limit / 2).max(1);
+        self.ceiling = (self.window / 2).max(1);
+        self.window = 1;
         self.passes = 0;
     }
 
-    /// A call got through: after a full window of them, one more call may be out at once.
+    /// A call got through: one more call out at once below the ceiling; at it, one more after
+    /// a full window of them.
     pub(super) fn passed(&mut self) {
-        if self.limit >= self.max {
+        if self.window < self.ceiling {
+            self.window += 1;
+            return;
+        }
+        if self.window >= self.max {
             return;
         }
         self.passes += 1;
-        if self.passes >= self.limit {
-            self.limit += 1;
+        if self.passes >= self.window {
+            self.window += 1;
+            self.ceiling = self.window;
             self.passes = 0;
         }
     }
@@ -63,42 +89,57 @@ impl Concurrency {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_throttle_halves_the_cap_down_to_one() {
-        let mut concurrency = Concurrency::new(32);
-        assert_eq!(concurrency.limit(), 32);
-        let mut limits = Vec::new();
-        for _ in 0..7 {
-            concurrency.throttled();
-            limits.push(concurrency.limit());
+    /// Grows `concurrency` by `successes` calls that get through.
+    fn pass(concurrency: &mut Concurrency, successes: usize) {
+        for _ in 0..successes {
+            concurrency.passed();
         }
-        assert_eq!(limits, [16, 8, 4, 2, 1, 1, 1]);
     }
 
     #[test]
-    fn the_cap_grows_back_one_call_per_window_and_never_past_the_configured_one() {
-        let mut concurrency = Concurrency::new(8);
-        concurrency.throttled();
-        assert_eq!(concurrency.limit(), 4);
-        // A window of 4 successes: 5; the first success after a throttle changes nothing.
-        concurrency.passed();
-        assert_eq!(concurrency.limit(), 4);
-        for _ in 0..3 {
-            concurrency.passed();
+    fn the_first_calls_start_small_and_reach_the_cap_at_once_after_the_first_answers() {
+        let mut concurrency = Concurrency::new(32);
+        assert_eq!(concurrency.limit(), INITIAL_WINDOW);
+        pass(&mut concurrency, 28);
+        assert_eq!(concurrency.limit(), 32);
+        pass(&mut concurrency, 1000);
+        assert_eq!(concurrency.limit(), 32, "never past the configured cap");
+        assert_eq!(Concurrency::new(2).limit(), 2);
+    }
+
+    #[test]
+    fn a_throttle_halves_the_ceiling_down_to_one_and_restarts_from_one_call() {
+        let mut concurrency = Concurrency::new(32);
+        pass(&mut concurrency, 28);
+        let mut ceilings = Vec::new();
+        for _ in 0..6 {
+            concurrency.throttled();
+            assert_eq!(concurrency.limit(), 1);
+            ceilings.push(concurrency.ceiling());
+            // Back up to the ceiling, one call per success.
+            let ceiling = concurrency.ceiling();
+            pass(&mut concurrency, ceiling - 1);
+            assert_eq!(concurrency.limit(), concurrency.ceiling());
         }
-        assert_eq!(concurrency.limit(), 5);
-        // 5 more: 6, then 6 more: 7, 7 more: 8, and there it stays.
-        for (window, limit) in [(5, 6), (6, 7), (7, 8)] {
-            for _ in 0..window - 1 {
-                concurrency.passed();
-            }
+        assert_eq!(ceilings, [16, 8, 4, 2, 1, 1]);
+    }
+
+    #[test]
+    fn above_the_ceiling_the_window_grows_one_call_per_window_up_to_the_cap() {
+        let mut concurrency = Concurrency::new(8);
+        pass(&mut concurrency, 4);
+        assert_eq!(concurrency.limit(), 8);
+        concurrency.throttled();
+        pass(&mut concurrency, 3);
+        assert_eq!((concurrency.limit(), concurrency.ceiling()), (4, 4));
+        // A window of 4 successes: 5; 5 more: 6, 6 more: 7, 7 more: 8, and there it stays.
+        for (window, limit) in [(4, 5), (5, 6), (6, 7), (7, 8)] {
+            pass(&mut concurrency, window - 1);
             assert_eq!(concurrency.limit(), limit - 1, "before the window's last");
             concurrency.passed();
             assert_eq!(concurrency.limit(), limit);
         }
-        for _ in 0..100 {
-            concurrency.passed();
-        }
+        pass(&mut concurrency, 100);
         assert_eq!(concurrency.limit(), 8);
     }
 

@@ -6,6 +6,7 @@ use tokio::sync::mpsc;
 use super::*;
 use crate::fake::{FakeCluster, paused_config};
 use crate::ports::EvictionOutcome;
+use concurrency::INITIAL_WINDOW;
 
 /// Hands every report it gets to a channel.
 struct Collector;
@@ -252,8 +253,9 @@ async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() 
     let cluster = FakeCluster::with_node("n1", PODS);
     // Every call takes 100 ms, so that the calls out at once can be counted.
     cluster.delay_next("evict_pod", 10_000, Duration::from_millis(100));
-    // The first 8 calls (all that go out at once) are throttled: one pause, one cut.
-    for i in 0..8 {
+    // The first calls (the initial window's 4, all out at once) are throttled: one pause, one
+    // cut.
+    for i in 0..INITIAL_WINDOW {
         cluster.script_evictions(
             "app",
             &format!("n1-p{i}"),
@@ -274,38 +276,63 @@ async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() 
             .cast(EvictionMsg::Evict(request_for(&collector, i)))
             .unwrap();
     }
-    assert_eq!(calls_beyond(&cluster, 0).await, 8);
+    assert_eq!(calls_beyond(&cluster, 0).await, INITIAL_WINDOW);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
     assert_eq!(
         (stats.throttled, stats.in_flight_limit),
-        (8, 4),
+        (4, 1),
         "{stats:?}"
     );
-    assert_eq!(cluster.count_calls("evict_pod"), 8, "paused");
+    assert_eq!(cluster.count_calls("evict_pod"), INITIAL_WINDOW, "paused");
 
-    // After the pause: 4 at once, then one more for each window of successes.
-    let mut sent = 8;
+    // After the pause: one call, then two (up to the new ceiling, half the 4 refused), then one
+    // more for each window of successes, and never more than the configured 8.
+    let mut sent = INITIAL_WINDOW;
     let mut bursts = Vec::new();
-    while sent < PODS + 8 {
+    while sent < PODS + INITIAL_WINDOW {
         let now = calls_beyond(&cluster, sent).await;
         bursts.push(now - sent);
         sent = now;
         let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
         assert!(stats.in_flight_limit <= 8, "{stats:?}");
     }
-    // 4 calls at a time, then 5 (the window of 4 passed: one more), 6, 7, and never more than
-    // the configured 8; the last burst is what was left.
-    let (grown, left) = bursts.split_at(bursts.len() - 1);
-    assert_eq!(&grown[..4], [4, 5, 6, 7], "{bursts:?}");
-    assert!(grown[4..].iter().all(|&burst| burst == 8), "{bursts:?}");
-    assert!(left[0] <= 8, "{bursts:?}");
+    assert_eq!(bursts, [1, 2, 3, 4, 5, 6, 7, 8, 8, 8, 8], "{bursts:?}");
     for _ in 0..PODS {
         let report = received.recv().await.unwrap();
         assert_eq!(report.reply, EvictionReply::Done);
     }
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
     assert_eq!(stats.in_flight_limit, 8, "{stats:?}");
+    evictor.stop(None);
+    collector.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_calls_reach_the_configured_cap_after_the_first_answers() {
+    let cluster = FakeCluster::with_node("n1", 20);
+    cluster.delay_next("evict_pod", 10_000, Duration::from_millis(100));
+    let config = Config {
+        eviction_max_in_flight: 8,
+        ..paused_config()
+    };
+    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
+    for i in 0..20 {
+        evictor
+            .cast(EvictionMsg::Evict(request_for(&collector, i)))
+            .unwrap();
+    }
+    let mut sent = 0;
+    let mut bursts = Vec::new();
+    while sent < 20 {
+        let now = calls_beyond(&cluster, sent).await;
+        bursts.push(now - sent);
+        sent = now;
+    }
+    assert_eq!(bursts, [INITIAL_WINDOW, 8, 8], "{bursts:?}");
+    for _ in 0..20 {
+        assert_eq!(received.recv().await.unwrap().reply, EvictionReply::Done);
+    }
     evictor.stop(None);
     collector.stop(None);
 }
@@ -372,13 +399,21 @@ async fn budget_refusals_leave_the_calls_in_flight_alone() {
             .cast(EvictionMsg::Evict(request_for(&collector, i)))
             .unwrap();
     }
+    // Only successes move the window (from the initial 4 up to 8), refusals never.
     let mut done = 0;
+    let mut limit = INITIAL_WINDOW;
     while done < 8 {
         let report = received.recv().await.unwrap();
         let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
-        assert_eq!(stats.in_flight_limit, 8, "{stats:?}");
+        assert!(stats.in_flight_limit >= limit, "{stats:?}");
+        limit = stats.in_flight_limit;
         if report.reply == EvictionReply::Done {
             done += 1;
+        } else {
+            assert!(
+                matches!(report.reply, EvictionReply::Blocked { .. }),
+                "{report:?}"
+            );
         }
     }
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
