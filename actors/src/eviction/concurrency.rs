@@ -10,8 +10,10 @@
 //!   restarts the window at one call: calls sent all at once after a pause are what a small
 //!   level refuses, where the same calls sent one per answer mostly get a seat;
 //! - below that cap each call that gets through lets one more out (the window doubles each round
-//!   of answers); at it, one more call per full window of calls that get through, up to the
-//!   configured cap;
+//!   of answers); at it, one more call per full window of calls that get through, and at least
+//!   [`GROWTH_PASSES`] of them, up to the configured cap: each step past what the level holds
+//!   costs a 429, and at one step per window a small level (3 seats) refused about one eviction
+//!   in ten that way;
 //! - the first calls start from a window of [`INITIAL_WINDOW`] the same way, so that the first
 //!   wave of a maintenance does not land on a small level as a burst of 32. Against a server
 //!   that keeps up this costs a few round trips of a few milliseconds each.
@@ -20,6 +22,8 @@
 
 /// The calls that may be out at once before any has been answered.
 pub(super) const INITIAL_WINDOW: usize = 4;
+/// The fewest calls that get through, above the ceiling, before the window grows by one.
+pub(super) const GROWTH_PASSES: usize = 16;
 
 /// The eviction calls that may be out at once.
 #[derive(Debug)]
@@ -67,7 +71,7 @@ impl Concurrency {
     }
 
     /// A call got through: one more call out at once below the ceiling; at it, one more after
-    /// a full window of them.
+    /// a full window of them, and at least [`GROWTH_PASSES`].
     pub(super) fn passed(&mut self) {
         if self.window < self.ceiling {
             self.window += 1;
@@ -77,7 +81,7 @@ impl Concurrency {
             return;
         }
         self.passes += 1;
-        if self.passes >= self.window {
+        if self.passes >= self.window.max(GROWTH_PASSES) {
             self.window += 1;
             self.ceiling = self.window;
             self.passes = 0;
@@ -126,21 +130,42 @@ mod tests {
 
     #[test]
     fn above_the_ceiling_the_window_grows_one_call_per_window_up_to_the_cap() {
-        let mut concurrency = Concurrency::new(8);
-        pass(&mut concurrency, 4);
-        assert_eq!(concurrency.limit(), 8);
+        let mut concurrency = Concurrency::new(40);
+        pass(&mut concurrency, 36);
+        assert_eq!(concurrency.limit(), 40);
         concurrency.throttled();
-        pass(&mut concurrency, 3);
-        assert_eq!((concurrency.limit(), concurrency.ceiling()), (4, 4));
-        // A window of 4 successes: 5; 5 more: 6, 6 more: 7, 7 more: 8, and there it stays.
-        for (window, limit) in [(4, 5), (5, 6), (6, 7), (7, 8)] {
+        pass(&mut concurrency, 19);
+        assert_eq!((concurrency.limit(), concurrency.ceiling()), (20, 20));
+        // A window of 20 successes: 21; 21 more: 22, and so on up to 40, where it stays.
+        let steps: Vec<_> = (20..40).map(|window| (window, window + 1)).collect();
+        for (window, limit) in steps {
             pass(&mut concurrency, window - 1);
             assert_eq!(concurrency.limit(), limit - 1, "before the window's last");
             concurrency.passed();
             assert_eq!(concurrency.limit(), limit);
         }
-        pass(&mut concurrency, 100);
-        assert_eq!(concurrency.limit(), 8);
+        pass(&mut concurrency, 1000);
+        assert_eq!(concurrency.limit(), 40);
+    }
+
+    #[test]
+    fn a_small_window_grows_only_after_growth_passes_successes() {
+        let mut concurrency = Concurrency::new(32);
+        pass(&mut concurrency, 28);
+        // Throttled at 32, then at each ceiling again: 16, 8, 4, 2.
+        for ceiling in [16, 8, 4] {
+            concurrency.throttled();
+            pass(&mut concurrency, ceiling - 1);
+            assert_eq!(concurrency.limit(), ceiling);
+        }
+        concurrency.throttled();
+        assert_eq!(concurrency.ceiling(), 2);
+        pass(&mut concurrency, 1);
+        assert_eq!(concurrency.limit(), 2);
+        pass(&mut concurrency, GROWTH_PASSES - 1);
+        assert_eq!(concurrency.limit(), 2);
+        pass(&mut concurrency, 1);
+        assert_eq!(concurrency.limit(), 3);
     }
 
     #[test]
