@@ -25,12 +25,17 @@
 //! - A dead connection (a half-open TCP session) would silence every watch at once: HTTP/2
 //!   PINGs detect it, as client-go's `ReadIdleTimeout`/`PingTimeout` do.
 //!
+//! A throttling 429 from a real API server (API Priority and Fairness) is plain text with a
+//! `Retry-After` header, which kube drops: [`retry_after`] puts the header's wait into the
+//! JSON `Status` that nmo's error handling reads.
+//!
 //! An `http://` server (the simulator, `nmo sim`) has no TLS and so no ALPN: HTTP/1.1, unless
 //! [`ApiClientOptions::http2_prior_knowledge`] says the server speaks HTTP/2 as it is (h2c).
 
 pub mod connections;
 pub mod lanes;
 pub mod operator_client;
+pub mod retry_after;
 #[cfg(test)]
 mod tests;
 
@@ -49,6 +54,7 @@ pub use connections::ConnectionCount;
 use connections::CountingConnector;
 use lanes::Lanes;
 pub use operator_client::{OperatorClient, client_config, cluster_config};
+use retry_after::RetryAfterLayer;
 
 /// Streams one connection carries at most. RFC 9113 recommends servers allow at least 100;
 /// Go's HTTP/2 server (kube-apiserver's `--http2-max-streams-per-connection` at 0) allows 250,
@@ -162,6 +168,8 @@ pub fn client(
         .option_layer(config.auth_layer()?)
         .layer(config.extra_headers_layer()?)
         .map_err(BoxError::from)
+        // Under kube's retry layer too (off for nmo), so that a retry would see the wait.
+        .layer(RetryAfterLayer)
         .service(lanes);
     Ok(ClientBuilder::new(service, config.default_namespace.clone()).build())
 }

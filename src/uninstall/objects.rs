@@ -107,6 +107,23 @@ pub const KINDS: &[Kind] = &[
         "clusterroles",
         false,
     ),
+    // deploy/components/flow-control: the FlowSchema before the priority level it names.
+    // Deleting them while nmo's pods still terminate only sends their last requests to the
+    // built-in `service-accounts` FlowSchema.
+    kind(
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "FlowSchema",
+        "flowschemas",
+        false,
+    ),
+    kind(
+        "flowcontrol.apiserver.k8s.io",
+        "v1",
+        "PriorityLevelConfiguration",
+        "prioritylevelconfigurations",
+        false,
+    ),
     kind("", "v1", "ServiceAccount", "serviceaccounts", true),
     kind(
         "admissionregistration.k8s.io",

@@ -80,7 +80,9 @@ impl EvictionState {
         match result {
             Ok(EvictionOutcome::Evicted | EvictionOutcome::NotFound) => {
                 self.pdb_accepted(myself, &pod);
-                self.throttle.passed();
+                // Through API Priority and Fairness: the pause and the cap recover a little.
+                self.throttle.passed(self.concurrency.ceiling());
+                self.concurrency.passed();
                 if let Some(h) = held {
                     h.reply(EvictionReply::Done);
                 }
@@ -162,13 +164,20 @@ impl EvictionState {
             }
             Ok(EvictionOutcome::Throttled { retry_after }) => {
                 self.stats.throttled += 1;
-                let backoff = self.backoff(retry_after);
-                let delay = self.throttle.throttled(Instant::now(), backoff);
+                let pause = self.throttle_pause(retry_after);
+                let delay = self.throttle.throttled(Instant::now(), pause);
                 if let Some(delay) = delay {
+                    // A new pause: fewer calls out at once after it (`concurrency`).
+                    self.concurrency.throttled();
                     span.record("nmo.backoff_ms", duration_ms(delay));
                 }
+                let (limit, ceiling) = (self.concurrency.limit(), self.concurrency.ceiling());
                 span.in_scope(|| {
-                    tracing::info!("throttled by the API server, pausing every eviction")
+                    tracing::info!(
+                        in_flight_limit = limit,
+                        in_flight_ceiling = ceiling,
+                        "throttled by the API server, pausing every eviction"
+                    )
                 });
                 if let Some(mut h) = held {
                     h.at = Where::Ready;

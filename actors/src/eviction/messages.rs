@@ -166,4 +166,7 @@ pub struct EvictionStats {
     pub intercepted: u64,
     /// Intercepted requests waiting for their re-ask now.
     pub reasks: usize,
+    /// The eviction calls that may be out at once now: the configured cap, less after the API
+    /// server throttled.
+    pub in_flight_limit: usize,
 }

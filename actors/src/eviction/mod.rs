@@ -4,7 +4,8 @@
 //!   are parked and the PDB is probed with ONE eviction after an exponential backoff (with
 //!   jitter, honouring Retry-After); a success sends the next one at once, one at a time.
 //! - A cluster-wide token bucket (`bucket`) and a cap on calls in flight protect the API
-//!   server; a 429 without a PDB (API throttling) pauses everything for a backoff.
+//!   server; a 429 without a PDB (API throttling) pauses everything for a backoff, and halves
+//!   the cap on calls in flight, which grows back slowly (`concurrency`).
 //! - A bounded set of held requests: beyond it, requests are refused back to the asker, who asks
 //!   again on its retry tick.
 //!
@@ -24,6 +25,7 @@
 mod answers;
 pub(crate) mod backoff;
 mod bucket;
+mod concurrency;
 mod diagnoses;
 mod gate;
 mod held;
@@ -49,8 +51,9 @@ use crate::model::PodRef;
 use crate::observe::EvictionResult;
 use crate::ports::Cluster;
 use crate::task::{TaskSet, TaskSlot};
-use backoff::{Throttle, backoff};
+use backoff::{Throttle, backoff, throttle_pause};
 use bucket::TokenBucket;
+use concurrency::Concurrency;
 use diagnoses::Diagnoses;
 use gate::Gates;
 use held::{Held, Where};
@@ -111,6 +114,8 @@ pub struct EvictionState {
     in_flight: usize,
     bucket: TokenBucket,
     throttle: Throttle,
+    /// The calls that may be out at once: the configured cap, less after throttling.
+    concurrency: Concurrency,
     pump_timer: TaskSlot,
     /// When the pump timer fires, while one is set.
     pump_at: Option<Instant>,
@@ -140,6 +145,15 @@ impl EvictionState {
         move |failures| backoff(base, max, failures, retry_after)
     }
 
+    /// The global pause after the `failures`th throttling in a row, as configured.
+    fn throttle_pause(
+        &self,
+        retry_after: Option<Duration>,
+    ) -> impl FnOnce(u32) -> Duration + use<> {
+        let (base, max) = (self.config.backoff_base, self.config.backoff_max);
+        move |failures| throttle_pause(base, max, failures, retry_after)
+    }
+
     /// Pumps again after `after` (at least [`PUMP_GRANULARITY`]), unless a pump already due
     /// by then is scheduled: every request and answer pumps, and at a high rate each found the
     /// bucket empty and replaced the timer (a timer task spawned and one aborted per eviction).
@@ -160,7 +174,7 @@ impl EvictionState {
             self.schedule_pump(myself, wait);
             return;
         }
-        while self.in_flight < self.config.eviction_max_in_flight.max(1) {
+        while self.in_flight < self.concurrency.limit() {
             let Some(pod) = self.ready.front().cloned() else {
                 return;
             };
@@ -327,6 +341,7 @@ impl Actor for EvictionActor {
             args.config.eviction_burst,
             Instant::now(),
         );
+        let concurrency = Concurrency::new(args.config.eviction_max_in_flight);
         Ok(EvictionState {
             cluster: args.cluster,
             config: args.config,
@@ -337,6 +352,7 @@ impl Actor for EvictionActor {
             in_flight: 0,
             bucket,
             throttle: Throttle::default(),
+            concurrency,
             pump_timer: TaskSlot::default(),
             pump_at: None,
             calls: TaskSet::default(),
@@ -398,6 +414,7 @@ impl Actor for EvictionActor {
                 stats.held = state.held.len();
                 (stats.gates, stats.gated_pods) = state.gates.sizes();
                 stats.reasks = state.interceptors.planned();
+                stats.in_flight_limit = state.concurrency.limit();
                 let _ = port.send(stats);
             }
             EvictionMsg::Pdbs(change) => state.on_pdbs(&myself, change),

@@ -5,6 +5,8 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::fake::{FakeCluster, paused_config};
+use crate::ports::EvictionOutcome;
+use concurrency::INITIAL_WINDOW;
 
 /// Hands every report it gets to a channel.
 struct Collector;
@@ -186,4 +188,243 @@ fn a_rate_limited_pump_waits_for_a_batch_or_for_what_the_queue_needs() {
         slow.take();
     }
     assert_eq!(batch_wait(&slow, 500), Some(ms(20)));
+}
+
+/// The eviction actor on `cluster` with `config`, and a collector of its reports.
+async fn evictor_on(
+    cluster: &FakeCluster,
+    config: Config,
+) -> (
+    ActorRef<EvictionMsg>,
+    ActorRef<EvictionReport>,
+    mpsc::UnboundedReceiver<EvictionReport>,
+) {
+    let (evictor, _) = Actor::spawn(
+        None,
+        EvictionActor,
+        EvictionArgs {
+            cluster: Arc::new(cluster.clone()),
+            config: Arc::new(config),
+        },
+    )
+    .await
+    .unwrap();
+    let (reports, received) = mpsc::unbounded_channel();
+    let (collector, _) = Actor::spawn(None, Collector, reports).await.unwrap();
+    (evictor, collector, received)
+}
+
+/// A request to evict pod `n1-p{i}` of namespace `app` for maintenance `nm1`.
+fn request_for(collector: &ActorRef<EvictionReport>, i: usize) -> EvictionRequest {
+    EvictionRequest {
+        pod: PodRef {
+            namespace: "app".into(),
+            name: format!("n1-p{i}"),
+        },
+        uid: format!("uid-app-n1-p{i}"),
+        grace_period_seconds: None,
+        maintenance: "nm1".into(),
+        reply_to: collector.get_derived(),
+        span: tracing::Span::none(),
+        labels: crate::model::Labels::default(),
+        healthy: true,
+        unstarted: false,
+        controller: None,
+    }
+}
+
+/// Waits (paused time, 1 ms steps) until the fake cluster has seen more than `calls` eviction
+/// calls, and returns how many it has seen then.
+async fn calls_beyond(cluster: &FakeCluster, calls: usize) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let now = cluster.count_calls("evict_pod");
+        if now > calls {
+            return now;
+        }
+        assert!(Instant::now() < deadline, "no eviction call past {calls}");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() {
+    const PODS: usize = 60;
+    let cluster = FakeCluster::with_node("n1", PODS);
+    // Every call takes 100 ms, so that the calls out at once can be counted.
+    cluster.delay_next("evict_pod", 10_000, Duration::from_millis(100));
+    // The first calls (the initial window's 4, all out at once) are throttled: one pause, one
+    // cut.
+    for i in 0..INITIAL_WINDOW {
+        cluster.script_evictions(
+            "app",
+            &format!("n1-p{i}"),
+            vec![EvictionOutcome::Throttled {
+                retry_after: Some(Duration::from_secs(1)),
+            }],
+        );
+    }
+    let config = Config {
+        eviction_max_in_flight: 8,
+        eviction_rate_per_sec: 10_000.0,
+        eviction_burst: 10_000,
+        ..paused_config()
+    };
+    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
+    for i in 0..PODS {
+        evictor
+            .cast(EvictionMsg::Evict(request_for(&collector, i)))
+            .unwrap();
+    }
+    assert_eq!(calls_beyond(&cluster, 0).await, INITIAL_WINDOW);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+    assert_eq!(
+        (stats.throttled, stats.in_flight_limit),
+        (4, 1),
+        "{stats:?}"
+    );
+    assert_eq!(cluster.count_calls("evict_pod"), INITIAL_WINDOW, "paused");
+
+    // After the pause: one call, then two (up to the new ceiling, half the 4 refused), then one
+    // more for each window of successes, but at least 16 of them: 8 rounds of 2, 6 of 3...
+    let mut sent = INITIAL_WINDOW;
+    let mut bursts = Vec::new();
+    while sent < PODS + INITIAL_WINDOW {
+        let now = calls_beyond(&cluster, sent).await;
+        bursts.push(now - sent);
+        sent = now;
+        let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+        assert!(stats.in_flight_limit <= 8, "{stats:?}");
+    }
+    assert_eq!(
+        bursts,
+        [
+            1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4, 5, 4
+        ],
+        "{bursts:?}"
+    );
+    for _ in 0..PODS {
+        let report = received.recv().await.unwrap();
+        assert_eq!(report.reply, EvictionReply::Done);
+    }
+    let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+    assert_eq!(stats.in_flight_limit, 5, "{stats:?}");
+    evictor.stop(None);
+    collector.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_calls_reach_the_configured_cap_after_the_first_answers() {
+    let cluster = FakeCluster::with_node("n1", 20);
+    cluster.delay_next("evict_pod", 10_000, Duration::from_millis(100));
+    let config = Config {
+        eviction_max_in_flight: 8,
+        ..paused_config()
+    };
+    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
+    for i in 0..20 {
+        evictor
+            .cast(EvictionMsg::Evict(request_for(&collector, i)))
+            .unwrap();
+    }
+    let mut sent = 0;
+    let mut bursts = Vec::new();
+    while sent < 20 {
+        let now = calls_beyond(&cluster, sent).await;
+        bursts.push(now - sent);
+        sent = now;
+    }
+    assert_eq!(bursts, [INITIAL_WINDOW, 8, 8], "{bursts:?}");
+    for _ in 0..20 {
+        assert_eq!(received.recv().await.unwrap().reply, EvictionReply::Done);
+    }
+    evictor.stop(None);
+    collector.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_first_success_after_a_throttle_does_not_shorten_the_next_pause() {
+    let cluster = FakeCluster::with_node("n1", 2);
+    for i in 0..2 {
+        cluster.script_evictions(
+            "app",
+            &format!("n1-p{i}"),
+            vec![EvictionOutcome::Throttled { retry_after: None }],
+        );
+    }
+    let config = Config {
+        eviction_max_in_flight: 4,
+        backoff_base: Duration::from_secs(1),
+        backoff_max: Duration::from_secs(60),
+        ..paused_config()
+    };
+    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
+    // Throttled (a pause of 0.5 to 1 s, the cap down to 2), then through after the pause: one
+    // success of a window of 2.
+    evictor
+        .cast(EvictionMsg::Evict(request_for(&collector, 0)))
+        .unwrap();
+    assert_eq!(received.recv().await.unwrap().reply, EvictionReply::Done);
+    assert_eq!(cluster.count_calls("evict_pod"), 2);
+    // Throttled again: the pause is the second step's (1 to 2 s), not the first's again.
+    evictor
+        .cast(EvictionMsg::Evict(request_for(&collector, 1)))
+        .unwrap();
+    let throttled_at = Instant::now();
+    assert_eq!(calls_beyond(&cluster, 2).await, 3);
+    assert_eq!(calls_beyond(&cluster, 3).await, 4);
+    let paused = throttled_at.elapsed();
+    assert!(paused > Duration::from_secs(1), "paused {paused:?}");
+    assert_eq!(received.recv().await.unwrap().reply, EvictionReply::Done);
+    evictor.stop(None);
+    collector.stop(None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn budget_refusals_leave_the_calls_in_flight_alone() {
+    let cluster = FakeCluster::with_node("n1", 8);
+    for i in 0..8 {
+        cluster.script_evictions(
+            "app",
+            &format!("n1-p{i}"),
+            vec![EvictionOutcome::BlockedByPdb {
+                pdb: Some("web".into()),
+                message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+                retry_after: Some(Duration::from_secs(1)),
+            }],
+        );
+    }
+    let config = Config {
+        eviction_max_in_flight: 8,
+        ..paused_config()
+    };
+    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
+    for i in 0..8 {
+        evictor
+            .cast(EvictionMsg::Evict(request_for(&collector, i)))
+            .unwrap();
+    }
+    // Only successes move the window (from the initial 4 up to 8), refusals never.
+    let mut done = 0;
+    let mut limit = INITIAL_WINDOW;
+    while done < 8 {
+        let report = received.recv().await.unwrap();
+        let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+        assert!(stats.in_flight_limit >= limit, "{stats:?}");
+        limit = stats.in_flight_limit;
+        if report.reply == EvictionReply::Done {
+            done += 1;
+        } else {
+            assert!(
+                matches!(report.reply, EvictionReply::Blocked { .. }),
+                "{report:?}"
+            );
+        }
+    }
+    let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
+    assert_eq!((stats.blocked, stats.throttled), (8, 0), "{stats:?}");
+    assert_eq!(stats.in_flight_limit, 8);
+    evictor.stop(None);
+    collector.stop(None);
 }

@@ -10,18 +10,26 @@
 //! against nmo's requests in the audit log (the binary's audit policy logs nmo's user and no
 //! other). With the subject changed to another ServiceAccount, nmo's requests go to the built-in
 //! `service-accounts` FlowSchema (workload-low) and the test fails.
+//!
+//! And with the level cut small enough to throttle nmo (one share, nothing lent or borrowed,
+//! one queue of two), several maintenances at once still succeed and flow control refuses
+//! fewer than one request of nmo in ten: nmo reads the `Retry-After` of the API server's
+//! plain-text 429 (`api_client::retry_after`) and halves its evictions in flight on each
+//! throttling pause (the eviction actor's `concurrency`), where it used to come back at full
+//! concurrency into the same few seats.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::flowcontrol::v1::{FlowSchema, PriorityLevelConfiguration};
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use nmo_devtools::bench::server_cost::FlowCounts;
 use nmo_sim::Scenario;
 use serde::de::DeserializeOwned;
 
-use crate::support::{Backend, TestEnv, eventually};
+use crate::support::{Backend, Operator, TestEnv, eventually, test_options};
 
 /// The response header naming the FlowSchema that classified a request.
 const FLOW_SCHEMA_UID_HEADER: &str = "x-kubernetes-pf-flowschema-uid";
@@ -241,5 +249,190 @@ async fn nmo_s_requests_go_through_the_shipped_flow_schema_real() {
          {} nominal seats",
         nominal_seats(&after, &level_name)
             .map_or_else(|| "unknown".to_string(), |seats| seats.to_string())
+    );
+}
+
+/// Nodes of the throttled test, and how many of them are maintained at once.
+const THROTTLED_NODES: usize = 10;
+const THROTTLED_MAINTENANCES: usize = 8;
+const THROTTLED_PODS_PER_NODE: usize = 10;
+/// The share of nmo's evictions flow control may refuse (the target of the scale work).
+const MAX_REJECTED_EVICTIONS: f64 = 0.1;
+/// The share of all of nmo's requests it may refuse: the maintenances' first steps (finalizers,
+/// events, cordons, pod lists), 8 of each at once, are refused in part whatever the evictions
+/// do; each is retried with its step's backoff.
+const MAX_REJECTED_SHARE: f64 = 0.2;
+
+/// The shipped priority level cut down until it throttles nmo: a single share (3 seats on a
+/// default API server), none lent to or borrowed from other levels, one queue of two places.
+fn throttling_level() -> PriorityLevelConfiguration {
+    let mut level: PriorityLevelConfiguration = shipped("prioritylevelconfiguration.yaml");
+    let limited = level
+        .spec
+        .as_mut()
+        .and_then(|spec| spec.limited.as_mut())
+        .expect("a Limited level");
+    limited.nominal_concurrency_shares = Some(1);
+    limited.lendable_percent = Some(0);
+    limited.borrowing_limit_percent = Some(0);
+    let queuing = limited
+        .limit_response
+        .as_mut()
+        .and_then(|response| response.queuing.as_mut())
+        .expect("a queuing level");
+    queuing.queues = Some(1);
+    queuing.hand_size = Some(1);
+    queuing.queue_length_limit = Some(2);
+    level
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_level_that_throttles_nmo_refuses_few_of_its_requests_and_the_drains_finish_real() {
+    let env = TestEnv::on(Backend::Real)
+        .scenario(Scenario::plain(THROTTLED_NODES, THROTTLED_PODS_PER_NODE).pdb(None))
+        .without_operator()
+        .start()
+        .await;
+    let admin = env.admin_client();
+    let schema: FlowSchema = shipped("flowschema.yaml");
+    let level = throttling_level();
+    let schema_name = schema.metadata.name.clone().expect("a name");
+    let level_name = level.metadata.name.clone().expect("a name");
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let admin_kubeconfig = scratch.path().join("admin.kubeconfig");
+    env.write_admin_kubeconfig(&admin_kubeconfig);
+    let _removed = Removed {
+        admin_kubeconfig,
+        schema: schema_name.clone(),
+        level: level_name.clone(),
+    };
+    let apply = PatchParams::apply(MANAGER).force();
+    Api::<PriorityLevelConfiguration>::all(admin.clone())
+        .patch(&level_name, &apply, &Patch::Apply(&level))
+        .await
+        .expect("the API server accepts the small PriorityLevelConfiguration");
+    let applied = Api::<FlowSchema>::all(admin.clone())
+        .patch(&schema_name, &apply, &Patch::Apply(&schema))
+        .await
+        .expect("the API server accepts the FlowSchema");
+    let uid = applied.metadata.uid.clone().expect("a uid");
+
+    // nmo's own client: its stack (no kube retry, the Retry-After layer) is what is tested.
+    let options = test_options();
+    let config = env.operator_config();
+    let client_options = options.clone();
+    let make_client = move || {
+        nmo::api_client::operator_client::client(config, &client_options)
+            .expect("nmo's client")
+            .client
+    };
+    let nmo = make_client.clone()();
+    eventually(
+        "a request of nmo's ServiceAccount to be classified under the shipped FlowSchema",
+        Duration::from_secs(30),
+        async || classified_as(&nmo).await.as_deref() == Some(uid.as_str()),
+    )
+    .await;
+    eventually(
+        "the API server to give the small level its few seats",
+        Duration::from_secs(30),
+        async || nominal_seats(&metrics(&admin).await, &level_name).is_some_and(|s| s <= 3.0),
+    )
+    .await;
+
+    // The level throttles: a burst of lists is refused in part, and each refusal reaches nmo's
+    // error handling with the server's Retry-After (a plain-text 429 on the wire).
+    let pods = Api::<Pod>::all(nmo.clone());
+    let everything = ListParams::default();
+    let burst = (0..40).map(|_| pods.list(&everything));
+    let answers = futures::future::join_all(burst).await;
+    let refused: Vec<_> = answers
+        .iter()
+        .filter_map(|answer| match answer {
+            Err(kube::Error::Api(status)) if status.code == 429 => Some(status),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !refused.is_empty(),
+        "40 lists at once on a level of 3 seats and 2 queue places: none refused"
+    );
+    let retry_after: Vec<u32> = refused
+        .iter()
+        .map(|status| status.details.as_ref().map_or(0, |d| d.retry_after_seconds))
+        .collect();
+    assert!(
+        retry_after.iter().all(|seconds| *seconds > 0),
+        "a throttling 429 without its Retry-After: {:?}",
+        refused.first()
+    );
+    eprintln!(
+        "flow control: a burst of 40 lists, {} refused with Retry-After {:?} s",
+        refused.len(),
+        retry_after.first()
+    );
+    // Let the level's queue drain before nmo starts.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    // nmo's start-up (its rights checked, its watches opened) is over before the drains are
+    // counted: what is measured is what the maintenances ask.
+    let at_start = FlowCounts::parse(&metrics(&admin).await).expect("the metrics parse");
+    let operator = Operator::start(make_client, options);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    env.forget_operator_requests();
+    let before = FlowCounts::parse(&metrics(&admin).await).expect("the metrics parse");
+    let flow = (schema_name.clone(), level_name.clone());
+    let rejected_at_start_up = before.rejected.get(&flow).copied().unwrap_or(0.0)
+        - at_start.rejected.get(&flow).copied().unwrap_or(0.0);
+    let started = Instant::now();
+    let maintenances: Vec<String> = (0..THROTTLED_MAINTENANCES)
+        .map(|i| format!("nm-{i}"))
+        .collect();
+    for (i, name) in maintenances.iter().enumerate() {
+        env.create_maintenance(name, &format!("node-{i}")).await;
+    }
+    for name in &maintenances {
+        env.wait_phase(name, "Succeeded").await;
+    }
+    let drained = started.elapsed();
+    operator.stop().await.expect("clean stop");
+    let after = FlowCounts::parse(&metrics(&admin).await).expect("the metrics parse");
+
+    let counted = |of: fn(&FlowCounts) -> &std::collections::BTreeMap<(String, String), f64>| {
+        let at = |counts: &FlowCounts| of(counts).get(&flow).copied().unwrap_or(0.0);
+        at(&after) - at(&before)
+    };
+    let dispatched = counted(|c| &c.dispatched);
+    let rejected = counted(|c| &c.rejected);
+    let requests = env.operator_requests();
+    let evictions = requests
+        .iter()
+        .filter(|(_, resource, _)| resource == "pods/eviction")
+        .count();
+    let throttled = env.operator_throttled_requests();
+    let throttled_evictions = throttled.iter().filter(|r| *r == "pods/eviction").count();
+    let pods = THROTTLED_MAINTENANCES * THROTTLED_PODS_PER_NODE;
+    let share = throttled.len() as f64 / requests.len().max(1) as f64;
+    let eviction_share = throttled_evictions as f64 / evictions.max(1) as f64;
+    eprintln!(
+        "flow control: {THROTTLED_MAINTENANCES} maintenances x {THROTTLED_PODS_PER_NODE} pods \
+         drained in {drained:?}; nmo made {} requests, {} refused with 429 ({share:.3} per \
+         request), {evictions} evictions for {pods} pods, {throttled_evictions} refused \
+         ({eviction_share:.3} per eviction); {dispatched} dispatched and {rejected} rejected \
+         under {schema_name}/{level_name}; {rejected_at_start_up} rejected at nmo's start-up",
+        requests.len(),
+        throttled.len()
+    );
+    assert!(evictions >= pods, "{evictions} evictions for {pods} pods");
+    assert!(
+        eviction_share < MAX_REJECTED_EVICTIONS,
+        "flow control refused {throttled_evictions} of nmo's {evictions} evictions \
+         ({eviction_share:.3} per eviction)"
+    );
+    assert!(
+        share < MAX_REJECTED_SHARE,
+        "flow control refused {} of nmo's {} requests ({share:.3} per request): {throttled:?}",
+        throttled.len(),
+        requests.len()
     );
 }

@@ -202,6 +202,20 @@ impl TestEnv {
         }
     }
 
+    /// nmo's requests refused with 429 as `resource or resource/subresource` each, from the
+    /// real API server's audit log (the simulator answers no flow-control 429).
+    pub fn operator_throttled_requests(&self) -> Vec<String> {
+        match &self.cluster {
+            Cluster::Sim(_) => Vec::new(),
+            Cluster::Real(real) => real
+                .operator_requests()
+                .into_iter()
+                .filter(|r| r.code == 429)
+                .map(|r| r.resource_path())
+                .collect(),
+        }
+    }
+
     /// The requests of nmo that RBAC refused (403): the simulator's denials, or the real API
     /// server's audited 403s.
     pub fn operator_refusals(&self) -> Vec<String> {

@@ -14,12 +14,13 @@ fn installs() -> Vec<(&'static str, Vec<Value>)> {
         ("deploy/install-no-webhook", build("install-no-webhook")),
         ("deploy/cert-manager", build("cert-manager")),
         (
-            "deploy/install with the monitoring and GKE components",
+            "deploy/install with the monitoring, GKE and flow-control components",
             build_overlay(
                 &["deploy/install"],
                 &[
                     "deploy/components/monitoring",
                     "deploy/components/gke-critical-pods",
+                    "deploy/components/flow-control",
                 ],
             ),
         ),
