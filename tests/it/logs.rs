@@ -79,6 +79,18 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
     }
 }
 
+/// Installs, for this thread, what `nmo run` does: the traces of `provider` and zap-shaped JSON
+/// log lines, captured in memory.
+fn capture_json_logs(
+    provider: &SdkTracerProvider,
+) -> (Captured, tracing::subscriber::DefaultGuard) {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::registry()
+        .with(telemetry::otel_layer(provider))
+        .with(telemetry::log_layer(LogFormat::Json, captured.clone()));
+    (captured, tracing::subscriber::set_default(subscriber))
+}
+
 fn is_trace_id(id: &str) -> bool {
     id.len() == 32 && id.chars().all(|c| c.is_ascii_hexdigit()) && id.chars().any(|c| c != '0')
 }
@@ -90,11 +102,7 @@ async fn log_lines_inside_a_maintenance_carry_node_and_trace_id() {
     }
     // What `nmo run` installs when no OTLP endpoint is set: a provider without exporter.
     let provider = SdkTracerProvider::builder().build();
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::registry()
-        .with(telemetry::otel_layer(&provider))
-        .with(telemetry::log_layer(LogFormat::Json, captured.clone()));
-    let guard = tracing::subscriber::set_default(subscriber);
+    let (captured, guard) = capture_json_logs(&provider);
 
     let cluster = cluster_with_guarded_pod();
     let operator = FakeOperator::start(cluster.clone(), ProcessObserver::default().shared()).await;
@@ -176,11 +184,7 @@ async fn a_long_reason_is_cut_in_spans_and_log_lines() {
     let reason = "r".repeat(4 * SHOWN);
     let receiver = Receiver::start().await;
     let provider = provider_for(&receiver);
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::registry()
-        .with(telemetry::otel_layer(&provider))
-        .with(telemetry::log_layer(LogFormat::Json, captured.clone()));
-    let guard = tracing::subscriber::set_default(subscriber);
+    let (captured, guard) = capture_json_logs(&provider);
 
     let cluster = cluster_with_guarded_pod();
     let operator = FakeOperator::start(cluster.clone(), ProcessObserver::default().shared()).await;

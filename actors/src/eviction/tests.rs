@@ -106,22 +106,9 @@ async fn cancelled_requests_leave_no_pdb_or_pod_behind() {
     let (reports, mut received) = mpsc::unbounded_channel();
     let (collector, _) = Actor::spawn(None, Collector, reports).await.unwrap();
     for i in 0..3 {
-        let request = EvictionRequest {
-            pod: PodRef {
-                namespace: "app".into(),
-                name: format!("n1-p{i}"),
-            },
-            uid: format!("uid-app-n1-p{i}"),
-            grace_period_seconds: None,
-            maintenance: "nm1".into(),
-            reply_to: collector.get_derived(),
-            span: tracing::Span::none(),
-            labels: crate::model::Labels::default(),
-            healthy: true,
-            unstarted: false,
-            controller: None,
-        };
-        evictor.cast(EvictionMsg::Evict(request)).unwrap();
+        evictor
+            .cast(EvictionMsg::Evict(request_for(&collector, i)))
+            .unwrap();
     }
     for _ in 0..3 {
         let report = received.recv().await.unwrap();
