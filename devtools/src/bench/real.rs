@@ -40,10 +40,10 @@ const SEED_TIMEOUT: Duration = Duration::from_secs(600);
 /// The seeding time a pod adds (10,000 pods: 1,500 s on 2 shared cores).
 const SEED_TIME_PER_POD: Duration = Duration::from_millis(150);
 /// The controller manager's and the scheduler's client rate (requests per second, and the
-/// burst twice that). Their defaults (20 and 50 per second) make the seeding of 5,000 pods,
-/// each created, bound and announced by events, outlast any timeout, and would make the
-/// ReplicaSet controller's replacements the pace of a large drain: the benchmark measures the
-/// operator and the floor, not the controllers' client-side limits. Both runs get the same.
+/// burst twice that). At their defaults (20 and 50 per second) each pod the seeding creates,
+/// binds and announces by events, and each replacement the ReplicaSet controller makes during
+/// a drain, waits its turn: the benchmark measures the operator and the floor, not the
+/// controllers' client-side limits. Both runs get the same.
 const CONTROLLERS_QPS: u32 = 500;
 
 /// How long seeding `pods` pods may take.
