@@ -360,9 +360,9 @@ pub async fn renew(client: &kube::Client, node: &str) -> Result<Renewal> {
     }
 }
 
-/// How many node leases are renewed at once. One at a time, a round of 500 nodes on a loaded
-/// machine took longer than the grace period (each renewal a round trip), so nodes went
-/// Unknown and unschedulable while the harness was still renewing the others.
+/// How many node leases are renewed at once. One at a time, a round costs a round trip per
+/// node: at 500 nodes and 100 ms a round trip on a loaded machine, that is the whole grace
+/// period, after which the lifecycle controller makes nodes Unknown and unschedulable.
 const RENEWALS_IN_FLIGHT: usize = 32;
 
 /// Renews the leases of `heartbeats`' nodes every `interval`, forever (the task ends with the
