@@ -24,6 +24,7 @@ pub mod supervisor;
 pub mod sweep;
 pub mod system;
 mod task;
+mod timers;
 
 pub use config::{Clock, Config, SystemClock, TokioClock};
 pub use observe::Observer;

@@ -10,7 +10,7 @@ use super::EvictionState;
 use super::gate::Accepted;
 use super::held::Where;
 use super::intercepted::intercepted_by_webhook;
-use super::messages::{EvictionMsg, EvictionReply};
+use super::messages::{EvictionMsg, EvictionReply, Wake};
 use super::outcome;
 use crate::model::PodRef;
 use crate::ports::{ClusterError, EvictionOutcome};
@@ -24,13 +24,9 @@ impl EvictionState {
     fn pdb_accepted(&mut self, myself: &ActorRef<EvictionMsg>, pod: &PodRef) {
         match self.gates.accepted(pod) {
             Accepted::NoGate => {}
-            Accepted::Released(key) => {
-                self.gate_timers.remove(&key);
-            }
+            Accepted::Released(key) => self.timers.cancel(&Wake::GateOpen(key)),
             Accepted::Reopened(key) => {
-                if let Some(timer) = self.gate_timers.get_mut(&key) {
-                    timer.clear();
-                }
+                self.timers.cancel(&Wake::GateOpen(key.clone()));
                 self.open_gate(myself, &key);
             }
         }
@@ -75,7 +71,7 @@ impl EvictionState {
             Ok(_) => self.pdbs.answered(&pod, false, now),
         }
         if matches!(&result, Ok(EvictionOutcome::Evicted) | Err(_)) {
-            self.schedule_expiry(myself);
+            self.schedule_expiry();
         }
         match result {
             Ok(EvictionOutcome::Evicted | EvictionOutcome::NotFound) => {
@@ -102,7 +98,7 @@ impl EvictionState {
                 }
                 span.in_scope(|| tracing::info!(refusal = %message, "intercepted eviction refused by its budget, asking again"));
                 if let Some(h) = held {
-                    self.intercepted_refusal(myself, h, pdb, message);
+                    self.intercepted_refusal(h, pdb, message);
                 }
             }
             Ok(EvictionOutcome::DeniedByWebhook {
@@ -111,7 +107,7 @@ impl EvictionState {
                 span.in_scope(|| tracing::info!(%webhook, refusal = %message, "eviction refused by an admission webhook, asking again"));
                 if let Some(mut h) = held {
                     intercepted_by_webhook(&mut h, &webhook);
-                    self.intercepted_refusal(myself, h, None, message);
+                    self.intercepted_refusal(h, None, message);
                 }
             }
             Ok(EvictionOutcome::BlockedByPdb {
@@ -128,11 +124,7 @@ impl EvictionState {
                     self.gates
                         .refused(&pod, pdb.as_deref(), Instant::now(), backoff);
                 if let Some(delay) = delay {
-                    let gate = key.clone();
-                    self.gate_timers
-                        .entry(key.clone())
-                        .or_default()
-                        .set(myself.send_after(delay, move || EvictionMsg::GateOpen(gate)));
+                    self.timers.set(Wake::GateOpen(key.clone()), delay);
                 }
                 if let Some(name) = &pdb {
                     span.record("nmo.pdb", name.as_str());
@@ -152,7 +144,7 @@ impl EvictionState {
                     h.at = Where::Parked;
                     self.gates.park(&key, pod.clone());
                     self.held.insert(pod, h);
-                    self.note_blocked(myself, &key);
+                    self.note_blocked(&key);
                     if self.pdbs.changed_since(&key, sent_at_change) {
                         // The PDB's status changed while the call was out (a real API
                         // server's controller writes it a moment after the spec changed): the
@@ -216,7 +208,7 @@ impl EvictionState {
             return;
         }
         if let Some(key) = self.gates.forget(pod) {
-            self.gate_timers.remove(&key);
+            self.timers.cancel(&Wake::GateOpen(key));
         }
     }
 }

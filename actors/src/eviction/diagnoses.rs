@@ -99,6 +99,11 @@ impl Diagnoses {
         (changed, Some(watch.next_at))
     }
 
+    /// The blocked PDBs (looked at, or to be).
+    pub(super) fn keys(&self) -> impl Iterator<Item = &String> {
+        self.pdbs.keys()
+    }
+
     /// What `key` was last found to be.
     pub(super) fn last(&self, key: &str) -> Option<&Blocker> {
         self.pdbs.get(key).and_then(|w| w.last.as_ref())

@@ -13,16 +13,14 @@ use tokio::time::Instant;
 use super::EvictionState;
 use super::gate::gate_key;
 use super::held::{Held, Where};
-use super::messages::{EvictionMsg, EvictionReply, EvictionRequest};
+use super::messages::{EvictionMsg, EvictionReply, EvictionRequest, Wake, WatchKind};
 use super::pdb_gates::PodFacts;
 use super::reask::{Reasks, reask_delay};
 use crate::diagnosis::Blocker;
 use crate::interception::{EvictionWebhooks, Interception};
 use crate::model::PodRef;
 use crate::task::TaskSlot;
-
-/// How long before a webhook watch that ended is subscribed again.
-const WATCH_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+use crate::timers::Timers;
 
 /// What the eviction actor knows of interceptors, and its plan of re-asks.
 #[derive(Debug, Default)]
@@ -33,9 +31,6 @@ pub(super) struct Interceptors {
     watch: TaskSlot,
     /// When each intercepted pod is asked again.
     reasks: Reasks,
-    /// The timer of the earliest re-ask, and when it fires.
-    timer: TaskSlot,
-    timer_at: Option<Instant>,
 }
 
 impl Interceptors {
@@ -45,11 +40,11 @@ impl Interceptors {
     }
 
     /// Plans the re-ask of `pod` after its `refusals`-th refusal in a row.
-    fn plan(&mut self, myself: &ActorRef<EvictionMsg>, pod: PodRef, refusals: u32) {
+    fn plan(&mut self, timers: &mut Timers<EvictionMsg>, pod: PodRef, refusals: u32) {
         let jitter: f64 = rand::rng().random_range(0.8..=1.0);
         self.reasks
             .schedule(pod, Instant::now() + reask_delay(refusals, jitter));
-        self.arm(myself);
+        self.arm(timers);
     }
 
     /// No re-ask for `pod` (its request ended, was withdrawn or cancelled).
@@ -58,23 +53,17 @@ impl Interceptors {
     }
 
     /// Sets the timer for the earliest re-ask, unless one at least as early is set.
-    fn arm(&mut self, myself: &ActorRef<EvictionMsg>) {
+    fn arm(&self, timers: &mut Timers<EvictionMsg>) {
         let Some(next) = self.reasks.next() else {
             return;
         };
-        if self.timer_at.is_some_and(|at| at <= next) && self.timer.is_set() {
-            return;
-        }
         let after = next.saturating_duration_since(Instant::now());
-        self.timer_at = Some(next);
-        self.timer
-            .set(myself.send_after(after, || EvictionMsg::Reask));
+        timers.set_unless_sooner(Wake::Reask, after);
     }
 
-    /// Stops the watch and the timer (the actor stops).
+    /// Stops the watch (the actor stops).
     pub(super) fn stop(&mut self) {
         self.watch.clear();
-        self.timer.clear();
     }
 
     /// Re-asks planned (introspection).
@@ -94,7 +83,7 @@ impl EvictionState {
                     return;
                 }
             }
-            drop(me.send_after(WATCH_RETRY, || EvictionMsg::WatchWebhooks));
+            let _ = me.cast(EvictionMsg::WatchEnded(WatchKind::Webhooks));
         });
         self.interceptors.watch.set(task);
     }
@@ -158,7 +147,7 @@ impl EvictionState {
         self.pdbs.retain_waiting(|waiting| waiting != pod);
         self.gates.retain_parked(|parked| parked != pod);
         if let Some(key) = self.gates.forget(pod) {
-            self.gate_timers.remove(&key);
+            self.timers.cancel(&Wake::GateOpen(key));
         }
     }
 
@@ -167,7 +156,6 @@ impl EvictionState {
     /// the budget refused; its asker hears the refusal's own words.
     pub(super) fn intercepted_refusal(
         &mut self,
-        myself: &ActorRef<EvictionMsg>,
         mut held: Box<Held>,
         pdb: Option<String>,
         message: String,
@@ -187,14 +175,12 @@ impl EvictionState {
         });
         let refusals = held.refusals;
         self.held.insert(pod.clone(), held);
-        self.interceptors.plan(myself, pod, refusals);
+        self.interceptors.plan(&mut self.timers, pod, refusals);
     }
 
     /// Re-asks are due: each intercepted pod still waiting is sent again; one no longer
     /// intercepted (its webhook went away) is decided on its budget like any other.
     pub(super) fn reask_due(&mut self, myself: &ActorRef<EvictionMsg>) {
-        self.interceptors.timer.finished();
-        self.interceptors.timer_at = None;
         for pod in self.interceptors.reasks.take_due(Instant::now()) {
             let Some(held) = self.held.get(&pod) else {
                 continue;
@@ -206,11 +192,11 @@ impl EvictionState {
             self.take_off_waiting_lists(&pod);
             if intercepted {
                 self.ask_now(&pod);
-            } else if self.decide(myself, &pod) {
+            } else if self.decide(&pod) {
                 self.ready.push_back(pod);
             }
         }
-        self.interceptors.arm(myself);
+        self.interceptors.arm(&mut self.timers);
         self.forget_unblocked();
         self.pump(myself);
     }

@@ -26,10 +26,10 @@ pub enum EvictionMsg {
         /// NodeMaintenance name.
         maintenance: String,
     },
-    /// Internal: dispatch what the rate limit and the in-flight cap allow.
-    Pump,
-    /// Internal: a PodDisruptionBudget's backoff elapsed.
-    GateOpen(String),
+    /// Internal: one of the actor's timers fired (see `crate::timers`).
+    Wake(Wake),
+    /// Internal: a watch ended; it is subscribed again after a while.
+    WatchEnded(WatchKind),
     /// Internal: an eviction call returned.
     Done {
         /// The pod.
@@ -43,10 +43,6 @@ pub enum EvictionMsg {
     Stats(RpcReplyPort<EvictionStats>),
     /// Internal: the PDB watch reported a change.
     Pdbs(PdbChange),
-    /// Internal: the PDB watch ended; subscribe again.
-    WatchPdbs,
-    /// Internal: time to look at why this PDB (key) blocks.
-    Diagnose(String),
     /// Internal: a look at a blocked PDB ended.
     Diagnosed {
         /// The PDB's key.
@@ -54,14 +50,51 @@ pub enum EvictionMsg {
         /// What was found.
         investigation: Investigation,
     },
-    /// Internal: accepted evictions the PDBs' status never showed stop counting.
-    Expire,
     /// Internal: the watch of admission webhooks on `pods/eviction` reported the current set.
     Webhooks(crate::interception::EvictionWebhooks),
-    /// Internal: that watch ended; subscribe again.
-    WatchWebhooks,
-    /// Internal: intercepted pods are due to be asked again.
+}
+
+/// Which watch of the eviction actor ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WatchKind {
+    /// The shared PodDisruptionBudget watch.
+    Pdbs,
+    /// The watch of admission webhooks on `pods/eviction`.
+    Webhooks,
+}
+
+/// What the eviction actor's timers wake it for. Each value has at most one timer pending
+/// (see `crate::timers::Timers`): each PDB's gate and diagnosis have timers of their own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Wake {
+    /// Send what the rate limit and the in-flight cap allow.
+    Pump,
+    /// This PodDisruptionBudget's (key) backoff elapsed.
+    GateOpen(String),
+    /// Time to look at why this PDB (key) blocks.
+    Diagnose(String),
+    /// Accepted evictions the PDBs' status never showed stop counting.
+    Expire,
+    /// Intercepted pods are due to be asked again.
     Reask,
+    /// Subscribe again to a watch that ended.
+    Resubscribe(WatchKind),
+}
+
+impl crate::timers::WakeMsg for EvictionMsg {
+    type Wake = Wake;
+
+    fn wake(wake: Wake) -> Self {
+        EvictionMsg::Wake(wake)
+    }
+
+    #[cfg(test)]
+    fn into_wake(self) -> Option<Wake> {
+        match self {
+            EvictionMsg::Wake(wake) => Some(wake),
+            _ => None,
+        }
+    }
 }
 
 /// One eviction asked of the eviction actor.

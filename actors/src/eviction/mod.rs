@@ -44,13 +44,16 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef};
 use tokio::time::Instant;
 
-pub use messages::{EvictionMsg, EvictionReply, EvictionReport, EvictionRequest, EvictionStats};
+pub use messages::{
+    EvictionMsg, EvictionReply, EvictionReport, EvictionRequest, EvictionStats, Wake, WatchKind,
+};
 
 use crate::config::Config;
 use crate::model::PodRef;
 use crate::observe::EvictionResult;
 use crate::ports::Cluster;
 use crate::task::{TaskSet, TaskSlot};
+use crate::timers::Timers;
 use backoff::{Throttle, backoff, throttle_pause};
 use bucket::TokenBucket;
 use concurrency::Concurrency;
@@ -66,6 +69,9 @@ use pdb_gates::PdbGates;
 /// same evictions at the same rate with a fraction of the wake-ups. At nmo's default rate
 /// (50/s) a token takes 20 ms, so this changes nothing there.
 const PUMP_GRANULARITY: Duration = Duration::from_millis(20);
+
+/// How long before a watch that ended is subscribed again (the adapter retries errors itself).
+const WATCH_RETRY: Duration = Duration::from_secs(1);
 
 /// When to pump, asked at `now` to pump after `after` while a pump is `pending` at that time:
 /// None keeps the pending one (it comes no later).
@@ -109,16 +115,11 @@ pub struct EvictionState {
     held: HashMap<PodRef, Box<Held>>,
     ready: VecDeque<PodRef>,
     gates: Gates,
-    /// The `GateOpen` timer of each closed gate.
-    gate_timers: HashMap<String, TaskSlot>,
     in_flight: usize,
     bucket: TokenBucket,
     throttle: Throttle,
     /// The calls that may be out at once: the configured cap, less after throttling.
     concurrency: Concurrency,
-    pump_timer: TaskSlot,
-    /// When the pump timer fires, while one is set.
-    pump_at: Option<Instant>,
     /// The eviction calls in flight: aborted and awaited when the actor stops.
     calls: TaskSet,
     stats: EvictionStats,
@@ -126,16 +127,15 @@ pub struct EvictionState {
     pdbs: PdbGates,
     /// Why each blocked PDB blocks, and when to look again.
     diagnoses: Diagnoses,
-    /// The `Diagnose` timer of each blocked PDB.
-    diagnosis_timers: HashMap<String, TaskSlot>,
     /// The task forwarding the PDB watch.
     pdb_watch: TaskSlot,
-    /// The `Expire` timer (accepted evictions the PDBs' status never showed).
-    expire_timer: TaskSlot,
     /// Arrival counter of requests.
     next_seq: u64,
     /// The webhooks on `pods/eviction`, and the re-asks of the pods something intercepts.
     interceptors: Interceptors,
+    /// Every timer of the actor: the pump, each closed gate's and each blocked PDB's, the
+    /// expiry of unconfirmed evictions, the re-asks and the watches' re-subscriptions.
+    timers: Timers<EvictionMsg>,
 }
 
 impl EvictionState {
@@ -157,13 +157,10 @@ impl EvictionState {
     /// Pumps again after `after` (at least [`PUMP_GRANULARITY`]), unless a pump already due
     /// by then is scheduled: every request and answer pumps, and at a high rate each found the
     /// bucket empty and replaced the timer (a timer task spawned and one aborted per eviction).
-    fn schedule_pump(&mut self, myself: &ActorRef<EvictionMsg>, after: Duration) {
+    fn schedule_pump(&mut self, after: Duration) {
         let now = Instant::now();
-        let pending = self.pump_at.filter(|_| self.pump_timer.is_set());
-        if let Some(at) = next_pump(now, after, pending) {
-            self.pump_at = Some(at);
-            self.pump_timer
-                .set(myself.send_after(at - now, || EvictionMsg::Pump));
+        if let Some(at) = next_pump(now, after, self.timers.due(&Wake::Pump)) {
+            self.timers.set(Wake::Pump, at - now);
         }
     }
 
@@ -171,7 +168,7 @@ impl EvictionState {
     fn pump(&mut self, myself: &ActorRef<EvictionMsg>) {
         self.bucket.refill(Instant::now());
         if let Some(wait) = batch_wait(&self.bucket, self.ready.len()) {
-            self.schedule_pump(myself, wait);
+            self.schedule_pump(wait);
             return;
         }
         while self.in_flight < self.concurrency.limit() {
@@ -179,11 +176,11 @@ impl EvictionState {
                 return;
             };
             if let Some(wait) = self.throttle.wait(Instant::now()) {
-                self.schedule_pump(myself, wait);
+                self.schedule_pump(wait);
                 return;
             }
             if let Some(wait) = self.bucket.wait() {
-                self.schedule_pump(myself, wait);
+                self.schedule_pump(wait);
                 return;
             }
             self.ready.pop_front();
@@ -268,7 +265,7 @@ impl EvictionState {
             let mut held = Held::new(req, Where::Ready);
             held.seq = self.next_seq;
             self.held.insert(pod.clone(), Box::new(held));
-            if self.decide(myself, &pod) {
+            if self.decide(&pod) {
                 self.ready.push_back(pod);
             }
         }
@@ -288,6 +285,19 @@ impl EvictionState {
             self.ready.push_front(pod);
         }
         self.pump(myself);
+    }
+
+    /// One of the actor's timers fired.
+    fn woken(&mut self, myself: &ActorRef<EvictionMsg>, wake: Wake) {
+        match wake {
+            Wake::Pump => self.pump(myself),
+            Wake::GateOpen(key) => self.open_gate(myself, &key),
+            Wake::Diagnose(key) => self.diagnose(myself, &key),
+            Wake::Expire => self.expire(myself),
+            Wake::Reask => self.reask_due(myself),
+            Wake::Resubscribe(WatchKind::Pdbs) => self.watch_pdbs(myself),
+            Wake::Resubscribe(WatchKind::Webhooks) => self.watch_webhooks(myself),
+        }
     }
 
     fn cancel(&mut self, maintenance: &str) {
@@ -316,7 +326,7 @@ impl EvictionState {
         let held = &self.held;
         self.ready.retain(|pod| held.contains_key(pod));
         for key in self.gates.prune(|pod| held.contains_key(pod)) {
-            self.gate_timers.remove(&key);
+            self.timers.cancel(&Wake::GateOpen(key));
         }
         self.pdbs.retain_waiting(|pod| held.contains_key(pod));
         for pod in cancelled_unsent {
@@ -333,7 +343,7 @@ impl Actor for EvictionActor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         args: EvictionArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let bucket = TokenBucket::new(
@@ -348,22 +358,18 @@ impl Actor for EvictionActor {
             held: HashMap::new(),
             ready: VecDeque::new(),
             gates: Gates::default(),
-            gate_timers: HashMap::new(),
             in_flight: 0,
             bucket,
             throttle: Throttle::default(),
             concurrency,
-            pump_timer: TaskSlot::default(),
-            pump_at: None,
             calls: TaskSet::default(),
             stats: EvictionStats::default(),
             pdbs: PdbGates::default(),
             diagnoses: Diagnoses::default(),
-            diagnosis_timers: HashMap::new(),
             pdb_watch: TaskSlot::default(),
-            expire_timer: TaskSlot::default(),
             next_seq: 0,
             interceptors: Interceptors::default(),
+            timers: Timers::new(myself),
         })
     }
 
@@ -382,12 +388,9 @@ impl Actor for EvictionActor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.pump_timer.clear();
-        state.gate_timers.clear();
+        state.timers.cancel_all();
         state.calls.cancel_all().await;
-        state.diagnosis_timers.clear();
         state.pdb_watch.clear();
-        state.expire_timer.clear();
         state.interceptors.stop();
         Ok(())
     }
@@ -402,12 +405,8 @@ impl Actor for EvictionActor {
             EvictionMsg::Evict(req) => state.enqueue(&myself, req),
             EvictionMsg::Withdraw { pod, uid } => state.withdraw(&pod, &uid),
             EvictionMsg::Cancel { maintenance } => state.cancel(&maintenance),
-            EvictionMsg::Pump => {
-                state.pump_timer.finished();
-                state.pump_at = None;
-                state.pump(&myself);
-            }
-            EvictionMsg::GateOpen(key) => state.open_gate(&myself, &key),
+            EvictionMsg::Wake(wake) => state.woken(&myself, wake),
+            EvictionMsg::WatchEnded(kind) => state.timers.set(Wake::Resubscribe(kind), WATCH_RETRY),
             EvictionMsg::Done { pod, uid, result } => state.done(&myself, pod, &uid, result),
             EvictionMsg::Stats(port) => {
                 let mut stats = state.stats;
@@ -418,15 +417,10 @@ impl Actor for EvictionActor {
                 let _ = port.send(stats);
             }
             EvictionMsg::Pdbs(change) => state.on_pdbs(&myself, change),
-            EvictionMsg::WatchPdbs => state.watch_pdbs(&myself),
-            EvictionMsg::Diagnose(key) => state.diagnose(&myself, &key),
             EvictionMsg::Diagnosed { key, investigation } => {
-                state.diagnosed(&myself, &key, investigation);
+                state.diagnosed(&key, investigation);
             }
-            EvictionMsg::Expire => state.expire(&myself),
             EvictionMsg::Webhooks(webhooks) => state.on_webhooks(&myself, webhooks),
-            EvictionMsg::WatchWebhooks => state.watch_webhooks(&myself),
-            EvictionMsg::Reask => state.reask_due(&myself),
         }
         let waiting = state.held.len().saturating_sub(state.in_flight);
         state

@@ -2,22 +2,17 @@
 //! on its PDB's status, releasing waiting pods when a status changes, and explaining why a
 //! PDB blocks (see [`super::pdb_gates`] and [`super::diagnoses`] for the decisions).
 
-use std::time::Duration;
-
 use futures::StreamExt;
 use ractor::ActorRef;
 use tokio::time::Instant;
 
 use super::EvictionState;
 use super::held::Where;
-use super::messages::{EvictionMsg, EvictionReply};
+use super::messages::{EvictionMsg, EvictionReply, Wake, WatchKind};
 use super::pdb_gates::{Admission, PodFacts};
 use crate::diagnosis::{Blocker, Investigation, investigate};
 use crate::model::PodRef;
 use crate::pdb::{Pdb, PdbChange, structural};
-
-/// How long before a PDB watch that ended is subscribed again.
-const WATCH_RETRY: Duration = Duration::from_secs(1);
 
 /// What the PDB's own spec and status say, before any read.
 fn first_look(pdb: &Pdb) -> Blocker {
@@ -52,15 +47,15 @@ impl EvictionState {
                     return;
                 }
             }
-            // Ended: subscribe again a little later (the adapter retries errors itself).
-            drop(me.send_after(WATCH_RETRY, || EvictionMsg::WatchPdbs));
+            // Ended: subscribed again a little later.
+            let _ = me.cast(EvictionMsg::WatchEnded(WatchKind::Pdbs));
         });
         self.pdb_watch.set(task);
     }
 
     /// Decides a held request on its PDB's status: true when it is to be sent (the caller
     /// queues it); otherwise it now waits, and its asker was told why.
-    pub(super) fn decide(&mut self, myself: &ActorRef<EvictionMsg>, pod: &PodRef) -> bool {
+    pub(super) fn decide(&mut self, pod: &PodRef) -> bool {
         let Some(held) = self.held.get(pod) else {
             return false;
         };
@@ -113,7 +108,7 @@ impl EvictionState {
                         });
                     }
                 }
-                self.note_blocked(myself, &key);
+                self.note_blocked(&key);
                 false
             }
             Admission::Several(pdbs) => {
@@ -145,14 +140,12 @@ impl EvictionState {
         let mut again = self.pdbs.apply(change);
         for key in &changed {
             again.extend(self.gates.release(key));
-            if let Some(timer) = self.gate_timers.get_mut(key) {
-                timer.clear();
-            }
+            self.timers.cancel(&Wake::GateOpen(key.clone()));
             if let Some(at) = self.diagnoses.changed(key, now) {
-                self.schedule_diagnosis(myself, key, at);
+                self.schedule_diagnosis(key, at);
             }
         }
-        self.decide_again(myself, again);
+        self.decide_again(again);
         self.forget_unblocked();
         self.pump(myself);
     }
@@ -161,16 +154,14 @@ impl EvictionState {
     /// its backoff are decided again on the status now known, as [`Self::on_pdbs`] does.
     pub(super) fn status_changed_under(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
         let again = self.gates.release(key);
-        if let Some(timer) = self.gate_timers.get_mut(key) {
-            timer.clear();
-        }
-        self.decide_again(myself, again);
+        self.timers.cancel(&Wake::GateOpen(key.to_string()));
+        self.decide_again(again);
         self.pump(myself);
     }
 
     /// Decides `pods` again, oldest first; the ones to send go to the front of the queue in
     /// that order (a PDB's allowance is not left waiting behind unrelated requests).
-    fn decide_again(&mut self, myself: &ActorRef<EvictionMsg>, mut pods: Vec<PodRef>) {
+    fn decide_again(&mut self, mut pods: Vec<PodRef>) {
         pods.retain(|pod| {
             self.held
                 .get(pod)
@@ -180,7 +171,7 @@ impl EvictionState {
         pods.dedup();
         let mut go = Vec::new();
         for pod in pods {
-            if self.decide(myself, &pod) {
+            if self.decide(&pod) {
                 go.push(pod);
             }
         }
@@ -199,22 +190,22 @@ impl EvictionState {
     }
 
     /// Pods wait on PDB `key` (its status, or its 429 backoff): plan a look at why.
-    pub(super) fn note_blocked(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
+    pub(super) fn note_blocked(&mut self, key: &str) {
         if self.pdbs.pdb(key).is_none() {
             return; // Not watched (yet): nothing to read about it.
         }
         if let Some(at) = self.diagnoses.blocked(key, Instant::now()) {
-            self.schedule_diagnosis(myself, key, at);
+            self.schedule_diagnosis(key, at);
         }
     }
 
     /// Forgets the diagnoses of PDBs nothing waits on any more.
     pub(super) fn forget_unblocked(&mut self) {
-        let blocked: Vec<String> = self.diagnosis_timers.keys().cloned().collect();
+        let blocked: Vec<String> = self.diagnoses.keys().cloned().collect();
         for key in blocked {
             if !self.is_blocked(&key) {
                 self.diagnoses.unblocked(&key);
-                self.diagnosis_timers.remove(&key);
+                self.timers.cancel(&Wake::Diagnose(key));
             }
         }
     }
@@ -223,23 +214,16 @@ impl EvictionState {
         self.pdbs.waiting(key).next().is_some() || self.gates.has_parked(key)
     }
 
-    fn schedule_diagnosis(&mut self, myself: &ActorRef<EvictionMsg>, key: &str, at: Instant) {
+    fn schedule_diagnosis(&mut self, key: &str, at: Instant) {
         let after = at.saturating_duration_since(Instant::now());
-        let timer_key = key.to_string();
-        self.diagnosis_timers
-            .entry(key.to_string())
-            .or_default()
-            .set(myself.send_after(after, move || EvictionMsg::Diagnose(timer_key)));
+        self.timers.set(Wake::Diagnose(key.to_string()), after);
     }
 
     /// Time to look at why PDB `key` blocks: the reads run in a task of their own.
     pub(super) fn diagnose(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
-        if let Some(timer) = self.diagnosis_timers.get_mut(key) {
-            timer.finished();
-        }
         if !self.is_blocked(key) {
             self.diagnoses.unblocked(key);
-            self.diagnosis_timers.remove(key);
+            self.timers.cancel(&Wake::Diagnose(key.to_string()));
             return;
         }
         let Some(pdb) = self.pdbs.pdb(key).cloned() else {
@@ -269,12 +253,7 @@ impl EvictionState {
 
     /// A look at PDB `key` ended: when it found something new, every request waiting on
     /// the PDB is told.
-    pub(super) fn diagnosed(
-        &mut self,
-        myself: &ActorRef<EvictionMsg>,
-        key: &str,
-        investigation: Investigation,
-    ) {
+    pub(super) fn diagnosed(&mut self, key: &str, investigation: Investigation) {
         self.stats.diagnosis_reads += u64::from(investigation.reads);
         self.config.observer.diagnosis_reads(investigation.reads);
         let blocker = match investigation.blocker {
@@ -288,7 +267,7 @@ impl EvictionState {
         if let Some(at) = next
             && self.is_blocked(key)
         {
-            self.schedule_diagnosis(myself, key, at);
+            self.schedule_diagnosis(key, at);
         }
         if changed {
             self.tell_blocked_on(key);
@@ -324,28 +303,26 @@ impl EvictionState {
     }
 
     /// Plans the next expiry of accepted evictions that the status never showed.
-    pub(super) fn schedule_expiry(&mut self, myself: &ActorRef<EvictionMsg>) {
-        if self.expire_timer.is_set() {
+    pub(super) fn schedule_expiry(&mut self) {
+        if self.timers.is_set(&Wake::Expire) {
             return;
         }
         if let Some(at) = self.pdbs.next_expiry() {
             let after = at.saturating_duration_since(Instant::now());
-            self.expire_timer
-                .set(myself.send_after(after, || EvictionMsg::Expire));
+            self.timers.set(Wake::Expire, after);
         }
     }
 
     /// Accepted evictions the status never showed stop counting: their PDBs' waiting pods
     /// are decided again.
     pub(super) fn expire(&mut self, myself: &ActorRef<EvictionMsg>) {
-        self.expire_timer.finished();
         let (grew, _) = self.pdbs.expire(Instant::now());
         let mut again = Vec::new();
         for key in grew {
             again.extend(self.pdbs.take_waiting(&key));
         }
-        self.decide_again(myself, again);
-        self.schedule_expiry(myself);
+        self.decide_again(again);
+        self.schedule_expiry();
         self.pump(myself);
     }
 }

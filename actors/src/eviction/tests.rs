@@ -415,3 +415,25 @@ async fn budget_refusals_leave_the_calls_in_flight_alone() {
     evictor.stop(None);
     collector.stop(None);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_ended_watch_is_subscribed_again_a_second_later_and_no_sooner() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    let (evictor, _collector, _received) = evictor_on(&cluster, paused_config()).await;
+    let opened = |cluster: &FakeCluster| {
+        (
+            cluster.count_calls("watch_budgets"),
+            cluster.count_calls("watch_eviction_webhooks"),
+        )
+    };
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(opened(&cluster), (1, 1));
+    cluster.end_eviction_watches();
+    tokio::time::sleep(Duration::from_millis(990)).await;
+    assert_eq!(opened(&cluster), (1, 1), "not before the retry's wait");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(opened(&cluster), (2, 2), "both again, once each");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(opened(&cluster), (2, 2), "and only once");
+    evictor.stop(None);
+}

@@ -4,6 +4,7 @@
 
 use super::EvictionState;
 use super::held::Where;
+use super::messages::Wake;
 use crate::model::PodRef;
 
 impl EvictionState {
@@ -24,7 +25,7 @@ impl EvictionState {
         // would keep the pod and count it as blocked.
         self.gates.retain_parked(|parked| parked != pod);
         if let Some(key) = self.gates.forget(pod) {
-            self.gate_timers.remove(&key);
+            self.timers.cancel(&Wake::GateOpen(key));
         }
         if unsent {
             self.pdbs.forget(pod);

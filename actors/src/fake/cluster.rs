@@ -407,6 +407,14 @@ impl FakeCluster {
             .collect()
     }
 
+    /// Ends the PDB watches and the watches of eviction webhooks open now (as a real API
+    /// server's watch ends): their subscribers see their streams end.
+    pub fn end_eviction_watches(&self) {
+        let mut inner = self.lock();
+        inner.pdb_watchers.clear();
+        inner.webhook_watchers.clear();
+    }
+
     /// Every call so far, as `"<method> <args>"`.
     pub fn calls(&self) -> Vec<String> {
         self.lock().calls.clone()

@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
-use super::messages::Wake;
-use super::timers::Timers;
+use super::messages::{NodeMsg, Wake};
+use crate::timers::Timers;
 
 /// The deadline of a drain under way, on two clocks: the wall clock says when it falls (what
 /// the status shows, and what a restarted actor computes it from: `drainStartTime` plus
@@ -25,7 +25,11 @@ pub(super) struct DrainDeadline {
 impl DrainDeadline {
     /// The deadline that falls at `due` by the wall clock, which reads `now`; its timer in
     /// `timers` (replacing the one of an earlier deadline) tells the actor.
-    pub(super) fn arm(due: DateTime<Utc>, now: DateTime<Utc>, timers: &mut Timers) -> Self {
+    pub(super) fn arm(
+        due: DateTime<Utc>,
+        now: DateTime<Utc>,
+        timers: &mut Timers<NodeMsg>,
+    ) -> Self {
         let after = left(due, now);
         timers.set(Wake::DrainDeadline, after);
         DrainDeadline {

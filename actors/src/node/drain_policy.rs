@@ -33,7 +33,7 @@ impl NodeActorState {
             )),
             None => {
                 // The timer of an earlier deadline (if any) goes with it.
-                self.timers.cancel(Wake::DrainDeadline);
+                self.timers.cancel(&Wake::DrainDeadline);
                 None
             }
         };

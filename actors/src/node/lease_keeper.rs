@@ -18,11 +18,11 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::messages::Wake;
-use super::timers::Timers;
+use super::messages::{NodeMsg, Wake};
 use crate::decisions::{self, LeaseFailure};
 use crate::model::Lease;
 use crate::retry::Backoff;
+use crate::timers::Timers;
 
 /// What the node actor knows about its lease. Its timers are in the actor's table
 /// ([`Wake::RenewLease`], [`Wake::RetryRenewal`], [`Wake::LeaseExpiring`]), which it is handed
@@ -68,7 +68,7 @@ impl LeaseKeeper {
     /// The lease is ours, taken by a request sent at `sent`; `node_uid` is the node's.
     pub(super) fn acquired(
         &mut self,
-        timers: &mut Timers,
+        timers: &mut Timers<NodeMsg>,
         node_uid: &str,
         sent: Instant,
         duration: Duration,
@@ -84,13 +84,13 @@ impl LeaseKeeper {
         self.held_once = true;
     }
 
-    fn held(&mut self, timers: &mut Timers, sent: Instant, duration: Duration) {
+    fn held(&mut self, timers: &mut Timers<NodeMsg>, sent: Instant, duration: Duration) {
         self.taken_by = None;
         let until = sent + duration;
         self.held_until = Some(self.held_until.map_or(until, |known| known.max(until)));
         self.counted_this_interval = false;
         self.retries.succeeded();
-        timers.cancel(Wake::RetryRenewal);
+        timers.cancel(&Wake::RetryRenewal);
     }
 
     /// nmo wrote the lease (took or renewed it): this is what the API has.
@@ -120,36 +120,45 @@ impl LeaseKeeper {
     }
 
     /// Starts the renewal timer, unless it runs.
-    pub(super) fn keep_renewing(&mut self, timers: &mut Timers, every: Duration) {
-        if !timers.is_set(Wake::RenewLease) {
+    pub(super) fn keep_renewing(&mut self, timers: &mut Timers<NodeMsg>, every: Duration) {
+        if !timers.is_set(&Wake::RenewLease) {
             timers.every(Wake::RenewLease, every);
         }
     }
 
     /// Stops renewing: the timers, the retry and the expiry watch.
-    pub(super) fn stop_renewing(&mut self, timers: &mut Timers) {
-        timers.cancel(Wake::RenewLease);
-        timers.cancel(Wake::RetryRenewal);
-        timers.cancel(Wake::LeaseExpiring);
+    pub(super) fn stop_renewing(&mut self, timers: &mut Timers<NodeMsg>) {
+        timers.cancel(&Wake::RenewLease);
+        timers.cancel(&Wake::RetryRenewal);
+        timers.cancel(&Wake::LeaseExpiring);
         self.paused = false;
     }
 
     /// A renewal is due (the interval's tick: a new interval, or a retry): true when it may
     /// start (none is out).
-    pub(super) fn begin_renewal(&mut self, timers: &mut Timers, new_interval: bool) -> bool {
+    pub(super) fn begin_renewal(
+        &mut self,
+        timers: &mut Timers<NodeMsg>,
+        new_interval: bool,
+    ) -> bool {
         if new_interval {
             self.counted_this_interval = false;
         }
         if std::mem::replace(&mut self.renewing, true) {
             return false;
         }
-        timers.cancel(Wake::RetryRenewal);
+        timers.cancel(&Wake::RetryRenewal);
         self.renewal_sent = Some(Instant::now());
         true
     }
 
     /// The renewal ended, successfully or not.
-    pub(super) fn renewal_ended(&mut self, timers: &mut Timers, renewed: bool, duration: Duration) {
+    pub(super) fn renewal_ended(
+        &mut self,
+        timers: &mut Timers<NodeMsg>,
+        renewed: bool,
+        duration: Duration,
+    ) {
         self.renewing = false;
         if !renewed {
             // The lease may not be as nmo wrote it (taken by another holder, say): from now on
@@ -163,7 +172,12 @@ impl LeaseKeeper {
     }
 
     /// A renewal failed: asks for a retry after a backoff (from `base`, at most `max`).
-    pub(super) fn retry_later(&mut self, timers: &mut Timers, base: Duration, max: Duration) {
+    pub(super) fn retry_later(
+        &mut self,
+        timers: &mut Timers<NodeMsg>,
+        base: Duration,
+        max: Duration,
+    ) {
         let delay = self.retries.failed(base, max);
         timers.set(Wake::RetryRenewal, delay);
     }
@@ -197,7 +211,7 @@ impl LeaseKeeper {
 
     /// Arms the expiry watch: [`Wake::LeaseExpiring`] comes `margin` before the lease can
     /// lapse.
-    pub(super) fn watch_expiry(&mut self, timers: &mut Timers, margin: Duration) {
+    pub(super) fn watch_expiry(&mut self, timers: &mut Timers<NodeMsg>, margin: Duration) {
         let Some(until) = self.held_until else {
             return;
         };
@@ -230,8 +244,8 @@ impl LeaseKeeper {
 
 #[cfg(test)]
 mod tests {
-    use super::super::timers::testing::{delivered, pass, table};
     use super::*;
+    use crate::timers::testing::{delivered, pass, table};
 
     const HOUR: Duration = Duration::from_secs(3600);
 
@@ -334,7 +348,7 @@ mod tests {
         keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
         keeper.watch_expiry(&mut timers, Duration::from_secs(300));
         keeper.retry_later(&mut timers, Duration::from_secs(1), Duration::from_secs(60));
-        assert!(timers.is_set(Wake::LeaseExpiring) && timers.is_set(Wake::RetryRenewal));
+        assert!(timers.is_set(&Wake::LeaseExpiring) && timers.is_set(&Wake::RetryRenewal));
         assert!(keeper.pause());
         keeper.stop_renewing(&mut timers);
         assert!(!keeper.paused());
@@ -353,7 +367,7 @@ mod tests {
         keeper.retry_later(&mut timers, base, max);
         // The next interval's renewal goes out before the retry is due.
         assert!(keeper.begin_renewal(&mut timers, true));
-        assert!(!timers.is_set(Wake::RetryRenewal));
+        assert!(!timers.is_set(&Wake::RetryRenewal));
         keeper.renewal_ended(&mut timers, true, HOUR);
         pass(Duration::from_secs(120)).await;
         assert_eq!(delivered(&mut wakes), []);
@@ -366,7 +380,7 @@ mod tests {
         let margin = Duration::from_secs(300);
         keeper.watch_expiry(&mut timers, margin);
         assert!(
-            !timers.is_set(Wake::LeaseExpiring),
+            !timers.is_set(&Wake::LeaseExpiring),
             "never held: nothing to watch"
         );
         let start = Instant::now();

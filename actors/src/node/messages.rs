@@ -76,6 +76,22 @@ pub enum NodeMsg {
     Eviction(EvictionReport),
 }
 
+impl crate::timers::WakeMsg for NodeMsg {
+    type Wake = Wake;
+
+    fn wake(wake: Wake) -> Self {
+        NodeMsg::Wake(wake)
+    }
+
+    #[cfg(test)]
+    fn into_wake(self) -> Option<Wake> {
+        match self {
+            NodeMsg::Wake(wake) => Some(wake),
+            _ => None,
+        }
+    }
+}
+
 impl From<EvictionReport> for NodeMsg {
     fn from(report: EvictionReport) -> Self {
         NodeMsg::Eviction(report)

@@ -47,7 +47,6 @@ mod state;
 mod status;
 mod status_writer;
 mod step_retry;
-mod timers;
 mod trace;
 mod transitions;
 mod watches;
@@ -70,6 +69,7 @@ use crate::observe::{BlockedReport, MaintenanceIdentity, OpOutcome, PhaseReport}
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::task::TaskSet;
+use crate::timers::Timers;
 use eviction_link::EvictionLink;
 use lease_keeper::LeaseKeeper;
 use maintenance_copy::MaintenanceCopy;
@@ -78,7 +78,6 @@ use reconciles::Reconciles;
 use stage::Stage;
 use status_writer::StatusWriter;
 use step_retry::StepRetry;
-use timers::Timers;
 use trace::TraceState;
 use watches::Watches;
 

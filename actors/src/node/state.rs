@@ -16,7 +16,6 @@ use super::reconciles::Reconciles;
 use super::stage::{Failure, Stage};
 use super::status_writer::{self, Flush, StatusWriter, Windows};
 use super::step_retry::StepRetry;
-use super::timers::Timers;
 use super::trace::TraceState;
 use super::watches::Watches;
 use crate::decisions;
@@ -24,6 +23,7 @@ use crate::model::{EventType, Phase};
 use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
 use crate::task::TaskSet;
+use crate::timers::Timers;
 
 /// State of [`super::NodeActor`]: the stage, and one component per concern. Each component
 /// keeps its fields private and changes them only in its own file, through methods that say
@@ -58,7 +58,7 @@ pub struct NodeActorState {
     pub(super) daemonsets: DaemonSets,
     /// Every timer of this actor: the retry tick, the hold's end ([`Wake::RetryDue`]), the
     /// lease keeper's, the drain deadline's, deferred status writes and re-subscriptions.
-    pub(super) timers: Timers,
+    pub(super) timers: Timers<NodeMsg>,
     /// The span log lines go to and work hangs under, whether the `maintenance` root has
     /// ended, and its ids for the traces that follow.
     pub(super) trace: TraceState,
@@ -255,7 +255,7 @@ impl NodeActorState {
         }
         if let Stage::Draining(drain) = previous {
             // The deadline ends with its drain.
-            self.timers.cancel(Wake::DrainDeadline);
+            self.timers.cancel(&Wake::DrainDeadline);
             self.watches.stop_pods();
             self.watches.stop_vms();
             self.blocked_report.set(None);

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::messages::Wake;
-use super::timers::Timers;
+use super::messages::{NodeMsg, Wake};
 use crate::retry::Backoff;
+use crate::timers::Timers;
 
 /// The backoff of failing steps, and the hold it puts on retry ticks.
 #[derive(Debug, Default)]
@@ -30,7 +30,7 @@ impl StepRetry {
 
     /// At start-up: if the start waits its turn, its end is a [`Wake::RetryDue`] (true);
     /// false when the first step may go now.
-    pub(super) fn wait_for_start(&self, timers: &mut Timers) -> bool {
+    pub(super) fn wait_for_start(&self, timers: &mut Timers<NodeMsg>) -> bool {
         let Some(at) = self.hold_until else {
             return false;
         };
@@ -40,7 +40,7 @@ impl StepRetry {
 
     /// A step failed: the next retry waits out a backoff that grows with each failure in a
     /// row (between `base` and `max`, with jitter), ended by a [`Wake::RetryDue`].
-    pub(super) fn failed(&mut self, timers: &mut Timers, base: Duration, max: Duration) {
+    pub(super) fn failed(&mut self, timers: &mut Timers<NodeMsg>, base: Duration, max: Duration) {
         let delay = self.backoff.failed(base, max);
         self.hold_until = Some(Instant::now() + delay);
         timers.set(Wake::RetryDue, delay);
@@ -58,9 +58,9 @@ impl StepRetry {
 
     /// No more waiting (a deletion does not wait for a paced start-up or a backoff): the hold
     /// and its timer go.
-    pub(super) fn lift(&mut self, timers: &mut Timers) {
+    pub(super) fn lift(&mut self, timers: &mut Timers<NodeMsg>) {
         self.hold_until = None;
-        timers.cancel(Wake::RetryDue);
+        timers.cancel(&Wake::RetryDue);
     }
 
     /// Whether retry ticks must wait (a backoff or a paced start-up is running).
