@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::fleet_state::Queued;
 use super::messages::SupervisorMsg;
+use super::messages::Wake;
 use super::state::SupervisorState;
 use crate::fleet::{self, Candidate};
 use crate::model::{
@@ -32,9 +33,7 @@ impl SupervisorState {
             return;
         }
         let interval = self.config.queue_status_interval;
-        self.fleet
-            .tick
-            .set(myself.send_interval(interval, || SupervisorMsg::FleetTick));
+        self.timers.every(Wake::FleetTick, interval);
         if self.fleet.budget.watches_nodes() {
             let cluster = self.cluster.clone();
             let retry = self.config.retry_interval;
@@ -144,7 +143,7 @@ impl SupervisorState {
             .map(|(uid, _)| uid);
         self.children
             .keys()
-            .chain(self.respawns.keys())
+            .chain(self.respawning.iter())
             .chain(admitted)
             .filter_map(|uid| self.known.get(uid))
             .filter(|nm| nm.status.as_ref().and_then(|s| s.phase) != Some(Phase::Failed))

@@ -19,8 +19,6 @@ pub(super) struct Fleet {
     pub(super) queue: HashMap<String, Queued>,
     /// The node summary watch, forwarded as [`SupervisorMsg::Nodes`].
     pub(super) node_feed: TaskSlot,
-    /// The budget's timer.
-    pub(super) tick: TaskSlot,
 }
 
 /// One waiting NodeMaintenance.
@@ -50,7 +48,6 @@ impl Fleet {
             listed: false,
             queue: HashMap::new(),
             node_feed: TaskSlot::default(),
-            tick: TaskSlot::default(),
         }
     }
 

@@ -24,6 +24,35 @@ pub struct Remembered {
 }
 use crate::sweep::{SweepError, SweepReport};
 
+/// What the supervisor's timers wake it for. Each value has at most one timer pending (see
+/// `crate::timers::Timers`): each crashed node actor's respawn has a timer of its own.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Wake {
+    /// Look again for nodes nmo changed for NodeMaintenances that no longer exist, after a
+    /// sweep that failed (a sweep also follows every listing, see `SupervisorMsg::Listed`).
+    Sweep,
+    /// The budget's tick (queue places written, failed writes retried).
+    FleetTick,
+    /// Respawn the node actor of this NodeMaintenance (uid) after a crash.
+    Respawn(String),
+}
+
+impl crate::timers::WakeMsg for SupervisorMsg {
+    type Wake = Wake;
+
+    fn wake(wake: Wake) -> Self {
+        SupervisorMsg::Wake(wake)
+    }
+
+    #[cfg(test)]
+    fn into_wake(self) -> Option<Wake> {
+        match self {
+            SupervisorMsg::Wake(wake) => Some(wake),
+            _ => None,
+        }
+    }
+}
+
 /// Messages to the supervisor. The controller sends `Upsert` for every NodeMaintenance it sees
 /// (create, change, relist) and `Deleted` when one is gone from the API.
 #[derive(Debug)]
@@ -41,9 +70,6 @@ pub enum SupervisorMsg {
     /// cluster maintenance budget knows who holds a slot and may let others start, and the
     /// orphan sweep looks for nodes changed for NodeMaintenances that no longer exist.
     Listed,
-    /// Look for nodes nmo changed for NodeMaintenances that no longer exist, and undo them
-    /// (after every listing, see `Listed`, and again after a sweep that failed).
-    Sweep,
     /// How much the supervisor remembers (introspection, tests: nothing may grow without
     /// bound over a long run).
     Remembered(RpcReplyPort<Remembered>),
@@ -61,10 +87,8 @@ pub enum SupervisorMsg {
         /// Ok, or what failed (tried again on the next budget tick).
         result: Result<(), ClusterError>,
     },
-    /// Internal: the budget's timer (queue places written, failed writes retried).
-    FleetTick,
-    /// Internal: respawn the node actor of this NodeMaintenance (uid) after a crash.
-    Respawn(String),
+    /// Internal: one of the supervisor's timers fired (see `crate::timers`).
+    Wake(Wake),
     /// Internal: an orphan sweep finished.
     Swept(Result<SweepReport, SweepError>),
     /// Internal: the cluster calls for a duplicate NodeMaintenance finished.

@@ -20,7 +20,7 @@ use std::time::Duration;
 use ractor::{Actor, ActorProcessingErr, ActorRef, SupervisionEvent};
 
 pub use duplicate_decision::DuplicateError;
-pub use messages::{Remembered, SupervisorMsg};
+pub use messages::{Remembered, SupervisorMsg, Wake};
 pub use state::SupervisorState;
 
 use crate::config::Config;
@@ -29,7 +29,8 @@ use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
 use crate::retry::{Backoff, Pacer};
 use crate::stop::StopReason;
-use crate::task::{TaskSet, TaskSlot};
+use crate::task::TaskSet;
+use crate::timers::Timers;
 use fleet_state::Fleet;
 
 /// How long a stopping supervisor waits for each node actor to stop.
@@ -56,7 +57,7 @@ impl Actor for Supervisor {
 
     async fn pre_start(
         &self,
-        _myself: ActorRef<Self::Msg>,
+        myself: ActorRef<Self::Msg>,
         args: SupervisorArgs,
     ) -> Result<Self::State, ActorProcessingErr> {
         let pacer = Pacer::new(args.config.startup_rate_per_sec, args.config.startup_burst);
@@ -72,14 +73,14 @@ impl Actor for Supervisor {
             superseded: HashSet::new(),
             duplicates: HashMap::new(),
             finished: HashSet::new(),
-            respawns: HashMap::new(),
+            respawning: HashSet::new(),
             crashes: HashMap::new(),
             pacer,
             sweeps: OpRunner::default(),
-            sweep_retry: TaskSlot::default(),
             sweep_failures: Backoff::default(),
             tasks: TaskSet::default(),
             fleet,
+            timers: Timers::new(myself),
         })
     }
 
@@ -97,8 +98,7 @@ impl Actor for Supervisor {
         _myself: ActorRef<Self::Msg>,
         state: &mut Self::State,
     ) -> Result<(), ActorProcessingErr> {
-        state.respawns.clear();
-        state.sweep_retry.clear();
+        state.timers.cancel_all();
         // Each node actor aborts and awaits its own cluster calls when it stops: once all have
         // stopped, nothing this supervisor started is still going.
         let stopping = state.children.values().map(|child| {
@@ -143,7 +143,7 @@ impl Actor for Supervisor {
             SupervisorMsg::QueueWritten { uid, result } => {
                 state.queue_written(&myself, &uid, result).await;
             }
-            SupervisorMsg::FleetTick => state.admit(&myself).await,
+            SupervisorMsg::Wake(Wake::FleetTick) => state.admit(&myself).await,
             SupervisorMsg::Active(port) => {
                 let mut names: Vec<String> =
                     state.children.values().map(|c| c.name.clone()).collect();
@@ -160,11 +160,11 @@ impl Actor for Supervisor {
                     crashes: state.crashes.len(),
                 });
             }
-            SupervisorMsg::Respawn(uid) => state.respawn(&myself, uid).await,
+            SupervisorMsg::Wake(Wake::Respawn(uid)) => state.respawn(&myself, uid).await,
             SupervisorMsg::DuplicateHandled { uid, result } => {
                 state.duplicate_handled(&myself, &uid, result);
             }
-            SupervisorMsg::Sweep => state.sweep(&myself),
+            SupervisorMsg::Wake(Wake::Sweep) => state.sweep(&myself),
             SupervisorMsg::Swept(result) => state.swept(&myself, result),
         }
         Ok(())

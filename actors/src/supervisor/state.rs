@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use super::duplicate_decision;
 use super::fleet_state::Fleet;
-use super::messages::SupervisorMsg;
+use super::messages::{SupervisorMsg, Wake};
 use crate::config::Config;
 use crate::decisions;
 use crate::eviction::EvictionMsg;
@@ -22,7 +22,8 @@ use crate::ports::Cluster;
 use crate::retry::{Backoff, Pacer};
 use crate::stop::StopReason;
 use crate::sweep::{self, SweepReport};
-use crate::task::{TaskSet, TaskSlot};
+use crate::task::TaskSet;
+use crate::timers::Timers;
 
 /// A node actor that ran this long before crashing starts its next respawn from the shortest
 /// wait again.
@@ -66,21 +67,21 @@ pub struct SupervisorState {
     /// NodeMaintenances whose undo finished while the API still had them (their last update
     /// may still arrive); forgotten when the deletion arrives.
     pub(super) finished: HashSet<String>,
-    /// Pending respawns, by uid.
-    pub(super) respawns: HashMap<String, TaskSlot>,
+    /// The uids whose node actor is to be respawned (its [`Wake::Respawn`] timer set).
+    pub(super) respawning: HashSet<String>,
     /// Crashes in a row, by uid: each respawn waits longer.
     pub(super) crashes: HashMap<String, Backoff>,
     /// Spreads the start-up of maintenances resumed at once.
     pub(super) pacer: Pacer,
     /// The orphan sweep, one run at a time.
     pub(super) sweeps: OpRunner,
-    /// A sweep retry after a failed one.
-    pub(super) sweep_retry: TaskSlot,
     pub(super) sweep_failures: Backoff,
     /// The cluster work of duplicates and sweeps: aborted and awaited when stopping.
     pub(super) tasks: TaskSet,
     /// The cluster maintenance budget and the NodeMaintenances waiting for it.
     pub(super) fleet: Fleet,
+    /// Every timer of the supervisor: the respawns, the sweep's retry, the budget's tick.
+    pub(super) timers: Timers<SupervisorMsg>,
 }
 
 impl SupervisorState {
@@ -133,23 +134,20 @@ impl SupervisorState {
             Err(err) => {
                 // E.g. the name of a just-crashed actor is not released yet: try again later.
                 tracing::warn!(maintenance = %name, error = %err, "cannot start node actor, retrying");
-                self.respawn_later(myself, uid);
+                self.respawn_later(uid);
             }
         }
     }
 
     /// Starts the actor of `uid` again after a wait that grows with its crashes in a row.
-    pub(super) fn respawn_later(&mut self, myself: &ActorRef<SupervisorMsg>, uid: String) {
+    pub(super) fn respawn_later(&mut self, uid: String) {
         let delay = self
             .crashes
             .entry(uid.clone())
             .or_default()
             .failed(self.config.respawn_base, self.config.respawn_max);
-        let timer = myself.send_after(delay, {
-            let uid = uid.clone();
-            move || SupervisorMsg::Respawn(uid)
-        });
-        self.respawns.entry(uid).or_default().set(timer);
+        self.respawning.insert(uid.clone());
+        self.timers.set(Wake::Respawn(uid), delay);
     }
 
     pub(super) async fn upsert(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance) {
@@ -224,7 +222,8 @@ impl SupervisorState {
             self.superseded.insert(child.actor.get_id());
             child.actor.stop(StopReason::Superseded.text());
         });
-        self.respawns.remove(&other.uid);
+        self.respawning.remove(&other.uid);
+        self.timers.cancel(&Wake::Respawn(other.uid.clone()));
         let name = nm.name.clone();
         self.duplicate(myself, other, name);
         if started.is_some() {
@@ -274,7 +273,7 @@ impl SupervisorState {
                     self.crashes.remove(&uid);
                 }
                 tracing::warn!(maintenance = %child.name, ?reason, "node actor ended unexpectedly, restarting");
-                self.respawn_later(myself, uid);
+                self.respawn_later(uid);
             }
         }
     }
@@ -303,9 +302,8 @@ impl SupervisorState {
     }
 
     pub(super) async fn respawn(&mut self, myself: &ActorRef<SupervisorMsg>, uid: String) {
-        if let Some(mut timer) = self.respawns.remove(&uid) {
-            timer.finished();
-        }
+        self.respawning.remove(&uid);
+        self.timers.cancel(&Wake::Respawn(uid.clone()));
         if self.children.contains_key(&uid) {
             return;
         }
@@ -333,7 +331,7 @@ impl SupervisorState {
         if !self.sweeps.may_start() {
             return;
         }
-        self.sweep_retry.clear();
+        self.timers.cancel(&Wake::Sweep);
         let driven: HashSet<String> = self.drivers.keys().cloned().collect();
         let work = sweep::sweep(self.cluster.clone(), self.config.clone(), driven);
         let span = tracing::info_span!(parent: None, "orphan_sweep");
@@ -368,8 +366,7 @@ impl SupervisorState {
                 self.config.retry_backoff_base,
                 self.config.retry_backoff_max,
             );
-            self.sweep_retry
-                .set(myself.send_after(delay, || SupervisorMsg::Sweep));
+            self.timers.set(Wake::Sweep, delay);
         }
     }
 }

@@ -85,3 +85,41 @@ async fn crashed_node_actor_is_restarted_and_converges() {
     );
     h.stop().await;
 }
+
+/// A crashed node actor is started again after the respawn wait (between half and all of
+/// `respawn_base` the first time, with jitter), not at once.
+#[tokio::test(start_paused = true)]
+async fn a_crashed_node_actor_is_respawned_after_its_wait_and_not_before() {
+    let cluster = FakeCluster::with_node("n1", 1);
+    cluster.add_pdb("app", "tight", &["n1-p0"], 0);
+    let h = Harness::paused(&cluster, |config| {
+        config.respawn_base = Duration::from_secs(10);
+        config.respawn_max = Duration::from_secs(10);
+    })
+    .await;
+    cluster.create_maintenance("nm1", "n1", t0());
+    assert!(
+        eventually(Duration::from_secs(10), || cluster.count_calls("evict_pod")
+            >= 1)
+        .await
+    );
+    let children = h.supervisor().get_children();
+    assert_eq!(children.len(), 1);
+    children[0].kill();
+    tokio::time::sleep(Duration::from_millis(4_900)).await;
+    assert!(
+        h.supervisor().get_children().is_empty(),
+        "respawned before half the wait"
+    );
+    assert!(
+        eventually(Duration::from_millis(5_200), || h
+            .supervisor()
+            .get_children()
+            .len()
+            == 1)
+        .await,
+        "not respawned once the wait was over"
+    );
+    assert_eq!(h.active().await, vec!["nm1".to_string()]);
+    h.stop().await;
+}
