@@ -8,12 +8,19 @@ use tokio::time::Instant;
 
 use super::EvictionState;
 use super::gate::Accepted;
-use super::held::Where;
+use super::held::{Held, Where};
 use super::intercepted::intercepted_by_webhook;
 use super::messages::{EvictionMsg, EvictionReply, Wake};
 use super::outcome;
 use crate::model::PodRef;
 use crate::ports::{ClusterError, EvictionOutcome};
+
+/// A budget's refusal, as the API gave it.
+struct Refusal {
+    pdb: Option<String>,
+    message: String,
+    retry_after: Option<Duration>,
+}
 
 fn duration_ms(delay: Duration) -> u64 {
     u64::try_from(delay.as_millis()).unwrap_or(u64::MAX)
@@ -33,7 +40,8 @@ impl EvictionState {
     }
 
     /// The answer to `pod`'s eviction call: reply to its asker, and update the PDB's
-    /// bookkeeping, the gates and the throttle by what the answer says.
+    /// bookkeeping, the gates and the throttle by what the answer says (one match over the
+    /// outcome and whether the request is intercepted; each case acts in a method of its own).
     pub(super) fn done(
         &mut self,
         myself: &ActorRef<EvictionMsg>,
@@ -41,14 +49,8 @@ impl EvictionState {
         uid: &str,
         result: Result<EvictionOutcome, ClusterError>,
     ) {
-        self.in_flight = self.in_flight.saturating_sub(1);
-        // Only the request whose call this was: one cancelled or withdrawn while its call was
-        // out may have been made again meanwhile (for another pod of that name, too), and that
-        // one waits for a call of its own.
-        let mut held = match self.held.get(&pod) {
-            Some(h) if h.at == Where::InFlight && h.req.uid == uid => self.held.remove(&pod),
-            _ => None,
-        };
+        // Only the request whose call this was (see `Requests::answered`).
+        let mut held = self.requests.answered(&pod, uid);
         let (counted, status) = outcome::classify(&result);
         self.config.observer.eviction(counted);
         // The attempt's span ends once the last handle is gone: take ours out of the request.
@@ -60,38 +62,23 @@ impl EvictionState {
         if let Some(status) = status {
             span.record("http.response.status_code", status);
         }
-        let now = Instant::now();
-        match &result {
-            Ok(EvictionOutcome::Evicted) => self.pdbs.answered(&pod, true, now),
-            // Throttled: not answered, the pod keeps its place; a 429 of its PDB is handled
-            // below; anything else did not count against the PDB.
-            Ok(EvictionOutcome::Throttled { .. } | EvictionOutcome::BlockedByPdb { .. }) => {}
-            // The call may or may not have reached the API: counted until the TTL.
-            Err(_) => self.pdbs.answered(&pod, true, now),
-            Ok(_) => self.pdbs.answered(&pod, false, now),
-        }
-        if matches!(&result, Ok(EvictionOutcome::Evicted) | Err(_)) {
-            self.schedule_expiry();
-        }
+        let intercepted = held
+            .as_ref()
+            .is_some_and(|h| h.interception.is_intercepted());
         match result {
-            Ok(EvictionOutcome::Evicted | EvictionOutcome::NotFound) => {
-                self.pdb_accepted(myself, &pod);
-                // Through API Priority and Fairness: the pause and the cap recover a little.
-                self.throttle.passed(self.concurrency.ceiling());
-                self.concurrency.passed();
-                if let Some(h) = held {
-                    h.reply(EvictionReply::Done);
-                }
+            Ok(EvictionOutcome::Evicted) => {
+                self.counted_by_pdb(&pod, true);
+                self.evicted(myself, &pod, held);
             }
-            Ok(EvictionOutcome::BlockedByPdb { pdb, message, .. })
-                if held
-                    .as_ref()
-                    .is_some_and(|h| h.interception.is_intercepted()) =>
-            {
+            Ok(EvictionOutcome::NotFound) => {
+                self.counted_by_pdb(&pod, false);
+                self.evicted(myself, &pod, held);
+            }
+            Ok(EvictionOutcome::BlockedByPdb { pdb, message, .. }) if intercepted => {
                 // Refused by the budget after the webhooks let the request through (KubeVirt
                 // marks the VM for migration and lets its budget answer): asked again with
                 // the interceptors' backoff, not the budget's.
-                self.stats.blocked += 1;
+                self.tally.blocked();
                 self.pdbs.refused(&pod);
                 if let Some(name) = &pdb {
                     span.record("nmo.pdb", name.as_str());
@@ -104,6 +91,7 @@ impl EvictionState {
             Ok(EvictionOutcome::DeniedByWebhook {
                 webhook, message, ..
             }) => {
+                self.counted_by_pdb(&pod, false);
                 span.in_scope(|| tracing::info!(%webhook, refusal = %message, "eviction refused by an admission webhook, asking again"));
                 if let Some(mut h) = held {
                     intercepted_by_webhook(&mut h, &webhook);
@@ -115,96 +103,154 @@ impl EvictionState {
                 message,
                 retry_after,
             }) => {
-                self.stats.blocked += 1;
-                // Refused although the watched status allowed: the status is behind, the
-                // PDB takes the 429 path until its status changes.
-                self.pdbs.refused(&pod);
-                let backoff = self.backoff(retry_after);
-                let (key, delay) =
-                    self.gates
-                        .refused(&pod, pdb.as_deref(), Instant::now(), backoff);
-                if let Some(delay) = delay {
-                    self.timers.set(Wake::GateOpen(key.clone()), delay);
-                }
-                if let Some(name) = &pdb {
-                    span.record("nmo.pdb", name.as_str());
-                }
-                if let Some(delay) = delay {
-                    span.record("nmo.backoff_ms", duration_ms(delay));
-                }
-                span.in_scope(|| tracing::info!(refusal = %message, "blocked by a PodDisruptionBudget, waiting for its backoff"));
-                if let Some(mut h) = held {
-                    let blocker = self.blocker_for(&key);
-                    h.tell_blocked(EvictionReply::Blocked {
-                        pdb,
-                        message,
-                        blocker,
-                    });
-                    let sent_at_change = h.sent_at_change;
-                    h.at = Where::Parked;
-                    self.gates.park(&key, pod.clone());
-                    self.held.insert(pod, h);
-                    self.note_blocked(&key);
-                    if self.pdbs.changed_since(&key, sent_at_change) {
-                        // The PDB's status changed while the call was out (a real API
-                        // server's controller writes it a moment after the spec changed): the
-                        // refusal judged the old one. Decide on the new status now, as had it
-                        // come after the refusal, rather than after the refusal's backoff.
-                        self.status_changed_under(myself, &key);
-                    }
-                }
+                let refusal = Refusal {
+                    pdb,
+                    message,
+                    retry_after,
+                };
+                self.blocked_by_pdb(myself, pod, refusal, held, &span);
             }
+            // Not answered: the pod keeps its place in its PDB.
             Ok(EvictionOutcome::Throttled { retry_after }) => {
-                self.stats.throttled += 1;
-                let pause = self.throttle_pause(retry_after);
-                let delay = self.throttle.throttled(Instant::now(), pause);
-                if let Some(delay) = delay {
-                    // A new pause: fewer calls out at once after it (`concurrency`).
-                    self.concurrency.throttled();
-                    span.record("nmo.backoff_ms", duration_ms(delay));
-                }
-                let (limit, ceiling) = (self.concurrency.limit(), self.concurrency.ceiling());
-                span.in_scope(|| {
-                    tracing::info!(
-                        in_flight_limit = limit,
-                        in_flight_ceiling = ceiling,
-                        "throttled by the API server, pausing every eviction"
-                    )
-                });
-                if let Some(mut h) = held {
-                    h.at = Where::Ready;
-                    self.held.insert(pod.clone(), h);
-                    self.ready.push_front(pod);
-                }
+                self.throttled(pod, retry_after, held, &span);
             }
             Ok(EvictionOutcome::TooManyPdbs { message }) => {
-                if let Some(h) = held {
-                    h.reply(EvictionReply::TooManyPdbs { message });
-                }
-                self.forget(&pod);
+                self.counted_by_pdb(&pod, false);
+                self.ended(&pod, held, EvictionReply::TooManyPdbs { message });
             }
             Ok(EvictionOutcome::NamespaceTerminating) => {
-                if let Some(h) = held {
-                    h.reply(EvictionReply::NamespaceTerminating);
-                }
-                self.forget(&pod);
+                self.counted_by_pdb(&pod, false);
+                self.ended(&pod, held, EvictionReply::NamespaceTerminating);
             }
             Err(err) => {
+                // The call may or may not have reached the API: counted until the TTL.
+                self.counted_by_pdb(&pod, true);
                 span.record("otel.status_code", "ERROR");
                 span.in_scope(|| tracing::warn!(error = %err, "eviction failed"));
-                if let Some(h) = held {
-                    h.reply(EvictionReply::Failed(err.to_string()));
-                }
-                self.forget(&pod);
+                self.ended(&pod, held, EvictionReply::Failed(err.to_string()));
             }
         }
         self.pump(myself);
     }
 
+    /// The PDB's bookkeeping hears the answer for `pod`: an eviction that `counts` (accepted,
+    /// or maybe: a failed call) counts against its PDB until the status shows it or it expires.
+    fn counted_by_pdb(&mut self, pod: &PodRef, counts: bool) {
+        self.pdbs.answered(pod, counts, Instant::now());
+        if counts {
+            self.schedule_expiry();
+        }
+    }
+
+    /// `pod` is evicted or gone.
+    fn evicted(&mut self, myself: &ActorRef<EvictionMsg>, pod: &PodRef, held: Option<Box<Held>>) {
+        self.pdb_accepted(myself, pod);
+        // Through API Priority and Fairness: the pause and the cap recover a little.
+        self.throttle.passed(self.concurrency.ceiling());
+        self.concurrency.passed();
+        if let Some(h) = held {
+            h.reply(EvictionReply::Done);
+        }
+    }
+
+    /// `pod`'s PDB refused although its watched status allowed: the status is behind, the PDB
+    /// takes the 429 path (its gate closes for a backoff) until its status changes.
+    fn blocked_by_pdb(
+        &mut self,
+        myself: &ActorRef<EvictionMsg>,
+        pod: PodRef,
+        refusal: Refusal,
+        held: Option<Box<Held>>,
+        span: &tracing::Span,
+    ) {
+        let Refusal {
+            pdb,
+            message,
+            retry_after,
+        } = refusal;
+        self.tally.blocked();
+        self.pdbs.refused(&pod);
+        let backoff = self.backoff(retry_after);
+        let (key, delay) = self
+            .gates
+            .refused(&pod, pdb.as_deref(), Instant::now(), backoff);
+        if let Some(delay) = delay {
+            self.timers.set(Wake::GateOpen(key.clone()), delay);
+        }
+        if let Some(name) = &pdb {
+            span.record("nmo.pdb", name.as_str());
+        }
+        if let Some(delay) = delay {
+            span.record("nmo.backoff_ms", duration_ms(delay));
+        }
+        span.in_scope(|| tracing::info!(refusal = %message, "blocked by a PodDisruptionBudget, waiting for its backoff"));
+        let Some(mut h) = held else {
+            return;
+        };
+        let blocker = self.blocker_for(&key);
+        h.tell_blocked(EvictionReply::Blocked {
+            pdb,
+            message,
+            blocker,
+        });
+        let sent_at_change = h.sent_at_change;
+        h.at = Where::Parked;
+        self.gates.park(&key, pod);
+        self.requests.held_again(h);
+        self.note_blocked(&key);
+        if self.pdbs.changed_since(&key, sent_at_change) {
+            // The PDB's status changed while the call was out (a real API server's controller
+            // writes it a moment after the spec changed): the refusal judged the old one.
+            // Decide on the new status now, as had it come after the refusal, rather than
+            // after the refusal's backoff.
+            self.status_changed_under(myself, &key);
+        }
+    }
+
+    /// The API server throttled `pod`'s call: every eviction pauses, and fewer go out at once
+    /// after the pause; the request goes first when the pause ends.
+    fn throttled(
+        &mut self,
+        pod: PodRef,
+        retry_after: Option<Duration>,
+        held: Option<Box<Held>>,
+        span: &tracing::Span,
+    ) {
+        self.tally.throttled();
+        let pause = self.throttle_pause(retry_after);
+        let delay = self.throttle.throttled(Instant::now(), pause);
+        if let Some(delay) = delay {
+            // A new pause: fewer calls out at once after it (`concurrency`).
+            self.concurrency.throttled();
+            span.record("nmo.backoff_ms", duration_ms(delay));
+        }
+        let (limit, ceiling) = (self.concurrency.limit(), self.concurrency.ceiling());
+        span.in_scope(|| {
+            tracing::info!(
+                in_flight_limit = limit,
+                in_flight_ceiling = ceiling,
+                "throttled by the API server, pausing every eviction"
+            )
+        });
+        if let Some(mut h) = held {
+            h.at = Where::Ready;
+            self.requests.held_again(h);
+            self.requests.queue_first(pod);
+        }
+    }
+
+    /// `pod`'s request ends with `reply` (final, no eviction).
+    fn ended(&mut self, pod: &PodRef, held: Option<Box<Held>>, reply: EvictionReply) {
+        if let Some(h) = held {
+            h.reply(reply);
+        }
+        self.forget(pod);
+    }
+
     /// `pod`'s request ended without an eviction: unless it was asked again meanwhile, its
     /// PDB gate need not remember it.
     fn forget(&mut self, pod: &PodRef) {
-        if self.held.contains_key(pod) {
+        if self.requests.holds(pod) {
             return;
         }
         if let Some(key) = self.gates.forget(pod) {

@@ -100,7 +100,7 @@ impl EvictionState {
         }
         self.interceptors.webhooks = webhooks;
         let mut now_intercepted = Vec::new();
-        for (pod, held) in &mut self.held {
+        for (pod, held) in self.requests.iter_mut() {
             let interception = self.interceptors.for_request(&held.req);
             let newly = interception.is_intercepted() && !held.interception.is_intercepted();
             held.interception = interception;
@@ -121,14 +121,14 @@ impl EvictionState {
     pub(super) fn enqueue_intercepted(&mut self, mut held: Held) {
         let pod = held.req.pod.clone();
         held.at = Where::Ready;
-        self.held.insert(pod.clone(), Box::new(held));
+        self.requests.arrived(held);
         self.ask_now(&pod);
     }
 
     /// Queues the held request for `pod` to be sent, reserving its budget's allowance if it
     /// has one. (The budget is not asked to wait: the API server decides.)
     fn ask_now(&mut self, pod: &PodRef) {
-        let Some(held) = self.held.get_mut(pod) else {
+        let Some(held) = self.requests.get_mut(pod) else {
             return;
         };
         let facts = PodFacts {
@@ -139,7 +139,7 @@ impl EvictionState {
         // Reserves an allowance if there is one; a `Wait` is ignored (sent anyway).
         let _ = self.pdbs.admit(pod, facts);
         held.at = Where::Ready;
-        self.ready.push_back(pod.clone());
+        self.requests.queue(pod.clone());
     }
 
     /// `pod` leaves the budgets' and gates' lists (it is sent by the re-ask instead).
@@ -160,7 +160,7 @@ impl EvictionState {
         pdb: Option<String>,
         message: String,
     ) {
-        self.stats.intercepted += 1;
+        self.tally.intercepted();
         let pod = held.req.pod.clone();
         held.refusals = held.refusals.saturating_add(1);
         held.at = Where::Waiting;
@@ -174,7 +174,7 @@ impl EvictionState {
             blocker: Some(Blocker::EvictionIntercepted { by, message }),
         });
         let refusals = held.refusals;
-        self.held.insert(pod.clone(), held);
+        self.requests.held_again(held);
         self.interceptors.plan(&mut self.timers, pod, refusals);
     }
 
@@ -182,7 +182,7 @@ impl EvictionState {
     /// intercepted (its webhook went away) is decided on its budget like any other.
     pub(super) fn reask_due(&mut self, myself: &ActorRef<EvictionMsg>) {
         for pod in self.interceptors.reasks.take_due(Instant::now()) {
-            let Some(held) = self.held.get(&pod) else {
+            let Some(held) = self.requests.get(&pod) else {
                 continue;
             };
             if !matches!(held.at, Where::Waiting | Where::Parked) {
@@ -193,7 +193,7 @@ impl EvictionState {
             if intercepted {
                 self.ask_now(&pod);
             } else if self.decide(&pod) {
-                self.ready.push_back(pod);
+                self.requests.queue(pod);
             }
         }
         self.interceptors.arm(&mut self.timers);

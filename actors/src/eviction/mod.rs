@@ -35,9 +35,10 @@ mod outcome;
 mod pdb_flow;
 mod pdb_gates;
 mod reask;
+mod requests;
+mod tally;
 mod withdraw;
 
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,7 +50,6 @@ pub use messages::{
 };
 
 use crate::config::Config;
-use crate::model::PodRef;
 use crate::observe::EvictionResult;
 use crate::ports::Cluster;
 use crate::task::{TaskSet, TaskSlot};
@@ -62,6 +62,8 @@ use gate::Gates;
 use held::{Held, Where};
 use intercepted::Interceptors;
 use pdb_gates::PdbGates;
+use requests::Requests;
+use tally::Tally;
 
 /// The shortest wait of the pump timer, and the period whose tokens it sends together (see
 /// [`batch_wait`]). An empty bucket at a high rate would wake the actor for each token (a
@@ -110,27 +112,24 @@ pub struct EvictionArgs {
 pub struct EvictionState {
     cluster: Arc<dyn Cluster>,
     config: Arc<Config>,
-    /// Boxed: the map's slots (up to twice the pods held) would each hold a ~0.3 KiB `Held`;
-    /// for the 15,000 pods of 500 drains that was 12 MiB of slots, boxed ~2 MiB plus the pods.
-    held: HashMap<PodRef, Box<Held>>,
-    ready: VecDeque<PodRef>,
+    /// The requests held, the ready queue and the calls out.
+    requests: Requests,
+    /// The 429 gates of the budgets that refused.
     gates: Gates,
-    in_flight: usize,
     bucket: TokenBucket,
     throttle: Throttle,
     /// The calls that may be out at once: the configured cap, less after throttling.
     concurrency: Concurrency,
     /// The eviction calls in flight: aborted and awaited when the actor stops.
     calls: TaskSet,
-    stats: EvictionStats,
+    /// What happened, counted.
+    tally: Tally,
     /// The watched PDBs and the pods waiting on them.
     pdbs: PdbGates,
     /// Why each blocked PDB blocks, and when to look again.
     diagnoses: Diagnoses,
     /// The task forwarding the PDB watch.
     pdb_watch: TaskSlot,
-    /// Arrival counter of requests.
-    next_seq: u64,
     /// The webhooks on `pods/eviction`, and the re-asks of the pods something intercepts.
     interceptors: Interceptors,
     /// Every timer of the actor: the pump, each closed gate's and each blocked PDB's, the
@@ -167,14 +166,14 @@ impl EvictionState {
     /// Sends what the throttle, the rate limit and the in-flight cap allow, oldest first.
     fn pump(&mut self, myself: &ActorRef<EvictionMsg>) {
         self.bucket.refill(Instant::now());
-        if let Some(wait) = batch_wait(&self.bucket, self.ready.len()) {
+        if let Some(wait) = batch_wait(&self.bucket, self.requests.queued()) {
             self.schedule_pump(wait);
             return;
         }
-        while self.in_flight < self.concurrency.limit() {
-            let Some(pod) = self.ready.front().cloned() else {
+        while self.requests.in_flight() < self.concurrency.limit() {
+            if self.requests.next_queued().is_none() {
                 return;
-            };
+            }
             if let Some(wait) = self.throttle.wait(Instant::now()) {
                 self.schedule_pump(wait);
                 return;
@@ -183,19 +182,12 @@ impl EvictionState {
                 self.schedule_pump(wait);
                 return;
             }
-            self.ready.pop_front();
-            let Some(held) = self.held.get_mut(&pod) else {
-                continue; // cancelled while queued
+            let Some(held) = self.requests.send_next(self.pdbs.changes()) else {
+                continue; // cancelled or moved while queued: a stale queue entry
             };
-            if held.at != Where::Ready {
-                continue; // stale queue entry
-            }
-            held.at = Where::InFlight;
-            held.attempts = held.attempts.saturating_add(1);
-            held.sent_at_change = self.pdbs.changes();
+            let pod = held.req.pod.clone();
             self.bucket.take();
-            self.in_flight += 1;
-            self.stats.calls += 1;
+            self.tally.called();
             // One short span per call, a child of the asking drain's span: a drain blocked for
             // hours still exports each attempt as it ends.
             let span = tracing::info_span!(
@@ -230,7 +222,7 @@ impl EvictionState {
     }
 
     fn enqueue(&mut self, myself: &ActorRef<EvictionMsg>, req: EvictionRequest) {
-        if let Some(existing) = self.held.get_mut(&req.pod) {
+        if let Some(existing) = self.requests.get_mut(&req.pod) {
             if existing.req.uid == req.uid {
                 // Already held: keep the newest reply address, do not duplicate.
                 existing.req.reply_to = req.reply_to;
@@ -241,32 +233,26 @@ impl EvictionState {
             let (pod, uid) = (req.pod.clone(), existing.req.uid.clone());
             self.withdraw(&pod, &uid);
         }
-        if self.held.len() >= self.config.eviction_queue_bound {
-            self.stats.refused += 1;
+        if self.requests.len() >= self.config.eviction_queue_bound {
+            self.tally.refused();
             self.config.observer.eviction(EvictionResult::QueueFull);
             Held::new(req, Where::Ready).reply(EvictionReply::Refused);
             return;
         }
         let pod = req.pod.clone();
         self.config.observer.eviction_queued();
-        self.next_seq += 1;
         let interception = self.interceptors.for_request(&req);
         if interception.is_intercepted() {
             let mut held = Held::new(req, Where::Ready);
-            held.seq = self.next_seq;
             held.interception = interception;
             self.enqueue_intercepted(held);
         } else if self.gates.park_if_closed(&pod) {
             // A pod already known to sit behind a closed budget waits with the others.
-            let mut held = Held::new(req, Where::Parked);
-            held.seq = self.next_seq;
-            self.held.insert(pod, Box::new(held));
+            self.requests.arrived(Held::new(req, Where::Parked));
         } else {
-            let mut held = Held::new(req, Where::Ready);
-            held.seq = self.next_seq;
-            self.held.insert(pod.clone(), Box::new(held));
+            self.requests.arrived(Held::new(req, Where::Ready));
             if self.decide(&pod) {
-                self.ready.push_back(pod);
+                self.requests.queue(pod);
             }
         }
         self.pump(myself);
@@ -274,15 +260,15 @@ impl EvictionState {
 
     /// Gate `key` may open: its probe goes to the front of the queue.
     fn open_gate(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
-        let held = &mut self.held;
+        let requests = &self.requests;
         let probe = self.gates.open(key, Instant::now(), |pod| {
-            held.get(pod).is_some_and(|h| h.at == Where::Parked)
+            requests.get(pod).is_some_and(|h| h.at == Where::Parked)
         });
         if let Some(pod) = probe {
-            if let Some(held) = self.held.get_mut(&pod) {
+            if let Some(held) = self.requests.get_mut(&pod) {
                 held.at = Where::Ready;
             }
-            self.ready.push_front(pod);
+            self.requests.queue_first(pod);
         }
         self.pump(myself);
     }
@@ -303,32 +289,15 @@ impl EvictionState {
     fn cancel(&mut self, maintenance: &str) {
         // In-flight calls cannot be recalled; their outcome is dropped (no reply). A request
         // cancelled before its call went out frees its place in its PDB.
-        let cancelled_unsent: Vec<PodRef> = self
-            .held
-            .iter()
-            .filter(|(_, h)| h.req.maintenance == maintenance && h.at != Where::InFlight)
-            .map(|(pod, _)| pod.clone())
-            .collect();
-        for (pod, _) in self
-            .held
-            .iter()
-            .filter(|(_, h)| h.req.maintenance == maintenance)
-        {
+        let (cancelled, cancelled_unsent) = self.requests.cancelled(maintenance);
+        for pod in &cancelled {
             self.interceptors.forget(pod);
         }
-        self.held.retain(|_, h| {
-            let keep = h.req.maintenance != maintenance;
-            if !keep && let Some(span) = &h.attempt_span {
-                span.record("nmo.outcome", "cancelled");
-            }
-            keep
-        });
-        let held = &self.held;
-        self.ready.retain(|pod| held.contains_key(pod));
-        for key in self.gates.prune(|pod| held.contains_key(pod)) {
+        let requests = &self.requests;
+        for key in self.gates.prune(|pod| requests.holds(pod)) {
             self.timers.cancel(&Wake::GateOpen(key));
         }
-        self.pdbs.retain_waiting(|pod| held.contains_key(pod));
+        self.pdbs.retain_waiting(|pod| requests.holds(pod));
         for pod in cancelled_unsent {
             self.pdbs.forget(&pod);
         }
@@ -355,19 +324,16 @@ impl Actor for EvictionActor {
         Ok(EvictionState {
             cluster: args.cluster,
             config: args.config,
-            held: HashMap::new(),
-            ready: VecDeque::new(),
+            requests: Requests::default(),
             gates: Gates::default(),
-            in_flight: 0,
             bucket,
             throttle: Throttle::default(),
             concurrency,
             calls: TaskSet::default(),
-            stats: EvictionStats::default(),
+            tally: Tally::default(),
             pdbs: PdbGates::default(),
             diagnoses: Diagnoses::default(),
             pdb_watch: TaskSlot::default(),
-            next_seq: 0,
             interceptors: Interceptors::default(),
             timers: Timers::new(myself),
         })
@@ -390,7 +356,7 @@ impl Actor for EvictionActor {
     ) -> Result<(), ActorProcessingErr> {
         state.timers.cancel_all();
         state.calls.cancel_all().await;
-        state.pdb_watch.clear();
+        state.stop_watching_pdbs();
         state.interceptors.stop();
         Ok(())
     }
@@ -409,8 +375,8 @@ impl Actor for EvictionActor {
             EvictionMsg::WatchEnded(kind) => state.timers.set(Wake::Resubscribe(kind), WATCH_RETRY),
             EvictionMsg::Done { pod, uid, result } => state.done(&myself, pod, &uid, result),
             EvictionMsg::Stats(port) => {
-                let mut stats = state.stats;
-                stats.held = state.held.len();
+                let mut stats = state.tally.counted();
+                stats.held = state.requests.len();
                 (stats.gates, stats.gated_pods) = state.gates.sizes();
                 stats.reasks = state.interceptors.planned();
                 stats.in_flight_limit = state.concurrency.limit();
@@ -422,11 +388,8 @@ impl Actor for EvictionActor {
             }
             EvictionMsg::Webhooks(webhooks) => state.on_webhooks(&myself, webhooks),
         }
-        let waiting = state.held.len().saturating_sub(state.in_flight);
-        state
-            .config
-            .observer
-            .eviction_queue(waiting, state.in_flight);
+        let (waiting, in_flight) = (state.requests.waiting(), state.requests.in_flight());
+        state.config.observer.eviction_queue(waiting, in_flight);
         Ok(())
     }
 }

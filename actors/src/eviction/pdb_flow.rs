@@ -53,10 +53,15 @@ impl EvictionState {
         self.pdb_watch.set(task);
     }
 
+    /// Stops the PDB watch (the actor stops).
+    pub(super) fn stop_watching_pdbs(&mut self) {
+        self.pdb_watch.clear();
+    }
+
     /// Decides a held request on its PDB's status: true when it is to be sent (the caller
     /// queues it); otherwise it now waits, and its asker was told why.
     pub(super) fn decide(&mut self, pod: &PodRef) -> bool {
-        let Some(held) = self.held.get(pod) else {
+        let Some(held) = self.requests.get(pod) else {
             return false;
         };
         // An intercepted pod waits on its budget only between its re-asks, and keeps the
@@ -70,27 +75,27 @@ impl EvictionState {
         };
         match self.pdbs.admit(pod, facts) {
             Admission::Free | Admission::Reserved(_) | Admission::Fallback => {
-                if let Some(held) = self.held.get_mut(pod) {
+                if let Some(held) = self.requests.get_mut(pod) {
                     held.at = Where::Ready;
                 }
                 true
             }
             Admission::Wait(key) if intercepted => {
                 self.pdbs.wait(&key, pod.clone());
-                if let Some(held) = self.held.get_mut(pod) {
+                if let Some(held) = self.requests.get_mut(pod) {
                     held.at = Where::Waiting;
                 }
                 false
             }
             Admission::Several(_) if intercepted => {
                 self.pdbs.contest(pod.clone());
-                if let Some(held) = self.held.get_mut(pod) {
+                if let Some(held) = self.requests.get_mut(pod) {
                     held.at = Where::Waiting;
                 }
                 false
             }
             Admission::Wait(key) => {
-                self.stats.pdb_waits += 1;
+                self.tally.waited_on_pdb();
                 self.pdbs.wait(&key, pod.clone());
                 let reply = self.pdbs.pdb(&key).map(|b| EvictionReply::Blocked {
                     pdb: Some(b.name.clone()),
@@ -98,7 +103,7 @@ impl EvictionState {
                     blocker: None,
                 });
                 let blocker = self.blocker_for(&key);
-                if let Some(held) = self.held.get_mut(pod) {
+                if let Some(held) = self.requests.get_mut(pod) {
                     held.at = Where::Waiting;
                     if let Some(EvictionReply::Blocked { pdb, message, .. }) = reply {
                         held.tell_blocked(EvictionReply::Blocked {
@@ -114,7 +119,7 @@ impl EvictionState {
             Admission::Several(pdbs) => {
                 self.pdbs.contest(pod.clone());
                 let blocker = Blocker::MultipleBudgets { pdbs };
-                if let Some(held) = self.held.get_mut(pod) {
+                if let Some(held) = self.requests.get_mut(pod) {
                     held.at = Where::Waiting;
                     held.tell_blocked(EvictionReply::Blocked {
                         pdb: None,
@@ -163,11 +168,11 @@ impl EvictionState {
     /// that order (a PDB's allowance is not left waiting behind unrelated requests).
     fn decide_again(&mut self, mut pods: Vec<PodRef>) {
         pods.retain(|pod| {
-            self.held
+            self.requests
                 .get(pod)
                 .is_some_and(|h| matches!(h.at, Where::Waiting | Where::Parked))
         });
-        pods.sort_by_key(|pod| self.held.get(pod).map_or(u64::MAX, |h| h.seq));
+        pods.sort_by_key(|pod| self.requests.get(pod).map_or(u64::MAX, |h| h.seq));
         pods.dedup();
         let mut go = Vec::new();
         for pod in pods {
@@ -176,7 +181,7 @@ impl EvictionState {
             }
         }
         for pod in go.into_iter().rev() {
-            self.ready.push_front(pod);
+            self.requests.queue_first(pod);
         }
     }
 
@@ -237,7 +242,7 @@ impl EvictionState {
             .pdbs
             .waiting(key)
             .chain(self.gates.parked(key))
-            .find_map(|pod| self.held.get(pod))
+            .find_map(|pod| self.requests.get(pod))
             .and_then(|h| h.req.controller.clone());
         let cluster = self.cluster.clone();
         let key = key.to_string();
@@ -254,7 +259,7 @@ impl EvictionState {
     /// A look at PDB `key` ended: when it found something new, every request waiting on
     /// the PDB is told.
     pub(super) fn diagnosed(&mut self, key: &str, investigation: Investigation) {
-        self.stats.diagnosis_reads += u64::from(investigation.reads);
+        self.tally.diagnosis_read(investigation.reads);
         self.config.observer.diagnosis_reads(investigation.reads);
         let blocker = match investigation.blocker {
             Ok(blocker) => Some(blocker),
@@ -289,7 +294,7 @@ impl EvictionState {
             .collect();
         for pod in pods {
             if let Some(held) = self
-                .held
+                .requests
                 .get_mut(&pod)
                 .filter(|h| !h.interception.is_intercepted())
             {

@@ -5,6 +5,7 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::fake::{FakeCluster, paused_config};
+use crate::model::PodRef;
 use crate::ports::EvictionOutcome;
 use concurrency::INITIAL_WINDOW;
 

@@ -12,14 +12,14 @@ impl EvictionState {
     /// of that name stays). An unsent one frees its place in its budget; the outcome of a call
     /// already out is dropped when it returns (its uid precondition keeps it off any other pod).
     pub(super) fn withdraw(&mut self, pod: &PodRef, uid: &str) {
-        let Some(held) = self.held.get(pod).filter(|h| h.req.uid == uid) else {
+        let Some(held) = self.requests.get(pod).filter(|h| h.req.uid == uid) else {
             return;
         };
         let unsent = held.at != Where::InFlight;
         if let Some(span) = &held.attempt_span {
             span.record("nmo.outcome", "withdrawn");
         }
-        self.held.remove(pod);
+        self.requests.withdrawn(pod);
         self.interceptors.forget(pod);
         // The ready queue skips requests no longer held; the gates and the budgets' lists
         // would keep the pod and count it as blocked.
