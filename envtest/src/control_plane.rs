@@ -128,6 +128,9 @@ impl ControlPlane {
     /// asks, and waits until each is healthy. Blocks the calling thread (3-5 s on 2 cores);
     /// callable from sync code and from inside a tokio runtime alike.
     pub fn start(options: Options) -> Result<ControlPlane> {
+        // Over 80 lines: the start-up steps of the control plane in the order they must run (dirs,
+        // certificates, etcd and the API server, the other components, health checks), each a few
+        // lines sharing the launcher and the runtime guard.
         let assets = assets::assets_dir(options.assets.as_deref())?;
         for component in Component::ALL {
             if options.wants(component) {

@@ -159,6 +159,8 @@ fn pod_facts(pod: &Pod) -> PodFacts {
 
 /// Reads everything the plan needs.
 pub async fn read(client: &Client, request: &PlanRequest) -> Result<PlanInput, PlanError> {
+    // Over 80 lines: the plan's reads in order (nodes, the nodes chosen, their pods, DaemonSets,
+    // budgets), each a short loop feeding the next.
     let nodes_api: Api<PlanNode> = Api::all(client.clone());
     let all_nodes = list_all(&nodes_api, ListParams::default(), "list nodes").await?;
     let nodes: BTreeMap<String, NodeFacts> = all_nodes

@@ -223,6 +223,7 @@ fn pod_name(pod: &PodRef) -> String {
 
 impl fmt::Display for Blocker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Over 80 lines: one arm per kind of blocker, each its own sentence.
         match self {
             Blocker::WaitingForReplacement {
                 pdb,

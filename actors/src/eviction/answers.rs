@@ -75,18 +75,7 @@ impl EvictionState {
                 self.evicted(myself, &pod, held);
             }
             Ok(EvictionOutcome::BlockedByPdb { pdb, message, .. }) if intercepted => {
-                // Refused by the budget after the webhooks let the request through (KubeVirt
-                // marks the VM for migration and lets its budget answer): asked again with
-                // the interceptors' backoff, not the budget's.
-                self.tally.blocked();
-                self.pdbs.refused(&pod);
-                if let Some(name) = &pdb {
-                    span.record("nmo.pdb", name.as_str());
-                }
-                span.in_scope(|| tracing::info!(refusal = %message, "intercepted eviction refused by its budget, asking again"));
-                if let Some(h) = held {
-                    self.intercepted_refusal(h, pdb, message);
-                }
+                self.intercepted_blocked_by_pdb(&pod, pdb, message, held, &span);
             }
             Ok(EvictionOutcome::DeniedByWebhook {
                 webhook, message, ..
@@ -139,6 +128,28 @@ impl EvictionState {
         self.pdbs.answered(pod, counts, Instant::now());
         if counts {
             self.schedule_expiry();
+        }
+    }
+
+    /// Refused by the budget after the webhooks let the request through (KubeVirt marks the VM
+    /// for migration and lets its budget answer): asked again with the interceptors' backoff,
+    /// not the budget's.
+    fn intercepted_blocked_by_pdb(
+        &mut self,
+        pod: &PodRef,
+        pdb: Option<String>,
+        message: String,
+        held: Option<Box<Held>>,
+        span: &tracing::Span,
+    ) {
+        self.tally.blocked();
+        self.pdbs.refused(pod);
+        if let Some(name) = &pdb {
+            span.record("nmo.pdb", name.as_str());
+        }
+        span.in_scope(|| tracing::info!(refusal = %message, "intercepted eviction refused by its budget, asking again"));
+        if let Some(h) = held {
+            self.intercepted_refusal(h, pdb, message);
         }
     }
 

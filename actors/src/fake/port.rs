@@ -417,6 +417,9 @@ impl Cluster for FakeCluster {
         uid: &str,
         _grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError> {
+        // Over 80 lines: the fake Eviction API's checks in order (an injected error, the uid
+        // precondition, a scripted outcome, the pod, the watched budgets, the unwatched ones,
+        // then the eviction itself); the order is the behaviour being faked.
         let mut inner = self
             .enter("evict_pod", format!("evict_pod {namespace}/{name}"))
             .await;

@@ -210,39 +210,32 @@ pub(super) fn undo_pending(status: &MaintenanceStatus) -> bool {
 
 /// Updates the drain fields from the pending pods and what is known about each; returns true
 /// when the node is drained (the status then says Succeeded).
-pub(super) fn drain(
-    status: &mut MaintenanceStatus,
-    pending: &[PendingPod],
-    reasons: Reasons<'_>,
-    errors: &[DrainError],
-    now: DateTime<Utc>,
-) -> bool {
-    let running = status.phase == Some(Phase::Running);
-    if pending.is_empty() && errors.is_empty() {
-        status.phase = Some(Phase::Succeeded);
-        status.drain_progress = 100;
-        status.pending_pods = Arc::default();
-        status.pending_pods_refs = Arc::default();
-        status.pending_pods_reasons = Arc::default();
-        status.last_error = None;
-        decisions::set_condition(
-            &mut status.conditions,
-            conditions::DRAINED,
-            true,
-            conditions::DRAIN_COMPLETE,
-            "no evictable pod left on the node",
-            now,
-        );
-        not_blocked(status);
-        return true;
-    }
-    status.phase = Some(Phase::Running);
-    status.drain_progress = decisions::progress(
-        status.eviction_pods,
-        pending.len(),
-        status.drain_progress,
-        running,
+/// No evictable pod is left, and no error: the status says Succeeded.
+fn drained(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
+    status.phase = Some(Phase::Succeeded);
+    status.drain_progress = 100;
+    status.pending_pods = Arc::default();
+    status.pending_pods_refs = Arc::default();
+    status.pending_pods_reasons = Arc::default();
+    status.last_error = None;
+    decisions::set_condition(
+        &mut status.conditions,
+        conditions::DRAINED,
+        true,
+        conditions::DRAIN_COMPLETE,
+        "no evictable pod left on the node",
+        now,
     );
+    not_blocked(status);
+}
+
+/// Brings the status's lists of pending pods (names, references, reasons) up to `pending`,
+/// keeping each list that says the same already; returns each pending pod with its reason.
+fn pending_lists<'a>(
+    status: &mut MaintenanceStatus,
+    pending: &'a [PendingPod],
+    reasons: Reasons<'a>,
+) -> Vec<(&'a PodRef, Cow<'a, PodReason>)> {
     keep_or_replace(
         &mut status.pending_pods,
         pending,
@@ -270,6 +263,29 @@ pub(super) fn drain(
         |entry, (pod, reason)| reason.describes(pod, entry),
         |(pod, reason)| reason.to_status(pod),
     );
+    why
+}
+
+pub(super) fn drain(
+    status: &mut MaintenanceStatus,
+    pending: &[PendingPod],
+    reasons: Reasons<'_>,
+    errors: &[DrainError],
+    now: DateTime<Utc>,
+) -> bool {
+    let running = status.phase == Some(Phase::Running);
+    if pending.is_empty() && errors.is_empty() {
+        drained(status, now);
+        return true;
+    }
+    status.phase = Some(Phase::Running);
+    status.drain_progress = decisions::progress(
+        status.eviction_pods,
+        pending.len(),
+        status.drain_progress,
+        running,
+    );
+    let why = pending_lists(status, pending, reasons);
     let blocked = why
         .iter()
         .find(|(_, r)| r.reason == PendingReason::BlockedByPdb);

@@ -198,22 +198,7 @@ impl NodeActorState {
                     .node_recorded(&node, &self.ctx.nm_uid, finding, now);
                 self.ready(myself, &node, &lease, sent);
             }
-            AfterReconcile::NodeMissing(error) => {
-                let error = error.to_string();
-                let already = self.status.written().is_some_and(|w| {
-                    w.phase == Some(Phase::Failed) && w.last_error.as_deref() == Some(&error)
-                });
-                self.set_stage(Stage::Failed {
-                    why: Failure::NodeMissing {
-                        reason: self.nm.seen().reason.clone(),
-                    },
-                    undo_due: false,
-                });
-                self.status.maintenance_failed(error.clone(), now);
-                if !already {
-                    self.event(EventType::Warning, reasons::FAILED, error);
-                }
-            }
+            AfterReconcile::NodeMissing(error) => self.node_missing(error.to_string(), now),
             AfterReconcile::WaitForLease { holder, until } => {
                 self.status.waiting_for_lease(&holder, until, now);
                 self.set_stage(Stage::WaitingForLease { holder, until });
@@ -241,6 +226,23 @@ impl NodeActorState {
             AfterReconcile::Nothing => {}
         }
         self.flush_status(myself);
+    }
+
+    /// The reconcile found no Node: the maintenance fails (its event once per error).
+    fn node_missing(&mut self, error: String, now: chrono::DateTime<chrono::Utc>) {
+        let already = self.status.written().is_some_and(|w| {
+            w.phase == Some(Phase::Failed) && w.last_error.as_deref() == Some(&error)
+        });
+        self.set_stage(Stage::Failed {
+            why: Failure::NodeMissing {
+                reason: self.nm.seen().reason.clone(),
+            },
+            undo_due: false,
+        });
+        self.status.maintenance_failed(error.clone(), now);
+        if !already {
+            self.event(EventType::Warning, reasons::FAILED, error);
+        }
     }
 
     /// Lease held and node in maintenance: guard it, and drain unless drained before.

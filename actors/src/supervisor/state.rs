@@ -151,6 +151,9 @@ impl SupervisorState {
     }
 
     pub(super) async fn upsert(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance) {
+        // Over 80 lines: the cases of a NodeMaintenance seen, in the order they are decided (a
+        // same-name one gone, a duplicate, a running actor, a queued one, a driven node, two at
+        // once); the order is the decision, so it stays in one place.
         let uid = nm.uid.clone();
         // Names are unique in the API: one of the same name with another uid is gone, even if
         // its deletion has not been reported yet (a relist reports it after the new one).

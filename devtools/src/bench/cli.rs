@@ -84,6 +84,9 @@ pub async fn run_all(
     nmo: &Path,
     out: &mut (dyn Write + Send),
 ) -> Result<Vec<ScenarioResult>, BenchError> {
+    // Over 80 lines: one sequence in the order the scenarios print: which kinds were named, then
+    // the soaks, the VM scenarios, the single and the fleet scenarios, each a short loop over its
+    // own kind; split, the order would be spread over as many functions.
     let soaks: Vec<soak::SoakConfig> = args
         .scenarios
         .iter()

@@ -144,6 +144,8 @@ pub async fn drain(
     client: &kube::Client,
     timeout: Duration,
 ) -> Result<FloorRun, BenchError> {
+    // Over 80 lines: the floor's drain as one loop that the spawned node drains report into; the
+    // loop's bookkeeping (cordoned, drained, refused, relisted) is shared by every step of it.
     let Prepared {
         mut events,
         nodes,

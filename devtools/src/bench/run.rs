@@ -52,6 +52,8 @@ async fn measure(
     nmo: &Path,
     dir: &Path,
 ) -> Result<ScenarioResult, BenchError> {
+    // Over 80 lines: one benchmark run as its steps in order (operator, watch, create, wait, read
+    // the counters, assemble the result), sharing the run's handles.
     let kubeconfig: PathBuf = dir.join(format!("{}.kubeconfig", scenario.name));
     sim.write_kubeconfig_with_token(&kubeconfig, OPERATOR_TOKEN)?;
     let log = dir.join(format!("{}.nmo.log", scenario.name));

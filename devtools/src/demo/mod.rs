@@ -98,6 +98,8 @@ async fn drive(
     out: &mut (dyn Write + Send),
     keep_until: impl Future<Output = ()>,
 ) -> Result<DemoReport, DemoError> {
+    // Over 80 lines: the demo's steps in the order the user sees them (operator, maintenances,
+    // progress, summary, restore), sharing the display and the tracker.
     let scenario = options.scenario();
     if let Some(report) = sim.scenario_report() {
         writeln!(

@@ -165,6 +165,9 @@ impl Audit {
     }
 
     fn check(&self, served: &Served<'_>) {
+        // Over 80 lines: one request judged against every rule in turn (leader-only writes, foreign
+        // leases, then a pod's eviction or deletion), each rule a few lines; the early returns say
+        // which request a rule is about, and split they would be repeated in every piece.
         let key = served.key;
         let Some(identity) = self
             .replicas

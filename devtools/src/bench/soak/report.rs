@@ -102,6 +102,8 @@ impl SoakReport {
         (recoveries, takeovers): (Recoveries, Takeovers),
         logs: Vec<String>,
     ) -> SoakReport {
+        // Over 80 lines: each verdict of the soak is one short paragraph over the same inputs; they
+        // stay together so the report's verdicts read in the order it prints them.
         let (converged, of) = end.converged_count();
         let orphans = end.orphans();
         let different = end.different_from_before();
@@ -215,6 +217,7 @@ impl SoakReport {
 
 impl fmt::Display for SoakReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Over 80 lines: the report's lines in the order printed, one write per line.
         let c = &self.config;
         writeln!(
             f,

@@ -49,6 +49,9 @@ pub(super) async fn run(
     client: &Client,
     replicas: &mut Replicas,
 ) -> Result<Takeovers, BenchError> {
+    // Over 80 lines: a takeover as its phases in order (wait until nmo holds every lease, take the
+    // leases over, wait for nmo to give up, check the leases were left alone), sharing the nodes
+    // and what was taken.
     let mut found = Takeovers::default();
     if config.takeovers == 0 {
         return Ok(found);
