@@ -67,7 +67,7 @@ impl SupervisorState {
         let uid = nm.uid.clone();
         // Registered as the node's driver, so a second NodeMaintenance for the node is a
         // duplicate of this one (the older drives), as for a running one.
-        self.drivers.insert(nm.node_name.clone(), uid.clone());
+        self.drivers.drives(&nm.node_name, &uid);
         self.fleet.queue.insert(
             uid,
             Queued {
@@ -100,7 +100,7 @@ impl SupervisorState {
             // Started by someone else meanwhile (a previous leader): it holds its slot.
             let nm = nm.clone();
             self.dequeue(&nm.uid);
-            self.drivers.insert(nm.node_name.clone(), nm.uid.clone());
+            self.drivers.drives(&nm.node_name, &nm.uid);
             self.spawn(myself, nm, true).await;
         }
         self.admit(myself).await;
@@ -109,10 +109,8 @@ impl SupervisorState {
 
     /// Forgets a waiting NodeMaintenance (deleted, or found to be a duplicate), by uid.
     pub(super) fn dequeue(&mut self, uid: &str) {
-        if let Some(queued) = self.fleet.queue.remove(uid)
-            && self.drivers.get(&queued.nm.node_name).map(String::as_str) == Some(uid)
-        {
-            self.drivers.remove(&queued.nm.node_name);
+        if let Some(queued) = self.fleet.queue.remove(uid) {
+            self.drivers.freed(&queued.nm.node_name, uid);
         }
     }
 
@@ -142,8 +140,8 @@ impl SupervisorState {
             .filter(|(_, q)| q.admitted)
             .map(|(uid, _)| uid);
         self.children
-            .keys()
-            .chain(self.respawning.iter())
+            .uids()
+            .chain(self.respawns.pending())
             .chain(admitted)
             .filter_map(|uid| self.known.get(uid))
             .filter(|nm| nm.status.as_ref().and_then(|s| s.phase) != Some(Phase::Failed))

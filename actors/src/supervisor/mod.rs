@@ -6,11 +6,14 @@
 //! driven node Failed with a reason naming the active one (`duplicate_decision`): such a duplicate
 //! never touches the node, and deleting it only removes its finalizer.
 
+mod children;
+mod drivers;
 mod duplicate_decision;
 mod duplicate_tracking;
 mod fleet_admission;
 mod fleet_state;
 mod messages;
+mod respawns;
 mod state;
 
 use std::collections::{HashMap, HashSet};
@@ -31,7 +34,11 @@ use crate::retry::{Backoff, Pacer};
 use crate::stop::StopReason;
 use crate::task::TaskSet;
 use crate::timers::Timers;
+use children::Children;
+use drivers::Drivers;
+use duplicate_tracking::Duplicates;
 use fleet_state::Fleet;
+use respawns::Respawns;
 
 /// How long a stopping supervisor waits for each node actor to stop.
 const CHILD_STOP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -67,14 +74,11 @@ impl Actor for Supervisor {
             config: args.config,
             evictor: args.evictor,
             known: HashMap::new(),
-            children: HashMap::new(),
-            by_id: HashMap::new(),
-            drivers: HashMap::new(),
-            superseded: HashSet::new(),
-            duplicates: HashMap::new(),
+            children: Children::default(),
+            drivers: Drivers::default(),
+            duplicates: Duplicates::default(),
             finished: HashSet::new(),
-            respawning: HashSet::new(),
-            crashes: HashMap::new(),
+            respawns: Respawns::default(),
             pacer,
             sweeps: OpRunner::default(),
             sweep_failures: Backoff::default(),
@@ -101,7 +105,7 @@ impl Actor for Supervisor {
         state.timers.cancel_all();
         // Each node actor aborts and awaits its own cluster calls when it stops: once all have
         // stopped, nothing this supervisor started is still going.
-        let stopping = state.children.values().map(|child| {
+        let stopping = state.children.all().map(|child| {
             child
                 .actor
                 .stop_and_wait(StopReason::Shutdown.text(), Some(CHILD_STOP_TIMEOUT))
@@ -145,8 +149,7 @@ impl Actor for Supervisor {
             }
             SupervisorMsg::Wake(Wake::FleetTick) => state.admit(&myself).await,
             SupervisorMsg::Active(port) => {
-                let mut names: Vec<String> =
-                    state.children.values().map(|c| c.name.clone()).collect();
+                let mut names: Vec<String> = state.children.all().map(|c| c.name.clone()).collect();
                 names.sort();
                 let _ = port.send(names);
             }
@@ -157,7 +160,7 @@ impl Actor for Supervisor {
                     drivers: state.drivers.len(),
                     duplicates: state.duplicates.len(),
                     finished: state.finished.len(),
-                    crashes: state.crashes.len(),
+                    crashes: state.respawns.crash_counts(),
                 });
             }
             SupervisorMsg::Wake(Wake::Respawn(uid)) => state.respawn(&myself, uid).await,

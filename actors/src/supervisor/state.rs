@@ -9,9 +9,13 @@ use std::time::Duration;
 use ractor::{Actor, ActorId, ActorRef};
 use tokio::time::Instant;
 
+use super::children::Children;
+use super::drivers::Drivers;
 use super::duplicate_decision;
+use super::duplicate_tracking::Duplicates;
 use super::fleet_state::Fleet;
 use super::messages::{SupervisorMsg, Wake};
+use super::respawns::{Respawns, STABLE_RUN};
 use crate::config::Config;
 use crate::decisions;
 use crate::eviction::EvictionMsg;
@@ -25,27 +29,6 @@ use crate::sweep::{self, SweepReport};
 use crate::task::TaskSet;
 use crate::timers::Timers;
 
-/// A node actor that ran this long before crashing starts its next respawn from the shortest
-/// wait again.
-const STABLE_RUN: Duration = Duration::from_secs(600);
-
-pub(super) struct Child {
-    pub(super) actor: ActorRef<NodeMsg>,
-    pub(super) name: String,
-    pub(super) node: String,
-    pub(super) started: Instant,
-}
-
-/// A NodeMaintenance found to be a duplicate.
-pub(super) struct Duplicate {
-    /// The NodeMaintenance that drives the node.
-    pub(super) active: String,
-    /// The duplicate as last seen.
-    pub(super) latest: Maintenance,
-    /// Its cluster calls, one run at a time.
-    pub(super) ops: OpRunner,
-}
-
 /// State of [`super::Supervisor`]. NodeMaintenances are known by uid: one deleted and created again
 /// under the same name is another maintenance, which starts once the old one's undo is over.
 pub struct SupervisorState {
@@ -54,23 +37,18 @@ pub struct SupervisorState {
     pub(super) evictor: ActorRef<EvictionMsg>,
     /// Latest object per NodeMaintenance uid, while it exists in the API.
     pub(super) known: HashMap<String, Maintenance>,
-    /// Node actors by NodeMaintenance uid.
-    pub(super) children: HashMap<String, Child>,
-    pub(super) by_id: HashMap<ActorId, String>,
+    /// Node actors by NodeMaintenance uid, and those stopped on purpose.
+    pub(super) children: Children,
     /// Node name -> uid of the NodeMaintenance driving it (kept while its actor restarts and
     /// while it undoes a maintenance already gone from the API).
-    pub(super) drivers: HashMap<String, String>,
-    /// Node actors stopped on purpose (their termination needs no reaction).
-    pub(super) superseded: HashSet<ActorId>,
+    pub(super) drivers: Drivers,
     /// NodeMaintenances found to be duplicates, by uid.
-    pub(super) duplicates: HashMap<String, Duplicate>,
+    pub(super) duplicates: Duplicates,
     /// NodeMaintenances whose undo finished while the API still had them (their last update
     /// may still arrive); forgotten when the deletion arrives.
     pub(super) finished: HashSet<String>,
-    /// The uids whose node actor is to be respawned (its [`Wake::Respawn`] timer set).
-    pub(super) respawning: HashSet<String>,
-    /// Crashes in a row, by uid: each respawn waits longer.
-    pub(super) crashes: HashMap<String, Backoff>,
+    /// Respawns of crashed node actors, and their crashes in a row.
+    pub(super) respawns: Respawns,
     /// Spreads the start-up of maintenances resumed at once.
     pub(super) pacer: Pacer,
     /// The orphan sweep, one run at a time.
@@ -117,20 +95,9 @@ impl SupervisorState {
             config: self.config.clone(),
             evictor: self.evictor.clone(),
         };
-        self.drivers.insert(node.clone(), uid.clone());
+        self.drivers.drives(&node, &uid);
         match Actor::spawn_linked(actor_name, NodeActor, args, myself.get_cell()).await {
-            Ok((actor, _)) => {
-                self.by_id.insert(actor.get_id(), uid.clone());
-                self.children.insert(
-                    uid,
-                    Child {
-                        actor,
-                        name,
-                        node,
-                        started: Instant::now(),
-                    },
-                );
-            }
+            Ok((actor, _)) => self.children.started(uid, actor, name, node),
             Err(err) => {
                 // E.g. the name of a just-crashed actor is not released yet: try again later.
                 tracing::warn!(maintenance = %name, error = %err, "cannot start node actor, retrying");
@@ -141,13 +108,8 @@ impl SupervisorState {
 
     /// Starts the actor of `uid` again after a wait that grows with its crashes in a row.
     pub(super) fn respawn_later(&mut self, uid: String) {
-        let delay = self
-            .crashes
-            .entry(uid.clone())
-            .or_default()
-            .failed(self.config.respawn_base, self.config.respawn_max);
-        self.respawning.insert(uid.clone());
-        self.timers.set(Wake::Respawn(uid), delay);
+        let (base, max) = (self.config.respawn_base, self.config.respawn_max);
+        self.respawns.crashed(&mut self.timers, uid, base, max);
     }
 
     pub(super) async fn upsert(&mut self, myself: &ActorRef<SupervisorMsg>, nm: Maintenance) {
@@ -170,13 +132,13 @@ impl SupervisorState {
         // The copy of a maintenance whose actor runs leaves out the pod lists (about 10 KiB
         // in a drain of 30 pods): the actor has them, and an actor restarted after a crash
         // re-reads its maintenance before it writes (see `respawn`).
-        let kept = if self.children.contains_key(&uid) {
+        let kept = if self.children.runs(&uid) {
             nm.without_pod_lists()
         } else {
             nm.clone()
         };
         self.known.insert(uid.clone(), kept);
-        if let Some(active) = self.duplicates.get(&uid).map(|d| d.active.clone()) {
+        if let Some(active) = self.duplicates.active_of(&uid) {
             self.duplicate(myself, nm, active);
             return;
         }
@@ -202,7 +164,7 @@ impl SupervisorState {
         if nm.deleting && (!nm.has_finalizer() || self.finished.contains(&uid)) {
             return; // nothing of ours left on it
         }
-        let driver = self.drivers.get(&nm.node_name).cloned();
+        let driver = self.drivers.of(&nm.node_name).cloned();
         if driver.as_ref() == Some(&uid) {
             return; // its actor is being restarted
         }
@@ -221,15 +183,11 @@ impl SupervisorState {
         }
         // Both appeared at once and the younger one was seen first: the older drives. Node
         // changes are the same whoever makes them, so nothing is undone.
-        let started = self.children.remove(&other.uid).map(|child| {
-            self.superseded.insert(child.actor.get_id());
-            child.actor.stop(StopReason::Superseded.text());
-        });
-        self.respawning.remove(&other.uid);
-        self.timers.cancel(&Wake::Respawn(other.uid.clone()));
+        let started = self.children.supersede(&other.uid);
+        self.respawns.over(&mut self.timers, &other.uid);
         let name = nm.name.clone();
         self.duplicate(myself, other, name);
-        if started.is_some() {
+        if started {
             // It takes over the younger one's slot in the budget.
             self.spawn(myself, nm, true).await;
         } else {
@@ -239,7 +197,7 @@ impl SupervisorState {
 
     pub(super) fn deleted(&mut self, uid: &str) {
         self.known.remove(uid);
-        self.duplicates.remove(uid);
+        self.duplicates.deleted(uid);
         self.finished.remove(uid);
         if let Some(child) = self.children.get(uid) {
             // Gone without our undo having finished (finalizer removed by hand): finish it.
@@ -253,13 +211,7 @@ impl SupervisorState {
         id: ActorId,
         reason: Option<String>,
     ) {
-        let Some(uid) = self.by_id.remove(&id) else {
-            return;
-        };
-        if self.superseded.remove(&id) {
-            return;
-        }
-        let Some(child) = self.children.remove(&uid) else {
+        let Some((uid, child)) = self.children.ended(&id) else {
             return;
         };
         match StopReason::parse(reason.as_deref()) {
@@ -268,12 +220,12 @@ impl SupervisorState {
                 if done == StopReason::Undone && self.known.contains_key(&uid) {
                     self.finished.insert(uid.clone());
                 }
-                self.crashes.remove(&uid);
+                self.respawns.forget_crashes(&uid);
                 self.node_freed(myself, &child.node, &uid).await;
             }
             Some(StopReason::Superseded | StopReason::Shutdown) | None => {
                 if child.started.elapsed() >= STABLE_RUN {
-                    self.crashes.remove(&uid);
+                    self.respawns.forget_crashes(&uid);
                 }
                 tracing::warn!(maintenance = %child.name, ?reason, "node actor ended unexpectedly, restarting");
                 self.respawn_later(uid);
@@ -289,14 +241,12 @@ impl SupervisorState {
         node: &str,
         uid: &str,
     ) {
-        if self.drivers.get(node).map(String::as_str) == Some(uid) {
-            self.drivers.remove(node);
-        }
+        self.drivers.freed(node, uid);
         let waiting: Vec<&Maintenance> = self
             .known
             .values()
-            .filter(|nm| nm.node_name == node && !self.children.contains_key(&nm.uid))
-            .filter(|nm| !self.duplicates.contains_key(&nm.uid))
+            .filter(|nm| nm.node_name == node && !self.children.runs(&nm.uid))
+            .filter(|nm| !self.duplicates.is_duplicate(&nm.uid))
             .filter(|nm| !(nm.deleting && (!nm.has_finalizer() || self.finished.contains(&nm.uid))))
             .collect();
         if let Some(next) = decisions::driver(waiting).cloned() {
@@ -305,9 +255,8 @@ impl SupervisorState {
     }
 
     pub(super) async fn respawn(&mut self, myself: &ActorRef<SupervisorMsg>, uid: String) {
-        self.respawning.remove(&uid);
-        self.timers.cancel(&Wake::Respawn(uid.clone()));
-        if self.children.contains_key(&uid) {
+        self.respawns.over(&mut self.timers, &uid);
+        if self.children.runs(&uid) {
             return;
         }
         match self.known.get(&uid).cloned() {
@@ -315,14 +264,8 @@ impl SupervisorState {
             // the actor re-reads its maintenance before it writes (`fresh` false).
             Some(nm) => self.spawn(myself, nm, false).await,
             None => {
-                self.crashes.remove(&uid);
-                let freed: Vec<String> = self
-                    .drivers
-                    .iter()
-                    .filter(|(_, driver)| **driver == uid)
-                    .map(|(node, _)| node.clone())
-                    .collect();
-                for node in freed {
+                self.respawns.forget_crashes(&uid);
+                for node in self.drivers.nodes_of(&uid) {
                     self.node_freed(myself, &node, &uid).await;
                 }
             }
@@ -335,7 +278,7 @@ impl SupervisorState {
             return;
         }
         self.timers.cancel(&Wake::Sweep);
-        let driven: HashSet<String> = self.drivers.keys().cloned().collect();
+        let driven = self.drivers.nodes();
         let work = sweep::sweep(self.cluster.clone(), self.config.clone(), driven);
         let span = tracing::info_span!(parent: None, "orphan_sweep");
         self.sweeps

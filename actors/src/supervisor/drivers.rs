@@ -1,0 +1,47 @@
+//! Which NodeMaintenance drives each node (kept while its actor restarts, while it waits in
+//! the budget's queue, and while it undoes a maintenance already gone from the API). Changed
+//! only here.
+
+use std::collections::{HashMap, HashSet};
+
+/// Node name -> uid of the NodeMaintenance driving it.
+#[derive(Default)]
+pub(super) struct Drivers(HashMap<String, String>);
+
+impl Drivers {
+    /// NodeMaintenance `uid` drives `node` from now on.
+    pub(super) fn drives(&mut self, node: &str, uid: &str) {
+        self.0.insert(node.to_string(), uid.to_string());
+    }
+
+    /// The uid driving `node`.
+    pub(super) fn of(&self, node: &str) -> Option<&String> {
+        self.0.get(node)
+    }
+
+    /// NodeMaintenance `uid` no longer drives `node` (if another does, it still does).
+    pub(super) fn freed(&mut self, node: &str, uid: &str) {
+        if self.0.get(node).map(String::as_str) == Some(uid) {
+            self.0.remove(node);
+        }
+    }
+
+    /// The nodes `uid` drives.
+    pub(super) fn nodes_of(&self, uid: &str) -> Vec<String> {
+        self.0
+            .iter()
+            .filter(|(_, driver)| *driver == uid)
+            .map(|(node, _)| node.clone())
+            .collect()
+    }
+
+    /// Every node driven.
+    pub(super) fn nodes(&self) -> HashSet<String> {
+        self.0.keys().cloned().collect()
+    }
+
+    /// Nodes driven.
+    pub(super) fn len(&self) -> usize {
+        self.0.len()
+    }
+}
