@@ -12,11 +12,12 @@ mod duplicate_decision;
 mod duplicate_tracking;
 mod fleet_admission;
 mod fleet_state;
+mod known;
 mod messages;
+mod orphan_sweeps;
 mod respawns;
 mod state;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,9 +29,8 @@ pub use state::SupervisorState;
 
 use crate::config::Config;
 use crate::eviction::EvictionMsg;
-use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
-use crate::retry::{Backoff, Pacer};
+use crate::retry::Pacer;
 use crate::stop::StopReason;
 use crate::task::TaskSet;
 use crate::timers::Timers;
@@ -38,6 +38,8 @@ use children::Children;
 use drivers::Drivers;
 use duplicate_tracking::Duplicates;
 use fleet_state::Fleet;
+use known::Known;
+use orphan_sweeps::OrphanSweeps;
 use respawns::Respawns;
 
 /// How long a stopping supervisor waits for each node actor to stop.
@@ -73,15 +75,13 @@ impl Actor for Supervisor {
             cluster: args.cluster,
             config: args.config,
             evictor: args.evictor,
-            known: HashMap::new(),
+            known: Known::default(),
             children: Children::default(),
             drivers: Drivers::default(),
             duplicates: Duplicates::default(),
-            finished: HashSet::new(),
             respawns: Respawns::default(),
             pacer,
-            sweeps: OpRunner::default(),
-            sweep_failures: Backoff::default(),
+            sweeps: OrphanSweeps::default(),
             tasks: TaskSet::default(),
             fleet,
             timers: Timers::new(myself),
@@ -154,12 +154,13 @@ impl Actor for Supervisor {
                 let _ = port.send(names);
             }
             SupervisorMsg::Remembered(port) => {
+                let (known, finished) = state.known.sizes();
                 let _ = port.send(Remembered {
-                    known: state.known.len(),
+                    known,
                     children: state.children.len(),
                     drivers: state.drivers.len(),
                     duplicates: state.duplicates.len(),
-                    finished: state.finished.len(),
+                    finished,
                     crashes: state.respawns.crash_counts(),
                 });
             }

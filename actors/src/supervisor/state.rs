@@ -2,7 +2,6 @@
 //! drive, respawns of crashed actors and the orphan sweep. (The cluster maintenance budget's
 //! part of it is in `fleet_state` and `fleet_admission`, the duplicates' in `duplicate_decision` and `duplicate_tracking`.)
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,16 +13,17 @@ use super::drivers::Drivers;
 use super::duplicate_decision;
 use super::duplicate_tracking::Duplicates;
 use super::fleet_state::Fleet;
-use super::messages::{SupervisorMsg, Wake};
+use super::known::Known;
+use super::messages::SupervisorMsg;
+use super::orphan_sweeps::{AfterSweep, OrphanSweeps};
 use super::respawns::{Respawns, STABLE_RUN};
 use crate::config::Config;
 use crate::decisions;
 use crate::eviction::EvictionMsg;
 use crate::model::Maintenance;
 use crate::node::{NodeActor, NodeArgs, NodeMsg};
-use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
-use crate::retry::{Backoff, Pacer};
+use crate::retry::Pacer;
 use crate::stop::StopReason;
 use crate::sweep::{self, SweepReport};
 use crate::task::TaskSet;
@@ -35,8 +35,9 @@ pub struct SupervisorState {
     pub(super) cluster: Arc<dyn Cluster>,
     pub(super) config: Arc<Config>,
     pub(super) evictor: ActorRef<EvictionMsg>,
-    /// Latest object per NodeMaintenance uid, while it exists in the API.
-    pub(super) known: HashMap<String, Maintenance>,
+    /// Latest object per NodeMaintenance uid while it exists in the API, and those undone
+    /// before their deletion arrived.
+    pub(super) known: Known,
     /// Node actors by NodeMaintenance uid, and those stopped on purpose.
     pub(super) children: Children,
     /// Node name -> uid of the NodeMaintenance driving it (kept while its actor restarts and
@@ -44,16 +45,12 @@ pub struct SupervisorState {
     pub(super) drivers: Drivers,
     /// NodeMaintenances found to be duplicates, by uid.
     pub(super) duplicates: Duplicates,
-    /// NodeMaintenances whose undo finished while the API still had them (their last update
-    /// may still arrive); forgotten when the deletion arrives.
-    pub(super) finished: HashSet<String>,
     /// Respawns of crashed node actors, and their crashes in a row.
     pub(super) respawns: Respawns,
     /// Spreads the start-up of maintenances resumed at once.
     pub(super) pacer: Pacer,
-    /// The orphan sweep, one run at a time.
-    pub(super) sweeps: OpRunner,
-    pub(super) sweep_failures: Backoff,
+    /// The orphan sweeps: one run at a time, retried after one that failed.
+    pub(super) sweeps: OrphanSweeps,
     /// The cluster work of duplicates and sweeps: aborted and awaited when stopping.
     pub(super) tasks: TaskSet,
     /// The cluster maintenance budget and the NodeMaintenances waiting for it.
@@ -119,13 +116,7 @@ impl SupervisorState {
         let uid = nm.uid.clone();
         // Names are unique in the API: one of the same name with another uid is gone, even if
         // its deletion has not been reported yet (a relist reports it after the new one).
-        let stale: Vec<String> = self
-            .known
-            .values()
-            .filter(|known| known.name == nm.name && known.uid != uid)
-            .map(|known| known.uid.clone())
-            .collect();
-        for gone in stale {
+        for gone in self.known.replaced_by(&nm) {
             self.deleted(&gone);
             self.dequeue(&gone);
         }
@@ -137,7 +128,7 @@ impl SupervisorState {
         } else {
             nm.clone()
         };
-        self.known.insert(uid.clone(), kept);
+        self.known.seen(uid.clone(), kept);
         if let Some(active) = self.duplicates.active_of(&uid) {
             self.duplicate(myself, nm, active);
             return;
@@ -161,7 +152,7 @@ impl SupervisorState {
         if self.queued_changed(myself, &nm).await {
             return;
         }
-        if nm.deleting && (!nm.has_finalizer() || self.finished.contains(&uid)) {
+        if self.known.nothing_left_on(&nm) {
             return; // nothing of ours left on it
         }
         let driver = self.drivers.of(&nm.node_name).cloned();
@@ -196,9 +187,8 @@ impl SupervisorState {
     }
 
     pub(super) fn deleted(&mut self, uid: &str) {
-        self.known.remove(uid);
+        self.known.deleted(uid);
         self.duplicates.deleted(uid);
-        self.finished.remove(uid);
         if let Some(child) = self.children.get(uid) {
             // Gone without our undo having finished (finalizer removed by hand): finish it.
             let _ = child.actor.cast(NodeMsg::Gone);
@@ -217,8 +207,8 @@ impl SupervisorState {
         match StopReason::parse(reason.as_deref()) {
             Some(done @ (StopReason::Undone | StopReason::Gone)) => {
                 // Only while the API still has it: its deletion (which forgets it) is due.
-                if done == StopReason::Undone && self.known.contains_key(&uid) {
-                    self.finished.insert(uid.clone());
+                if done == StopReason::Undone {
+                    self.known.undone(&uid);
                 }
                 self.respawns.forget_crashes(&uid);
                 self.node_freed(myself, &child.node, &uid).await;
@@ -244,10 +234,10 @@ impl SupervisorState {
         self.drivers.freed(node, uid);
         let waiting: Vec<&Maintenance> = self
             .known
-            .values()
+            .all()
             .filter(|nm| nm.node_name == node && !self.children.runs(&nm.uid))
             .filter(|nm| !self.duplicates.is_duplicate(&nm.uid))
-            .filter(|nm| !(nm.deleting && (!nm.has_finalizer() || self.finished.contains(&nm.uid))))
+            .filter(|nm| !self.known.nothing_left_on(nm))
             .collect();
         if let Some(next) = decisions::driver(waiting).cloned() {
             self.upsert(myself, next).await;
@@ -274,45 +264,22 @@ impl SupervisorState {
 
     /// Starts an orphan sweep (or one more after the one running).
     pub(super) fn sweep(&mut self, myself: &ActorRef<SupervisorMsg>) {
-        if !self.sweeps.may_start() {
+        if !self.sweeps.asked(&mut self.timers) {
             return;
         }
-        self.timers.cancel(&Wake::Sweep);
         let driven = self.drivers.nodes();
         let work = sweep::sweep(self.cluster.clone(), self.config.clone(), driven);
-        let span = tracing::info_span!(parent: None, "orphan_sweep");
-        self.sweeps
-            .run(&mut self.tasks, myself, span, work, SupervisorMsg::Swept);
+        self.sweeps.run(&mut self.tasks, myself, work);
     }
 
+    /// An orphan sweep ended.
     pub(super) fn swept(
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
         result: Result<SweepReport, sweep::SweepError>,
     ) {
-        self.sweeps.finished();
-        let complete = match &result {
-            Ok(report) => {
-                if !report.restored.is_empty() {
-                    tracing::info!(nodes = ?report.restored, "orphaned nodes given back");
-                }
-                report.failed.is_empty()
-            }
-            Err(error) => {
-                tracing::warn!(%error, "orphan sweep failed");
-                false
-            }
-        };
-        if self.sweeps.take_again() {
+        if self.sweeps.ended(&mut self.timers, &self.config, &result) == AfterSweep::Again {
             self.sweep(myself);
-        } else if complete {
-            self.sweep_failures.succeeded();
-        } else {
-            let delay = self.sweep_failures.failed(
-                self.config.retry_backoff_base,
-                self.config.retry_backoff_max,
-            );
-            self.timers.set(Wake::Sweep, delay);
         }
     }
 }
