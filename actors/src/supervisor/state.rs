@@ -31,6 +31,8 @@ use crate::timers::Timers;
 
 /// State of [`super::Supervisor`]. NodeMaintenances are known by uid: one deleted and created again
 /// under the same name is another maintenance, which starts once the old one's undo is over.
+/// Besides the ports and handles, each field is a component that keeps its own fields private
+/// and changes them only in its own file, through methods named for what happened.
 pub struct SupervisorState {
     pub(super) cluster: Arc<dyn Cluster>,
     pub(super) config: Arc<Config>,
