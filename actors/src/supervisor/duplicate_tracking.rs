@@ -6,47 +6,8 @@ use ractor::ActorRef;
 
 use super::duplicate_decision::{self, DuplicateAction, DuplicateError};
 use super::messages::SupervisorMsg;
-use std::collections::HashMap;
-
 use super::state::SupervisorState;
 use crate::model::Maintenance;
-use crate::op_runner::OpRunner;
-
-/// A NodeMaintenance found to be a duplicate.
-struct Duplicate {
-    /// The NodeMaintenance that drives the node.
-    active: String,
-    /// The duplicate as last seen.
-    latest: Maintenance,
-    /// Its cluster calls, one run at a time.
-    ops: OpRunner,
-}
-
-/// The NodeMaintenances found to be duplicates, by uid; changed only here.
-#[derive(Default)]
-pub(super) struct Duplicates(HashMap<String, Duplicate>);
-
-impl Duplicates {
-    /// The NodeMaintenance that `uid` is a duplicate of, if it is one.
-    pub(super) fn active_of(&self, uid: &str) -> Option<String> {
-        self.0.get(uid).map(|d| d.active.clone())
-    }
-
-    /// Whether `uid` is a duplicate.
-    pub(super) fn is_duplicate(&self, uid: &str) -> bool {
-        self.0.contains_key(uid)
-    }
-
-    /// `uid` is gone from the API: forgotten.
-    pub(super) fn deleted(&mut self, uid: &str) {
-        self.0.remove(uid);
-    }
-
-    /// Duplicates known.
-    pub(super) fn len(&self) -> usize {
-        self.0.len()
-    }
-}
 
 impl SupervisorState {
     /// `nm` is a duplicate of `active`: mark it Failed, or release its finalizer when deleted.
@@ -59,17 +20,7 @@ impl SupervisorState {
         let uid = nm.uid.clone();
         // A duplicate never drives its node, so it never waits for the budget either.
         self.dequeue(&uid);
-        let duplicate = self
-            .duplicates
-            .0
-            .entry(uid.clone())
-            .or_insert_with(|| Duplicate {
-                active: active.clone(),
-                latest: nm.clone(),
-                ops: OpRunner::default(),
-            });
-        duplicate.active = active;
-        duplicate.latest = nm;
+        let duplicate = self.duplicates.seen(uid.clone(), nm, active);
         if duplicate.ops.may_start() {
             self.handle_duplicate(myself, &uid);
         }
@@ -78,7 +29,7 @@ impl SupervisorState {
     /// Runs what a duplicate calls for, if anything.
     pub(super) fn handle_duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, uid: &str) {
         let now = self.config.now();
-        let Some(duplicate) = self.duplicates.0.get_mut(uid) else {
+        let Some(duplicate) = self.duplicates.get_mut(uid) else {
             return;
         };
         let action = duplicate_decision::decide(&duplicate.latest, &duplicate.active, now);
@@ -103,7 +54,7 @@ impl SupervisorState {
         uid: &str,
         result: Result<(), DuplicateError>,
     ) {
-        let Some(duplicate) = self.duplicates.0.get_mut(uid) else {
+        let Some(duplicate) = self.duplicates.get_mut(uid) else {
             return; // deleted meanwhile
         };
         if let Err(err) = result {

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::children::Children;
 use super::drivers::Drivers;
 use super::duplicate_decision;
-use super::duplicate_tracking::Duplicates;
+use super::duplicates::Duplicates;
 use super::fleet_state::Fleet;
 use super::known::Known;
 use super::messages::SupervisorMsg;
