@@ -105,7 +105,7 @@ mod tests {
         pod.controller = Some(OwnerRef {
             kind: "VirtualMachineInstance".into(),
             name: vm.into(),
-            uid: String::new(),
+            uid: nmo_actors::model::Uid::default(),
         });
         pod
     }

@@ -12,7 +12,7 @@ use super::held::Where;
 use super::intercepted::intercepted_by_webhook;
 use super::messages::{EvictionMsg, EvictionReply};
 use super::outcome;
-use crate::model::PodRef;
+use crate::model::{PodRef, Uid};
 use crate::ports::{ClusterError, EvictionOutcome};
 
 fn duration_ms(delay: Duration) -> u64 {
@@ -42,7 +42,7 @@ impl EvictionState {
         &mut self,
         myself: &ActorRef<EvictionMsg>,
         pod: PodRef,
-        uid: &str,
+        uid: &Uid,
         result: Result<EvictionOutcome, ClusterError>,
     ) {
         self.in_flight = self.in_flight.saturating_sub(1);
@@ -50,7 +50,7 @@ impl EvictionState {
         // out may have been made again meanwhile (for another pod of that name, too), and that
         // one waits for a call of its own.
         let mut held = match self.held.get(&pod) {
-            Some(h) if h.at == Where::InFlight && h.req.uid == uid => self.held.remove(&pod),
+            Some(h) if h.at == Where::InFlight && h.req.uid == *uid => self.held.remove(&pod),
             _ => None,
         };
         let (counted, status) = outcome::classify(&result);

@@ -7,6 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::ids::{MaintenanceName, NodeName, Uid};
 use super::names::FINALIZER;
 use super::node::NodeRecord;
 
@@ -137,13 +138,13 @@ pub struct DrainPolicy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Maintenance {
     /// `metadata.name` (cluster scoped, so no namespace).
-    pub name: String,
+    pub name: MaintenanceName,
     /// `metadata.uid`.
-    pub uid: String,
+    pub uid: Uid,
     /// `metadata.resourceVersion`; a change means "the object changed".
     pub resource_version: String,
     /// `spec.nodeName`.
-    pub node_name: String,
+    pub node_name: NodeName,
     /// `spec.reason`.
     pub reason: String,
     /// `metadata.creationTimestamp`.
@@ -252,13 +253,81 @@ pub struct PendingPodReason {
     pub diagnosis: Option<String>,
 }
 
+/// A condition's `status`: `True`, `False` or `Unknown`, as `metav1.Condition` has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConditionStatus {
+    /// `"True"`.
+    True,
+    /// `"False"`.
+    False,
+    /// `"Unknown"`; also any other text found in the API (the CRD's schema does not forbid
+    /// it): neither True nor False is all nmo can tell of it.
+    #[serde(other)]
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// `True` or `False`.
+    pub fn of(holds: bool) -> Self {
+        if holds {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        }
+    }
+
+    /// The condition's status as the API reads it; text other than `True` and `False` is
+    /// `Unknown`.
+    pub fn parse(text: &str) -> Self {
+        match text {
+            "True" => ConditionStatus::True,
+            "False" => ConditionStatus::False,
+            _ => ConditionStatus::Unknown,
+        }
+    }
+
+    /// The JSON value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+impl From<&str> for ConditionStatus {
+    fn from(text: &str) -> Self {
+        ConditionStatus::parse(text)
+    }
+}
+
+/// Compared with the API's text (`"True"`...).
+impl PartialEq<str> for ConditionStatus {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ConditionStatus {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for ConditionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A status condition (`metav1.Condition` shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Condition {
     /// Condition type, see [`conditions`].
     pub type_: String,
-    /// `"True"`, `"False"` or `"Unknown"`.
-    pub status: String,
+    /// True, False or Unknown.
+    pub status: ConditionStatus,
     /// CamelCase reason.
     pub reason: String,
     /// Human readable message.

@@ -29,7 +29,7 @@ impl NodeActorState {
         }
         let ctx = self.ctx.clone();
         // The node uid only matters if the lease vanished and is re-created.
-        let node_uid = self.lease.node_uid().to_string();
+        let node_uid = self.lease.node_uid().clone();
         // A renewal: the lease is ours, so it is never created without reading it first.
         let work = async move { ops::acquire_lease(&ctx, &node_uid, LeaseOp::Renew, false).await };
         let span = self.work_span();

@@ -211,7 +211,7 @@ mod tests {
         pod.controller = Some(crate::model::OwnerRef {
             kind: "VirtualMachineInstance".into(),
             name: vm.into(),
-            uid: String::new(),
+            uid: crate::model::Uid::default(),
         });
         PendingPod::of(&Arc::new(pod), PodAction::Evict)
     }

@@ -14,7 +14,7 @@ use super::pending::{PendingPod, PendingReason, PodReason};
 use super::reasons::Reasons;
 use crate::decisions::{self, RecordFinding};
 use crate::diagnosis::Blocker;
-use crate::model::{MaintenanceStatus, NodeState, Phase, PodRef, conditions};
+use crate::model::{ConditionStatus, MaintenanceStatus, NodeState, Phase, PodRef, Uid, conditions};
 
 /// Pod counts taken the first time a maintenance runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub(super) fn lease_acquired(status: &mut MaintenanceStatus, now: DateTime<Utc>)
 /// or a restarted nmo knows of the lease from before it took the maintenance over.
 pub(super) fn lease_was_held(status: &MaintenanceStatus) -> bool {
     decisions::condition(status, conditions::LEASE_ACQUIRED)
-        .is_some_and(|c| c.status == "True" && c.reason == conditions::LEASE_HELD)
+        .is_some_and(|c| c.status == ConditionStatus::True && c.reason == conditions::LEASE_HELD)
 }
 
 /// Someone else holds a valid lease: say who, and until when.
@@ -132,11 +132,11 @@ pub(super) fn undo_due(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
 pub(super) fn recorded(
     status: &mut MaintenanceStatus,
     node: &NodeState,
-    uid: &str,
+    uid: &Uid,
     finding: Option<RecordFinding>,
     now: DateTime<Utc>,
 ) {
-    let Some(record) = node.record.as_ref().filter(|r| r.maintenance == uid) else {
+    let Some(record) = node.record.as_ref().filter(|r| r.maintenance == *uid) else {
         return;
     };
     status.node_record = Some(record.clone());
@@ -200,7 +200,7 @@ pub(super) fn undo_pending(status: &MaintenanceStatus) -> bool {
         return false;
     }
     match decisions::condition(status, conditions::NODE_RESTORED) {
-        Some(condition) => condition.status == "False",
+        Some(condition) => condition.status == ConditionStatus::False,
         None => status
             .last_error
             .as_deref()
