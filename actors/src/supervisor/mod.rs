@@ -145,8 +145,11 @@ impl Actor for Supervisor {
             }
             SupervisorMsg::FleetTick => state.admit(&myself).await,
             SupervisorMsg::Active(port) => {
-                let mut names: Vec<String> =
-                    state.children.values().map(|c| c.name.clone()).collect();
+                let mut names: Vec<String> = state
+                    .children
+                    .values()
+                    .map(|c| c.name.to_string())
+                    .collect();
                 names.sort();
                 let _ = port.send(names);
             }

@@ -15,7 +15,7 @@ use super::messages::SupervisorMsg;
 use crate::config::Config;
 use crate::decisions;
 use crate::eviction::EvictionMsg;
-use crate::model::Maintenance;
+use crate::model::{Maintenance, MaintenanceName, NodeName, Uid};
 use crate::node::{NodeActor, NodeArgs, NodeMsg};
 use crate::op_runner::OpRunner;
 use crate::ports::Cluster;
@@ -30,15 +30,15 @@ const STABLE_RUN: Duration = Duration::from_secs(600);
 
 pub(super) struct Child {
     pub(super) actor: ActorRef<NodeMsg>,
-    pub(super) name: String,
-    pub(super) node: String,
+    pub(super) name: MaintenanceName,
+    pub(super) node: NodeName,
     pub(super) started: Instant,
 }
 
 /// A NodeMaintenance found to be a duplicate.
 pub(super) struct Duplicate {
     /// The NodeMaintenance that drives the node.
-    pub(super) active: String,
+    pub(super) active: MaintenanceName,
     /// The duplicate as last seen.
     pub(super) latest: Maintenance,
     /// Its cluster calls, one run at a time.
@@ -52,24 +52,24 @@ pub struct SupervisorState {
     pub(super) config: Arc<Config>,
     pub(super) evictor: ActorRef<EvictionMsg>,
     /// Latest object per NodeMaintenance uid, while it exists in the API.
-    pub(super) known: HashMap<String, Maintenance>,
+    pub(super) known: HashMap<Uid, Maintenance>,
     /// Node actors by NodeMaintenance uid.
-    pub(super) children: HashMap<String, Child>,
-    pub(super) by_id: HashMap<ActorId, String>,
+    pub(super) children: HashMap<Uid, Child>,
+    pub(super) by_id: HashMap<ActorId, Uid>,
     /// Node name -> uid of the NodeMaintenance driving it (kept while its actor restarts and
     /// while it undoes a maintenance already gone from the API).
-    pub(super) drivers: HashMap<String, String>,
+    pub(super) drivers: HashMap<NodeName, Uid>,
     /// Node actors stopped on purpose (their termination needs no reaction).
     pub(super) superseded: HashSet<ActorId>,
     /// NodeMaintenances found to be duplicates, by uid.
-    pub(super) duplicates: HashMap<String, Duplicate>,
+    pub(super) duplicates: HashMap<Uid, Duplicate>,
     /// NodeMaintenances whose undo finished while the API still had them (their last update
     /// may still arrive); forgotten when the deletion arrives.
-    pub(super) finished: HashSet<String>,
+    pub(super) finished: HashSet<Uid>,
     /// Pending respawns, by uid.
-    pub(super) respawns: HashMap<String, TaskSlot>,
+    pub(super) respawns: HashMap<Uid, TaskSlot>,
     /// Crashes in a row, by uid: each respawn waits longer.
-    pub(super) crashes: HashMap<String, Backoff>,
+    pub(super) crashes: HashMap<Uid, Backoff>,
     /// Spreads the start-up of maintenances resumed at once.
     pub(super) pacer: Pacer,
     /// The orphan sweep, one run at a time.
@@ -139,7 +139,7 @@ impl SupervisorState {
     }
 
     /// Starts the actor of `uid` again after a wait that grows with its crashes in a row.
-    pub(super) fn respawn_later(&mut self, myself: &ActorRef<SupervisorMsg>, uid: String) {
+    pub(super) fn respawn_later(&mut self, myself: &ActorRef<SupervisorMsg>, uid: Uid) {
         let delay = self
             .crashes
             .entry(uid.clone())
@@ -156,7 +156,7 @@ impl SupervisorState {
         let uid = nm.uid.clone();
         // Names are unique in the API: one of the same name with another uid is gone, even if
         // its deletion has not been reported yet (a relist reports it after the new one).
-        let stale: Vec<String> = self
+        let stale: Vec<Uid> = self
             .known
             .values()
             .filter(|known| known.name == nm.name && known.uid != uid)
@@ -180,11 +180,14 @@ impl SupervisorState {
             return;
         }
         if duplicate_decision::is_marked(&nm) {
-            // Marked before a restart: stays out of the node's way for good.
+            // Marked before a restart: stays out of the node's way for good. (The active one's
+            // name is not stored; a marked duplicate never says it again, see
+            // `duplicate_decision::decide`, so its `lastError` stands in for it, as before.)
             let active = nm
                 .status
                 .as_ref()
-                .and_then(|s| s.last_error.clone())
+                .and_then(|s| s.last_error.as_deref())
+                .map(MaintenanceName::from)
                 .unwrap_or_default();
             self.duplicate(myself, nm, active);
             return;
@@ -235,7 +238,7 @@ impl SupervisorState {
         }
     }
 
-    pub(super) fn deleted(&mut self, uid: &str) {
+    pub(super) fn deleted(&mut self, uid: &Uid) {
         self.known.remove(uid);
         self.duplicates.remove(uid);
         self.finished.remove(uid);
@@ -284,16 +287,16 @@ impl SupervisorState {
     pub(super) async fn node_freed(
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
-        node: &str,
-        uid: &str,
+        node: &NodeName,
+        uid: &Uid,
     ) {
-        if self.drivers.get(node).map(String::as_str) == Some(uid) {
+        if self.drivers.get(node) == Some(uid) {
             self.drivers.remove(node);
         }
         let waiting: Vec<&Maintenance> = self
             .known
             .values()
-            .filter(|nm| nm.node_name == node && !self.children.contains_key(&nm.uid))
+            .filter(|nm| nm.node_name == *node && !self.children.contains_key(&nm.uid))
             .filter(|nm| !self.duplicates.contains_key(&nm.uid))
             .filter(|nm| !(nm.deleting && (!nm.has_finalizer() || self.finished.contains(&nm.uid))))
             .collect();
@@ -302,7 +305,7 @@ impl SupervisorState {
         }
     }
 
-    pub(super) async fn respawn(&mut self, myself: &ActorRef<SupervisorMsg>, uid: String) {
+    pub(super) async fn respawn(&mut self, myself: &ActorRef<SupervisorMsg>, uid: Uid) {
         if let Some(mut timer) = self.respawns.remove(&uid) {
             timer.finished();
         }
@@ -315,7 +318,7 @@ impl SupervisorState {
             Some(nm) => self.spawn(myself, nm, false).await,
             None => {
                 self.crashes.remove(&uid);
-                let freed: Vec<String> = self
+                let freed: Vec<NodeName> = self
                     .drivers
                     .iter()
                     .filter(|(_, driver)| **driver == uid)
@@ -334,7 +337,7 @@ impl SupervisorState {
             return;
         }
         self.sweep_retry.clear();
-        let driven: HashSet<String> = self.drivers.keys().cloned().collect();
+        let driven: HashSet<NodeName> = self.drivers.keys().cloned().collect();
         let work = sweep::sweep(self.cluster.clone(), self.config.clone(), driven);
         let span = tracing::info_span!(parent: None, "orphan_sweep");
         self.sweeps
