@@ -65,8 +65,15 @@ pub mod conditions {
     pub const BLOCKED_BY_PDB: &str = "BlockedByPodDisruptionBudget";
     /// Reason: no evictable pod is left.
     pub const DRAIN_COMPLETE: &str = "DrainComplete";
-    /// Reason: maintenance failed.
+    /// Reason of a False `Drained` on a maintenance failed by an older nmo, whatever the
+    /// failure (this one names it, see [`super::FailureKind`]).
     pub const FAILED: &str = "Failed";
+    /// Reason of a False `Drained`: the node does not exist.
+    pub const NODE_NOT_FOUND: &str = "NodeNotFound";
+    /// Reason of a False `Drained`: the node lease could not be kept.
+    pub const LEASE_LOST: &str = "LeaseLost";
+    /// Reason of a False `Drained`: the spec breaks the limits of the CRD's schema.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
     /// True on a NodeMaintenance that is Failed because another one drives its node; such a
     /// NodeMaintenance never touches the node, not even after a restart.
     pub const DUPLICATE: &str = "DuplicateMaintenance";
@@ -251,6 +258,46 @@ pub struct PendingPodReason {
     /// Why the budget blocks it, as a class (`WaitingForReplacement`, `CrossNodeDeadlock`...,
     /// see [`crate::diagnosis::Blocker::reason`]), when it is blocked.
     pub diagnosis: Option<String>,
+}
+
+/// Why a maintenance failed, as its status keeps it: the reason of its False `Drained`
+/// condition, so that a restarted nmo (or a new leader) knows it from what the API holds, not
+/// from the words of `lastError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    /// The node does not exist ([`conditions::NODE_NOT_FOUND`]).
+    NodeMissing,
+    /// The node lease could not be kept ([`conditions::LEASE_LOST`]).
+    LeaseLost,
+    /// `spec.drainTimeout` passed before the drain finished ([`conditions::DRAIN_TIMEOUT`]).
+    DrainTimeout,
+    /// The spec breaks the limits of the CRD's schema ([`conditions::INVALID_SPEC`]).
+    InvalidSpec,
+}
+
+impl FailureKind {
+    /// The reason of the False `Drained` condition that says it.
+    pub fn reason(self) -> &'static str {
+        match self {
+            FailureKind::NodeMissing => conditions::NODE_NOT_FOUND,
+            FailureKind::LeaseLost => conditions::LEASE_LOST,
+            FailureKind::DrainTimeout => conditions::DRAIN_TIMEOUT,
+            FailureKind::InvalidSpec => conditions::INVALID_SPEC,
+        }
+    }
+
+    /// The kind a `Drained` reason says; None for any other reason (among them
+    /// [`conditions::FAILED`], an older nmo's, which says no kind).
+    pub fn from_reason(reason: &str) -> Option<Self> {
+        [
+            FailureKind::NodeMissing,
+            FailureKind::LeaseLost,
+            FailureKind::DrainTimeout,
+            FailureKind::InvalidSpec,
+        ]
+        .into_iter()
+        .find(|kind| kind.reason() == reason)
+    }
 }
 
 /// A condition's `status`: `True`, `False` or `Unknown`, as `metav1.Condition` has it.

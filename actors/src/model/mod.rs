@@ -15,9 +15,9 @@ mod vm;
 pub use event::{Event, EventTarget, EventType};
 pub use ids::{MaintenanceName, NodeName, Uid};
 pub use maintenance::{
-    Condition, ConditionStatus, DrainPolicy, Maintenance, MaintenanceStatus, OnDrainTimeout,
-    PendingPodReason, Phase, PodRef, QueuePlace, SpecField, SpecProblem, StatusPrecondition,
-    conditions, reasons,
+    Condition, ConditionStatus, DrainPolicy, FailureKind, Maintenance, MaintenanceStatus,
+    OnDrainTimeout, PendingPodReason, Phase, PodRef, QueuePlace, SpecField, SpecProblem,
+    StatusPrecondition, conditions, reasons,
 };
 pub use names::{
     DRAIN_TAINT_KEY, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, LEASE_HOLDER,

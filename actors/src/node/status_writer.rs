@@ -26,7 +26,8 @@ use super::status::{self, InitialCounts};
 use crate::config::Config;
 use crate::decisions::{self, RecordFinding};
 use crate::model::{
-    MaintenanceName, MaintenanceStatus, NodeState, Phase, StatusPrecondition, Uid, conditions,
+    FailureKind, MaintenanceName, MaintenanceStatus, NodeState, Phase, StatusPrecondition, Uid,
+    conditions,
 };
 use crate::ports::{Cluster, ClusterError};
 use crate::retry::Backoff;
@@ -360,9 +361,14 @@ impl StatusWriter {
         status::waiting_for_lease(&mut self.wanted, holder, until, now);
     }
 
-    /// Failed, with the reason.
-    pub(super) fn maintenance_failed(&mut self, error: String, now: DateTime<Utc>) {
-        status::fail(&mut self.wanted, error, now);
+    /// Failed, with its kind and what went wrong.
+    pub(super) fn maintenance_failed(
+        &mut self,
+        kind: FailureKind,
+        error: String,
+        now: DateTime<Utc>,
+    ) {
+        status::fail(&mut self.wanted, kind, error, now);
     }
 
     /// The drain's deadline passed: Failed, with what blocked it.
