@@ -301,7 +301,7 @@ impl FailureKind {
 }
 
 /// A condition's `status`: `True`, `False` or `Unknown`, as `metav1.Condition` has it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ConditionStatus {
     /// `"True"`.
     True,
@@ -309,6 +309,7 @@ pub enum ConditionStatus {
     False,
     /// `"Unknown"`; also any other text found in the API (the CRD's schema does not forbid
     /// it): neither True nor False is all nmo can tell of it.
+    #[default]
     #[serde(other)]
     Unknown,
 }
