@@ -126,7 +126,10 @@ impl Supervisor {
     }
 
     fn deleted(&self, name: String, uid: String) -> Result<(), WatchError> {
-        self.send(SupervisorMsg::Deleted { name, uid })
+        self.send(SupervisorMsg::Deleted {
+            name: name.into(),
+            uid: uid.into(),
+        })
     }
 }
 

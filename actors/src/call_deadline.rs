@@ -15,8 +15,8 @@ use futures::stream::BoxStream;
 
 use crate::interception::EvictionWebhooks;
 use crate::model::{
-    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
-    NodeSummaryEvent, PodList, StatusPrecondition,
+    Event, Lease, Maintenance, MaintenanceName, MaintenanceStatus, NodeName, NodeOwner, NodePatch,
+    NodeState, NodeSummaryEvent, PodList, StatusPrecondition, Uid,
 };
 use crate::pdb::PdbPod;
 use crate::pdb::{LabelSelector, PdbChange};
@@ -51,20 +51,27 @@ impl Bounded {
 
 #[async_trait]
 impl Cluster for Bounded {
-    async fn get_maintenance(&self, name: &str) -> Result<Option<Maintenance>, ClusterError> {
+    async fn get_maintenance(
+        &self,
+        name: &MaintenanceName,
+    ) -> Result<Option<Maintenance>, ClusterError> {
         self.within("get NodeMaintenance", self.inner.get_maintenance(name))
             .await
     }
 
-    async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError> {
+    async fn add_finalizer(
+        &self,
+        name: &MaintenanceName,
+        seen: &[String],
+    ) -> Result<(), ClusterError> {
         self.within("add finalizer", self.inner.add_finalizer(name, seen))
             .await
     }
 
     async fn remove_finalizer(
         &self,
-        name: &str,
-        uid: &str,
+        name: &MaintenanceName,
+        uid: &Uid,
         seen: &[String],
     ) -> Result<(), ClusterError> {
         self.within(
@@ -76,8 +83,8 @@ impl Cluster for Bounded {
 
     async fn write_status(
         &self,
-        name: &str,
-        uid: &str,
+        name: &MaintenanceName,
+        uid: &Uid,
         seen: StatusPrecondition,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
@@ -93,7 +100,7 @@ impl Cluster for Bounded {
             .await
     }
 
-    async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError> {
+    async fn get_node(&self, name: &NodeName) -> Result<Option<NodeState>, ClusterError> {
         self.within("get node", self.inner.get_node(name)).await
     }
 
@@ -102,7 +109,7 @@ impl Cluster for Bounded {
             .await
     }
 
-    fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
+    fn watch_node(&self, name: &NodeName) -> BoxStream<'static, Option<NodeState>> {
         self.inner.watch_node(name)
     }
 
@@ -144,11 +151,11 @@ impl Cluster for Bounded {
             .await
     }
 
-    async fn list_pods(&self, node: &str) -> Result<PodList, ClusterError> {
+    async fn list_pods(&self, node: &NodeName) -> Result<PodList, ClusterError> {
         self.within("list pods", self.inner.list_pods(node)).await
     }
 
-    fn watch_pods(&self, node: &str) -> BoxStream<'static, PodList> {
+    fn watch_pods(&self, node: &NodeName) -> BoxStream<'static, PodList> {
         self.inner.watch_pods(node)
     }
 
@@ -156,7 +163,7 @@ impl Cluster for Bounded {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
     ) -> Result<bool, ClusterError> {
         self.within(
             "look up DaemonSet",
@@ -169,7 +176,7 @@ impl Cluster for Bounded {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
         grace_period_seconds: Option<i64>,
     ) -> Result<(), ClusterError> {
         self.within(
@@ -184,7 +191,7 @@ impl Cluster for Bounded {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError> {
         self.within(
@@ -203,7 +210,7 @@ impl Cluster for Bounded {
         self.inner.watch_eviction_webhooks()
     }
 
-    fn watch_vms(&self, node: &str) -> BoxStream<'static, crate::model::VmList> {
+    fn watch_vms(&self, node: &NodeName) -> BoxStream<'static, crate::model::VmList> {
         self.inner.watch_vms(node)
     }
 
@@ -241,13 +248,13 @@ mod tests {
         fake.hang_next("get_node", 1);
         let bounded = Bounded::new(Arc::new(fake.clone()), Duration::from_secs(10));
         let started = tokio::time::Instant::now();
-        let result = bounded.get_node("n1").await;
+        let result = bounded.get_node(&"n1".into()).await;
         assert!(
             matches!(&result, Err(ClusterError::Transient(m)) if m.contains("no answer within 10s")),
             "{result:?}"
         );
         assert_eq!(started.elapsed(), Duration::from_secs(10));
-        let again = bounded.get_node("n1").await;
+        let again = bounded.get_node(&"n1".into()).await;
         assert!(matches!(again, Ok(Some(_))), "the next call is answered");
     }
 }

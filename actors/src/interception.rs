@@ -131,7 +131,7 @@ mod tests {
         let vmi = OwnerRef {
             kind: "VirtualMachineInstance".into(),
             name: "vm-a".into(),
-            uid: String::new(),
+            uid: crate::model::Uid::default(),
         };
         assert!(is_virt_launcher(&labels(&[]), Some(&vmi)));
         assert!(is_virt_launcher(
@@ -145,7 +145,7 @@ mod tests {
         let rs = OwnerRef {
             kind: "ReplicaSet".into(),
             name: "web".into(),
-            uid: String::new(),
+            uid: crate::model::Uid::default(),
         };
         assert!(!is_virt_launcher(&labels(&[]), Some(&rs)));
     }

@@ -8,8 +8,8 @@ use futures::stream::BoxStream;
 
 use crate::interception::EvictionWebhooks;
 use crate::model::{
-    Event, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch, NodeState,
-    NodeSummaryEvent, PodList, StatusPrecondition, VmList,
+    Event, Lease, Maintenance, MaintenanceName, MaintenanceStatus, NodeName, NodeOwner, NodePatch,
+    NodeState, NodeSummaryEvent, PodList, StatusPrecondition, Uid, VmList,
 };
 use crate::pdb::PdbPod;
 use crate::pdb::{LabelSelector, PdbChange};
@@ -97,12 +97,19 @@ pub trait Cluster: Send + Sync + 'static {
     // --- NodeMaintenance -------------------------------------------------------------------
 
     /// Reads one NodeMaintenance; None if it does not exist.
-    async fn get_maintenance(&self, name: &str) -> Result<Option<Maintenance>, ClusterError>;
+    async fn get_maintenance(
+        &self,
+        name: &MaintenanceName,
+    ) -> Result<Option<Maintenance>, ClusterError>;
 
     /// Adds the finalizer `foregroundDeleteNodeMaintenance` if absent, keeping other finalizers.
     /// `seen` is the finalizer list as last seen: an adapter may write against it without
     /// reading first, but must re-read when it turns out stale.
-    async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError>;
+    async fn add_finalizer(
+        &self,
+        name: &MaintenanceName,
+        seen: &[String],
+    ) -> Result<(), ClusterError>;
 
     /// Removes the finalizer `foregroundDeleteNodeMaintenance` if present, keeping others, from
     /// the NodeMaintenance `name` whose uid is `uid`. A missing object, or one of that name
@@ -111,8 +118,8 @@ pub trait Cluster: Send + Sync + 'static {
     /// without reading first, but must re-read when it turns out stale.
     async fn remove_finalizer(
         &self,
-        name: &str,
-        uid: &str,
+        name: &MaintenanceName,
+        uid: &Uid,
         seen: &[String],
     ) -> Result<(), ClusterError>;
 
@@ -123,8 +130,8 @@ pub trait Cluster: Send + Sync + 'static {
     /// before it writes. Status fields nmo does not know are kept.
     async fn write_status(
         &self,
-        name: &str,
-        uid: &str,
+        name: &MaintenanceName,
+        uid: &Uid,
         seen: StatusPrecondition,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError>;
@@ -135,7 +142,7 @@ pub trait Cluster: Send + Sync + 'static {
     // --- Node -----------------------------------------------------------------------------
 
     /// Reads a node; None if it does not exist.
-    async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError>;
+    async fn get_node(&self, name: &NodeName) -> Result<Option<NodeState>, ClusterError>;
 
     /// Applies label + taints + cordon as one JSON patch whose first op tests the taints (see
     /// [`NodePatch`]); returns the node as written. A failed test is `Conflict`.
@@ -145,7 +152,7 @@ pub trait Cluster: Send + Sync + 'static {
     /// not yet read may be replaced by a newer one), None while the node does not exist. The
     /// kube adapter serves every node from one shared watch of all Nodes. It retries watch
     /// errors itself; the stream ends only if it gives up (the actor then re-subscribes).
-    fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>>;
+    fn watch_node(&self, name: &NodeName) -> BoxStream<'static, Option<NodeState>>;
 
     /// Watches every node, reduced to a [`crate::model::NodeSummary`] each (the cluster
     /// maintenance budget counts unavailable nodes): a `Listed` after every (re)list, then the
@@ -188,11 +195,11 @@ pub trait Cluster: Send + Sync + 'static {
     // --- Pods -----------------------------------------------------------------------------
 
     /// Lists every pod on a node (`fieldSelector=spec.nodeName=<node>`).
-    async fn list_pods(&self, node: &str) -> Result<PodList, ClusterError>;
+    async fn list_pods(&self, node: &NodeName) -> Result<PodList, ClusterError>;
 
     /// Watches the pods of a node (`fieldSelector=spec.nodeName=<node>`): yields the complete
     /// list at start and after every change. Same retry contract as [`Cluster::watch_node`].
-    fn watch_pods(&self, node: &str) -> BoxStream<'static, PodList>;
+    fn watch_pods(&self, node: &NodeName) -> BoxStream<'static, PodList>;
 
     /// Whether the DaemonSet `namespace/name` with uid `uid` exists (to tell an orphan
     /// DaemonSet pod from a managed one): one of that name with another uid (deleted and
@@ -201,7 +208,7 @@ pub trait Cluster: Send + Sync + 'static {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
     ) -> Result<bool, ClusterError>;
 
     /// Deletes the pod `namespace/name` whose uid is `uid` (`deleteOptions.preconditions.uid`),
@@ -211,7 +218,7 @@ pub trait Cluster: Send + Sync + 'static {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
         grace_period_seconds: Option<i64>,
     ) -> Result<(), ClusterError>;
 
@@ -223,7 +230,7 @@ pub trait Cluster: Send + Sync + 'static {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError>;
 
@@ -244,7 +251,7 @@ pub trait Cluster: Send + Sync + 'static {
     /// label `kubevirt.io/nodeName=<node>`): the complete list at start and after every change.
     /// Where the API is not served (no KubeVirt) nothing is delivered and the adapter looks
     /// again now and then, quietly. Same retry contract as [`Cluster::watch_node`].
-    fn watch_vms(&self, node: &str) -> BoxStream<'static, VmList>;
+    fn watch_vms(&self, node: &NodeName) -> BoxStream<'static, VmList>;
 
     /// Lists the pods of `namespace` that `selector` selects (a PDB's pods), to find the
     /// one a blocked PDB waits for. One bounded LIST.

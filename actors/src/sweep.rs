@@ -24,7 +24,7 @@ use std::sync::atomic::AtomicBool;
 
 use crate::config::Config;
 use crate::decisions::{self, Undoer};
-use crate::model::Lease;
+use crate::model::{Lease, MaintenanceName, NodeName, Uid};
 use crate::node::ops::{OpCtx, announce};
 use crate::node::{ReleaseError, UndoError};
 use crate::ports::{Cluster, ClusterError};
@@ -47,13 +47,13 @@ pub enum SweepError {
 #[derive(Debug, Default)]
 pub struct SweepReport {
     /// Nodes given back.
-    pub restored: Vec<String>,
+    pub restored: Vec<NodeName>,
     /// Nodes left alone at the second look: a NodeMaintenance targets them now, or their lease
     /// changed since the first.
-    pub spared: Vec<String>,
+    pub spared: Vec<NodeName>,
     /// Nodes whose undo failed, or that changed while they were undone (tried again by the
     /// next sweep).
-    pub failed: Vec<(String, UndoError)>,
+    pub failed: Vec<(NodeName, UndoError)>,
 }
 
 /// How the second look at a suspect ended.
@@ -67,7 +67,7 @@ enum Outcome {
 pub(crate) async fn sweep(
     cluster: Arc<dyn Cluster>,
     config: Arc<Config>,
-    driven: HashSet<String>,
+    driven: HashSet<NodeName>,
 ) -> Result<SweepReport, SweepError> {
     let marked = cluster
         .list_maintained_nodes()
@@ -78,13 +78,13 @@ pub(crate) async fn sweep(
         .await
         .map_err(SweepError::ListLeases)?;
     // Each suspect with nmo's lease of it as listed (None: none was ours).
-    let mut suspects: BTreeMap<String, Option<Lease>> = marked
+    let mut suspects: BTreeMap<NodeName, Option<Lease>> = marked
         .iter()
         .filter(|node| decisions::marked_by(node, Undoer::Sweep))
         .map(|node| (node.name.clone(), None))
         .collect();
     for lease in leases.into_iter().filter(decisions::lease_is_ours) {
-        if let Some(node) = lease.name.strip_prefix("node-").map(str::to_string) {
+        if let Some(node) = lease.name.strip_prefix("node-").map(NodeName::from) {
             suspects.insert(node, Some(lease));
         }
     }
@@ -102,8 +102,8 @@ pub(crate) async fn sweep(
         let ctx = OpCtx {
             cluster: cluster.clone(),
             config: config.clone(),
-            nm_name: String::new(),
-            nm_uid: String::new(),
+            nm_name: MaintenanceName::default(),
+            nm_uid: Uid::default(),
             node_name: node.clone(),
             deleting: Arc::new(AtomicBool::new(true)),
         };
@@ -123,7 +123,7 @@ pub(crate) async fn sweep(
 }
 
 /// The nodes a NodeMaintenance targets now.
-async fn targeted_nodes(cluster: &dyn Cluster) -> Result<HashSet<String>, ClusterError> {
+async fn targeted_nodes(cluster: &dyn Cluster) -> Result<HashSet<NodeName>, ClusterError> {
     Ok(cluster
         .list_maintenances()
         .await?

@@ -8,9 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use k8s_openapi::jiff::Timestamp;
 use nmo_actors::model::{
-    Condition, DrainPolicy, Lease, MIRROR_ANNOTATION, Maintenance, MaintenanceStatus, NodeOwner,
-    NodeReady, NodeRecord, NodeState, OnDrainTimeout, OwnerRef, PendingPodReason, Phase, PodInfo,
-    PodPhase, PodRef, QueuePlace, RECORD_ANNOTATION, Taint,
+    Condition, ConditionStatus, DrainPolicy, Lease, MIRROR_ANNOTATION, Maintenance,
+    MaintenanceStatus, NodeOwner, NodeReady, NodeRecord, NodeState, OnDrainTimeout, OwnerRef,
+    PendingPodReason, Phase, PodInfo, PodPhase, PodRef, QueuePlace, RECORD_ANNOTATION, Taint,
 };
 
 use crate::crd::{self, MaintenancePhase, NodeMaintenance, NodeMaintenanceStatus};
@@ -39,10 +39,10 @@ fn time(value: &DateTime<Utc>) -> Time {
 pub fn maintenance(object: &NodeMaintenance) -> Maintenance {
     let meta = &object.metadata;
     Maintenance {
-        name: meta.name.clone().unwrap_or_default(),
-        uid: meta.uid.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default().into(),
+        uid: meta.uid.clone().unwrap_or_default().into(),
         resource_version: meta.resource_version.clone().unwrap_or_default(),
-        node_name: object.spec.node_name.clone(),
+        node_name: object.spec.node_name.as_str().into(),
         reason: object.spec.reason.clone().unwrap_or_default(),
         creation_timestamp: meta
             .creation_timestamp
@@ -116,7 +116,7 @@ fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
             .flatten()
             .map(|c| Condition {
                 type_: c.type_.clone(),
-                status: c.status.clone(),
+                status: ConditionStatus::parse(&c.status),
                 reason: c.reason.clone(),
                 message: c.message.clone(),
                 last_transition_time: from_timestamp(&c.last_transition_time.0),
@@ -149,7 +149,7 @@ fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
             .status_revision
             .and_then(|revision| u64::try_from(revision).ok()),
         node_record: status.node_record.as_ref().map(|r| NodeRecord {
-            maintenance: r.maintenance.clone(),
+            maintenance: r.maintenance.as_str().into(),
             cordoned: r.cordoned,
             drain_taint: r.drain_taint,
             unschedulable_taint: r.unschedulable_taint,
@@ -201,7 +201,7 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
                 .iter()
                 .map(|c| KubeCondition {
                     type_: c.type_.clone(),
-                    status: c.status.clone(),
+                    status: c.status.as_str().to_string(),
                     reason: c.reason.clone(),
                     message: c.message.clone(),
                     last_transition_time: time(&c.last_transition_time),
@@ -220,7 +220,7 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
             .revision
             .map(|revision| i64::try_from(revision).unwrap_or(i64::MAX)),
         node_record: status.node_record.as_ref().map(|r| crd::NodeRecordStatus {
-            maintenance: r.maintenance.clone(),
+            maintenance: r.maintenance.as_str().into(),
             cordoned: r.cordoned,
             drain_taint: r.drain_taint,
             unschedulable_taint: r.unschedulable_taint,
@@ -272,8 +272,8 @@ pub fn node_state_of(
         .and_then(|a| a.get(RECORD_ANNOTATION));
     let record = annotation.and_then(|value| NodeRecord::from_annotation(value));
     NodeState {
-        name: metadata.name.clone().unwrap_or_default(),
-        uid: metadata.uid.clone().unwrap_or_default(),
+        name: metadata.name.clone().unwrap_or_default().into(),
+        uid: metadata.uid.clone().unwrap_or_default().into(),
         unschedulable: unschedulable.unwrap_or(false),
         taints: taints.unwrap_or_default().iter().map(taint).collect(),
         labels: metadata.labels.clone().unwrap_or_default(),
@@ -338,7 +338,7 @@ pub(super) fn pod_info_of(
     PodInfo {
         namespace: meta.namespace.clone().unwrap_or_default(),
         name: meta.name.clone().unwrap_or_default(),
-        uid: meta.uid.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default().into(),
         phase,
         controller: meta
             .owner_references
@@ -348,7 +348,7 @@ pub(super) fn pod_info_of(
             .map(|o| OwnerRef {
                 kind: o.kind.clone(),
                 name: o.name.clone(),
-                uid: o.uid.clone(),
+                uid: o.uid.as_str().into(),
             }),
         is_mirror: meta
             .annotations
@@ -403,8 +403,8 @@ pub fn kube_lease(value: &Lease, owner: Option<&NodeOwner>) -> KubeLease {
                 vec![OwnerReference {
                     api_version: "v1".into(),
                     kind: "Node".into(),
-                    name: node.name.clone(),
-                    uid: node.uid.clone(),
+                    name: node.name.to_string(),
+                    uid: node.uid.to_string(),
                     ..OwnerReference::default()
                 }]
             }),

@@ -42,8 +42,9 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use nmo_actors::interception::EvictionWebhooks;
 use nmo_actors::model::{
-    Event, EventTarget, EventType, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, NodeSummaryEvent, PodList, StatusPrecondition, VmList,
+    Event, EventTarget, EventType, Lease, Maintenance, MaintenanceName, MaintenanceStatus,
+    NodeName, NodeOwner, NodePatch, NodeState, NodeSummaryEvent, PodList, StatusPrecondition, Uid,
+    VmList,
 };
 use nmo_actors::pdb::PdbPod;
 use nmo_actors::pdb::{LabelSelector, PdbChange};
@@ -253,8 +254,8 @@ fn event_reference(target: &EventTarget) -> ObjectReference {
         EventTarget::Maintenance { name, uid } => ObjectReference {
             api_version: Some("nodemaintenance.medik8s.io/v1beta1".into()),
             kind: Some("NodeMaintenance".into()),
-            name: Some(name.clone()),
-            uid: Some(uid.clone()),
+            name: Some(name.to_string()),
+            uid: Some(uid.to_string()),
             // No namespace: the object is cluster scoped (which is how `kubectl describe` looks
             // its events up); the recorder then files the event in `default`, like the Go
             // operator's.
@@ -264,8 +265,8 @@ fn event_reference(target: &EventTarget) -> ObjectReference {
         EventTarget::Node { name, uid } => ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Node".into()),
-            name: Some(name.clone()),
-            uid: Some(uid.clone()).filter(|u| !u.is_empty()),
+            name: Some(name.to_string()),
+            uid: Some(uid.to_string()).filter(|u| !u.is_empty()),
             namespace: None,
             ..ObjectReference::default()
         },
@@ -274,7 +275,10 @@ fn event_reference(target: &EventTarget) -> ObjectReference {
 
 #[async_trait]
 impl Cluster for KubeCluster {
-    async fn get_maintenance(&self, name: &str) -> Result<Option<Maintenance>, ClusterError> {
+    async fn get_maintenance(
+        &self,
+        name: &MaintenanceName,
+    ) -> Result<Option<Maintenance>, ClusterError> {
         let object = self
             .maintenances()
             .get_opt(name)
@@ -283,7 +287,11 @@ impl Cluster for KubeCluster {
         Ok(object.as_ref().map(convert::maintenance))
     }
 
-    async fn add_finalizer(&self, name: &str, seen: &[String]) -> Result<(), ClusterError> {
+    async fn add_finalizer(
+        &self,
+        name: &MaintenanceName,
+        seen: &[String],
+    ) -> Result<(), ClusterError> {
         let add = |list: &mut Vec<String>| {
             if !list.iter().any(|f| f == FINALIZER) {
                 list.push(FINALIZER.to_string());
@@ -304,8 +312,8 @@ impl Cluster for KubeCluster {
 
     async fn remove_finalizer(
         &self,
-        name: &str,
-        uid: &str,
+        name: &MaintenanceName,
+        uid: &Uid,
         seen: &[String],
     ) -> Result<(), ClusterError> {
         let remove = |list: &mut Vec<String>| list.retain(|f| f != FINALIZER);
@@ -337,8 +345,8 @@ impl Cluster for KubeCluster {
 
     async fn write_status(
         &self,
-        name: &str,
-        uid: &str,
+        name: &MaintenanceName,
+        uid: &Uid,
         seen: StatusPrecondition,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
@@ -383,7 +391,7 @@ impl Cluster for KubeCluster {
         .await
     }
 
-    async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError> {
+    async fn get_node(&self, name: &NodeName) -> Result<Option<NodeState>, ClusterError> {
         let node = self.nodes().get_opt(name).await.map_err(to_cluster_error)?;
         Ok(node.as_ref().map(convert::node_state))
     }
@@ -406,7 +414,7 @@ impl Cluster for KubeCluster {
         Ok(convert::node_state(&node))
     }
 
-    fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
+    fn watch_node(&self, name: &NodeName) -> BoxStream<'static, Option<NodeState>> {
         self.nodes.follow(name)
     }
 
@@ -529,7 +537,7 @@ impl Cluster for KubeCluster {
         .await
     }
 
-    async fn list_pods(&self, node: &str) -> Result<PodList, ClusterError> {
+    async fn list_pods(&self, node: &NodeName) -> Result<PodList, ClusterError> {
         let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
         let pods = Api::<SlimPod>::all(self.client.clone())
             .list(&params)
@@ -538,7 +546,7 @@ impl Cluster for KubeCluster {
         Ok(pods.items.iter().map(slim_pod::shared_pod_info).collect())
     }
 
-    fn watch_pods(&self, node: &str) -> BoxStream<'static, PodList> {
+    fn watch_pods(&self, node: &NodeName) -> BoxStream<'static, PodList> {
         let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
         watch::snapshots(
             Api::<SlimPod>::all(self.client.clone()),
@@ -553,7 +561,7 @@ impl Cluster for KubeCluster {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
     ) -> Result<bool, ClusterError> {
         let api: Api<DaemonSet> = Api::namespaced(self.client.clone(), namespace);
         let limit = self.call_timeout;
@@ -577,7 +585,7 @@ impl Cluster for KubeCluster {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
         grace_period_seconds: Option<i64>,
     ) -> Result<(), ClusterError> {
         let params = DeleteParams {
@@ -599,7 +607,7 @@ impl Cluster for KubeCluster {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
         grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError> {
         self.write("evict pod", async {
@@ -627,7 +635,7 @@ impl Cluster for KubeCluster {
         )
     }
 
-    fn watch_vms(&self, node: &str) -> BoxStream<'static, VmList> {
+    fn watch_vms(&self, node: &NodeName) -> BoxStream<'static, VmList> {
         vms::watch(
             self.client.clone(),
             self.initial_lists.clone(),

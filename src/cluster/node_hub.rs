@@ -77,7 +77,7 @@ impl Nodes {
                 self.tell_summaries(|| NodeSummaryEvent::Changed(kept.summary.clone()));
             }
             Change::Deleted(name) => {
-                self.tell_summaries(|| NodeSummaryEvent::Deleted(name.clone()));
+                self.tell_summaries(|| NodeSummaryEvent::Deleted(name.as_str().into()));
             }
         }
     }

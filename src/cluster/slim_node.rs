@@ -81,7 +81,7 @@ pub fn summary(node: &SlimNode) -> NodeSummary {
                 .any(|c| c.type_ == "Ready" && c.status == "True")
         });
     NodeSummary {
-        name: node.name_any(),
+        name: node.name_any().into(),
         ready,
         unschedulable: node
             .spec

@@ -12,7 +12,7 @@ use futures::stream::{BoxStream, StreamExt};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::watcher;
 use kube::{Api, Client};
-use nmo_actors::model::{VmCondition, VmInfo, VmList, VmMigration};
+use nmo_actors::model::{ConditionStatus, VmCondition, VmInfo, VmList, VmMigration};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -100,7 +100,7 @@ pub(crate) fn vm_info(vmi: &DynamicObject) -> VmInfo {
             .iter()
             .find(|c| c["type"] == "LiveMigratable")
             .map(|c| VmCondition {
-                status: c["status"].as_str().unwrap_or_default().to_string(),
+                status: ConditionStatus::parse(c["status"].as_str().unwrap_or_default()),
                 reason: text(&c["reason"]),
                 message: text(&c["message"]),
             })
@@ -174,7 +174,7 @@ mod tests {
         let vm = vm_info(&vmi);
         assert_eq!(vm.eviction_strategy.as_deref(), Some("LiveMigrate"));
         assert_eq!(vm.evacuation_node.as_deref(), Some("n1"));
-        assert_eq!(vm.migratable.map(|c| c.status), Some("True".to_string()));
+        assert_eq!(vm.migratable.map(|c| c.status), Some(ConditionStatus::True));
         let migration = vm.migration.expect("a migration");
         assert_eq!(migration.target_node.as_deref(), Some("n2"));
         assert!(migration.running() && migration.target_ready);

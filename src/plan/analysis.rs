@@ -556,14 +556,14 @@ mod tests {
         ds.info.controller = Some(OwnerRef {
             kind: "DaemonSet".into(),
             name: "agent".into(),
-            uid: String::new(),
+            uid: nmo_actors::model::Uid::default(),
         });
         let mut orphan = ds.clone();
         orphan.info.name = "orphan".into();
         orphan.info.controller = Some(OwnerRef {
             kind: "DaemonSet".into(),
             name: "gone".into(),
-            uid: String::new(),
+            uid: nmo_actors::model::Uid::default(),
         });
         let mut mirror = pod("etcd", "etcd");
         mirror.info.is_mirror = true;

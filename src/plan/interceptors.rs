@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 
 use nmo_actors::interception::{EvictionWebhooks, Interception, VMI_KIND, pod_is_virt_launcher};
-use nmo_actors::model::{PodInfo, VmInfo};
+use nmo_actors::model::{ConditionStatus, PodInfo, VmInfo};
 use serde::Serialize;
 
 /// What a VM's eviction does to it.
@@ -46,8 +46,8 @@ pub fn interceptors(webhooks: &EvictionWebhooks, pod: &PodInfo) -> Vec<String> {
 
 fn migratable(vm: &VmInfo) -> Option<String> {
     vm.migratable.as_ref().map(|c| match &c.reason {
-        Some(reason) if c.status != "True" => format!("{}: {reason}", c.status),
-        _ => c.status.clone(),
+        Some(reason) if c.status != ConditionStatus::True => format!("{}: {reason}", c.status),
+        _ => c.status.to_string(),
     })
 }
 
@@ -67,7 +67,10 @@ pub fn vm_plan(pod: &PodInfo, vms: &Vms) -> Option<VmPlan> {
             blocked: false,
         });
     };
-    let can_migrate = vm.migratable.as_ref().map(|c| c.status == "True");
+    let can_migrate = vm
+        .migratable
+        .as_ref()
+        .map(|c| c.status == ConditionStatus::True);
     let (outcome, blocked) = match (vm.eviction_strategy.as_deref(), can_migrate) {
         (Some("LiveMigrate"), Some(false)) => (
             "cannot migrate: KubeVirt refuses its eviction until it can (LiveMigrate, not migratable)",
@@ -105,7 +108,7 @@ mod tests {
         pod.controller = Some(OwnerRef {
             kind: "VirtualMachineInstance".into(),
             name: vm.into(),
-            uid: String::new(),
+            uid: nmo_actors::model::Uid::default(),
         });
         pod
     }
@@ -116,7 +119,7 @@ mod tests {
             name: name.into(),
             eviction_strategy: strategy.map(str::to_string),
             migratable: migratable.map(|m| VmCondition {
-                status: if m { "True" } else { "False" }.into(),
+                status: ConditionStatus::of(m),
                 reason: (!m).then(|| "DisksNotLiveMigratable".to_string()),
                 message: None,
             }),

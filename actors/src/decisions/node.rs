@@ -12,7 +12,7 @@ use chrono::{DateTime, Utc};
 use super::record::{self, Restore, Undoer};
 use crate::model::{
     DRAIN_TAINT_KEY, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, NodePatch, NodeRecord, NodeState,
-    RecordWrite, Taint, UNSCHEDULABLE_TAINT_KEY,
+    RecordWrite, Taint, UNSCHEDULABLE_TAINT_KEY, Uid,
 };
 
 fn ours(taint: &Taint) -> bool {
@@ -65,7 +65,7 @@ fn has_label(node: &NodeState) -> bool {
 /// maintenance and recorded as the maintenance's already.
 pub fn maintenance_patch(
     node: &NodeState,
-    maintenance: &str,
+    maintenance: &Uid,
     copy: Option<&NodeRecord>,
     now: DateTime<Utc>,
 ) -> Option<NodePatch> {
@@ -188,6 +188,10 @@ mod tests {
 
     const UID: &str = "uid-nm1";
 
+    fn uid() -> Uid {
+        UID.into()
+    }
+
     fn mine() -> Undoer<'static> {
         Undoer::Maintenance {
             uid: UID,
@@ -198,7 +202,7 @@ mod tests {
     #[test]
     fn maintenance_patch_adds_ours_keeps_foreign_and_tests_current() {
         let n = node();
-        let patch = maintenance_patch(&n, UID, None, t(0)).unwrap();
+        let patch = maintenance_patch(&n, &uid(), None, t(0)).unwrap();
         assert_eq!(patch.expected_taints, n.taints);
         assert_eq!(patch.desired_taints.len(), 3);
         assert_eq!(patch.desired_taints[0].key, "foreign");
@@ -227,11 +231,11 @@ mod tests {
         n.unschedulable = true;
         n.taints = with_maintenance_taints(&n.taints, t(0));
         n.labels.insert(EXCLUDE_LABEL.into(), "true".into());
-        n.record = Some(record_of(&node(), UID));
+        n.record = Some(record_of(&node(), &uid()));
         assert!(node_in_maintenance(&n));
-        assert_eq!(maintenance_patch(&n, UID, None, t(1)), None);
+        assert_eq!(maintenance_patch(&n, &uid(), None, t(1)), None);
         n.unschedulable = false;
-        let patch = maintenance_patch(&n, UID, None, t(1)).unwrap();
+        let patch = maintenance_patch(&n, &uid(), None, t(1)).unwrap();
         assert_eq!(patch.unschedulable, Some(true));
         assert!(patch.labels.is_empty());
         assert_eq!(patch.desired_taints, n.taints, "no taint duplicated");
@@ -252,7 +256,7 @@ mod tests {
 
     /// What nmo does to `before` when the maintenance `UID` starts.
     fn marked(before: &NodeState) -> NodeState {
-        let patch = maintenance_patch(before, UID, None, t(0)).unwrap();
+        let patch = maintenance_patch(before, &uid(), None, t(0)).unwrap();
         let mut after = before.clone();
         after.taints = patch.desired_taints.clone();
         after.unschedulable = patch.unschedulable.unwrap_or(after.unschedulable);
@@ -316,7 +320,7 @@ mod tests {
         let during = marked(&cordoned);
         let record = during.record.clone().unwrap();
         assert!(record.cordoned && record.unschedulable_taint && !record.drain_taint);
-        let patch = maintenance_patch(&cordoned, UID, None, t(0)).unwrap();
+        let patch = maintenance_patch(&cordoned, &uid(), None, t(0)).unwrap();
         assert_eq!(patch.unschedulable, None, "already cordoned: left as it is");
         assert_eq!(undone(&during, mine(), false), cordoned);
     }
@@ -361,7 +365,7 @@ mod tests {
         assert_eq!(undone(&during, Undoer::Sweep, false), node());
         // A new maintenance of the node never reuses the record: it makes its own from the
         // node as it is, which is in maintenance already, so what it had before is unknown.
-        let patch = maintenance_patch(&during, "other", None, t(1)).unwrap();
+        let patch = maintenance_patch(&during, &"other".into(), None, t(1)).unwrap();
         let RecordWrite::Set { record, .. } = patch.record else {
             panic!("the record is replaced");
         };
@@ -376,7 +380,7 @@ mod tests {
         n.taints = with_maintenance_taints(&n.taints, t(0));
         n.labels.insert(EXCLUDE_LABEL.into(), "true".into());
         assert!(
-            record_of(&n, UID).prior_unknown,
+            record_of(&n, &uid()).prior_unknown,
             "what the node had before is unknown"
         );
         assert_eq!(undone(&n, Undoer::Sweep, false), node());
@@ -395,7 +399,7 @@ mod tests {
 
     #[test]
     fn the_record_reads_back_from_its_annotation() {
-        let record = record_of(&node(), UID);
+        let record = record_of(&node(), &uid());
         let text = record.to_annotation();
         assert_eq!(
             text,

@@ -1,6 +1,6 @@
 //! Which pods a drain removes, how, and how far it got.
 
-use crate::model::{PodInfo, PodPhase};
+use crate::model::{PodInfo, PodPhase, Uid};
 
 /// Why a pod stays on the node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +79,7 @@ pub struct DaemonSetRef {
     /// Name.
     pub name: String,
     /// Uid (empty if the pod's owner reference has none).
-    pub uid: String,
+    pub uid: Uid,
 }
 
 /// The DaemonSet owning a pod, if any.

@@ -14,7 +14,7 @@
 
 use crate::model::{
     DRAIN_TAINT_KEY, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, NodeRecord, NodeState, RecordWrite, Taint,
-    UNSCHEDULABLE_TAINT_KEY, reasons,
+    UNSCHEDULABLE_TAINT_KEY, Uid, reasons,
 };
 
 fn has_label(node: &NodeState) -> bool {
@@ -32,10 +32,10 @@ pub(super) fn has_taint(node: &NodeState, key: &str) -> bool {
 /// of): what it had before is unknown, and the record says so. Nothing else sets that taint,
 /// so a node cordoned by someone else (a remediation operator, a person) is recorded as
 /// cordoned, and stays so after the maintenance.
-pub fn record_of(node: &NodeState, maintenance: &str) -> NodeRecord {
+pub fn record_of(node: &NodeState, maintenance: &Uid) -> NodeRecord {
     if has_taint(node, DRAIN_TAINT_KEY) {
         return NodeRecord {
-            maintenance: maintenance.to_string(),
+            maintenance: maintenance.clone(),
             cordoned: false,
             drain_taint: false,
             unschedulable_taint: false,
@@ -44,7 +44,7 @@ pub fn record_of(node: &NodeState, maintenance: &str) -> NodeRecord {
         };
     }
     NodeRecord {
-        maintenance: maintenance.to_string(),
+        maintenance: maintenance.clone(),
         cordoned: node.unschedulable,
         drain_taint: false,
         unschedulable_taint: has_taint(node, UNSCHEDULABLE_TAINT_KEY),
@@ -62,7 +62,7 @@ pub enum RecordFinding {
     /// The annotation was not a record.
     Unreadable,
     /// A record of another maintenance (its uid).
-    Foreign(String),
+    Foreign(Uid),
     /// A record naming this maintenance but saying otherwise than its copy.
     Altered,
 }
@@ -106,11 +106,11 @@ pub struct Claim {
 /// The record `maintenance` keeps on `node`, given its own copy (`copy`, from its status):
 /// the copy when it has one, else the node's record if it is the maintenance's own, else a new
 /// one from the node as it is ([`record_of`]).
-pub fn claim(node: &NodeState, maintenance: &str, copy: Option<&NodeRecord>) -> Claim {
-    let copy = copy.filter(|c| c.maintenance == maintenance);
+pub fn claim(node: &NodeState, maintenance: &Uid, copy: Option<&NodeRecord>) -> Claim {
+    let copy = copy.filter(|c| c.maintenance == *maintenance);
     let found = node.record.as_ref();
     let replaced = |found: Option<&NodeRecord>| match found {
-        Some(found) if found.maintenance != maintenance => {
+        Some(found) if found.maintenance != *maintenance => {
             Some(RecordFinding::Foreign(found.maintenance.clone()))
         }
         Some(_) => Some(RecordFinding::Altered),
@@ -132,7 +132,7 @@ pub fn claim(node: &NodeState, maintenance: &str, copy: Option<&NodeRecord>) -> 
             write: set(copy),
             finding: replaced(found).or(Some(RecordFinding::Missing)),
         },
-        (None, Some(found)) if found.maintenance == maintenance => Claim {
+        (None, Some(found)) if found.maintenance == *maintenance => Claim {
             // Written with the node's first change; its copy is on its way to the status.
             record: found.clone(),
             write: RecordWrite::Keep,
@@ -269,6 +269,10 @@ mod tests {
 
     const UID: &str = "uid-nm1";
 
+    fn uid() -> Uid {
+        UID.into()
+    }
+
     fn node() -> NodeState {
         NodeState::test("n1").at_version("1")
     }
@@ -301,7 +305,7 @@ mod tests {
         let mut cordoned = node();
         cordoned.unschedulable = true;
         cordoned.record = Some(record("uid-gone", false));
-        let claim = super::claim(&cordoned, UID, None);
+        let claim = super::claim(&cordoned, &uid(), None);
         assert_eq!(claim.record, record(UID, false).clone_with_cordon());
         assert_eq!(
             claim.finding,
@@ -313,12 +317,12 @@ mod tests {
     #[test]
     fn a_marked_node_without_a_record_is_recorded_as_unknown_never_as_clean() {
         let adopted = marked(node());
-        let claim = super::claim(&adopted, UID, None);
+        let claim = super::claim(&adopted, &uid(), None);
         assert!(claim.record.prior_unknown);
         assert_eq!(claim.finding, None);
         let mut garbled = marked(node());
         garbled.unreadable_record = true;
-        let claim = super::claim(&garbled, UID, None);
+        let claim = super::claim(&garbled, &uid(), None);
         assert!(claim.record.prior_unknown);
         assert_eq!(claim.finding, Some(RecordFinding::Unreadable));
     }
@@ -327,15 +331,15 @@ mod tests {
     fn a_lost_or_altered_record_is_written_again_from_the_copy() {
         let copy = record(UID, true);
         let mut lost = marked(node());
-        let claim = super::claim(&lost, UID, Some(&copy));
+        let claim = super::claim(&lost, &uid(), Some(&copy));
         assert_eq!(claim.record, copy);
         assert_eq!(claim.finding, Some(RecordFinding::Missing));
         lost.record = Some(record(UID, false));
-        let claim = super::claim(&lost, UID, Some(&copy));
+        let claim = super::claim(&lost, &uid(), Some(&copy));
         assert_eq!(claim.record, copy);
         assert_eq!(claim.finding, Some(RecordFinding::Altered));
         lost.record = Some(copy.clone());
-        let claim = super::claim(&lost, UID, Some(&copy));
+        let claim = super::claim(&lost, &uid(), Some(&copy));
         assert_eq!(claim.write, RecordWrite::Keep);
         assert_eq!(claim.finding, None);
     }

@@ -2,7 +2,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::model::{Condition, Maintenance, MaintenanceStatus};
+use crate::model::{Condition, ConditionStatus, Maintenance, MaintenanceStatus};
 
 /// Which of several NodeMaintenances for the same node drives it: the oldest by creation time,
 /// ties broken by name.
@@ -24,11 +24,11 @@ pub fn set_condition(
     message: &str,
     now: DateTime<Utc>,
 ) {
-    let status = if status { "True" } else { "False" };
+    let status = ConditionStatus::of(status);
     if let Some(existing) = conditions.iter_mut().find(|c| c.type_ == type_) {
         if existing.status != status {
             existing.last_transition_time = now;
-            existing.status = status.to_string();
+            existing.status = status;
         }
         existing.reason = reason.to_string();
         existing.message = message.to_string();
@@ -36,7 +36,7 @@ pub fn set_condition(
     }
     conditions.push(Condition {
         type_: type_.to_string(),
-        status: status.to_string(),
+        status,
         reason: reason.to_string(),
         message: message.to_string(),
         last_transition_time: now,

@@ -4,16 +4,16 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 
-use crate::model::PodRef;
+use crate::model::{MaintenanceName, NodeName, PodRef};
 use crate::pdb::Structural;
 
 /// A maintenance cordoning a node that a replacement would fit.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Cordoned {
     /// The NodeMaintenance.
-    pub maintenance: String,
+    pub maintenance: MaintenanceName,
     /// Its node.
-    pub node: String,
+    pub node: NodeName,
 }
 
 /// Why a pod's eviction cannot happen now.

@@ -77,7 +77,7 @@ async fn explain(
         .filter(|node| fits_if_uncordoned(awaited, node))
         .filter_map(|node| {
             by_node.get(node.name.as_str()).map(|nm| Cordoned {
-                maintenance: (*nm).to_string(),
+                maintenance: (*nm).into(),
                 node: node.name.clone(),
             })
         })

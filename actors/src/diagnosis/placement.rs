@@ -52,7 +52,7 @@ mod tests {
             controller: Some(OwnerRef {
                 kind: "ReplicaSet".into(),
                 name: "web-rs".into(),
-                uid: String::new(),
+                uid: crate::model::Uid::default(),
             }),
             phase: if ready {
                 PodPhase::Running
@@ -84,7 +84,7 @@ mod tests {
         other.controller = Some(OwnerRef {
             kind: "StatefulSet".into(),
             name: "db".into(),
-            uid: String::new(),
+            uid: crate::model::Uid::default(),
         });
         let starting = pod("web-b", false);
         let ready = pod("web-a", true);

@@ -12,7 +12,7 @@ use super::held::{Held, Where};
 use super::intercepted::intercepted_by_webhook;
 use super::messages::{EvictionMsg, EvictionReply, Wake};
 use super::outcome;
-use crate::model::PodRef;
+use crate::model::{PodRef, Uid};
 use crate::ports::{ClusterError, EvictionOutcome};
 
 /// A budget's refusal, as the API gave it.
@@ -46,7 +46,7 @@ impl EvictionState {
         &mut self,
         myself: &ActorRef<EvictionMsg>,
         pod: PodRef,
-        uid: &str,
+        uid: &Uid,
         result: Result<EvictionOutcome, ClusterError>,
     ) {
         // Only the request whose call this was (see `Requests::answered`).

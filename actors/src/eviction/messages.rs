@@ -3,7 +3,7 @@
 use ractor::{DerivedActorRef, RpcReplyPort};
 
 use crate::diagnosis::{Blocker, Investigation};
-use crate::model::{OwnerRef, PodRef};
+use crate::model::{OwnerRef, PodRef, Uid};
 use crate::pdb::PdbChange;
 use crate::ports::{ClusterError, EvictionOutcome};
 
@@ -19,7 +19,7 @@ pub enum EvictionMsg {
         /// The pod's namespace and name.
         pod: PodRef,
         /// The uid of the pod that left.
-        uid: String,
+        uid: Uid,
     },
     /// Forget every request of this NodeMaintenance that has not been sent yet.
     Cancel {
@@ -35,7 +35,7 @@ pub enum EvictionMsg {
         /// The pod.
         pod: PodRef,
         /// The uid the call named (its precondition).
-        uid: String,
+        uid: Uid,
         /// What the API said.
         result: Result<EvictionOutcome, ClusterError>,
     },
@@ -104,7 +104,7 @@ pub struct EvictionRequest {
     pub pod: PodRef,
     /// The pod's uid: the eviction's precondition, so that it never reaches another pod that
     /// took the name (the drain decided on this one).
-    pub uid: String,
+    pub uid: Uid,
     /// The pod's grace period (None = its own).
     pub grace_period_seconds: Option<i64>,
     /// NodeMaintenance name of the asker (for cancellation).
@@ -131,7 +131,7 @@ pub struct EvictionReport {
     /// The pod.
     pub pod: PodRef,
     /// The uid its request named.
-    pub uid: String,
+    pub uid: Uid,
     /// What happened.
     pub reply: EvictionReply,
 }

@@ -209,7 +209,7 @@ fn request_for(collector: &ActorRef<EvictionReport>, i: usize) -> EvictionReques
             namespace: "app".into(),
             name: format!("n1-p{i}"),
         },
-        uid: format!("uid-app-n1-p{i}"),
+        uid: format!("uid-app-n1-p{i}").into(),
         grace_period_seconds: None,
         maintenance: "nm1".into(),
         reply_to: collector.get_derived(),

@@ -5,14 +5,14 @@
 use super::EvictionState;
 use super::held::Where;
 use super::messages::Wake;
-use crate::model::PodRef;
+use crate::model::{PodRef, Uid};
 
 impl EvictionState {
     /// Forgets the request for `pod` if it names the pod with `uid` (a request for a newer pod
     /// of that name stays). An unsent one frees its place in its budget; the outcome of a call
     /// already out is dropped when it returns (its uid precondition keeps it off any other pod).
-    pub(super) fn withdraw(&mut self, pod: &PodRef, uid: &str) {
-        let Some(held) = self.requests.get(pod).filter(|h| h.req.uid == uid) else {
+    pub(super) fn withdraw(&mut self, pod: &PodRef, uid: &Uid) {
+        let Some(held) = self.requests.get(pod).filter(|h| h.req.uid == *uid) else {
             return;
         };
         let unsent = held.at != Where::InFlight;

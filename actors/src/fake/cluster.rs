@@ -145,7 +145,7 @@ impl FakeCluster {
     /// Adds a pod on a node.
     pub fn add_pod_info(&self, node: &str, pod: PodInfo) {
         let mut inner = self.lock();
-        inner.pods.entry(node.to_string()).or_default().push(pod);
+        inner.pods.entry(node.into()).or_default().push(pod);
         inner.notify_pods(node);
     }
 
@@ -169,7 +169,7 @@ impl FakeCluster {
     pub fn add_daemonset_with_uid(&self, namespace: &str, name: &str, uid: &str) {
         self.lock()
             .daemonsets
-            .insert((namespace.to_string(), name.to_string()), uid.to_string());
+            .insert((namespace.to_string(), name.to_string()), uid.into());
     }
 
     /// Deletes a DaemonSet (its pods are left, as with `--cascade=orphan`).

@@ -9,7 +9,8 @@ use crate::config::defaults;
 use crate::decisions;
 use crate::model::{
     DrainPolicy, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, Lease, Maintenance,
-    MaintenanceStatus, NodeState, OnDrainTimeout, OwnerRef, PodInfo, PodPhase, Taint,
+    MaintenanceStatus, NodeName, NodeState, OnDrainTimeout, OwnerRef, PodInfo, PodPhase, Taint,
+    Uid,
 };
 
 /// The wall time every test starts at (tests anchor their clock here, see
@@ -30,10 +31,10 @@ impl Maintenance {
     /// node yet, no finalizer and no status.
     pub fn test(name: &str) -> Self {
         Maintenance {
-            name: name.to_string(),
-            uid: format!("uid-{name}"),
+            name: name.into(),
+            uid: format!("uid-{name}").into(),
             resource_version: String::new(),
-            node_name: String::new(),
+            node_name: NodeName::default(),
             reason: "test".to_string(),
             creation_timestamp: t0(),
             deleting: false,
@@ -58,7 +59,7 @@ impl Maintenance {
     /// For node `node`.
     pub fn on(self, node: &str) -> Self {
         Maintenance {
-            node_name: node.to_string(),
+            node_name: node.into(),
             ..self
         }
     }
@@ -126,12 +127,12 @@ impl PodInfo {
         PodInfo {
             namespace: namespace.to_string(),
             name: name.to_string(),
-            uid: format!("uid-{namespace}-{name}"),
+            uid: format!("uid-{namespace}-{name}").into(),
             phase: PodPhase::Running,
             controller: Some(OwnerRef {
                 kind: "ReplicaSet".to_string(),
                 name: format!("{name}-rs"),
-                uid: String::new(),
+                uid: Uid::default(),
             }),
             is_mirror: false,
             has_empty_dir: false,
@@ -168,7 +169,7 @@ impl PodInfo {
             controller: Some(OwnerRef {
                 kind: kind.to_string(),
                 name: name.to_string(),
-                uid: uid.to_string(),
+                uid: uid.into(),
             }),
             ..self
         }
@@ -208,8 +209,8 @@ impl NodeState {
     /// A schedulable node `name` (uid `uid-<name>`) without taints or labels.
     pub fn test(name: &str) -> Self {
         NodeState {
-            name: name.to_string(),
-            uid: format!("uid-{name}"),
+            name: name.into(),
+            uid: format!("uid-{name}").into(),
             ready: crate::model::NodeReady::ready(),
             ..NodeState::default()
         }

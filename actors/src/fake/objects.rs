@@ -8,7 +8,8 @@ use tokio::sync::mpsc;
 
 use crate::interception::EvictionWebhooks;
 use crate::model::{
-    Event, Lease, Maintenance, NodeOwner, NodeState, NodeSummary, NodeSummaryEvent, PodInfo, PodRef,
+    Event, Lease, Maintenance, MaintenanceName, NodeName, NodeOwner, NodeState, NodeSummary,
+    NodeSummaryEvent, PodInfo, PodRef, Uid,
 };
 use crate::pdb::PdbPod;
 use crate::pdb::{Pdb, PdbChange};
@@ -28,9 +29,9 @@ pub enum MaintenanceChange {
     /// Gone.
     Deleted {
         /// Its name.
-        name: String,
+        name: MaintenanceName,
         /// Its uid.
-        uid: String,
+        uid: Uid,
     },
 }
 
@@ -45,15 +46,15 @@ pub(super) struct UnwatchedPdb {
 
 #[derive(Default)]
 pub(super) struct Inner {
-    pub(super) nodes: BTreeMap<String, NodeState>,
+    pub(super) nodes: BTreeMap<NodeName, NodeState>,
     /// Pods by node name.
-    pub(super) pods: BTreeMap<String, Vec<PodInfo>>,
+    pub(super) pods: BTreeMap<NodeName, Vec<PodInfo>>,
     pub(super) leases: BTreeMap<(String, String), Lease>,
     pub(super) lease_owners: BTreeMap<(String, String), NodeOwner>,
     pub(super) namespaces: HashSet<String>,
-    pub(super) maintenances: BTreeMap<String, Maintenance>,
+    pub(super) maintenances: BTreeMap<MaintenanceName, Maintenance>,
     /// DaemonSets by `(namespace, name)`, with their uid.
-    pub(super) daemonsets: HashMap<(String, String), String>,
+    pub(super) daemonsets: HashMap<(String, String), Uid>,
     pub(super) events: Vec<Event>,
     pub(super) calls: Vec<String>,
     pub(super) errors: HashMap<String, VecDeque<ClusterError>>,
@@ -113,7 +114,7 @@ impl Inner {
             .retain(|(n, tx)| n != name || tx.send(snapshot.clone()).is_ok());
         let event = match self.summary(name) {
             Some(summary) => NodeSummaryEvent::Changed(summary),
-            None => NodeSummaryEvent::Deleted(name.to_string()),
+            None => NodeSummaryEvent::Deleted(name.into()),
         };
         self.summary_watchers
             .retain(|tx| tx.send(event.clone()).is_ok());
@@ -128,7 +129,7 @@ impl Inner {
 
     pub(super) fn summary(&self, name: &str) -> Option<NodeSummary> {
         self.nodes.get(name).map(|node| NodeSummary {
-            name: name.to_string(),
+            name: name.into(),
             ready: !self.not_ready.contains(name),
             unschedulable: node.unschedulable,
         })
@@ -155,7 +156,7 @@ impl Inner {
             let uid = nm.uid.clone();
             self.maintenances.remove(name);
             self.notify_nm(MaintenanceChange::Deleted {
-                name: name.to_string(),
+                name: name.into(),
                 uid,
             });
         } else {
@@ -201,7 +202,7 @@ impl Inner {
         self.notify_pdbs(&PdbChange::Applied(pdb));
     }
 
-    pub(super) fn find_pod(&self, namespace: &str, name: &str) -> Option<(String, usize)> {
+    pub(super) fn find_pod(&self, namespace: &str, name: &str) -> Option<(NodeName, usize)> {
         self.pods.iter().find_map(|(node, pods)| {
             pods.iter()
                 .position(|p| p.namespace == namespace && p.name == name)

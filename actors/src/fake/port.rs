@@ -16,8 +16,9 @@ use super::cluster::FakeCluster;
 use super::objects::UnwatchedPdb;
 use crate::interception::EvictionWebhooks;
 use crate::model::{
-    EXCLUDE_LABEL, Event, FINALIZER, Lease, Maintenance, MaintenanceStatus, NodeOwner, NodePatch,
-    NodeState, NodeSummaryEvent, PodInfo, PodList, PodRef, RecordWrite, StatusPrecondition,
+    EXCLUDE_LABEL, Event, FINALIZER, Lease, Maintenance, MaintenanceName, MaintenanceStatus,
+    NodeName, NodeOwner, NodePatch, NodeState, NodeSummaryEvent, PodInfo, PodList, PodRef,
+    RecordWrite, StatusPrecondition, Uid,
 };
 use crate::pdb::PdbPod;
 use crate::pdb::{LabelSelector, PdbChange};
@@ -38,7 +39,10 @@ fn shared(pods: Vec<PodInfo>) -> PodList {
 
 #[async_trait]
 impl Cluster for FakeCluster {
-    async fn get_maintenance(&self, name: &str) -> Result<Option<Maintenance>, ClusterError> {
+    async fn get_maintenance(
+        &self,
+        name: &MaintenanceName,
+    ) -> Result<Option<Maintenance>, ClusterError> {
         let mut inner = self
             .enter("get_maintenance", format!("get_maintenance {name}"))
             .await;
@@ -48,7 +52,11 @@ impl Cluster for FakeCluster {
         Ok(inner.maintenances.get(name).cloned())
     }
 
-    async fn add_finalizer(&self, name: &str, _seen: &[String]) -> Result<(), ClusterError> {
+    async fn add_finalizer(
+        &self,
+        name: &MaintenanceName,
+        _seen: &[String],
+    ) -> Result<(), ClusterError> {
         let mut inner = self
             .enter("add_finalizer", format!("add_finalizer {name}"))
             .await;
@@ -68,8 +76,8 @@ impl Cluster for FakeCluster {
 
     async fn remove_finalizer(
         &self,
-        name: &str,
-        uid: &str,
+        name: &MaintenanceName,
+        uid: &Uid,
         _seen: &[String],
     ) -> Result<(), ClusterError> {
         let mut inner = self
@@ -78,7 +86,7 @@ impl Cluster for FakeCluster {
         if let Some(err) = inner.take_error("remove_finalizer") {
             return Err(err);
         }
-        let Some(nm) = inner.maintenances.get_mut(name).filter(|nm| nm.uid == uid) else {
+        let Some(nm) = inner.maintenances.get_mut(name).filter(|nm| nm.uid == *uid) else {
             return Ok(());
         };
         if nm.has_finalizer() {
@@ -90,8 +98,8 @@ impl Cluster for FakeCluster {
 
     async fn write_status(
         &self,
-        name: &str,
-        uid: &str,
+        name: &MaintenanceName,
+        uid: &Uid,
         seen: StatusPrecondition,
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
@@ -106,7 +114,7 @@ impl Cluster for FakeCluster {
             .get_mut(name)
             .ok_or_else(|| ClusterError::NotFound(name.to_string()))?;
         // The kube adapter's `test` ops: the object's uid, and the status as last seen.
-        if nm.uid != uid || StatusPrecondition::over(nm.status.as_ref()) != seen {
+        if nm.uid != *uid || StatusPrecondition::over(nm.status.as_ref()) != seen {
             return Err(ClusterError::Conflict(format!(
                 "status of nodemaintenance {name} changed since it was read"
             )));
@@ -130,7 +138,7 @@ impl Cluster for FakeCluster {
         Ok(())
     }
 
-    async fn get_node(&self, name: &str) -> Result<Option<NodeState>, ClusterError> {
+    async fn get_node(&self, name: &NodeName) -> Result<Option<NodeState>, ClusterError> {
         let mut inner = self.enter("get_node", format!("get_node {name}")).await;
         if let Some(err) = inner.take_error("get_node") {
             return Err(err);
@@ -149,7 +157,7 @@ impl Cluster for FakeCluster {
         let node = inner
             .nodes
             .get_mut(&patch.node)
-            .ok_or_else(|| ClusterError::NotFound(patch.node.clone()))?;
+            .ok_or_else(|| ClusterError::NotFound(patch.node.to_string()))?;
         let stale =
             !patch.expected_version.is_empty() && node.resource_version != patch.expected_version;
         if node.taints != patch.expected_taints || stale {
@@ -196,7 +204,7 @@ impl Cluster for FakeCluster {
         Ok(node)
     }
 
-    fn watch_node(&self, name: &str) -> BoxStream<'static, Option<NodeState>> {
+    fn watch_node(&self, name: &NodeName) -> BoxStream<'static, Option<NodeState>> {
         let mut inner = self.record(format!("watch_node {name}"));
         inner.maybe_panic("watch_node");
         let (tx, rx) = mpsc::unbounded_channel();
@@ -208,7 +216,7 @@ impl Cluster for FakeCluster {
         let mut inner = self.record("watch_node_summaries".to_string());
         let (tx, rx) = mpsc::unbounded_channel();
         inner.summary_watchers.push(tx);
-        let names: Vec<String> = inner.nodes.keys().cloned().collect();
+        let names: Vec<NodeName> = inner.nodes.keys().cloned().collect();
         let listed = names.iter().filter_map(|n| inner.summary(n)).collect();
         snapshots(NodeSummaryEvent::Listed(listed), rx)
     }
@@ -342,7 +350,7 @@ impl Cluster for FakeCluster {
         Ok(())
     }
 
-    async fn list_pods(&self, node: &str) -> Result<PodList, ClusterError> {
+    async fn list_pods(&self, node: &NodeName) -> Result<PodList, ClusterError> {
         let mut inner = self.enter("list_pods", format!("list_pods {node}")).await;
         if let Some(err) = inner.take_error("list_pods") {
             return Err(err);
@@ -350,7 +358,7 @@ impl Cluster for FakeCluster {
         Ok(shared(inner.pods.get(node).cloned().unwrap_or_default()))
     }
 
-    fn watch_pods(&self, node: &str) -> BoxStream<'static, PodList> {
+    fn watch_pods(&self, node: &NodeName) -> BoxStream<'static, PodList> {
         let mut inner = self.record(format!("watch_pods {node}"));
         inner.maybe_panic("watch_pods");
         let (tx, rx) = mpsc::unbounded_channel();
@@ -364,7 +372,7 @@ impl Cluster for FakeCluster {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
     ) -> Result<bool, ClusterError> {
         let mut inner = self
             .enter(
@@ -385,7 +393,7 @@ impl Cluster for FakeCluster {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
         _grace_period_seconds: Option<i64>,
     ) -> Result<(), ClusterError> {
         let mut inner = self
@@ -414,7 +422,7 @@ impl Cluster for FakeCluster {
         &self,
         namespace: &str,
         name: &str,
-        uid: &str,
+        uid: &Uid,
         _grace_period_seconds: Option<i64>,
     ) -> Result<EvictionOutcome, ClusterError> {
         // Over 80 lines: the fake Eviction API's checks in order (an injected error, the uid
@@ -534,7 +542,7 @@ impl Cluster for FakeCluster {
         snapshots(listed, rx)
     }
 
-    fn watch_vms(&self, node: &str) -> BoxStream<'static, crate::model::VmList> {
+    fn watch_vms(&self, node: &NodeName) -> BoxStream<'static, crate::model::VmList> {
         let mut inner = self.record(format!("watch_vms {node}"));
         let (tx, rx) = mpsc::unbounded_channel();
         inner.vm_watchers.push((node.to_string(), tx));
@@ -570,7 +578,7 @@ impl Cluster for FakeCluster {
                 phase: p.phase,
                 ready: p.ready,
                 terminating: p.terminating,
-                node_name: Some(node.clone()),
+                node_name: Some(node.to_string()),
                 unschedulable: None,
                 node_selector: std::collections::BTreeMap::new(),
                 tolerations: Vec::new(),

@@ -208,7 +208,7 @@ mod tests {
         view.apply(NodeSummaryEvent::Listed(
             (0..nodes)
                 .map(|i| NodeSummary {
-                    name: format!("n{i}"),
+                    name: format!("n{i}").into(),
                     ready: !unavailable.contains(&i),
                     unschedulable: false,
                 })

@@ -3,13 +3,13 @@
 
 use std::collections::HashMap;
 
-use crate::model::{NodeSummary, NodeSummaryEvent};
+use crate::model::{NodeName, NodeSummary, NodeSummaryEvent};
 
 /// The cluster's nodes as the budget counts them.
 #[derive(Debug, Clone, Default)]
 pub struct NodeView {
     /// Node name -> unavailable (NotReady or cordoned).
-    nodes: HashMap<String, bool>,
+    nodes: HashMap<NodeName, bool>,
     /// How many of `nodes` are unavailable.
     unavailable: usize,
     /// The watch has listed every node once.

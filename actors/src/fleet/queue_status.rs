@@ -4,13 +4,14 @@ use chrono::{DateTime, Utc};
 
 use super::admission::Waiting;
 use crate::decisions;
-use crate::model::{MaintenanceStatus, Phase, QueuePlace, conditions};
+use crate::model::{ConditionStatus, MaintenanceStatus, Phase, QueuePlace, conditions};
 
 /// True while the maintenance has not started: no phase yet, or waiting in the queue (the
 /// first-time counts are still to be taken).
 pub fn awaiting_start(status: &MaintenanceStatus) -> bool {
     status.phase.is_none()
-        || decisions::condition(status, conditions::QUEUED).is_some_and(|c| c.status == "True")
+        || decisions::condition(status, conditions::QUEUED)
+            .is_some_and(|c| c.status == ConditionStatus::True)
 }
 
 /// Waiting for the budget: `phase: Running` (as NMO reports a maintenance it has not finished),

@@ -1,21 +1,23 @@
 //! A Kubernetes Event nmo records.
 
+use super::ids::{MaintenanceName, NodeName, Uid};
+
 /// What an event is about.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EventTarget {
     /// A NodeMaintenance (kind `NodeMaintenance`, group `nodemaintenance.medik8s.io/v1beta1`).
     Maintenance {
         /// Object name.
-        name: String,
+        name: MaintenanceName,
         /// Object uid.
-        uid: String,
+        uid: Uid,
     },
     /// A Node (kind `Node`, `v1`).
     Node {
         /// Node name.
-        name: String,
+        name: NodeName,
         /// Node uid (empty if unknown).
-        uid: String,
+        uid: Uid,
     },
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::ids::{MaintenanceName, NodeName, Uid};
 use super::names::FINALIZER;
 use super::node::NodeRecord;
 
@@ -64,8 +65,15 @@ pub mod conditions {
     pub const BLOCKED_BY_PDB: &str = "BlockedByPodDisruptionBudget";
     /// Reason: no evictable pod is left.
     pub const DRAIN_COMPLETE: &str = "DrainComplete";
-    /// Reason: maintenance failed.
+    /// Reason of a False `Drained` on a maintenance failed by an older nmo, whatever the
+    /// failure (this one names it, see [`super::FailureKind`]).
     pub const FAILED: &str = "Failed";
+    /// Reason of a False `Drained`: the node does not exist.
+    pub const NODE_NOT_FOUND: &str = "NodeNotFound";
+    /// Reason of a False `Drained`: the node lease could not be kept.
+    pub const LEASE_LOST: &str = "LeaseLost";
+    /// Reason of a False `Drained`: the spec breaks the limits of the CRD's schema.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
     /// True on a NodeMaintenance that is Failed because another one drives its node; such a
     /// NodeMaintenance never touches the node, not even after a restart.
     pub const DUPLICATE: &str = "DuplicateMaintenance";
@@ -137,13 +145,13 @@ pub struct DrainPolicy {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Maintenance {
     /// `metadata.name` (cluster scoped, so no namespace).
-    pub name: String,
+    pub name: MaintenanceName,
     /// `metadata.uid`.
-    pub uid: String,
+    pub uid: Uid,
     /// `metadata.resourceVersion`; a change means "the object changed".
     pub resource_version: String,
     /// `spec.nodeName`.
-    pub node_name: String,
+    pub node_name: NodeName,
     /// `spec.reason`.
     pub reason: String,
     /// `metadata.creationTimestamp`.
@@ -252,13 +260,122 @@ pub struct PendingPodReason {
     pub diagnosis: Option<String>,
 }
 
+/// Why a maintenance failed, as its status keeps it: the reason of its False `Drained`
+/// condition, so that a restarted nmo (or a new leader) knows it from what the API holds, not
+/// from the words of `lastError`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    /// The node does not exist ([`conditions::NODE_NOT_FOUND`]).
+    NodeMissing,
+    /// The node lease could not be kept ([`conditions::LEASE_LOST`]).
+    LeaseLost,
+    /// `spec.drainTimeout` passed before the drain finished ([`conditions::DRAIN_TIMEOUT`]).
+    DrainTimeout,
+    /// The spec breaks the limits of the CRD's schema ([`conditions::INVALID_SPEC`]).
+    InvalidSpec,
+}
+
+impl FailureKind {
+    /// The reason of the False `Drained` condition that says it.
+    pub fn reason(self) -> &'static str {
+        match self {
+            FailureKind::NodeMissing => conditions::NODE_NOT_FOUND,
+            FailureKind::LeaseLost => conditions::LEASE_LOST,
+            FailureKind::DrainTimeout => conditions::DRAIN_TIMEOUT,
+            FailureKind::InvalidSpec => conditions::INVALID_SPEC,
+        }
+    }
+
+    /// The kind a `Drained` reason says; None for any other reason (among them
+    /// [`conditions::FAILED`], an older nmo's, which says no kind).
+    pub fn from_reason(reason: &str) -> Option<Self> {
+        [
+            FailureKind::NodeMissing,
+            FailureKind::LeaseLost,
+            FailureKind::DrainTimeout,
+            FailureKind::InvalidSpec,
+        ]
+        .into_iter()
+        .find(|kind| kind.reason() == reason)
+    }
+}
+
+/// A condition's `status`: `True`, `False` or `Unknown`, as `metav1.Condition` has it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ConditionStatus {
+    /// `"True"`.
+    True,
+    /// `"False"`.
+    False,
+    /// `"Unknown"`; also any other text found in the API (the CRD's schema does not forbid
+    /// it): neither True nor False is all nmo can tell of it.
+    #[default]
+    #[serde(other)]
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// `True` or `False`.
+    pub fn of(holds: bool) -> Self {
+        if holds {
+            ConditionStatus::True
+        } else {
+            ConditionStatus::False
+        }
+    }
+
+    /// The condition's status as the API reads it; text other than `True` and `False` is
+    /// `Unknown`.
+    pub fn parse(text: &str) -> Self {
+        match text {
+            "True" => ConditionStatus::True,
+            "False" => ConditionStatus::False,
+            _ => ConditionStatus::Unknown,
+        }
+    }
+
+    /// The JSON value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
+    }
+}
+
+impl From<&str> for ConditionStatus {
+    fn from(text: &str) -> Self {
+        ConditionStatus::parse(text)
+    }
+}
+
+/// Compared with the API's text (`"True"`...).
+impl PartialEq<str> for ConditionStatus {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for ConditionStatus {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl std::fmt::Display for ConditionStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A status condition (`metav1.Condition` shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Condition {
     /// Condition type, see [`conditions`].
     pub type_: String,
-    /// `"True"`, `"False"` or `"Unknown"`.
-    pub status: String,
+    /// True, False or Unknown.
+    pub status: ConditionStatus,
     /// CamelCase reason.
     pub reason: String,
     /// Human readable message.

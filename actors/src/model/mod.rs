@@ -1,9 +1,10 @@
 //! Domain types shared by the actors and the [`crate::ports::Cluster`] port. They mirror the
 //! Kubernetes objects nmo touches, reduced to the fields nmo reads or writes: one file per
-//! object (`maintenance`, `node` with its lease, `pod`, `event`) and the wire `names` they share
-//! with the Go operator.
+//! object (`maintenance`, `node` with its lease, `pod`, `event`), the wire `names` they share
+//! with the Go operator, and the `ids` (names and uids) they are known by.
 
 mod event;
+mod ids;
 mod maintenance;
 mod names;
 mod node;
@@ -12,9 +13,11 @@ mod text;
 mod vm;
 
 pub use event::{Event, EventTarget, EventType};
+pub use ids::{MaintenanceName, NodeName, Uid};
 pub use maintenance::{
-    Condition, DrainPolicy, Maintenance, MaintenanceStatus, OnDrainTimeout, PendingPodReason,
-    Phase, PodRef, QueuePlace, SpecField, SpecProblem, StatusPrecondition, conditions, reasons,
+    Condition, ConditionStatus, DrainPolicy, FailureKind, Maintenance, MaintenanceStatus,
+    OnDrainTimeout, PendingPodReason, Phase, PodRef, QueuePlace, SpecField, SpecProblem,
+    StatusPrecondition, conditions, reasons,
 };
 pub use names::{
     DRAIN_TAINT_KEY, EXCLUDE_LABEL, EXCLUDE_LABEL_VALUE, FINALIZER, LEASE_HOLDER,

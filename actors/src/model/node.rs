@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use super::ids::{NodeName, Uid};
 use super::names::NO_SCHEDULE;
 
 /// A node taint.
@@ -42,9 +43,9 @@ impl Taint {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NodeState {
     /// `metadata.name`.
-    pub name: String,
+    pub name: NodeName,
     /// `metadata.uid` (for the lease's ownerReference and events).
-    pub uid: String,
+    pub uid: Uid,
     /// `spec.unschedulable`.
     pub unschedulable: bool,
     /// `spec.taints` (empty when absent).
@@ -105,7 +106,7 @@ impl NodeReady {
 #[serde(rename_all = "camelCase")]
 pub struct NodeRecord {
     /// Uid of the NodeMaintenance the changes belong to.
-    pub maintenance: String,
+    pub maintenance: Uid,
     /// `spec.unschedulable` was already true (someone else cordoned the node).
     pub cordoned: bool,
     /// The `medik8s.io/drain` taint was already there.
@@ -156,7 +157,7 @@ pub enum RecordWrite {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeSummary {
     /// `metadata.name`.
-    pub name: String,
+    pub name: NodeName,
     /// Condition `Ready` is `True`.
     pub ready: bool,
     /// `spec.unschedulable` (cordoned, by anyone).
@@ -178,7 +179,7 @@ pub enum NodeSummaryEvent {
     /// A node was added or changed.
     Changed(NodeSummary),
     /// A node is gone.
-    Deleted(String),
+    Deleted(NodeName),
 }
 
 /// A change to a node: label + taints + cordon in one JSON patch.
@@ -194,7 +195,7 @@ pub enum NodeSummaryEvent {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePatch {
     /// Node name.
-    pub node: String,
+    pub node: NodeName,
     /// The taints as last read; the patch fails if the server has anything else.
     pub expected_taints: Vec<Taint>,
     /// `metadata.resourceVersion` of the node the patch was computed from (empty: unknown):
@@ -238,7 +239,7 @@ pub struct Lease {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeOwner {
     /// Node name.
-    pub name: String,
+    pub name: NodeName,
     /// Node uid.
-    pub uid: String,
+    pub uid: Uid,
 }

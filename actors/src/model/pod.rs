@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use super::ids::Uid;
 use super::maintenance::PodRef;
 
 /// `status.phase` of a pod.
@@ -40,7 +41,7 @@ pub struct OwnerRef {
     pub name: String,
     /// Owner uid (empty if unknown): one of the same name created again is another owner.
     #[serde(default)]
-    pub uid: String,
+    pub uid: Uid,
 }
 
 /// The parts of a Pod nmo reads.
@@ -51,7 +52,7 @@ pub struct PodInfo {
     /// Name.
     pub name: String,
     /// `metadata.uid`.
-    pub uid: String,
+    pub uid: Uid,
     /// `status.phase`.
     pub phase: PodPhase,
     /// The ownerReference with `controller: true`, if any.

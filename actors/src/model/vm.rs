@@ -3,11 +3,13 @@
 
 use chrono::{DateTime, Utc};
 
+use super::maintenance::ConditionStatus;
+
 /// A condition of a VMI (its `LiveMigratable`, say).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct VmCondition {
-    /// `True` or `False`.
-    pub status: String,
+    /// `True` or `False` (text other than those: `Unknown`).
+    pub status: ConditionStatus,
     /// KubeVirt's reason (e.g. `DisksNotLiveMigratable`).
     pub reason: Option<String>,
     /// KubeVirt's message.

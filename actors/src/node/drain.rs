@@ -19,7 +19,7 @@ use super::status;
 use crate::decisions::PodAction;
 use crate::diagnosis::Blocker;
 use crate::eviction::{EvictionReply, EvictionReport};
-use crate::model::{MaintenanceStatus, NodeReady, PodInfo, PodList, PodRef, VmList};
+use crate::model::{MaintenanceStatus, NodeReady, PodInfo, PodList, PodRef, Uid, VmList};
 
 /// The hasher of the sets a drain pass fills and looks up for each pod: foldhash, not std's
 /// SipHash, whose hashing of pod names was most of a pass's time at b2000. The names come from
@@ -68,13 +68,13 @@ pub(super) struct Drain {
     passed: Option<HashMap<SamePod, PodAction, FastHash>>,
     /// Uids of pods whose eviction was accepted or which were deleted: a watch snapshot that
     /// still shows them (it may lag) must not cause a second call.
-    handled: Hashed<String>,
+    handled: Hashed<Uid>,
     /// Pods handed to the eviction actor and not finally answered, with the uid each request
     /// named.
-    asked: HashMap<PodRef, String, FastHash>,
+    asked: HashMap<PodRef, Uid, FastHash>,
     /// Requests to withdraw from the eviction actor: their pod left the node, or its name now
     /// belongs to another pod (see [`Drain::take_withdrawn`]).
-    withdrawn: Vec<(PodRef, String)>,
+    withdrawn: Vec<(PodRef, Uid)>,
     /// Pods the eviction actor refused (its queue was full): asked again on the retry tick,
     /// not on every change of the node's pods, which only brought another refusal.
     refused: Hashed<PodRef>,
@@ -226,7 +226,7 @@ impl Drain {
 
     /// The pods to classify next (the watch's latest list, None = list them) and the uids
     /// already handled.
-    pub(super) fn next_pass(&self) -> (Option<PodList>, Hashed<String>) {
+    pub(super) fn next_pass(&self) -> (Option<PodList>, Hashed<Uid>) {
         (self.pods.clone(), self.handled.clone())
     }
 
@@ -293,7 +293,7 @@ impl Drain {
                 },
             )
             .collect();
-        let uids: Hashed<&String> = pass.pods.iter().map(|(p, _)| &p.uid).collect();
+        let uids: Hashed<&Uid> = pass.pods.iter().map(|(p, _)| &p.uid).collect();
         self.handled.retain(|uid| uids.contains(uid));
         self.settle()
     }
@@ -303,7 +303,7 @@ impl Drain {
     /// has the name by then); returns the pending pods to ask the eviction actor for (to evict,
     /// not asked yet, not already handled).
     fn settle(&mut self) -> Vec<PendingPod> {
-        let present: HashMap<&PodRef, &String, FastHash> =
+        let present: HashMap<&PodRef, &Uid, FastHash> =
             self.pending.iter().map(|p| (&p.pod, &p.uid)).collect();
         let withdrawn = &mut self.withdrawn;
         self.asked.retain(|pod, uid| {
@@ -337,7 +337,7 @@ impl Drain {
 
     /// The requests to withdraw from the eviction actor (their pod with that uid left the
     /// node), taken out.
-    pub(super) fn take_withdrawn(&mut self) -> Vec<(PodRef, String)> {
+    pub(super) fn take_withdrawn(&mut self) -> Vec<(PodRef, Uid)> {
         std::mem::take(&mut self.withdrawn)
     }
 
@@ -477,8 +477,8 @@ mod tests {
         assert_eq!(
             withdrawn,
             [
-                (pod("a").pod_ref(), "uid-app-a".to_string()),
-                (pod("b").pod_ref(), "uid-app-b".to_string())
+                (pod("a").pod_ref(), Uid::from("uid-app-a")),
+                (pod("b").pod_ref(), Uid::from("uid-app-b"))
             ]
         );
         assert_eq!(names(&ask), ["b"], "the new b is a pod of its own");

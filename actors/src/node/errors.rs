@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
+use crate::model::NodeName;
 use crate::observe::LeaseResult;
 use crate::ports::ClusterError;
 
@@ -67,7 +68,7 @@ pub enum ReconcileError {
     #[error("node {node} not found")]
     NodeMissing {
         /// The node's name.
-        node: String,
+        node: NodeName,
     },
     /// The lease is someone else's, or could not be taken.
     #[error(transparent)]

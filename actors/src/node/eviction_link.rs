@@ -5,7 +5,7 @@ use ractor::{ActorRef, DerivedActorRef};
 
 use super::pending::PendingPod;
 use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
-use crate::model::PodRef;
+use crate::model::{PodRef, Uid};
 
 /// The eviction actor, as one maintenance's node actor speaks to it.
 pub(super) struct EvictionLink {
@@ -51,7 +51,7 @@ impl EvictionLink {
 
     /// Withdraws the request for pod `pod` with uid `uid` (it left the node, or its name now
     /// belongs to another pod). Best effort: an eviction actor that is gone evicts nothing.
-    pub(super) fn withdraw(&self, pod: PodRef, uid: String) {
+    pub(super) fn withdraw(&self, pod: PodRef, uid: Uid) {
         let _ = self.evictor.cast(EvictionMsg::Withdraw { pod, uid });
     }
 

@@ -20,7 +20,7 @@ use tokio::time::Instant;
 
 use super::messages::{NodeMsg, Wake};
 use crate::decisions::{self, LeaseFailure};
-use crate::model::Lease;
+use crate::model::{Lease, Uid};
 use crate::retry::Backoff;
 use crate::timers::Timers;
 
@@ -34,7 +34,7 @@ pub(super) struct LeaseKeeper {
     held_once: bool,
     /// Uid of the node (the lease's owner), once read: a renewal that finds the lease gone
     /// re-creates it owned by the node.
-    node_uid: String,
+    node_uid: Uid,
     renewing: bool,
     /// When the renewal out now was sent.
     renewal_sent: Option<Instant>,
@@ -69,12 +69,12 @@ impl LeaseKeeper {
     pub(super) fn acquired(
         &mut self,
         timers: &mut Timers<NodeMsg>,
-        node_uid: &str,
+        node_uid: &Uid,
         sent: Instant,
         duration: Duration,
     ) {
         self.held_once = true;
-        self.node_uid = node_uid.to_string();
+        self.node_uid = node_uid.clone();
         self.held(timers, sent, duration);
     }
 
@@ -115,7 +115,7 @@ impl LeaseKeeper {
     }
 
     /// The node's uid, as last read.
-    pub(super) fn node_uid(&self) -> &str {
+    pub(super) fn node_uid(&self) -> &Uid {
         &self.node_uid
     }
 
@@ -254,7 +254,7 @@ mod tests {
         let (mut timers, _wakes) = table().await;
         let mut keeper = LeaseKeeper::default();
         assert_eq!(keeper.count_failure(0, false).count, 0);
-        keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
+        keeper.acquired(&mut timers, &"uid-n1".into(), Instant::now(), HOUR);
         assert_eq!(keeper.node_uid(), "uid-n1");
         assert_eq!(keeper.count_failure(0, false).count, 1);
         keeper.begin_renewal(&mut timers, true);
@@ -265,7 +265,7 @@ mod tests {
     async fn failures_count_once_per_renewal_interval() {
         let (mut timers, _wakes) = table().await;
         let mut keeper = LeaseKeeper::default();
-        keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
+        keeper.acquired(&mut timers, &"uid-n1".into(), Instant::now(), HOUR);
         assert!(keeper.begin_renewal(&mut timers, true));
         keeper.renewal_ended(&mut timers, false, HOUR);
         assert_eq!(keeper.count_failure(0, false).count, 1);
@@ -283,7 +283,7 @@ mod tests {
     async fn a_lease_taken_by_another_holder_counts_every_attempt_until_it_is_ours_again() {
         let (mut timers, _wakes) = table().await;
         let mut keeper = LeaseKeeper::default();
-        keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
+        keeper.acquired(&mut timers, &"uid-n1".into(), Instant::now(), HOUR);
         keeper.wrote(&Lease::test("n1", crate::model::LEASE_HOLDER));
         assert!(keeper.surely_ours(Instant::now()).is_some());
         assert!(keeper.taken("node-healthcheck"), "news");
@@ -322,7 +322,7 @@ mod tests {
         let mut keeper = LeaseKeeper::default();
         let margin = Duration::from_secs(300);
         assert!(!keeper.expiring(margin), "never held: nothing to expire");
-        keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
+        keeper.acquired(&mut timers, &"uid-n1".into(), Instant::now(), HOUR);
         tokio::time::advance(Duration::from_secs(3600 - 300 - 1)).await;
         assert!(!keeper.expiring(margin));
         tokio::time::advance(Duration::from_secs(1)).await;
@@ -345,7 +345,7 @@ mod tests {
         keeper.keep_renewing(&mut timers, every);
         pass(Duration::from_secs(5)).await;
         assert_eq!(delivered(&mut wakes), [Wake::RenewLease], "10 s, not 15 s");
-        keeper.acquired(&mut timers, "uid-n1", Instant::now(), HOUR);
+        keeper.acquired(&mut timers, &"uid-n1".into(), Instant::now(), HOUR);
         keeper.watch_expiry(&mut timers, Duration::from_secs(300));
         keeper.retry_later(&mut timers, Duration::from_secs(1), Duration::from_secs(60));
         assert!(timers.is_set(&Wake::LeaseExpiring) && timers.is_set(&Wake::RetryRenewal));
@@ -384,7 +384,7 @@ mod tests {
             "never held: nothing to watch"
         );
         let start = Instant::now();
-        keeper.acquired(&mut timers, "uid-n1", start, HOUR);
+        keeper.acquired(&mut timers, &"uid-n1".into(), start, HOUR);
         keeper.watch_expiry(&mut timers, margin);
         pass(Duration::from_secs(1800)).await;
         // Renewed halfway: the watch moves to the new expiry.

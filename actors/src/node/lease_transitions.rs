@@ -12,7 +12,7 @@ use super::ops;
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
 use crate::decisions;
-use crate::model::{EventType, Lease, reasons};
+use crate::model::{EventType, FailureKind, Lease, reasons};
 use crate::observe::LeaseOp;
 
 /// What `lastError` adds while evictions pause for the node lease.
@@ -29,7 +29,7 @@ impl NodeActorState {
         }
         let ctx = self.ctx.clone();
         // The node uid only matters if the lease vanished and is re-created.
-        let node_uid = self.lease.node_uid().to_string();
+        let node_uid = self.lease.node_uid().clone();
         // A renewal: the lease is ours, so it is never created without reading it first.
         let work = async move { ops::acquire_lease(&ctx, &node_uid, LeaseOp::Renew, false).await };
         let span = self.work_span();
@@ -188,7 +188,8 @@ impl NodeActorState {
         self.lease.stop_renewing(&mut self.timers);
         self.watches.stop_node();
         let error = error.to_string();
-        self.status.maintenance_failed(error.clone(), now);
+        self.status
+            .maintenance_failed(FailureKind::LeaseLost, error.clone(), now);
         // The undo starts once the API has this (see `decide::Facts::failure_written`): a
         // restart in between finds the undo due in the status and still does it.
         self.status.undo_due(now);

@@ -120,14 +120,14 @@ impl Actor for NodeActor {
         let trace = TraceState::started(span, anchor);
         let observed_phase =
             PhaseReport::new(args.config.observer.clone()).naming(MaintenanceIdentity {
-                name: nm.name.clone(),
-                node: nm.node_name.clone(),
+                name: nm.name.to_string(),
+                node: nm.node_name.to_string(),
                 created: nm.creation_timestamp,
             });
         let blocked_report = BlockedReport::new(
             args.config.observer.clone(),
-            nm.name.clone(),
-            nm.node_name.clone(),
+            nm.name.to_string(),
+            nm.node_name.to_string(),
         );
         let ctx = OpCtx {
             cluster: args.cluster,
@@ -140,7 +140,7 @@ impl Actor for NodeActor {
         let lease = LeaseKeeper::resumed(nm.status.as_ref().is_some_and(status::lease_was_held));
         Ok(NodeActorState {
             ctx,
-            evictions: EvictionLink::new(args.evictor, myself.get_derived(), nm.name.clone()),
+            evictions: EvictionLink::new(args.evictor, myself.get_derived(), nm.name.to_string()),
             status: StatusWriter::new(nm.status.clone()),
             nm: MaintenanceCopy::new(nm, args.fresh),
             stage: Stage::Starting,

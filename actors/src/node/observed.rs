@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use super::pending::{PendingPod, PendingReason, PodReason};
 use crate::diagnosis::Blocker;
 use crate::interception::{VMI_KIND, pod_is_virt_launcher};
-use crate::model::{NodeReady, PodRef, VmInfo, VmList};
+use crate::model::{ConditionStatus, NodeReady, PodRef, VmInfo, VmList};
 
 /// The drain's observations and the reasons they give its pods.
 #[derive(Debug, Default)]
@@ -51,7 +51,7 @@ fn vm_blocker(vm: &VmInfo, node: &str) -> Option<Blocker> {
     }
     let must_migrate = vm.eviction_strategy.as_deref() == Some("LiveMigrate");
     match &vm.migratable {
-        Some(condition) if must_migrate && condition.status == "False" => {
+        Some(condition) if must_migrate && condition.status == ConditionStatus::False => {
             let mut why = "LiveMigratable is False".to_string();
             for part in [&condition.reason, &condition.message]
                 .into_iter()
@@ -211,7 +211,7 @@ mod tests {
         pod.controller = Some(crate::model::OwnerRef {
             kind: "VirtualMachineInstance".into(),
             name: vm.into(),
-            uid: String::new(),
+            uid: crate::model::Uid::default(),
         });
         PendingPod::of(&Arc::new(pod), PodAction::Evict)
     }

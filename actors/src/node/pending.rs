@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::decisions::PodAction;
 use crate::diagnosis::Blocker;
 use crate::eviction::EvictionReply;
-use crate::model::{PendingPodReason, PodInfo, PodPhase, PodRef, conditions};
+use crate::model::{PendingPodReason, PodInfo, PodPhase, PodRef, Uid, conditions};
 
 /// A pod the drain still waits for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,7 +15,7 @@ pub(super) struct PendingPod {
     /// The pod as the pass that made this entry saw it.
     pub(super) source: Arc<PodInfo>,
     pub(super) pod: PodRef,
-    pub(super) uid: String,
+    pub(super) uid: Uid,
     pub(super) action: PodAction,
     pub(super) grace: Option<i64>,
     /// Its labels (which PDBs select it).

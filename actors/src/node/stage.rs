@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use super::drain::Drain;
 use super::errors::ReconcileError;
 use crate::decisions;
-use crate::model::{Maintenance, MaintenanceStatus, conditions};
+use crate::model::{FailureKind, Maintenance, MaintenanceStatus, conditions};
 
 /// The stage of a maintenance.
 #[derive(Debug)]
@@ -62,17 +62,32 @@ pub(super) enum Failure {
 
 impl Failure {
     /// The failure a status found Failed in the API records, from what it says (so after a
-    /// restart or a leader handover too): one failed for a missing node is recognised by its
-    /// `lastError`, so that a spec change still starts it again; one whose drain timed out by
-    /// its `Drained` condition, held unless its node is (to be) given back.
+    /// restart or a leader handover too): its kind, the reason of its `Drained` condition (one
+    /// failed for a missing node is started again when its spec changes; one whose drain timed
+    /// out is held unless its node is (to be) given back). A status written by an older nmo
+    /// names no kind (its reason is `Failed`): one failed for a missing node or an invalid
+    /// spec is recognised by its `lastError` then, as that nmo did.
     pub(super) fn recorded(status: &MaintenanceStatus, nm: &Maintenance) -> Self {
+        // A give-up's undo is due or done: the node is not held.
+        let given_back = decisions::condition(status, conditions::NODE_RESTORED).is_some();
+        match super::status::failure_kind(status) {
+            Some(FailureKind::NodeMissing) => Failure::NodeMissing {
+                reason: nm.reason.clone(),
+            },
+            Some(FailureKind::LeaseLost) => Failure::LeaseLost,
+            Some(FailureKind::DrainTimeout) => Failure::DrainTimeout { held: !given_back },
+            Some(FailureKind::InvalidSpec) => Failure::InvalidSpec,
+            None => Self::recorded_by_older(status, nm, given_back),
+        }
+    }
+
+    /// [`Self::recorded`] for a status that names no kind.
+    fn recorded_by_older(status: &MaintenanceStatus, nm: &Maintenance, given_back: bool) -> Self {
         let missing = ReconcileError::NodeMissing {
             node: nm.node_name.clone(),
         };
         let timed_out = decisions::condition(status, conditions::DRAINED)
             .is_some_and(|c| c.reason == conditions::DRAIN_TIMEOUT);
-        // A give-up's undo is due or done: the node is not held.
-        let given_back = decisions::condition(status, conditions::NODE_RESTORED).is_some();
         let invalid = nm.invalid.as_ref().map(|problem| problem.message.as_str());
         if invalid.is_some() && status.last_error.as_deref() == invalid {
             Failure::InvalidSpec
@@ -240,6 +255,49 @@ mod tests {
         assert_eq!(
             Failure::recorded(&failed_with(None), &nm),
             Failure::Recorded
+        );
+    }
+
+    /// A Failed status as this nmo writes it: the kind in the reason of `Drained`.
+    fn failed_as(reason: &str, last_error: &str) -> MaintenanceStatus {
+        let mut status = failed_with(Some(last_error));
+        status.phase = Some(crate::model::Phase::Failed);
+        decisions::set_condition(
+            &mut status.conditions,
+            conditions::DRAINED,
+            false,
+            reason,
+            last_error,
+            DateTime::<Utc>::UNIX_EPOCH,
+        );
+        status
+    }
+
+    #[test]
+    fn a_recorded_failure_is_known_by_its_kind_whatever_its_last_error_says() {
+        // After a restart, from what the API holds: the `lastError` may be worded otherwise
+        // (another nmo version, an edit) or say something else since.
+        let nm = nm("r").invalid(crate::model::SpecField::Reason, "spec.reason is too long");
+        assert_eq!(
+            Failure::recorded(&failed_as("NodeNotFound", "node n1 is gone"), &nm),
+            Failure::NodeMissing { reason: "r".into() }
+        );
+        assert_eq!(
+            Failure::recorded(&failed_as("InvalidSpec", "spec.reason: too long"), &nm),
+            Failure::InvalidSpec
+        );
+        assert_eq!(
+            Failure::recorded(&failed_as("LeaseLost", "lease gone"), &nm),
+            Failure::LeaseLost
+        );
+        // Written by an older nmo (reason `Failed`): known by its `lastError`, as it was.
+        assert_eq!(
+            Failure::recorded(&failed_as("Failed", "node n1 not found"), &nm),
+            Failure::NodeMissing { reason: "r".into() }
+        );
+        assert_eq!(
+            Failure::recorded(&failed_as("Failed", "spec.reason is too long"), &nm),
+            Failure::InvalidSpec
         );
     }
 

@@ -14,7 +14,9 @@ use super::pending::{PendingPod, PendingReason, PodReason};
 use super::reasons::Reasons;
 use crate::decisions::{self, RecordFinding};
 use crate::diagnosis::Blocker;
-use crate::model::{MaintenanceStatus, NodeState, Phase, PodRef, conditions};
+use crate::model::{
+    ConditionStatus, FailureKind, MaintenanceStatus, NodeState, Phase, PodRef, Uid, conditions,
+};
 
 /// Pod counts taken the first time a maintenance runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,7 +78,7 @@ pub(super) fn lease_acquired(status: &mut MaintenanceStatus, now: DateTime<Utc>)
 /// or a restarted nmo knows of the lease from before it took the maintenance over.
 pub(super) fn lease_was_held(status: &MaintenanceStatus) -> bool {
     decisions::condition(status, conditions::LEASE_ACQUIRED)
-        .is_some_and(|c| c.status == "True" && c.reason == conditions::LEASE_HELD)
+        .is_some_and(|c| c.status == ConditionStatus::True && c.reason == conditions::LEASE_HELD)
 }
 
 /// Someone else holds a valid lease: say who, and until when.
@@ -99,18 +101,35 @@ pub(super) fn waiting_for_lease(
     );
 }
 
-/// Failed, with the reason.
-pub(super) fn fail(status: &mut MaintenanceStatus, error: String, now: DateTime<Utc>) {
+/// Failed, with its kind (the reason of `Drained`, what a restarted nmo knows it by) and what
+/// went wrong (`lastError`, and the condition's message).
+pub(super) fn fail(
+    status: &mut MaintenanceStatus,
+    kind: FailureKind,
+    error: String,
+    now: DateTime<Utc>,
+) {
     status.phase = Some(Phase::Failed);
     decisions::set_condition(
         &mut status.conditions,
         conditions::DRAINED,
         false,
-        conditions::FAILED,
+        kind.reason(),
         &error,
         now,
     );
     status.last_error = Some(error);
+}
+
+/// The kind of failure a Failed status records (see [`fail`]); None when it names none (not
+/// Failed, or failed by an older nmo, whose reason was [`conditions::FAILED`]).
+pub(super) fn failure_kind(status: &MaintenanceStatus) -> Option<FailureKind> {
+    if status.phase != Some(Phase::Failed) {
+        return None;
+    }
+    decisions::condition(status, conditions::DRAINED)
+        .filter(|c| c.status == ConditionStatus::False)
+        .and_then(|c| FailureKind::from_reason(&c.reason))
 }
 
 /// Gave up and the node changes are to be undone: said in the status (with the Failed phase)
@@ -132,11 +151,11 @@ pub(super) fn undo_due(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
 pub(super) fn recorded(
     status: &mut MaintenanceStatus,
     node: &NodeState,
-    uid: &str,
+    uid: &Uid,
     finding: Option<RecordFinding>,
     now: DateTime<Utc>,
 ) {
-    let Some(record) = node.record.as_ref().filter(|r| r.maintenance == uid) else {
+    let Some(record) = node.record.as_ref().filter(|r| r.maintenance == *uid) else {
         return;
     };
     status.node_record = Some(record.clone());
@@ -193,18 +212,22 @@ pub(super) fn restored(status: &mut MaintenanceStatus, now: DateTime<Utc>) {
 }
 
 /// Whether a Failed status still owes its node an undo: it says so (see [`undo_due`]), or it
-/// is a give-up recorded by an nmo that kept the pending undo in memory only (its `lastError`
-/// is [`LeaseLost`]'s and no condition says the node was restored).
+/// is a give-up for a lost lease and no condition says the node was restored: its kind says
+/// so, or, recorded by an older nmo that kept the pending undo in memory only and named no
+/// kind, its `lastError` is [`LeaseLost`]'s.
 pub(super) fn undo_pending(status: &MaintenanceStatus) -> bool {
     if status.phase != Some(Phase::Failed) {
         return false;
     }
     match decisions::condition(status, conditions::NODE_RESTORED) {
-        Some(condition) => condition.status == "False",
-        None => status
-            .last_error
-            .as_deref()
-            .is_some_and(|e| e.starts_with(LeaseLost::PREFIX)),
+        Some(condition) => condition.status == ConditionStatus::False,
+        None => match failure_kind(status) {
+            Some(kind) => kind == FailureKind::LeaseLost,
+            None => status
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(LeaseLost::PREFIX)),
+        },
     }
 }
 
@@ -393,7 +416,7 @@ pub(super) fn drain_timed_out(status: &mut MaintenanceStatus, error: String, now
         &mut status.conditions,
         conditions::DRAINED,
         false,
-        conditions::DRAIN_TIMEOUT,
+        FailureKind::DrainTimeout.reason(),
         &error,
         now,
     );
@@ -426,6 +449,29 @@ mod tests {
             eviction_pods,
             ..MaintenanceStatus::default()
         }
+    }
+
+    #[test]
+    fn a_give_up_for_a_lost_lease_owes_its_undo_whatever_its_last_error_says() {
+        let mut status = running(1);
+        status.phase = Some(Phase::Failed);
+        status.last_error = Some("the node lease could not be kept".into());
+        decisions::set_condition(
+            &mut status.conditions,
+            conditions::DRAINED,
+            false,
+            "LeaseLost",
+            "the node lease could not be kept",
+            now(),
+        );
+        assert!(undo_pending(&status));
+        // Written by an older nmo: known by its `lastError`, as it was.
+        let mut older = running(1);
+        older.phase = Some(Phase::Failed);
+        older.last_error = Some("failed to extend lease owned by us: x".into());
+        assert!(undo_pending(&older));
+        older.last_error = Some("node n1 not found".into());
+        assert!(!undo_pending(&older));
     }
 
     #[test]

@@ -25,7 +25,10 @@ use super::pending::PendingReason;
 use super::status::{self, InitialCounts};
 use crate::config::Config;
 use crate::decisions::{self, RecordFinding};
-use crate::model::{MaintenanceStatus, NodeState, Phase, StatusPrecondition, conditions};
+use crate::model::{
+    FailureKind, MaintenanceName, MaintenanceStatus, NodeState, Phase, StatusPrecondition, Uid,
+    conditions,
+};
 use crate::ports::{Cluster, ClusterError};
 use crate::retry::Backoff;
 
@@ -88,8 +91,8 @@ pub enum StatusOutcome {
 /// the status again, so that the next write goes over what the API has.
 pub(super) async fn write(
     cluster: &dyn Cluster,
-    name: &str,
-    uid: &str,
+    name: &MaintenanceName,
+    uid: &Uid,
     seen: StatusPrecondition,
     status: MaintenanceStatus,
 ) -> StatusOutcome {
@@ -97,7 +100,7 @@ pub(super) async fn write(
         Ok(()) => StatusOutcome::Written(status),
         Err(ClusterError::NotFound(_)) => StatusOutcome::Gone,
         Err(ClusterError::Conflict(_)) => match cluster.get_maintenance(name).await {
-            Ok(Some(fresh)) if fresh.uid == uid => StatusOutcome::Refused(fresh.status),
+            Ok(Some(fresh)) if fresh.uid == *uid => StatusOutcome::Refused(fresh.status),
             Ok(_) => StatusOutcome::Gone,
             Err(error) => StatusOutcome::Failed(error),
         },
@@ -336,7 +339,7 @@ impl StatusWriter {
     pub(super) fn node_recorded(
         &mut self,
         node: &NodeState,
-        uid: &str,
+        uid: &Uid,
         finding: Option<RecordFinding>,
         now: DateTime<Utc>,
     ) {
@@ -358,9 +361,14 @@ impl StatusWriter {
         status::waiting_for_lease(&mut self.wanted, holder, until, now);
     }
 
-    /// Failed, with the reason.
-    pub(super) fn maintenance_failed(&mut self, error: String, now: DateTime<Utc>) {
-        status::fail(&mut self.wanted, error, now);
+    /// Failed, with its kind and what went wrong.
+    pub(super) fn maintenance_failed(
+        &mut self,
+        kind: FailureKind,
+        error: String,
+        now: DateTime<Utc>,
+    ) {
+        status::fail(&mut self.wanted, kind, error, now);
     }
 
     /// The drain's deadline passed: Failed, with what blocked it.

@@ -16,7 +16,8 @@ use super::status_writer::StatusOutcome;
 use crate::decisions;
 use crate::eviction::EvictionReport;
 use crate::model::{
-    EventType, Lease, Maintenance, NodeState, Phase, PodList, SpecField, VmList, reasons,
+    EventType, FailureKind, Lease, Maintenance, NodeState, Phase, PodList, SpecField, VmList,
+    reasons,
 };
 use crate::stop::StopReason;
 
@@ -127,7 +128,8 @@ impl NodeActorState {
             why: Failure::InvalidSpec,
             undo_due: false,
         });
-        self.status.maintenance_failed(problem.message.clone(), now);
+        self.status
+            .maintenance_failed(FailureKind::InvalidSpec, problem.message.clone(), now);
         if !already {
             self.event(EventType::Warning, reasons::FAILED, problem.message);
         }
@@ -239,7 +241,8 @@ impl NodeActorState {
             },
             undo_due: false,
         });
-        self.status.maintenance_failed(error.clone(), now);
+        self.status
+            .maintenance_failed(FailureKind::NodeMissing, error.clone(), now);
         if !already {
             self.event(EventType::Warning, reasons::FAILED, error);
         }

@@ -15,7 +15,7 @@ use tokio::task::JoinHandle;
 
 use super::messages::{NodeMsg, WatchKind};
 use super::seen::{Seen, SeenNode};
-use crate::model::{NodeState, PodList};
+use crate::model::{NodeName, NodeState, PodList};
 use crate::ports::Cluster;
 use crate::task::TaskSlot;
 
@@ -82,7 +82,7 @@ impl Watches {
     pub(super) fn watch_node(
         &mut self,
         cluster: &dyn Cluster,
-        node: &str,
+        node: &NodeName,
         actor: &ActorRef<NodeMsg>,
     ) {
         if !self.node.is_set() {
@@ -105,7 +105,7 @@ impl Watches {
     pub(super) fn watch_pods(
         &mut self,
         cluster: &dyn Cluster,
-        node: &str,
+        node: &NodeName,
         actor: &ActorRef<NodeMsg>,
     ) {
         if !self.pods.is_set() {
@@ -155,7 +155,7 @@ impl Watches {
     pub(super) fn watch_vms(
         &mut self,
         cluster: &dyn Cluster,
-        node: &str,
+        node: &NodeName,
         actor: &ActorRef<NodeMsg>,
     ) {
         if !self.vms.is_set() {

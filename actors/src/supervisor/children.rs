@@ -6,22 +6,23 @@ use std::collections::{HashMap, HashSet};
 use ractor::{ActorId, ActorRef};
 use tokio::time::Instant;
 
+use crate::model::{MaintenanceName, NodeName, Uid};
 use crate::node::NodeMsg;
 use crate::stop::StopReason;
 
 /// One running node actor.
 pub(super) struct Child {
     pub(super) actor: ActorRef<NodeMsg>,
-    pub(super) name: String,
-    pub(super) node: String,
+    pub(super) name: MaintenanceName,
+    pub(super) node: NodeName,
     pub(super) started: Instant,
 }
 
 /// The node actors, by NodeMaintenance uid.
 #[derive(Default)]
 pub(super) struct Children {
-    by_uid: HashMap<String, Child>,
-    by_id: HashMap<ActorId, String>,
+    by_uid: HashMap<Uid, Child>,
+    by_id: HashMap<ActorId, Uid>,
     /// Node actors stopped on purpose (their termination needs no reaction).
     superseded: HashSet<ActorId>,
 }
@@ -30,10 +31,10 @@ impl Children {
     /// The node actor of NodeMaintenance `uid` (named `name`, on `node`) started.
     pub(super) fn started(
         &mut self,
-        uid: String,
+        uid: Uid,
         actor: ActorRef<NodeMsg>,
-        name: String,
-        node: String,
+        name: MaintenanceName,
+        node: NodeName,
     ) {
         self.by_id.insert(actor.get_id(), uid.clone());
         self.by_uid.insert(
@@ -48,17 +49,17 @@ impl Children {
     }
 
     /// The node actor of `uid`, if one runs.
-    pub(super) fn get(&self, uid: &str) -> Option<&Child> {
+    pub(super) fn get(&self, uid: &Uid) -> Option<&Child> {
         self.by_uid.get(uid)
     }
 
     /// Whether a node actor runs for `uid`.
-    pub(super) fn runs(&self, uid: &str) -> bool {
+    pub(super) fn runs(&self, uid: &Uid) -> bool {
         self.by_uid.contains_key(uid)
     }
 
     /// The uids with a node actor.
-    pub(super) fn uids(&self) -> impl Iterator<Item = &String> {
+    pub(super) fn uids(&self) -> impl Iterator<Item = &Uid> {
         self.by_uid.keys()
     }
 
@@ -74,7 +75,7 @@ impl Children {
 
     /// The node actor of `uid` is stopped on purpose (another NodeMaintenance drives its node):
     /// its end needs no reaction. False when none ran.
-    pub(super) fn supersede(&mut self, uid: &str) -> bool {
+    pub(super) fn supersede(&mut self, uid: &Uid) -> bool {
         let Some(child) = self.by_uid.remove(uid) else {
             return false;
         };
@@ -85,7 +86,7 @@ impl Children {
 
     /// The actor `id` ended: its uid and what it was, unless it is not one of ours or was
     /// stopped on purpose.
-    pub(super) fn ended(&mut self, id: &ActorId) -> Option<(String, Child)> {
+    pub(super) fn ended(&mut self, id: &ActorId) -> Option<(Uid, Child)> {
         let uid = self.by_id.remove(id)?;
         if self.superseded.remove(id) {
             return None;

@@ -4,30 +4,32 @@
 
 use std::collections::{HashMap, HashSet};
 
-/// Node name -> uid of the NodeMaintenance driving it.
+use crate::model::{NodeName, Uid};
+
+/// Node -> uid of the NodeMaintenance driving it.
 #[derive(Default)]
-pub(super) struct Drivers(HashMap<String, String>);
+pub(super) struct Drivers(HashMap<NodeName, Uid>);
 
 impl Drivers {
     /// NodeMaintenance `uid` drives `node` from now on.
-    pub(super) fn drives(&mut self, node: &str, uid: &str) {
-        self.0.insert(node.to_string(), uid.to_string());
+    pub(super) fn drives(&mut self, node: &NodeName, uid: &Uid) {
+        self.0.insert(node.clone(), uid.clone());
     }
 
     /// The uid driving `node`.
-    pub(super) fn of(&self, node: &str) -> Option<&String> {
+    pub(super) fn of(&self, node: &NodeName) -> Option<&Uid> {
         self.0.get(node)
     }
 
     /// NodeMaintenance `uid` no longer drives `node` (if another does, it still does).
-    pub(super) fn freed(&mut self, node: &str, uid: &str) {
-        if self.0.get(node).map(String::as_str) == Some(uid) {
+    pub(super) fn freed(&mut self, node: &NodeName, uid: &Uid) {
+        if self.0.get(node) == Some(uid) {
             self.0.remove(node);
         }
     }
 
     /// The nodes `uid` drives.
-    pub(super) fn nodes_of(&self, uid: &str) -> Vec<String> {
+    pub(super) fn nodes_of(&self, uid: &Uid) -> Vec<NodeName> {
         self.0
             .iter()
             .filter(|(_, driver)| *driver == uid)
@@ -36,7 +38,7 @@ impl Drivers {
     }
 
     /// Every node driven.
-    pub(super) fn nodes(&self) -> HashSet<String> {
+    pub(super) fn nodes(&self) -> HashSet<NodeName> {
         self.0.keys().cloned().collect()
     }
 

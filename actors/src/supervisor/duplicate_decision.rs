@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use crate::decisions;
 use crate::model::{
-    Event, EventTarget, EventType, Maintenance, MaintenanceStatus, Phase, StatusPrecondition,
-    conditions, reasons,
+    ConditionStatus, Event, EventTarget, EventType, Maintenance, MaintenanceName,
+    MaintenanceStatus, Phase, StatusPrecondition, conditions, reasons,
 };
 use crate::ports::{Cluster, ClusterError};
 
@@ -18,7 +18,8 @@ use crate::ports::{Cluster, ClusterError};
 pub(super) fn is_marked(nm: &Maintenance) -> bool {
     nm.status.as_ref().is_some_and(|s| {
         s.phase == Some(Phase::Failed)
-            && decisions::condition(s, conditions::DUPLICATE).is_some_and(|c| c.status == "True")
+            && decisions::condition(s, conditions::DUPLICATE)
+                .is_some_and(|c| c.status == ConditionStatus::True)
     })
 }
 
@@ -42,7 +43,11 @@ pub(super) enum DuplicateAction {
 }
 
 /// Decides what to do about `nm`, a duplicate of the NodeMaintenance `active`.
-pub(super) fn decide(nm: &Maintenance, active: &str, now: DateTime<Utc>) -> DuplicateAction {
+pub(super) fn decide(
+    nm: &Maintenance,
+    active: &MaintenanceName,
+    now: DateTime<Utc>,
+) -> DuplicateAction {
     if nm.deleting {
         return if nm.has_finalizer() {
             DuplicateAction::ReleaseFinalizer
@@ -157,7 +162,7 @@ mod tests {
             add_finalizer,
             status,
             error,
-        } = decide(&nm(), "first", now())
+        } = decide(&nm(), &"first".into(), now())
         else {
             panic!("expected MarkFailed");
         };
@@ -174,7 +179,10 @@ mod tests {
             ..nm()
         };
         assert!(is_marked(&marked));
-        assert_eq!(decide(&marked, "first", now()), DuplicateAction::Nothing);
+        assert_eq!(
+            decide(&marked, &"first".into(), now()),
+            DuplicateAction::Nothing
+        );
     }
 
     #[test]
@@ -185,14 +193,17 @@ mod tests {
             ..nm()
         };
         assert_eq!(
-            decide(&deleted, "first", now()),
+            decide(&deleted, &"first".into(), now()),
             DuplicateAction::ReleaseFinalizer
         );
         let released = Maintenance {
             finalizers: vec![],
             ..deleted
         };
-        assert_eq!(decide(&released, "first", now()), DuplicateAction::Nothing);
+        assert_eq!(
+            decide(&released, &"first".into(), now()),
+            DuplicateAction::Nothing
+        );
     }
 
     #[test]
@@ -202,7 +213,7 @@ mod tests {
             ..nm()
         };
         assert!(matches!(
-            decide(&finalized, "first", now()),
+            decide(&finalized, &"first".into(), now()),
             DuplicateAction::MarkFailed {
                 add_finalizer: false,
                 ..

@@ -7,7 +7,7 @@ use ractor::ActorRef;
 use super::duplicate_decision::{self, DuplicateAction, DuplicateError};
 use super::messages::SupervisorMsg;
 use super::state::SupervisorState;
-use crate::model::Maintenance;
+use crate::model::{Maintenance, MaintenanceName, Uid};
 
 impl SupervisorState {
     /// `nm` is a duplicate of `active`: mark it Failed, or release its finalizer when deleted.
@@ -15,7 +15,7 @@ impl SupervisorState {
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
         nm: Maintenance,
-        active: String,
+        active: MaintenanceName,
     ) {
         let uid = nm.uid.clone();
         // A duplicate never drives its node, so it never waits for the budget either.
@@ -27,7 +27,7 @@ impl SupervisorState {
     }
 
     /// Runs what a duplicate calls for, if anything.
-    pub(super) fn handle_duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, uid: &str) {
+    pub(super) fn handle_duplicate(&mut self, myself: &ActorRef<SupervisorMsg>, uid: &Uid) {
         let now = self.config.now();
         let Some(duplicate) = self.duplicates.get_mut(uid) else {
             return;
@@ -38,7 +38,7 @@ impl SupervisorState {
         }
         let work =
             duplicate_decision::carry_out(self.cluster.clone(), duplicate.latest.clone(), action);
-        let uid = uid.to_string();
+        let uid = uid.clone();
         duplicate.ops.run(
             &mut self.tasks,
             myself,
@@ -51,7 +51,7 @@ impl SupervisorState {
     pub(super) fn duplicate_handled(
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
-        uid: &str,
+        uid: &Uid,
         result: Result<(), DuplicateError>,
     ) {
         let Some(duplicate) = self.duplicates.get_mut(uid) else {

@@ -3,13 +3,13 @@
 
 use std::collections::HashMap;
 
-use crate::model::Maintenance;
+use crate::model::{Maintenance, MaintenanceName, Uid};
 use crate::op_runner::OpRunner;
 
 /// A NodeMaintenance found to be a duplicate.
 pub(super) struct Duplicate {
     /// The NodeMaintenance that drives the node.
-    pub(super) active: String,
+    pub(super) active: MaintenanceName,
     /// The duplicate as last seen.
     pub(super) latest: Maintenance,
     /// Its cluster calls, one run at a time.
@@ -19,11 +19,16 @@ pub(super) struct Duplicate {
 /// The NodeMaintenances found to be duplicates, by uid; their entries change only here (their
 /// op runners through their own methods).
 #[derive(Default)]
-pub(super) struct Duplicates(HashMap<String, Duplicate>);
+pub(super) struct Duplicates(HashMap<Uid, Duplicate>);
 
 impl Duplicates {
     /// `nm` (uid `uid`) is seen, a duplicate of `active`: its entry, made or brought up to date.
-    pub(super) fn seen(&mut self, uid: String, nm: Maintenance, active: String) -> &mut Duplicate {
+    pub(super) fn seen(
+        &mut self,
+        uid: Uid,
+        nm: Maintenance,
+        active: MaintenanceName,
+    ) -> &mut Duplicate {
         let duplicate = self.0.entry(uid).or_insert_with(|| Duplicate {
             active: active.clone(),
             latest: nm.clone(),
@@ -35,22 +40,22 @@ impl Duplicates {
     }
 
     /// The duplicate `uid`, to run its cluster calls.
-    pub(super) fn get_mut(&mut self, uid: &str) -> Option<&mut Duplicate> {
+    pub(super) fn get_mut(&mut self, uid: &Uid) -> Option<&mut Duplicate> {
         self.0.get_mut(uid)
     }
 
     /// The NodeMaintenance that `uid` is a duplicate of, if it is one.
-    pub(super) fn active_of(&self, uid: &str) -> Option<String> {
+    pub(super) fn active_of(&self, uid: &Uid) -> Option<MaintenanceName> {
         self.0.get(uid).map(|d| d.active.clone())
     }
 
     /// Whether `uid` is a duplicate.
-    pub(super) fn is_duplicate(&self, uid: &str) -> bool {
+    pub(super) fn is_duplicate(&self, uid: &Uid) -> bool {
         self.0.contains_key(uid)
     }
 
     /// `uid` is gone from the API: forgotten.
-    pub(super) fn deleted(&mut self, uid: &str) {
+    pub(super) fn deleted(&mut self, uid: &Uid) {
         self.0.remove(uid);
     }
 

@@ -21,8 +21,8 @@ use super::messages::Wake;
 use super::state::SupervisorState;
 use crate::fleet::{self, Candidate};
 use crate::model::{
-    Event, EventTarget, EventType, Maintenance, NodeSummaryEvent, Phase, QueuePlace,
-    StatusPrecondition, reasons,
+    Event, EventTarget, EventType, Maintenance, MaintenanceName, NodeName, NodeSummaryEvent, Phase,
+    QueuePlace, StatusPrecondition, Uid, reasons,
 };
 use crate::ports::ClusterError;
 
@@ -108,7 +108,7 @@ impl SupervisorState {
     }
 
     /// Forgets a waiting NodeMaintenance (deleted, or found to be a duplicate), by uid.
-    pub(super) fn dequeue(&mut self, uid: &str) {
+    pub(super) fn dequeue(&mut self, uid: &Uid) {
         if let Some(queued) = self.fleet.queue.remove(uid) {
             self.drivers.freed(&queued.nm.node_name, uid);
         }
@@ -132,7 +132,7 @@ impl SupervisorState {
 
     /// The nodes of the NodeMaintenances holding a slot: every one with a node actor (or one
     /// being restarted, or let in while its last queue write was out), unless Failed.
-    fn slot_holders(&self) -> Vec<String> {
+    fn slot_holders(&self) -> Vec<NodeName> {
         let admitted = self
             .fleet
             .queue
@@ -166,21 +166,21 @@ impl SupervisorState {
                 .values()
                 .filter(|q| !q.admitted)
                 .map(|q| Candidate {
-                    name: &q.nm.name,
-                    node: &q.nm.node_name,
+                    name: q.nm.name.as_str(),
+                    node: q.nm.node_name.as_str(),
                     created: q.nm.creation_timestamp,
                 })
                 .collect();
             fleet::decide(
                 &self.fleet.budget,
                 &self.fleet.nodes,
-                holders.iter().map(String::as_str),
+                holders.iter().map(NodeName::as_str),
                 &candidates,
             )
         };
         // The budget names them; the queue knows them by uid (names are unique among the
         // NodeMaintenances that exist).
-        let uids: HashMap<String, String> = self
+        let uids: HashMap<MaintenanceName, Uid> = self
             .fleet
             .queue
             .iter()
@@ -210,7 +210,7 @@ impl SupervisorState {
 
     /// Writes a waiting NodeMaintenance's place, when it changed and the last write is old
     /// enough (the first is written at once, with its `QueuedMaintenance` event).
-    fn write_queued(&mut self, myself: &ActorRef<SupervisorMsg>, uid: &str) {
+    fn write_queued(&mut self, myself: &ActorRef<SupervisorMsg>, uid: &Uid) {
         let now = Instant::now();
         let interval = self.config.queue_status_interval;
         let wall = self.config.now();
@@ -266,7 +266,7 @@ impl SupervisorState {
             }
             Ok(())
         };
-        let uid = uid.to_string();
+        let uid = uid.clone();
         self.tasks
             .spawn_cast_back(myself, tracing::Span::none(), work, move |result| {
                 SupervisorMsg::QueueWritten { uid, result }
@@ -277,7 +277,7 @@ impl SupervisorState {
     pub(super) async fn queue_written(
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
-        uid: &str,
+        uid: &Uid,
         result: Result<(), ClusterError>,
     ) {
         let Some(queued) = self.fleet.queue.get_mut(uid) else {

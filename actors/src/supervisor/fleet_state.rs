@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use tokio::time::Instant;
 
 use crate::fleet::{FleetBudget, NodeView, Waiting};
-use crate::model::{Maintenance, Phase, QueuePlace};
+use crate::model::{Maintenance, Phase, QueuePlace, Uid};
 use crate::task::TaskSlot;
 
 /// The budget's state in the supervisor.
@@ -16,7 +16,7 @@ pub(super) struct Fleet {
     /// The NodeMaintenance watch has listed every object once: who holds a slot is known.
     pub(super) listed: bool,
     /// The waiting NodeMaintenances, by uid.
-    pub(super) queue: HashMap<String, Queued>,
+    pub(super) queue: HashMap<Uid, Queued>,
     /// The node summary watch, forwarded as [`SupervisorMsg::Nodes`].
     pub(super) node_feed: TaskSlot,
 }
@@ -72,6 +72,6 @@ impl Fleet {
             .collect();
         waiting
             .sort_by(|a, b| (a.creation_timestamp, &a.name).cmp(&(b.creation_timestamp, &b.name)));
-        waiting.into_iter().map(|nm| nm.name.clone()).collect()
+        waiting.into_iter().map(|nm| nm.name.to_string()).collect()
     }
 }

@@ -3,26 +3,26 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::model::Maintenance;
+use crate::model::{Maintenance, Uid};
 
 /// Latest object per NodeMaintenance uid, and the undone ones.
 #[derive(Default)]
 pub(super) struct Known {
     /// Latest object per NodeMaintenance uid, while it exists in the API.
-    latest: HashMap<String, Maintenance>,
+    latest: HashMap<Uid, Maintenance>,
     /// NodeMaintenances whose undo finished while the API still had them (their last update
     /// may still arrive); forgotten when the deletion arrives.
-    finished: HashSet<String>,
+    finished: HashSet<Uid>,
 }
 
 impl Known {
     /// `nm` (as `kept`) is the latest copy of NodeMaintenance `uid`.
-    pub(super) fn seen(&mut self, uid: String, kept: Maintenance) {
+    pub(super) fn seen(&mut self, uid: Uid, kept: Maintenance) {
         self.latest.insert(uid, kept);
     }
 
     /// The latest copy of `uid`.
-    pub(super) fn get(&self, uid: &str) -> Option<&Maintenance> {
+    pub(super) fn get(&self, uid: &Uid) -> Option<&Maintenance> {
         self.latest.get(uid)
     }
 
@@ -33,7 +33,7 @@ impl Known {
 
     /// The uids known under `nm`'s name but another uid: gone from the API, even if their
     /// deletion has not been reported yet (names are unique).
-    pub(super) fn replaced_by(&self, nm: &Maintenance) -> Vec<String> {
+    pub(super) fn replaced_by(&self, nm: &Maintenance) -> Vec<Uid> {
         self.latest
             .values()
             .filter(|known| known.name == nm.name && known.uid != nm.uid)
@@ -42,16 +42,16 @@ impl Known {
     }
 
     /// `uid` is gone from the API: forgotten.
-    pub(super) fn deleted(&mut self, uid: &str) {
+    pub(super) fn deleted(&mut self, uid: &Uid) {
         self.latest.remove(uid);
         self.finished.remove(uid);
     }
 
     /// `uid`'s undo finished: remembered while the API still has it (its deletion, which
     /// forgets it, is due).
-    pub(super) fn undone(&mut self, uid: &str) {
+    pub(super) fn undone(&mut self, uid: &Uid) {
         if self.latest.contains_key(uid) {
-            self.finished.insert(uid.to_string());
+            self.finished.insert(uid.clone());
         }
     }
 

@@ -3,7 +3,7 @@
 use ractor::RpcReplyPort;
 
 use super::duplicate_decision::DuplicateError;
-use crate::model::{Maintenance, NodeSummaryEvent};
+use crate::model::{Maintenance, MaintenanceName, NodeSummaryEvent, Uid};
 use crate::ports::ClusterError;
 
 /// How many entries the supervisor keeps, per kind.
@@ -34,7 +34,7 @@ pub enum Wake {
     /// The budget's tick (queue places written, failed writes retried).
     FleetTick,
     /// Respawn the node actor of this NodeMaintenance (uid) after a crash.
-    Respawn(String),
+    Respawn(Uid),
 }
 
 impl crate::timers::WakeMsg for SupervisorMsg {
@@ -62,9 +62,9 @@ pub enum SupervisorMsg {
     /// The NodeMaintenance no longer exists in the API.
     Deleted {
         /// `metadata.name`.
-        name: String,
+        name: MaintenanceName,
         /// `metadata.uid`: a NodeMaintenance created again under the same name is another one.
-        uid: String,
+        uid: Uid,
     },
     /// Every NodeMaintenance that existed when the watch (re)listed has been sent: the
     /// cluster maintenance budget knows who holds a slot and may let others start, and the
@@ -83,7 +83,7 @@ pub enum SupervisorMsg {
     /// Internal: the status write (and first event) of a waiting NodeMaintenance ended.
     QueueWritten {
         /// The NodeMaintenance's uid.
-        uid: String,
+        uid: Uid,
         /// Ok, or what failed (tried again on the next budget tick).
         result: Result<(), ClusterError>,
     },
@@ -94,7 +94,7 @@ pub enum SupervisorMsg {
     /// Internal: the cluster calls for a duplicate NodeMaintenance finished.
     DuplicateHandled {
         /// The duplicate's uid.
-        uid: String,
+        uid: Uid,
         /// Ok, or what failed.
         result: Result<(), DuplicateError>,
     },

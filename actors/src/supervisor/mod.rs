@@ -150,7 +150,8 @@ impl Actor for Supervisor {
             }
             SupervisorMsg::Wake(Wake::FleetTick) => state.admit(&myself).await,
             SupervisorMsg::Active(port) => {
-                let mut names: Vec<String> = state.children.all().map(|c| c.name.clone()).collect();
+                let mut names: Vec<String> =
+                    state.children.all().map(|c| c.name.to_string()).collect();
                 names.sort();
                 let _ = port.send(names);
             }

@@ -5,6 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use super::messages::{SupervisorMsg, Wake};
+use crate::model::Uid;
 use crate::retry::Backoff;
 use crate::timers::Timers;
 
@@ -16,9 +17,9 @@ pub(super) const STABLE_RUN: Duration = Duration::from_secs(600);
 #[derive(Default)]
 pub(super) struct Respawns {
     /// The uids whose node actor is to be respawned (their timer set).
-    pending: HashSet<String>,
+    pending: HashSet<Uid>,
     /// Crashes in a row, by uid: each respawn waits longer.
-    crashes: HashMap<String, Backoff>,
+    crashes: HashMap<Uid, Backoff>,
 }
 
 impl Respawns {
@@ -27,7 +28,7 @@ impl Respawns {
     pub(super) fn crashed(
         &mut self,
         timers: &mut Timers<SupervisorMsg>,
-        uid: String,
+        uid: Uid,
         base: Duration,
         max: Duration,
     ) {
@@ -42,18 +43,18 @@ impl Respawns {
 
     /// The respawn of `uid` is due, or no longer wanted (another drives its node): nothing
     /// of it stays pending.
-    pub(super) fn over(&mut self, timers: &mut Timers<SupervisorMsg>, uid: &str) {
+    pub(super) fn over(&mut self, timers: &mut Timers<SupervisorMsg>, uid: &Uid) {
         self.pending.remove(uid);
-        timers.cancel(&Wake::Respawn(uid.to_string()));
+        timers.cancel(&Wake::Respawn(uid.clone()));
     }
 
     /// `uid`'s actor ended for good, or ran long enough: its next crash waits the shortest.
-    pub(super) fn forget_crashes(&mut self, uid: &str) {
+    pub(super) fn forget_crashes(&mut self, uid: &Uid) {
         self.crashes.remove(uid);
     }
 
     /// The uids waiting for their respawn.
-    pub(super) fn pending(&self) -> impl Iterator<Item = &String> {
+    pub(super) fn pending(&self) -> impl Iterator<Item = &Uid> {
         self.pending.iter()
     }
 

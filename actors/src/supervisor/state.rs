@@ -20,7 +20,7 @@ use super::respawns::{Respawns, STABLE_RUN};
 use crate::config::Config;
 use crate::decisions;
 use crate::eviction::EvictionMsg;
-use crate::model::Maintenance;
+use crate::model::{Maintenance, MaintenanceName, NodeName, Uid};
 use crate::node::{NodeActor, NodeArgs, NodeMsg};
 use crate::ports::Cluster;
 use crate::retry::Pacer;
@@ -106,7 +106,7 @@ impl SupervisorState {
     }
 
     /// Starts the actor of `uid` again after a wait that grows with its crashes in a row.
-    pub(super) fn respawn_later(&mut self, uid: String) {
+    pub(super) fn respawn_later(&mut self, uid: Uid) {
         let (base, max) = (self.config.respawn_base, self.config.respawn_max);
         self.respawns.crashed(&mut self.timers, uid, base, max);
     }
@@ -136,11 +136,14 @@ impl SupervisorState {
             return;
         }
         if duplicate_decision::is_marked(&nm) {
-            // Marked before a restart: stays out of the node's way for good.
+            // Marked before a restart: stays out of the node's way for good. (The active one's
+            // name is not stored; a marked duplicate never says it again, see
+            // `duplicate_decision::decide`, so its `lastError` stands in for it, as before.)
             let active = nm
                 .status
                 .as_ref()
-                .and_then(|s| s.last_error.clone())
+                .and_then(|s| s.last_error.as_deref())
+                .map(MaintenanceName::from)
                 .unwrap_or_default();
             self.duplicate(myself, nm, active);
             return;
@@ -188,7 +191,7 @@ impl SupervisorState {
         }
     }
 
-    pub(super) fn deleted(&mut self, uid: &str) {
+    pub(super) fn deleted(&mut self, uid: &Uid) {
         self.known.deleted(uid);
         self.duplicates.deleted(uid);
         if let Some(child) = self.children.get(uid) {
@@ -230,14 +233,14 @@ impl SupervisorState {
     pub(super) async fn node_freed(
         &mut self,
         myself: &ActorRef<SupervisorMsg>,
-        node: &str,
-        uid: &str,
+        node: &NodeName,
+        uid: &Uid,
     ) {
         self.drivers.freed(node, uid);
         let waiting: Vec<&Maintenance> = self
             .known
             .all()
-            .filter(|nm| nm.node_name == node && !self.children.runs(&nm.uid))
+            .filter(|nm| nm.node_name == *node && !self.children.runs(&nm.uid))
             .filter(|nm| !self.duplicates.is_duplicate(&nm.uid))
             .filter(|nm| !self.known.nothing_left_on(nm))
             .collect();
@@ -246,7 +249,7 @@ impl SupervisorState {
         }
     }
 
-    pub(super) async fn respawn(&mut self, myself: &ActorRef<SupervisorMsg>, uid: String) {
+    pub(super) async fn respawn(&mut self, myself: &ActorRef<SupervisorMsg>, uid: Uid) {
         self.respawns.over(&mut self.timers, &uid);
         if self.children.runs(&uid) {
             return;

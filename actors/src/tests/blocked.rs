@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use super::pdbs::{condition, web_cluster, web_pdb};
 use super::*;
-use crate::model::{Event, OnDrainTimeout, OwnerRef};
+use crate::model::{Event, OnDrainTimeout, OwnerRef, Uid};
 use crate::pdb::PdbPod;
 use crate::pdb::{IntOrPercent, Pdb};
 
@@ -17,7 +17,7 @@ fn stuck_replacement(only: &str) -> PdbPod {
         controller: Some(OwnerRef {
             kind: "ReplicaSet".into(),
             name: "n1-web-0-rs".into(),
-            uid: String::new(),
+            uid: Uid::default(),
         }),
         phase: PodPhase::Pending,
         ready: false,

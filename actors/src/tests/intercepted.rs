@@ -38,7 +38,7 @@ fn launcher_pod(vm: &str) -> PodInfo {
     pod.controller = Some(crate::model::OwnerRef {
         kind: "VirtualMachineInstance".into(),
         name: vm.into(),
-        uid: format!("{vm}-uid"),
+        uid: format!("{vm}-uid").into(),
     });
     pod
 }

@@ -1,7 +1,7 @@
 //! Trust under faults (2): the node lease kept healthy, orphaned nodes given back, a
 //! maintenance known by its uid, and no retry storms (growing waits, paced restarts).
 
-use crate::model::{EXCLUDE_LABEL_VALUE, NodeRecord, reasons};
+use crate::model::{EXCLUDE_LABEL_VALUE, NodeRecord, Uid, reasons};
 use crate::supervisor::{Remembered, SupervisorMsg};
 
 use super::*;
@@ -213,7 +213,7 @@ async fn a_maintenance_created_again_under_the_same_name_starts_once_the_old_und
     assert_in_maintenance(&cluster, "n1");
     assert_eq!(
         cluster.node("n1").unwrap().record.map(|r| r.maintenance),
-        Some("uid-nm1-again".to_string())
+        Some(Uid::from("uid-nm1-again"))
     );
     assert_eq!(h.active().await, ["nm1"]);
     h.stop().await;
@@ -229,7 +229,7 @@ async fn nothing_is_remembered_of_maintenances_that_are_gone() {
     for round in 0..3 {
         for i in 0..10 {
             cluster.create(Maintenance {
-                uid: format!("uid-nm{i}-{round}"),
+                uid: format!("uid-nm{i}-{round}").into(),
                 ..Maintenance::test(&format!("nm{i}")).on(&format!("n{i}"))
             });
         }

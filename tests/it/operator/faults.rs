@@ -10,7 +10,7 @@ use nmo::cluster::KubeCluster;
 use nmo::crd::NodeMaintenance;
 use nmo::leader::{Fence, LEADER_ELECTION_ID};
 use nmo::operator::OperatorOptions;
-use nmo_actors::model::{NodePatch, RecordWrite};
+use nmo_actors::model::{NodePatch, RecordWrite, Uid};
 use nmo_actors::ports::{Cluster, ClusterError};
 use nmo_sim::{FaultRule, Query, Scenario};
 use serde_json::json;
@@ -151,7 +151,7 @@ async fn a_replica_that_does_not_lead_sends_no_write(backend: Backend) {
     fence.close();
     let adapter = KubeCluster::new(env.operator_client(), None).with_fence(fence);
     let patch = NodePatch {
-        node: env.name("node-0"),
+        node: env.name("node-0").into(),
         expected_taints: vec![],
         expected_version: String::new(),
         desired_taints: vec![],
@@ -167,7 +167,7 @@ async fn a_replica_that_does_not_lead_sends_no_write(backend: Backend) {
     let writes = env.count_operator_requests(&Query::all().verb("patch"));
     assert_eq!(writes, 0, "nothing was sent");
     assert!(
-        adapter.get_node(&env.name("node-0")).await.is_ok(),
+        adapter.get_node(&env.name("node-0").into()).await.is_ok(),
         "reads still go"
     );
 }
@@ -285,9 +285,10 @@ async fn a_late_daemonset_lookup_keeps_none_of_its_callers_waiting() {
     let adapter =
         KubeCluster::new(env.operator_client(), None).with_call_timeout(Duration::from_secs(1));
     // Each answers with the deadline's error, not with the DaemonSet 30 s later.
+    let any = Uid::default();
     let (first, second) = tokio::join!(
-        adapter.daemonset_exists("kube-system", "ds-0", ""),
-        adapter.daemonset_exists("kube-system", "ds-0", ""),
+        adapter.daemonset_exists("kube-system", "ds-0", &any),
+        adapter.daemonset_exists("kube-system", "ds-0", &any),
     );
     assert!(
         matches!(first, Err(ClusterError::Transient(_))),

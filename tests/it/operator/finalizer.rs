@@ -34,7 +34,7 @@ async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current(back
     let adapter = KubeCluster::new(env.operator_client(), None);
 
     adapter
-        .add_finalizer(&env.name("nm-0"), &[])
+        .add_finalizer(&env.name("nm-0").into(), &[])
         .await
         .expect("added");
 
@@ -60,7 +60,7 @@ async fn a_stale_seen_list_is_re_read_and_keeps_the_other_finalizers(backend: Ba
 
     // Seen before the other finalizer arrived: the first write's test fails, the retry reads.
     adapter
-        .add_finalizer(&env.name("nm-0"), &[])
+        .add_finalizer(&env.name("nm-0").into(), &[])
         .await
         .expect("added");
 

@@ -3,7 +3,9 @@
 //! (and the object's uid), a node patch on the node's resourceVersion.
 
 use nmo::cluster::KubeCluster;
-use nmo_actors::model::{MaintenanceStatus, Phase, StatusPrecondition};
+use nmo_actors::model::{
+    MaintenanceName, MaintenanceStatus, NodeName, Phase, StatusPrecondition, Uid,
+};
 use nmo_actors::ports::{Cluster, ClusterError};
 use nmo_sim::Scenario;
 use serde_json::json;
@@ -29,13 +31,13 @@ async fn a_status_write_lands_only_over_the_status_its_writer_saw(backend: Backe
         .start()
         .await;
     env.create_maintenance("nm-0", "node-0").await;
-    let name = env.name("nm-0");
+    let name = MaintenanceName::from(env.name("nm-0"));
     let uid = env.maintenance("nm-0").await.expect("exists")["metadata"]["uid"]
         .as_str()
         .expect("a uid")
-        .to_string();
+        .into();
     let cluster = KubeCluster::new(env.operator_client(), None);
-    let write = async |uid: &str, seen, status: &MaintenanceStatus| {
+    let write = async |uid: &Uid, seen, status: &MaintenanceStatus| {
         cluster.write_status(&name, uid, seen, status).await
     };
     let conflict =
@@ -58,7 +60,7 @@ async fn a_status_write_lands_only_over_the_status_its_writer_saw(backend: Backe
     assert!(
         conflict(
             write(
-                "another-uid",
+                &"another-uid".into(),
                 StatusPrecondition::Revision(Some(2)),
                 &running(50)
             )
@@ -98,7 +100,7 @@ async fn a_node_patch_lands_only_on_the_node_its_writer_read(backend: Backend) {
         .without_operator()
         .start()
         .await;
-    let node = env.name("node-0");
+    let node = NodeName::from(env.name("node-0"));
     let cluster = KubeCluster::new(env.operator_client(), None);
     let read = cluster
         .get_node(&node)
@@ -106,7 +108,7 @@ async fn a_node_patch_lands_only_on_the_node_its_writer_read(backend: Backend) {
         .expect("a read")
         .expect("the node");
     let cordon = |read: &nmo_actors::model::NodeState| {
-        nmo_actors::decisions::maintenance_patch(read, "uid-nm-0", None, chrono::Utc::now())
+        nmo_actors::decisions::maintenance_patch(read, &"uid-nm-0".into(), None, chrono::Utc::now())
             .expect("a patch")
     };
     let stale = cordon(&read);

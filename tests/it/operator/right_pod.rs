@@ -7,6 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams};
 use nmo::cluster::KubeCluster;
+use nmo_actors::model::Uid;
 use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
 use nmo_sim::Scenario;
 
@@ -91,7 +92,7 @@ async fn an_eviction_or_deletion_naming_another_uid_touches_nothing(backend: Bac
         .await;
     let adapter = KubeCluster::new(env.operator_client(), None);
     let web = env.ns("web");
-    let stale = "00000000-0000-0000-0000-000000000000";
+    let stale = &Uid::from("00000000-0000-0000-0000-000000000000");
 
     let outcome = adapter.evict_pod(&web, "web-0", stale, None).await;
     assert_eq!(outcome, Ok(EvictionOutcome::NotFound));
@@ -114,7 +115,7 @@ async fn an_eviction_or_deletion_naming_another_uid_touches_nothing(backend: Bac
             .get_json::<Pod>(Some("web"), name)
             .await
             .expect("exists");
-        let uid = pod["metadata"]["uid"].as_str().expect("a uid").to_string();
+        let uid = Uid::from(pod["metadata"]["uid"].as_str().expect("a uid"));
         if name == "web-0" {
             let outcome = adapter.evict_pod(&web, name, &uid, None).await;
             assert_eq!(outcome, Ok(EvictionOutcome::Evicted));

@@ -5,7 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::config::Config;
-use crate::model::{Event, EventTarget, EventType, NodePatch, NodeState};
+use crate::model::{
+    Event, EventTarget, EventType, MaintenanceName, NodeName, NodePatch, NodeState, Uid,
+};
 use crate::ports::{Cluster, ClusterError};
 
 /// How often an operation retries a write that lost an optimistic-concurrency race before
@@ -17,9 +19,9 @@ pub(super) const CONFLICT_RETRIES: usize = 5;
 pub(crate) struct OpCtx {
     pub cluster: Arc<dyn Cluster>,
     pub config: Arc<Config>,
-    pub nm_name: String,
-    pub nm_uid: String,
-    pub node_name: String,
+    pub nm_name: MaintenanceName,
+    pub nm_uid: Uid,
+    pub node_name: NodeName,
     /// Set as soon as the actor learns of the deletion: an operation in progress then stops
     /// before cordoning anything.
     pub deleting: Arc<AtomicBool>,
@@ -75,7 +77,7 @@ where
                     .cluster
                     .get_node(&ctx.node_name)
                     .await?
-                    .ok_or_else(|| ClusterError::NotFound(ctx.node_name.clone()))?;
+                    .ok_or_else(|| ClusterError::NotFound(ctx.node_name.to_string()))?;
             }
             Err(err) => return Err(err),
         }

@@ -8,7 +8,7 @@ use tracing::Instrument;
 
 use super::ctx::OpCtx;
 use crate::decisions::{self, PodAction};
-use crate::model::{PodInfo, PodList};
+use crate::model::{PodInfo, PodList, Uid};
 use crate::node::drain::Hashed;
 use crate::node::errors::DrainError;
 use crate::ports::ClusterError;
@@ -25,7 +25,7 @@ pub struct DrainPass {
     /// Failures (listing, deleting), for `lastError`.
     pub errors: Vec<DrainError>,
     /// Uids of the pods deleted by this pass.
-    pub deleted: Vec<String>,
+    pub deleted: Vec<Uid>,
 }
 
 /// The action for `pod` from the DaemonSets `known`, without a call; None when it takes a
@@ -88,7 +88,7 @@ pub(crate) async fn drain_pass(
     ctx: OpCtx,
     snapshot: Option<PodList>,
     known_daemonsets: DaemonSets,
-    handled: Hashed<String>,
+    handled: Hashed<Uid>,
 ) -> DrainPass {
     let mut pass = DrainPass::default();
     let pods = match snapshot {

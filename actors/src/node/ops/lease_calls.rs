@@ -4,7 +4,7 @@ use tracing::Instrument;
 
 use super::ctx::{CONFLICT_RETRIES, OpCtx, emit, nm_event};
 use crate::decisions::{self, LeaseAction};
-use crate::model::{EventType, Lease, NodeOwner, reasons};
+use crate::model::{EventType, Lease, NodeOwner, Uid, reasons};
 use crate::node::errors::{LeaseError, ReleaseError};
 use crate::observe::{LeaseOp, LeaseResult};
 use crate::ports::ClusterError;
@@ -16,7 +16,7 @@ use crate::ports::ClusterError;
 /// request instead of two.
 pub(crate) async fn acquire_lease(
     ctx: &OpCtx,
-    node_uid: &str,
+    node_uid: &Uid,
     op: LeaseOp,
     probably_absent: bool,
 ) -> Result<Lease, LeaseError> {
@@ -68,7 +68,7 @@ enum Problem {
     Api(ClusterError),
 }
 
-async fn try_lease(ctx: &OpCtx, node_uid: &str, probably_absent: bool) -> Result<Lease, Problem> {
+async fn try_lease(ctx: &OpCtx, node_uid: &Uid, probably_absent: bool) -> Result<Lease, Problem> {
     let namespace = &ctx.config.lease_namespace;
     let name = decisions::lease_name(&ctx.node_name);
     let mut last = ClusterError::Other("lease retries exhausted".to_string());
@@ -147,9 +147,9 @@ async fn try_lease(ctx: &OpCtx, node_uid: &str, probably_absent: bool) -> Result
 
 /// The uid of the node a lease is created for (its owner): `known`, or read when unknown
 /// (a renewal of a held drain after a restart that finds the lease gone).
-async fn owner_uid(ctx: &OpCtx, known: &str) -> Result<String, ClusterError> {
+async fn owner_uid(ctx: &OpCtx, known: &Uid) -> Result<Uid, ClusterError> {
     if !known.is_empty() {
-        return Ok(known.to_string());
+        return Ok(known.clone());
     }
     let node = ctx.cluster.get_node(&ctx.node_name).await?;
     node.map(|n| n.uid)

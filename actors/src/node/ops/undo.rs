@@ -8,7 +8,7 @@ use super::lease_calls::release_lease;
 use std::sync::atomic::Ordering;
 
 use crate::decisions::{self, Restore, Undoer};
-use crate::model::{Event, EventTarget, EventType, Lease, NodeRecord, NodeState, reasons};
+use crate::model::{Event, EventTarget, EventType, Lease, NodeRecord, NodeState, Uid, reasons};
 use crate::node::errors::{ReleaseError, UndoError};
 
 /// What an undo starts from, as the actor last saw it.
@@ -139,7 +139,7 @@ async fn restore(ctx: &OpCtx, undoer: Undoer<'_>, known: Known) -> Result<(), Un
 /// it had before (`restore` is [`Restore::Unknown`]).
 pub(crate) async fn announce(
     ctx: &OpCtx,
-    uid: &str,
+    uid: &Uid,
     restore: Option<Restore>,
     was_cordoned: bool,
     written: &NodeState,
@@ -147,7 +147,7 @@ pub(crate) async fn announce(
     let event = |type_, reason: &str, message: String| Event {
         target: EventTarget::Node {
             name: ctx.node_name.clone(),
-            uid: uid.to_string(),
+            uid: uid.clone(),
         },
         type_,
         reason: reason.to_string(),

@@ -130,18 +130,18 @@ impl Observer {
                         seen.unavailable = nodes
                             .into_iter()
                             .filter(|n| n.unavailable())
-                            .map(|n| n.name)
+                            .map(|n| n.name.to_string())
                             .collect();
                         seen.nodes_listed = true;
                     }
                     NodeSummaryEvent::Changed(node) if node.unavailable() => {
-                        seen.unavailable.insert(node.name);
+                        seen.unavailable.insert(node.name.to_string());
                     }
                     NodeSummaryEvent::Changed(node) => {
-                        seen.unavailable.remove(&node.name);
+                        seen.unavailable.remove(node.name.as_str());
                     }
                     NodeSummaryEvent::Deleted(name) => {
-                        seen.unavailable.remove(&name);
+                        seen.unavailable.remove(name.as_str());
                     }
                 }
                 seen.max_unavailable = seen.max_unavailable.max(seen.unavailable.len());
