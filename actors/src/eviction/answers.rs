@@ -9,7 +9,6 @@ use tokio::time::Instant;
 use super::EvictionState;
 use super::gate::Accepted;
 use super::held::{Held, Where};
-use super::intercepted::intercepted_by_webhook;
 use super::messages::{EvictionMsg, EvictionReply, Wake};
 use super::outcome;
 use crate::model::{PodRef, Uid};
@@ -56,7 +55,7 @@ impl EvictionState {
         // The attempt's span ends once the last handle is gone: take ours out of the request.
         let span = held
             .as_mut()
-            .and_then(|h| h.attempt_span.take())
+            .and_then(|h| h.take_attempt_span())
             .unwrap_or_else(tracing::Span::none);
         span.record("nmo.outcome", counted.as_str());
         if let Some(status) = status {
@@ -64,7 +63,7 @@ impl EvictionState {
         }
         let intercepted = held
             .as_ref()
-            .is_some_and(|h| h.interception.is_intercepted());
+            .is_some_and(|h| h.interception().is_intercepted());
         match result {
             Ok(EvictionOutcome::Evicted) => {
                 self.counted_by_pdb(&pod, true);
@@ -83,7 +82,7 @@ impl EvictionState {
                 self.counted_by_pdb(&pod, false);
                 span.in_scope(|| tracing::info!(%webhook, refusal = %message, "eviction refused by an admission webhook, asking again"));
                 if let Some(mut h) = held {
-                    intercepted_by_webhook(&mut h, &webhook);
+                    h.intercepted_by_webhook(&webhook);
                     self.intercepted_refusal(h, None, message);
                 }
             }
@@ -204,8 +203,8 @@ impl EvictionState {
             message,
             blocker,
         });
-        let sent_at_change = h.sent_at_change;
-        h.at = Where::Parked;
+        let sent_at_change = h.sent_at_change();
+        h.move_to(Where::Parked);
         self.gates.park(&key, pod);
         self.requests.held_again(h);
         self.note_blocked(&key);
@@ -244,7 +243,7 @@ impl EvictionState {
             )
         });
         if let Some(mut h) = held {
-            h.at = Where::Ready;
+            h.move_to(Where::Ready);
             self.requests.held_again(h);
             self.requests.queue_first(pod);
         }

@@ -101,10 +101,9 @@ impl EvictionState {
         self.interceptors.webhooks = webhooks;
         let mut now_intercepted = Vec::new();
         for (pod, held) in self.requests.iter_mut() {
-            let interception = self.interceptors.for_request(&held.req);
-            let newly = interception.is_intercepted() && !held.interception.is_intercepted();
-            held.interception = interception;
-            if newly && matches!(held.at, Where::Waiting | Where::Parked) {
+            let interception = self.interceptors.for_request(held.req());
+            let newly = held.intercepted_as(interception);
+            if newly && held.is_waiting() {
                 now_intercepted.push(pod.clone());
             }
         }
@@ -119,8 +118,8 @@ impl EvictionState {
     /// Takes in a new request that something intercepts: it is sent now, whatever its budget
     /// says (an allowance the budget has is used, and counted, as for any other request).
     pub(super) fn enqueue_intercepted(&mut self, mut held: Held) {
-        let pod = held.req.pod.clone();
-        held.at = Where::Ready;
+        let pod = held.req().pod.clone();
+        held.move_to(Where::Ready);
         self.requests.arrived(held);
         self.ask_now(&pod);
     }
@@ -132,13 +131,13 @@ impl EvictionState {
             return;
         };
         let facts = PodFacts {
-            labels: &held.req.labels,
-            healthy: held.req.healthy,
-            unstarted: held.req.unstarted,
+            labels: &held.req().labels,
+            healthy: held.req().healthy,
+            unstarted: held.req().unstarted,
         };
         // Reserves an allowance if there is one; a `Wait` is ignored (sent anyway).
         let _ = self.pdbs.admit(pod, facts);
-        held.at = Where::Ready;
+        held.move_to(Where::Ready);
         self.requests.queue(pod.clone());
     }
 
@@ -161,19 +160,17 @@ impl EvictionState {
         message: String,
     ) {
         self.tally.intercepted();
-        let pod = held.req.pod.clone();
-        held.refusals = held.refusals.saturating_add(1);
-        held.at = Where::Waiting;
+        let pod = held.req().pod.clone();
+        let refusals = held.refused_while_intercepted();
         if let Some(name) = &pdb {
             self.pdbs.wait(&gate_key(&pod, Some(name)), pod.clone());
         }
-        let by = held.interception.who();
+        let by = held.interception().who();
         held.tell_blocked(EvictionReply::Blocked {
             pdb,
             message: message.clone(),
             blocker: Some(Blocker::EvictionIntercepted { by, message }),
         });
-        let refusals = held.refusals;
         self.requests.held_again(held);
         self.interceptors.plan(&mut self.timers, pod, refusals);
     }
@@ -185,10 +182,10 @@ impl EvictionState {
             let Some(held) = self.requests.get(&pod) else {
                 continue;
             };
-            if !matches!(held.at, Where::Waiting | Where::Parked) {
+            if !held.is_waiting() {
                 continue;
             }
-            let intercepted = held.interception.is_intercepted();
+            let intercepted = held.interception().is_intercepted();
             self.take_off_waiting_lists(&pod);
             if intercepted {
                 self.ask_now(&pod);
@@ -200,16 +197,4 @@ impl EvictionState {
         self.forget_unblocked();
         self.pump(myself);
     }
-}
-
-/// Marks a request refused by a webhook as intercepted, whatever the webhook list said (it
-/// may not be known yet, or not readable): the webhook's refusal is proof enough.
-pub(super) fn intercepted_by_webhook(held: &mut Held, webhook: &str) {
-    if held.interception.is_intercepted() {
-        return;
-    }
-    held.interception = Interception::Intercepted {
-        webhooks: vec![webhook.to_string()],
-        launcher: false,
-    };
 }

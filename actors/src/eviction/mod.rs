@@ -185,26 +185,26 @@ impl EvictionState {
             let Some(held) = self.requests.send_next(self.pdbs.changes()) else {
                 continue; // cancelled or moved while queued: a stale queue entry
             };
-            let pod = held.req.pod.clone();
+            let pod = held.req().pod.clone();
             self.bucket.take();
             self.tally.called();
             // One short span per call, a child of the asking drain's span: a drain blocked for
             // hours still exports each attempt as it ends.
             let span = tracing::info_span!(
-                parent: &held.req.span,
+                parent: &held.req().span,
                 "evict_pod",
                 k8s.namespace.name = %pod.namespace,
                 k8s.pod.name = %pod.name,
-                nmo.attempt = held.attempts,
+                nmo.attempt = held.attempts(),
                 nmo.outcome = tracing::field::Empty,
                 http.response.status_code = tracing::field::Empty,
                 nmo.pdb = tracing::field::Empty,
                 nmo.backoff_ms = tracing::field::Empty,
                 otel.status_code = tracing::field::Empty,
             );
-            held.attempt_span = Some(span.clone());
-            let grace = held.req.grace_period_seconds;
-            let uid = held.req.uid.clone();
+            held.trace_attempt(span.clone());
+            let grace = held.req().grace_period_seconds;
+            let uid = held.req().uid.clone();
             let cluster = self.cluster.clone();
             let call = pod.clone();
             let precondition = uid.clone();
@@ -223,14 +223,14 @@ impl EvictionState {
 
     fn enqueue(&mut self, myself: &ActorRef<EvictionMsg>, req: EvictionRequest) {
         if let Some(existing) = self.requests.get_mut(&req.pod) {
-            if existing.req.uid == req.uid {
+            if existing.req().uid == req.uid {
                 // Already held: keep the newest reply address, do not duplicate.
-                existing.req.reply_to = req.reply_to;
+                existing.answer_to(req.reply_to);
                 return;
             }
             // The name belongs to another pod now, and its asker did not withdraw the old
             // one: the old request goes, the new one is taken as new.
-            let (pod, uid) = (req.pod.clone(), existing.req.uid.clone());
+            let (pod, uid) = (req.pod.clone(), existing.req().uid.clone());
             self.withdraw(&pod, &uid);
         }
         if self.requests.len() >= self.config.eviction_queue_bound {
@@ -244,7 +244,7 @@ impl EvictionState {
         let interception = self.interceptors.for_request(&req);
         if interception.is_intercepted() {
             let mut held = Held::new(req, Where::Ready);
-            held.interception = interception;
+            held.intercepted_as(interception);
             self.enqueue_intercepted(held);
         } else if self.gates.park_if_closed(&pod) {
             // A pod already known to sit behind a closed budget waits with the others.
@@ -262,11 +262,11 @@ impl EvictionState {
     fn open_gate(&mut self, myself: &ActorRef<EvictionMsg>, key: &str) {
         let requests = &self.requests;
         let probe = self.gates.open(key, Instant::now(), |pod| {
-            requests.get(pod).is_some_and(|h| h.at == Where::Parked)
+            requests.get(pod).is_some_and(|h| h.at() == Where::Parked)
         });
         if let Some(pod) = probe {
             if let Some(held) = self.requests.get_mut(&pod) {
-                held.at = Where::Ready;
+                held.move_to(Where::Ready);
             }
             self.requests.queue_first(pod);
         }

@@ -67,30 +67,30 @@ impl EvictionState {
         // An intercepted pod waits on its budget only between its re-asks, and keeps the
         // words of its last refusal (the diagnosis of a budget an interceptor works behind,
         // KubeVirt's or Strimzi's, would call it structural).
-        let intercepted = held.interception.is_intercepted();
+        let intercepted = held.interception().is_intercepted();
         let facts = PodFacts {
-            labels: &held.req.labels,
-            healthy: held.req.healthy,
-            unstarted: held.req.unstarted,
+            labels: &held.req().labels,
+            healthy: held.req().healthy,
+            unstarted: held.req().unstarted,
         };
         match self.pdbs.admit(pod, facts) {
             Admission::Free | Admission::Reserved(_) | Admission::Fallback => {
                 if let Some(held) = self.requests.get_mut(pod) {
-                    held.at = Where::Ready;
+                    held.move_to(Where::Ready);
                 }
                 true
             }
             Admission::Wait(key) if intercepted => {
                 self.pdbs.wait(&key, pod.clone());
                 if let Some(held) = self.requests.get_mut(pod) {
-                    held.at = Where::Waiting;
+                    held.move_to(Where::Waiting);
                 }
                 false
             }
             Admission::Several(_) if intercepted => {
                 self.pdbs.contest(pod.clone());
                 if let Some(held) = self.requests.get_mut(pod) {
-                    held.at = Where::Waiting;
+                    held.move_to(Where::Waiting);
                 }
                 false
             }
@@ -104,7 +104,7 @@ impl EvictionState {
                 });
                 let blocker = self.blocker_for(&key);
                 if let Some(held) = self.requests.get_mut(pod) {
-                    held.at = Where::Waiting;
+                    held.move_to(Where::Waiting);
                     if let Some(EvictionReply::Blocked { pdb, message, .. }) = reply {
                         held.tell_blocked(EvictionReply::Blocked {
                             pdb,
@@ -120,7 +120,7 @@ impl EvictionState {
                 self.pdbs.contest(pod.clone());
                 let blocker = Blocker::MultipleBudgets { pdbs };
                 if let Some(held) = self.requests.get_mut(pod) {
-                    held.at = Where::Waiting;
+                    held.move_to(Where::Waiting);
                     held.tell_blocked(EvictionReply::Blocked {
                         pdb: None,
                         message: blocker.to_string(),
@@ -167,12 +167,8 @@ impl EvictionState {
     /// Decides `pods` again, oldest first; the ones to send go to the front of the queue in
     /// that order (a PDB's allowance is not left waiting behind unrelated requests).
     fn decide_again(&mut self, mut pods: Vec<PodRef>) {
-        pods.retain(|pod| {
-            self.requests
-                .get(pod)
-                .is_some_and(|h| matches!(h.at, Where::Waiting | Where::Parked))
-        });
-        pods.sort_by_key(|pod| self.requests.get(pod).map_or(u64::MAX, |h| h.seq));
+        pods.retain(|pod| self.requests.get(pod).is_some_and(|h| h.is_waiting()));
+        pods.sort_by_key(|pod| self.requests.get(pod).map_or(u64::MAX, |h| h.seq()));
         pods.dedup();
         let mut go = Vec::new();
         for pod in pods {
@@ -243,7 +239,7 @@ impl EvictionState {
             .waiting(key)
             .chain(self.gates.parked(key))
             .find_map(|pod| self.requests.get(pod))
-            .and_then(|h| h.req.controller.clone());
+            .and_then(|h| h.req().controller.clone());
         let cluster = self.cluster.clone();
         let key = key.to_string();
         let span = tracing::debug_span!("diagnose_budget", pdb = %pdb.key());
@@ -296,7 +292,7 @@ impl EvictionState {
             if let Some(held) = self
                 .requests
                 .get_mut(&pod)
-                .filter(|h| !h.interception.is_intercepted())
+                .filter(|h| !h.interception().is_intercepted())
             {
                 held.tell_blocked(EvictionReply::Blocked {
                     pdb: Some(pdb.clone()),

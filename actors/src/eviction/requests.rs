@@ -65,13 +65,13 @@ impl Requests {
     /// A new request arrived: it is held, numbered in arrival order.
     pub(super) fn arrived(&mut self, mut held: Held) {
         self.next_seq += 1;
-        held.seq = self.next_seq;
-        self.held.insert(held.req.pod.clone(), Box::new(held));
+        held.numbered(self.next_seq);
+        self.held.insert(held.req().pod.clone(), Box::new(held));
     }
 
     /// A request taken out by its answer is held again (it waits, or is to be sent again).
     pub(super) fn held_again(&mut self, held: Box<Held>) {
-        self.held.insert(held.req.pod.clone(), held);
+        self.held.insert(held.req().pod.clone(), held);
     }
 
     /// `pod`'s request is to be sent, after those queued.
@@ -96,12 +96,10 @@ impl Requests {
     pub(super) fn send_next(&mut self, change: u64) -> Option<&mut Held> {
         let pod = self.ready.pop_front()?;
         let held = self.held.get_mut(&pod)?;
-        if held.at != Where::Ready {
+        if held.at() != Where::Ready {
             return None;
         }
-        held.at = Where::InFlight;
-        held.attempts = held.attempts.saturating_add(1);
-        held.sent_at_change = change;
+        held.sent(change);
         self.in_flight += 1;
         Some(held.as_mut())
     }
@@ -112,7 +110,7 @@ impl Requests {
     pub(super) fn answered(&mut self, pod: &PodRef, uid: &str) -> Option<Box<Held>> {
         self.in_flight = self.in_flight.saturating_sub(1);
         match self.held.get(pod) {
-            Some(h) if h.at == Where::InFlight && h.req.uid == uid => self.held.remove(pod),
+            Some(h) if h.at() == Where::InFlight && h.req().uid == uid => self.held.remove(pod),
             _ => None,
         }
     }
@@ -128,13 +126,13 @@ impl Requests {
         let mut all = Vec::new();
         let mut unsent = Vec::new();
         self.held.retain(|pod, h| {
-            if h.req.maintenance != maintenance {
+            if h.req().maintenance != maintenance {
                 return true;
             }
-            if let Some(span) = &h.attempt_span {
+            if let Some(span) = h.attempt_span() {
                 span.record("nmo.outcome", "cancelled");
             }
-            if h.at != Where::InFlight {
+            if h.at() != Where::InFlight {
                 unsent.push(pod.clone());
             }
             all.push(pod.clone());

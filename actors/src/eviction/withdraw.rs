@@ -12,11 +12,11 @@ impl EvictionState {
     /// of that name stays). An unsent one frees its place in its budget; the outcome of a call
     /// already out is dropped when it returns (its uid precondition keeps it off any other pod).
     pub(super) fn withdraw(&mut self, pod: &PodRef, uid: &Uid) {
-        let Some(held) = self.requests.get(pod).filter(|h| h.req.uid == *uid) else {
+        let Some(held) = self.requests.get(pod).filter(|h| h.req().uid == *uid) else {
             return;
         };
-        let unsent = held.at != Where::InFlight;
-        if let Some(span) = &held.attempt_span {
+        let unsent = held.at() != Where::InFlight;
+        if let Some(span) = held.attempt_span() {
             span.record("nmo.outcome", "withdrawn");
         }
         self.requests.withdrawn(pod);
