@@ -4,11 +4,11 @@
 //! knowledge of this enum).
 
 use crate::eviction::EvictionReport;
-use crate::model::{Lease, Maintenance, NodeState, PodList, VmList};
+use crate::model::{Lease, Maintenance, MaintenanceStatus, NodeState, PodList, VmList};
+use crate::ports::ClusterError;
 
 use super::errors::LeaseError;
 use super::ops::OpResult;
-use super::status_writer::StatusOutcome;
 
 /// Which watch of a node actor ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -109,4 +109,18 @@ impl TryFrom<NodeMsg> for EvictionReport {
             other => Err(other),
         }
     }
+}
+
+/// How a status write ended.
+#[derive(Debug)]
+pub enum StatusOutcome {
+    /// The API has this status now.
+    Written(MaintenanceStatus),
+    /// Refused: the status had changed since it was seen. It is as read afterwards (None:
+    /// the object has no status).
+    Refused(Option<MaintenanceStatus>),
+    /// The NodeMaintenance is gone (or is another object of the same name).
+    Gone,
+    /// Failed; whether it landed is unknown.
+    Failed(ClusterError),
 }

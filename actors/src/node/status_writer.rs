@@ -21,6 +21,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant;
 
 use super::drain::Drain;
+use super::messages::StatusOutcome;
 use super::pending::PendingReason;
 use super::status::{self, InitialCounts};
 use crate::config::Config;
@@ -71,20 +72,6 @@ pub(super) struct StatusWriter {
     /// The last write was refused because the status had changed: a second refusal in a row
     /// waits out the backoff (someone keeps writing), the first is written again at once.
     refused_last: bool,
-}
-
-/// How a status write ended.
-#[derive(Debug)]
-pub enum StatusOutcome {
-    /// The API has this status now.
-    Written(MaintenanceStatus),
-    /// Refused: the status had changed since it was seen. It is as read afterwards (None:
-    /// the object has no status).
-    Refused(Option<MaintenanceStatus>),
-    /// The NodeMaintenance is gone (or is another object of the same name).
-    Gone,
-    /// Failed; whether it landed is unknown.
-    Failed(ClusterError),
 }
 
 /// Writes `status` over `seen` to the NodeMaintenance `name` with uid `uid`; a refusal reads

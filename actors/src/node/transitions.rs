@@ -6,13 +6,12 @@ use ractor::ActorRef;
 use super::decide::{self, AfterReconcile, OnUpdate};
 use super::drain::Drain;
 use super::errors::UndoError;
-use super::messages::{NodeMsg, Wake, WatchKind};
+use super::messages::{NodeMsg, StatusOutcome, Wake, WatchKind};
 use super::ops::{DrainPass, Reconciled};
 use super::pending::PendingPod;
 use super::stage::{Failure, Stage};
 use super::state::NodeActorState;
 use super::status;
-use super::status_writer::StatusOutcome;
 use crate::decisions;
 use crate::eviction::EvictionReport;
 use crate::model::{
