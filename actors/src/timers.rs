@@ -238,49 +238,18 @@ mod tests {
 
     const SEC: Duration = Duration::from_secs(1);
 
-    /// Which watch re-subscribes (a wake-up with a key).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    enum WatchKind {
-        Node,
-        Pods,
-        Lease,
-        Vms,
-    }
-
-    /// The wake-ups of the tests' actor (the node actor's kinds, and one keyed by a string
-    /// as the eviction actor's gates are).
-    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-    enum Wake {
-        Tick,
-        RetryDue,
-        RenewLease,
-        RetryRenewal,
-        LeaseExpiring,
-        FlushStatus,
-        Resubscribe(WatchKind),
-        DrainDeadline,
-        Gate(String),
-    }
-
-    #[derive(Debug)]
-    struct Msg(Wake);
-
-    impl WakeMsg for Msg {
-        type Wake = Wake;
-
-        fn wake(wake: Wake) -> Self {
-            Msg(wake)
-        }
-
-        fn into_wake(self) -> Option<Wake> {
-            Some(self.0)
-        }
-    }
+    // The tables under test are the actors' own: the node actor's kinds, and the eviction
+    // actor's for a wake-up keyed by a string (its gates).
+    use crate::eviction::{EvictionMsg, Wake as EvictionWake};
+    use crate::node::{NodeMsg, Wake, WatchKind};
 
     #[tokio::test(start_paused = true)]
     async fn wake_ups_with_keys_of_their_own_are_kinds_of_their_own() {
-        let (mut timers, mut from) = table::<Msg>().await;
-        let (a, b) = (Wake::Gate("ns/a".into()), Wake::Gate("ns/b".into()));
+        let (mut timers, mut from) = table::<EvictionMsg>().await;
+        let (a, b) = (
+            EvictionWake::GateOpen("ns/a".into()),
+            EvictionWake::GateOpen("ns/b".into()),
+        );
         timers.set(a.clone(), 10 * SEC);
         timers.set(b.clone(), 20 * SEC);
         let start = Instant::now();
@@ -301,7 +270,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_timer_delivers_its_wake_once_when_due() {
-        let (mut timers, mut from) = table::<Msg>().await;
+        let (mut timers, mut from) = table::<NodeMsg>().await;
         timers.set(Wake::RetryDue, 10 * SEC);
         assert!(timers.is_set(&Wake::RetryDue));
         pass(Duration::from_millis(9_999)).await;
@@ -315,7 +284,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn setting_a_kind_again_replaces_its_timer() {
-        let (mut timers, mut from) = table::<Msg>().await;
+        let (mut timers, mut from) = table::<NodeMsg>().await;
         timers.set(Wake::LeaseExpiring, 10 * SEC);
         timers.set(Wake::LeaseExpiring, 30 * SEC);
         pass(29 * SEC).await;
@@ -335,10 +304,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn set_unless_sooner_keeps_the_timer_that_fires_first() {
-        let (mut timers, mut from) = table::<Msg>().await;
+        let (mut timers, mut from) = table::<NodeMsg>().await;
         let wake = Wake::Resubscribe(WatchKind::Pods);
-        timers.set_unless_sooner(wake.clone(), 10 * SEC);
-        timers.set_unless_sooner(wake.clone(), 30 * SEC);
+        timers.set_unless_sooner(wake, 10 * SEC);
+        timers.set_unless_sooner(wake, 30 * SEC);
         pass(10 * SEC).await;
         assert_eq!(
             delivered(&mut from),
@@ -348,23 +317,23 @@ mod tests {
         pass(3600 * SEC).await;
         assert_eq!(delivered(&mut from), [], "and the later one was never set");
         // A sooner one replaces a later one.
-        timers.set_unless_sooner(wake.clone(), 30 * SEC);
-        timers.set_unless_sooner(wake.clone(), 5 * SEC);
+        timers.set_unless_sooner(wake, 30 * SEC);
+        timers.set_unless_sooner(wake, 5 * SEC);
         pass(5 * SEC).await;
         assert_eq!(delivered(&mut from), std::slice::from_ref(&wake));
         pass(3600 * SEC).await;
         assert_eq!(delivered(&mut from), []);
         // Once the pending one fired, a new one is set again.
-        timers.set_unless_sooner(wake.clone(), 5 * SEC);
+        timers.set_unless_sooner(wake, 5 * SEC);
         pass(5 * SEC).await;
-        timers.set_unless_sooner(wake.clone(), 5 * SEC);
+        timers.set_unless_sooner(wake, 5 * SEC);
         pass(5 * SEC).await;
-        assert_eq!(delivered(&mut from), [wake.clone(), wake.clone()]);
+        assert_eq!(delivered(&mut from), [wake, wake]);
     }
 
     #[tokio::test(start_paused = true)]
     async fn each_watch_kind_resubscribes_on_a_timer_of_its_own() {
-        let (mut timers, mut from) = table::<Msg>().await;
+        let (mut timers, mut from) = table::<NodeMsg>().await;
         timers.set(Wake::Resubscribe(WatchKind::Node), 10 * SEC);
         timers.set(Wake::Resubscribe(WatchKind::Lease), 20 * SEC);
         pass(20 * SEC).await;
@@ -379,7 +348,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_cancelled_timer_never_delivers() {
-        let (mut timers, mut from) = table::<Msg>().await;
+        let (mut timers, mut from) = table::<NodeMsg>().await;
         timers.set(Wake::RetryRenewal, 10 * SEC);
         timers.set(Wake::DrainDeadline, 10 * SEC);
         timers.every(Wake::RenewLease, 10 * SEC);
@@ -397,7 +366,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn cancel_all_cancels_every_kind() {
-        let (mut timers, mut from) = table::<Msg>().await;
+        let (mut timers, mut from) = table::<NodeMsg>().await;
         timers.every(Wake::Tick, 10 * SEC);
         timers.set(Wake::RetryDue, 10 * SEC);
         timers.set(Wake::FlushStatus, 10 * SEC);
@@ -421,7 +390,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_dropped_table_cancels_its_timers() {
-        let (mut timers, mut from) = table::<Msg>().await;
+        let (mut timers, mut from) = table::<NodeMsg>().await;
         timers.set(Wake::RetryDue, 10 * SEC);
         timers.every(Wake::Tick, 10 * SEC);
         drop(timers);
@@ -431,7 +400,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_repeating_timer_stays_set_and_delivers_every_period() {
-        let (mut timers, mut from) = table::<Msg>().await;
+        let (mut timers, mut from) = table::<NodeMsg>().await;
         let start = Instant::now();
         timers.every(Wake::Tick, 10 * SEC);
         pass(35 * SEC).await;
