@@ -240,13 +240,12 @@ pub fn node_state(node: &Node) -> NodeState {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| NodeReady {
-            status: c.status.clone(),
-            since: c
-                .last_transition_time
-                .as_ref()
-                .map(|t| from_timestamp(&t.0)),
-            reason: c.reason.clone(),
+        .map(|c| {
+            node_ready(
+                &c.status,
+                c.last_transition_time.as_ref(),
+                c.reason.as_deref(),
+            )
         })
         .unwrap_or_default();
     NodeState {
@@ -256,6 +255,16 @@ pub fn node_state(node: &Node) -> NodeState {
             spec.and_then(|s| s.unschedulable),
             spec.and_then(|s| s.taints.as_deref()),
         )
+    }
+}
+
+/// A Node's `Ready` condition, from its status, `lastTransitionTime` and reason (shared by the
+/// whole Node and the slim one of the node watch).
+pub fn node_ready(status: &str, since: Option<&Time>, reason: Option<&str>) -> NodeReady {
+    NodeReady {
+        status: status.to_string(),
+        since: since.map(|t| from_timestamp(&t.0)),
+        reason: reason.map(str::to_string),
     }
 }
 

@@ -10,7 +10,7 @@
 use k8s_openapi::api::core::v1::{Node, Taint as KubeTaint};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{Resource, ResourceExt};
-use nmo_actors::model::{NodeReady, NodeState, NodeSummary};
+use nmo_actors::model::{NodeState, NodeSummary};
 use serde::Deserialize;
 
 use super::convert;
@@ -99,13 +99,12 @@ pub fn node_state(node: &SlimNode) -> NodeState {
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .map(|c| NodeReady {
-            status: c.status.clone(),
-            since: c
-                .last_transition_time
-                .as_ref()
-                .map(|t| convert::from_timestamp(&t.0)),
-            reason: c.reason.clone(),
+        .map(|c| {
+            convert::node_ready(
+                &c.status,
+                c.last_transition_time.as_ref(),
+                c.reason.as_deref(),
+            )
         })
         .unwrap_or_default();
     NodeState {
