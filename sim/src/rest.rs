@@ -928,7 +928,7 @@ impl Api {
         let gone = matches!(deletion.write, Write::Delete(_));
         // A pod deleted at once is first marked (deletionTimestamp, grace 0), then removed:
         // two writes, so a watch sees MODIFIED then DELETED, as from a real server.
-        let (expect, write) = match deletion.write {
+        let done = match deletion.write {
             Write::Delete(marked) if gr == names::PODS && !deletion.deleting => {
                 match self.store.commit(
                     def,
@@ -937,19 +937,47 @@ impl Api {
                     Expect::Rv(cur.rv),
                     Write::Put(marked.clone()),
                 ) {
-                    Ok(s) => (Expect::Rv(s.rv), Write::Delete(marked)),
+                    Ok(s) => self.remove_marked(def, ns, name, s, marked)?,
                     Err(e) => return commit_failed(def, name, e).map(|()| None),
                 }
             }
-            write => (Expect::Rv(cur.rv), write),
-        };
-        match self.store.commit(def, ns, name, expect, write) {
-            Ok(s) => {
-                if gone && gr == names::CRDS {
-                    self.drop_crd(&s);
+            write => match self.store.commit(def, ns, name, Expect::Rv(cur.rv), write) {
+                Ok(s) => {
+                    if gone && gr == names::CRDS {
+                        self.drop_crd(&s);
+                    }
+                    Some(deleted(s, gone))
                 }
-                self.delete_dependents(&deletion.foreground);
-                Ok(Some(deleted(s, gone)))
+                Err(e) => return commit_failed(def, name, e).map(|()| None),
+            },
+        };
+        if done.is_some() {
+            self.delete_dependents(&deletion.foreground);
+        }
+        Ok(done)
+    }
+
+    /// Removes a pod this DELETE has just marked (`marked`: deletionTimestamp, grace 0). The
+    /// mark is the deletion: whoever acts on it may remove the pod before this write (the
+    /// kubelet does so at once), and the pod is then gone as asked and answered so, as by a
+    /// real server, whose deletion is one write. None when the pod changed meanwhile and is
+    /// still there (the caller computes the deletion again).
+    fn remove_marked(
+        &self,
+        def: &Arc<ResourceDef>,
+        ns: &str,
+        name: &str,
+        marked: Arc<StoredObject>,
+        last: Value,
+    ) -> Result<Option<Deleted>, ApiError> {
+        match self
+            .store
+            .commit(def, ns, name, Expect::Rv(marked.rv), Write::Delete(last))
+        {
+            Ok(s) => Ok(Some(Deleted::Gone(s))),
+            Err(CommitError::Missing) => Ok(Some(Deleted::Gone(marked))),
+            Err(CommitError::Stale) if self.store.get(def, ns, name).is_none() => {
+                Ok(Some(Deleted::Gone(marked)))
             }
             Err(e) => commit_failed(def, name, e).map(|()| None),
         }
@@ -1450,5 +1478,92 @@ fn commit_failed(def: &ResourceDef, name: &str, e: CommitError) -> Result<(), Ap
         CommitError::Missing => Err(ApiError::not_found(&def.group, &def.plural, name)),
         CommitError::Api(e) => Err(e),
         CommitError::Exists => Err(ApiError::internal("unexpected store state")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_with_running_pod() -> (Api, Arc<ResourceDef>, Arc<StoredObject>) {
+        let api = Api {
+            registry: Arc::new(Registry::new()),
+            store: Store::new(100),
+        };
+        let namespaces = api.def(names::NAMESPACES).expect("namespaces are served");
+        api.create(
+            &namespaces,
+            "",
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "web"}}),
+            false,
+            false,
+        )
+        .expect("namespace created");
+        let pods = api.def(names::PODS).expect("pods are served");
+        let pod = api
+            .create(
+                &pods,
+                "web",
+                json!({
+                    "apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "web-1", "namespace": "web"},
+                    "spec": {"nodeName": "n1", "containers": [{"name": "c", "image": "i"}]},
+                    "status": {"phase": "Running"}
+                }),
+                false,
+                true,
+            )
+            .expect("pod created");
+        (api, pods, pod)
+    }
+
+    /// The simulator's kubelet removes a pod marked for deletion with grace 0 as soon as it
+    /// sees the mark, which can land between the two writes of a deletion at once: the DELETE
+    /// that marked it must still answer that it deleted it, not that there was no such pod.
+    #[test]
+    fn a_pod_removed_between_its_mark_and_its_removal_is_answered_as_deleted() {
+        let (api, pods, cur) = api_with_running_pod();
+        let mut last = cur.value().expect("stored as JSON");
+        mark_deleted_now(&mut last);
+        let marked = api
+            .store
+            .commit(
+                &pods,
+                "web",
+                "web-1",
+                Expect::Rv(cur.rv),
+                Write::Put(last.clone()),
+            )
+            .expect("marked");
+        // The kubelet acts on the mark before the DELETE's second write.
+        let kubelet = DeleteOpts {
+            grace: Some(0),
+            ..DeleteOpts::default()
+        };
+        assert!(matches!(
+            api.delete(&pods, "web", "web-1", &kubelet),
+            Ok(Deleted::Gone(_))
+        ));
+        let answer = api.remove_marked(&pods, "web", "web-1", marked, last);
+        assert!(
+            matches!(answer, Ok(Some(Deleted::Gone(_)))),
+            "{:?}",
+            answer.map(|d| d.is_some())
+        );
+    }
+
+    /// A pod deleted at once with nobody in between is removed by the DELETE itself.
+    #[test]
+    fn a_pod_deleted_at_once_is_gone() {
+        let (api, pods, _) = api_with_running_pod();
+        let opts = DeleteOpts {
+            grace: Some(0),
+            ..DeleteOpts::default()
+        };
+        assert!(matches!(
+            api.delete(&pods, "web", "web-1", &opts),
+            Ok(Deleted::Gone(_))
+        ));
+        assert!(api.get(&pods, "web", "web-1").is_err());
     }
 }
