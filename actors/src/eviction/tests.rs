@@ -39,37 +39,8 @@ impl Actor for Collector {
 #[tokio::test(start_paused = true)]
 async fn a_request_made_again_while_its_cancelled_call_is_out_is_answered() {
     let cluster = FakeCluster::with_node("n1", 1);
-    let config = Config {
-        eviction_max_in_flight: 1,
-        ..paused_config()
-    };
-    let (evictor, _) = Actor::spawn(
-        None,
-        EvictionActor,
-        EvictionArgs {
-            cluster: Arc::new(cluster.clone()),
-            config: Arc::new(config),
-        },
-    )
-    .await
-    .unwrap();
-    let (reports, mut received) = mpsc::unbounded_channel();
-    let (collector, _) = Actor::spawn(None, Collector, reports).await.unwrap();
-    let request = || EvictionRequest {
-        pod: PodRef {
-            namespace: "app".into(),
-            name: "n1-p0".into(),
-        },
-        uid: "uid-app-n1-p0".into(),
-        grace_period_seconds: None,
-        maintenance: "nm1".into(),
-        reply_to: collector.get_derived(),
-        span: tracing::Span::none(),
-        labels: crate::model::Labels::default(),
-        healthy: true,
-        unstarted: false,
-        controller: None,
-    };
+    let (evictor, collector, mut received) = evictor_on(&cluster, in_flight(1)).await;
+    let request = || request_for(&collector, 0);
     // E.g. a node actor restarted while its eviction call was out: the old actor's
     // requests are cancelled, the new one asks again before the call returns.
     evictor.cast(EvictionMsg::Evict(request())).unwrap();
@@ -94,18 +65,7 @@ async fn cancelled_requests_leave_no_pdb_or_pod_behind() {
     let cluster = FakeCluster::with_node("n1", 3);
     cluster.add_pdb("app", "web", &["n1-p0", "n1-p1"], 0);
     cluster.add_pdb("app", "db", &["n1-p2"], 0);
-    let (evictor, _) = Actor::spawn(
-        None,
-        EvictionActor,
-        EvictionArgs {
-            cluster: Arc::new(cluster.clone()),
-            config: Arc::new(paused_config()),
-        },
-    )
-    .await
-    .unwrap();
-    let (reports, mut received) = mpsc::unbounded_channel();
-    let (collector, _) = Actor::spawn(None, Collector, reports).await.unwrap();
+    let (evictor, collector, mut received) = evictor_on(&cluster, paused_config()).await;
     for i in 0..3 {
         evictor
             .cast(EvictionMsg::Evict(request_for(&collector, i)))
@@ -176,6 +136,14 @@ fn a_rate_limited_pump_waits_for_a_batch_or_for_what_the_queue_needs() {
         slow.take();
     }
     assert_eq!(batch_wait(&slow, 500), Some(ms(20)));
+}
+
+/// [`paused_config`] with at most `n` eviction calls in flight.
+fn in_flight(n: usize) -> Config {
+    Config {
+        eviction_max_in_flight: n,
+        ..paused_config()
+    }
 }
 
 /// The eviction actor on `cluster` with `config`, and a collector of its reports.
@@ -306,11 +274,7 @@ async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() 
 async fn the_first_calls_reach_the_configured_cap_after_the_first_answers() {
     let cluster = FakeCluster::with_node("n1", 20);
     cluster.delay_next("evict_pod", 10_000, Duration::from_millis(100));
-    let config = Config {
-        eviction_max_in_flight: 8,
-        ..paused_config()
-    };
-    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
+    let (evictor, collector, mut received) = evictor_on(&cluster, in_flight(8)).await;
     for i in 0..20 {
         evictor
             .cast(EvictionMsg::Evict(request_for(&collector, i)))
@@ -383,11 +347,7 @@ async fn budget_refusals_leave_the_calls_in_flight_alone() {
             }],
         );
     }
-    let config = Config {
-        eviction_max_in_flight: 8,
-        ..paused_config()
-    };
-    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
+    let (evictor, collector, mut received) = evictor_on(&cluster, in_flight(8)).await;
     for i in 0..8 {
         evictor
             .cast(EvictionMsg::Evict(request_for(&collector, i)))

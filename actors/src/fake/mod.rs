@@ -11,7 +11,9 @@ mod fixtures;
 mod harness;
 mod objects;
 mod port;
+mod scenario;
 
 pub use cluster::{FakeCluster, MaintenanceChange};
 pub use fixtures::{at, foreign_lease, t0};
 pub use harness::{Harness, eventually, feed, paused_config};
+pub use scenario::Scenario;

@@ -5,12 +5,8 @@ use super::*;
 #[tokio::test(start_paused = true)]
 async fn lease_renewed_over_simulated_hours() {
     let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_secs(1800)).await;
         let lease = cluster.lease(NS, "node-n1").unwrap();
@@ -31,14 +27,10 @@ async fn lease_renewed_over_simulated_hours() {
 async fn foreign_valid_lease_waits_then_proceeds() {
     let cluster = FakeCluster::with_node("n1", 2);
     cluster.put_lease(foreign_lease(t0(), 60, 1));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("node-healthcheck")))
-        .await
+        h.wait_error("nm1", "node-healthcheck", Duration::from_secs(10))
+            .await
     );
     let status = cluster.status("nm1");
     assert_eq!(status.phase, Some(Phase::Running));
@@ -56,10 +48,7 @@ async fn foreign_valid_lease_waits_then_proceeds() {
     tokio::time::sleep(Duration::from_secs(20)).await;
     assert!(cluster.count_calls("get_lease") >= reads + 4);
 
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(60)).await);
     let lease = cluster.lease(NS, "node-n1").unwrap();
     assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
     assert_eq!(lease.lease_transitions, Some(2));
@@ -78,12 +67,8 @@ async fn foreign_valid_lease_waits_then_proceeds() {
 async fn expired_foreign_lease_is_taken_over() {
     let cluster = FakeCluster::with_node("n1", 1);
     cluster.put_lease(foreign_lease(t0() - chrono::Duration::hours(2), 3600, 4));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     let lease = cluster.lease(NS, "node-n1").unwrap();
     assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
     assert_eq!(lease.lease_transitions, Some(5));
@@ -97,10 +82,7 @@ async fn lease_errors_above_three_fail_and_undo() {
     // Renewals keep failing (each failed one is retried within seconds; a failure counts
     // once per renewal interval).
     cluster.fail_next("update_lease", transient(1000));
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(120))
-            .await
-    );
+    assert!(h.wait_failed("nm1", Duration::from_secs(120)).await);
     let status = cluster.status("nm1");
     assert_eq!(status.error_on_lease_count, 4);
     assert!(status.last_error.unwrap().contains("lease"));
@@ -130,12 +112,8 @@ async fn lease_errors_above_three_fail_and_undo() {
 #[tokio::test(start_paused = true)]
 async fn a_first_maintenance_creates_its_lease_without_reading_it_first() {
     let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(60)).await);
     assert_eq!(cluster.count_calls("get_lease"), 0, "{:?}", cluster.calls());
     // The first create may find the lease namespace missing (then it is created): two at most.
     assert!(cluster.count_calls("create_lease") <= 2);
@@ -148,14 +126,10 @@ async fn a_first_maintenance_creates_its_lease_without_reading_it_first() {
 async fn a_first_maintenance_finding_a_lease_reads_it_and_respects_its_holder() {
     let cluster = FakeCluster::with_node("n1", 1);
     cluster.put_lease(foreign_lease(t0(), 3600, 1));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(30), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("node-healthcheck")))
-        .await
+        h.wait_error("nm1", "node-healthcheck", Duration::from_secs(30))
+            .await
     );
     assert!(
         cluster.count_calls("get_lease") >= 1,
@@ -175,12 +149,8 @@ async fn lease_errors_before_evictions_do_not_count() {
             .map(|_| ClusterError::Transient("timeout".into()))
             .collect(),
     );
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(60)).await);
     assert_eq!(cluster.status("nm1").error_on_lease_count, 0);
     h.stop().await;
 }
@@ -188,12 +158,8 @@ async fn lease_errors_before_evictions_do_not_count() {
 #[tokio::test(start_paused = true)]
 async fn foreign_lease_left_alone_on_undo() {
     let cluster = FakeCluster::with_node("n1", 0);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     // Someone else takes the lease over (e.g. after it was deleted by hand).
     let ours = cluster.lease(NS, "node-n1").unwrap();
     cluster.put_lease(Lease {
@@ -219,10 +185,7 @@ async fn lease_taken_by_another_holder_counts_and_fails() {
             >= 1)
         .await
     );
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(60))
-            .await
-    );
+    assert!(h.wait_failed("nm1", Duration::from_secs(60)).await);
     // nmo takes back what is its alone (label, drain taint); the cordon and its taint now
     // serve the lease's holder (a remediation, say): nmo never uncordons a node in the middle
     // of someone else's work.
@@ -261,14 +224,9 @@ async fn lease_taken_by_another_holder_counts_and_fails() {
 async fn a_lease_taken_mid_drain_stops_evictions_at_once_and_fails_naming_the_holder() {
     let cluster = super::pdbs::web_cluster(&["n1"], 2);
     cluster.put_watched_pdb(super::pdbs::web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(20), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("web")))
-        .await,
+        h.wait_error("nm1", "web", Duration::from_secs(20)).await,
         "blocked by the budget: {:?}",
         cluster.status("nm1")
     );
@@ -279,10 +237,7 @@ async fn a_lease_taken_mid_drain_stops_evictions_at_once_and_fails_naming_the_ho
     // The budget lets both pods go right after: nmo must not take the offer.
     tokio::time::sleep(Duration::from_millis(500)).await;
     cluster.put_watched_pdb(super::pdbs::web_pdb(2));
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_failed("nm1", Duration::from_secs(30)).await);
     assert!(
         taken_at.elapsed() <= Duration::from_secs(15),
         "gave up {:?} after the takeover",
@@ -327,14 +282,9 @@ async fn a_lease_taken_mid_drain_stops_evictions_at_once_and_fails_naming_the_ho
 async fn blocked_drain_whose_leader_stopped() -> (FakeCluster, chrono::DateTime<chrono::Utc>) {
     let cluster = super::pdbs::web_cluster(&["n1"], 2);
     cluster.put_watched_pdb(super::pdbs::web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(20), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("web")))
-        .await,
+        h.wait_error("nm1", "web", Duration::from_secs(20)).await,
         "blocked by the budget: {:?}",
         cluster.status("nm1")
     );
@@ -353,10 +303,9 @@ async fn a_lease_taken_across_a_leader_handover_still_fails_the_maintenance() {
     let (cluster, handover) = blocked_drain_whose_leader_stopped().await;
     cluster.put_lease(foreign_lease(handover, 3600, 1));
     let taken = cluster.lease(NS, "node-n1").unwrap();
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(30))
-            .await,
+        h.wait_failed("nm1", Duration::from_secs(30)).await,
         "not Failed: {:?}",
         cluster.status("nm1")
     );
@@ -389,10 +338,9 @@ async fn a_lease_taken_across_a_handover_fails_even_when_the_status_never_said_i
     nm.status = Some(status);
     cluster.put_maintenance(nm);
     cluster.put_lease(foreign_lease(handover, 3600, 1));
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(30))
-            .await,
+        h.wait_failed("nm1", Duration::from_secs(30)).await,
         "not Failed: {:?}",
         cluster.status("nm1")
     );

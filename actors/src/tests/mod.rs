@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use crate::config::defaults::LEASE_NAMESPACE as NS;
 use crate::decisions;
-use crate::fake::{FakeCluster, Harness, eventually, foreign_lease, t0};
+use crate::fake::{FakeCluster, Harness, Scenario, eventually, foreign_lease, t0};
 use crate::model::{
     DRAIN_TAINT_KEY, EXCLUDE_LABEL, EventTarget, EventType, LEASE_HOLDER, Lease, Maintenance,
     MaintenanceStatus, NodeState, Phase, PodInfo, PodPhase, PodRef, Taint, UNSCHEDULABLE_TAINT_KEY,
@@ -89,14 +89,11 @@ fn cordoned_by_someone_else(name: &str) -> NodeState {
 /// what happens to a maintenance in place when the lease or the API fails.
 async fn succeeded_with_renewals_every_10s() -> (FakeCluster, Harness) {
     let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |c| {
-        c.lease_renew_interval = Duration::from_secs(10);
-    })
-    .await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Scenario::on(&cluster)
+        .config(|c| c.lease_renew_interval = Duration::from_secs(10))
+        .nm1()
+        .start()
+        .await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     (cluster, h)
 }

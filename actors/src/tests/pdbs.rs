@@ -52,9 +52,11 @@ pub(super) fn condition(
 async fn two_nodes_share_one_pdbs_allowance_without_a_refusal() {
     let cluster = web_cluster(&["n1", "n2"], 2);
     cluster.put_watched_pdb(web_pdb(1));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    cluster.create_maintenance("nm2", "n2", t0());
+    let h = Scenario::on(&cluster)
+        .nm1()
+        .maintenance("nm2", "n2")
+        .start()
+        .await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(
         cluster.count_calls("evict_pod"),
@@ -75,14 +77,8 @@ async fn two_nodes_share_one_pdbs_allowance_without_a_refusal() {
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert_eq!(cluster.count_calls("evict_pod"), evicted, "and only one");
     }
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
-    assert!(
-        h.wait_phase("nm2", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    assert!(h.wait_succeeded("nm2", Duration::from_secs(30)).await);
     let stats = h.eviction_stats().await;
     assert_eq!(stats.blocked, 0, "no eviction was refused: {stats:?}");
     h.stop().await;
@@ -92,8 +88,7 @@ async fn two_nodes_share_one_pdbs_allowance_without_a_refusal() {
 async fn a_pdb_allowing_none_gets_no_call_and_its_pods_go_when_its_status_changes() {
     let cluster = web_cluster(&["n1"], 3);
     cluster.put_watched_pdb(web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(120)).await;
     assert_eq!(
         cluster.count_calls("evict_pod"),
@@ -124,10 +119,7 @@ async fn a_pdb_allowing_none_gets_no_call_and_its_pods_go_when_its_status_change
         "exactly as many as it allows"
     );
     cluster.set_watched_pdb_allowed("app", "web", 1);
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(5))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(5)).await);
     assert_eq!(h.eviction_stats().await.blocked, 0);
     h.stop().await;
 }
@@ -138,8 +130,7 @@ async fn a_stale_status_falls_back_to_the_429_backoff() {
     let mut stale = web_pdb(2);
     stale.generation = 2; // the controller has not seen the new spec yet
     cluster.put_watched_pdb(stale);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     let refused = h.eviction_stats().await.blocked;
     assert!(
@@ -149,10 +140,7 @@ async fn a_stale_status_falls_back_to_the_429_backoff() {
     assert!(refused < 12, "and refusals backed off: {refused} in 20 s");
     assert_eq!(phase(&cluster, "nm1"), Some(Phase::Running));
     cluster.set_watched_pdb_allowed("app", "web", 2);
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(5))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(5)).await);
     h.stop().await;
 }
 
@@ -177,8 +165,7 @@ async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once()
             retry_after: Some(Duration::from_secs(10)),
         }],
     );
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
         eventually(Duration::from_secs(5), || cluster.count_calls("evict_pod")
             == 1)
@@ -188,8 +175,7 @@ async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once()
     // Meanwhile the controller catches up: the new spec allows one disruption.
     cluster.set_watched_pdb_allowed("app", "web", 1);
     assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(3))
-            .await,
+        h.wait_succeeded("nm1", Duration::from_secs(3)).await,
         "the pod goes once the refusal is back, not after the refusal's backoff: {:?}",
         cluster.calls()
     );
@@ -202,8 +188,7 @@ async fn pods_no_pdb_selects_go_at_once() {
     let cluster = web_cluster(&["n1"], 1);
     cluster.add_pod("n1", "app", "lonely");
     cluster.put_watched_pdb(web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
         eventually(Duration::from_secs(5), || cluster
             .count_calls("evict_pod app/lonely")

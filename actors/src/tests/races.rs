@@ -28,10 +28,7 @@ async fn a_late_reconcile_result_does_not_revive_a_failed_maintenance() {
     let (cluster, h) = succeeded_with_renewals_every_10s().await;
     // Renewals fail until it gives up (a failure counts once per renewal interval).
     cluster.fail_next("update_lease", transient(1000));
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(120))
-            .await
-    );
+    assert!(h.wait_failed("nm1", Duration::from_secs(120)).await);
     assert!(
         eventually(Duration::from_secs(10), || !cluster
             .node("n1")
@@ -55,12 +52,8 @@ async fn a_late_reconcile_result_does_not_revive_a_failed_maintenance() {
 #[tokio::test(start_paused = true)]
 async fn a_late_re_read_does_not_stop_an_undo() {
     let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     let before_deletion = cluster.maintenance("nm1").unwrap();
     cluster.fail_next(
         "remove_finalizer",
