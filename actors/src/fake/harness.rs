@@ -199,10 +199,16 @@ impl Harness {
         .await
     }
 
-    /// Waits until the fake cluster has seen at least `calls` calls starting with `prefix`
-    /// (see [`FakeCluster::count_calls`]); false once `within` has passed.
-    pub async fn wait_calls(&self, prefix: &str, calls: usize, within: Duration) -> bool {
-        eventually(within, || self.cluster.count_calls(prefix) >= calls).await
+    /// Waits until the number of calls starting with `prefix` the fake cluster has seen (see
+    /// [`FakeCluster::count_calls`]) passes `test`, e.g. `|n| n >= 2`; false once `within` has
+    /// passed.
+    pub async fn wait_calls(
+        &self,
+        prefix: &str,
+        test: impl Fn(usize) -> bool,
+        within: Duration,
+    ) -> bool {
+        eventually(within, || test(self.cluster.count_calls(prefix))).await
     }
 
     /// Waits until the NodeMaintenance `name` is gone from the cluster (undo finished and

@@ -383,9 +383,8 @@ async fn terminating_pods_on_a_node_that_is_not_ready_are_a_blocker_of_their_own
     cluster.set_evicted_pods_linger(true);
     let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(5), || cluster.count_calls("evict_pod")
-            == 2)
-        .await
+        h.wait_calls("evict_pod", |n| n == 2, Duration::from_secs(5))
+            .await
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(

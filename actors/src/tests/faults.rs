@@ -19,10 +19,8 @@ async fn a_hung_call_never_keeps_the_undo_from_starting() {
     drifted.unschedulable = false;
     cluster.set_node(drifted);
     assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .count_calls("patch_node")
-            >= 2)
-        .await,
+        h.wait_calls("patch_node", |n| n >= 2, Duration::from_secs(10))
+            .await,
         "the repair is out"
     );
     cluster.delete_maintenance("nm1");
@@ -156,9 +154,8 @@ async fn nothing_the_actors_started_lands_after_they_stopped() {
     drifted.unschedulable = false;
     cluster.set_node(drifted);
     assert!(
-        eventually(Duration::from_secs(2), || cluster.count_calls("patch_node")
-            >= 2)
-        .await,
+        h.wait_calls("patch_node", |n| n >= 2, Duration::from_secs(2))
+            .await,
         "the repair is out"
     );
     // ... when this replica hands over: once stopped, nothing of it may land.

@@ -51,9 +51,8 @@ async fn a_launcher_pod_is_asked_at_once_and_again_with_backoff_until_it_leaves(
     cluster.put_watched_pdb(launcher_budget("vm-a"));
     let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(2), || cluster.count_calls("evict_pod")
-            == 1)
-        .await,
+        h.wait_calls("evict_pod", |n| n == 1, Duration::from_secs(2))
+            .await,
         "asked at once although its budget allows nothing"
     );
     tokio::time::sleep(Duration::from_secs(58)).await;
@@ -149,9 +148,8 @@ async fn a_webhook_registered_during_a_drain_gets_the_waiting_pods_asked() {
     );
     cluster.set_eviction_webhooks(&["drain-helper.example.com"]);
     assert!(
-        eventually(Duration::from_secs(1), || cluster.count_calls("evict_pod")
-            == 2)
-        .await,
+        h.wait_calls("evict_pod", |n| n == 2, Duration::from_secs(1))
+            .await,
         "both asked at once"
     );
     // And the budget still releases them the moment it allows.

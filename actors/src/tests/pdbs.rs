@@ -67,10 +67,8 @@ async fn two_nodes_share_one_pdbs_allowance_without_a_refusal() {
         // The disruption controller saw a replacement become ready: one more disruption.
         cluster.set_watched_pdb_allowed("app", "web", 1);
         assert!(
-            eventually(Duration::from_millis(500), || cluster
-                .count_calls("evict_pod")
-                == evicted)
-            .await,
+            h.wait_calls("evict_pod", |n| n == evicted, Duration::from_millis(500))
+                .await,
             "one more eviction at once, got {}",
             cluster.count_calls("evict_pod")
         );
@@ -106,10 +104,8 @@ async fn a_pdb_allowing_none_gets_no_call_and_its_pods_go_when_its_status_change
     );
     cluster.set_watched_pdb_allowed("app", "web", 2);
     assert!(
-        eventually(Duration::from_millis(100), || cluster
-            .count_calls("evict_pod")
-            == 2)
-        .await,
+        h.wait_calls("evict_pod", |n| n == 2, Duration::from_millis(100))
+            .await,
         "released the moment the status changed"
     );
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -167,9 +163,8 @@ async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once()
     );
     let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(5), || cluster.count_calls("evict_pod")
-            == 1)
-        .await,
+        h.wait_calls("evict_pod", |n| n == 1, Duration::from_secs(5))
+            .await,
         "the probe goes"
     );
     // Meanwhile the controller catches up: the new spec allows one disruption.
@@ -190,10 +185,8 @@ async fn pods_no_pdb_selects_go_at_once() {
     cluster.put_watched_pdb(web_pdb(0));
     let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(5), || cluster
-            .count_calls("evict_pod app/lonely")
-            == 1)
-        .await
+        h.wait_calls("evict_pod app/lonely", |n| n == 1, Duration::from_secs(5))
+            .await
     );
     assert_eq!(cluster.count_calls("evict_pod app/n1-web-0"), 0);
     h.stop().await;

@@ -61,10 +61,8 @@ async fn a_late_re_read_does_not_stop_an_undo() {
     );
     cluster.delete_maintenance("nm1");
     assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .count_calls("remove_finalizer")
-            >= 1)
-        .await
+        h.wait_calls("remove_finalizer", |n| n >= 1, Duration::from_secs(10))
+            .await
     );
     // A re-read from before the deletion reports back, saying Failed.
     let stale = Maintenance {

@@ -18,9 +18,11 @@ async fn a_failed_renewal_is_retried_within_seconds() {
     // The first renewal is due after 20 minutes; it fails.
     tokio::time::sleep(Duration::from_secs(1200)).await;
     assert!(
-        eventually(Duration::from_secs(15), || cluster
-            .count_calls("update_lease")
-            >= renewals + 2)
+        h.wait_calls(
+            "update_lease",
+            |n| n >= renewals + 2,
+            Duration::from_secs(15)
+        )
         .await,
         "retried within seconds, not at the next 20-minute tick"
     );
@@ -63,9 +65,8 @@ async fn evictions_pause_while_the_lease_is_about_to_expire() {
         .start()
         .await;
     assert!(
-        eventually(Duration::from_secs(10), || cluster.count_calls("evict_pod")
-            >= 1)
-        .await,
+        h.wait_calls("evict_pod", |n| n >= 1, Duration::from_secs(10))
+            .await,
         "the drain is blocked by the budget: {:?}",
         cluster.calls()
     );
@@ -180,9 +181,8 @@ async fn a_maintenance_created_again_under_the_same_name_starts_once_the_old_und
     cluster.delay_next("patch_node", 1, Duration::from_secs(5));
     cluster.delete_maintenance("nm1");
     assert!(
-        eventually(Duration::from_secs(2), || cluster.count_calls("patch_node")
-            >= 2)
-        .await,
+        h.wait_calls("patch_node", |n| n >= 2, Duration::from_secs(2))
+            .await,
         "the undo is out"
     );
     // ... while someone removes its finalizer by hand and creates it again.
@@ -247,9 +247,8 @@ async fn nothing_is_remembered_of_maintenances_that_are_gone() {
     let patches = cluster.count_calls("patch_node");
     cluster.delete_maintenance("late");
     assert!(
-        eventually(Duration::from_secs(2), || cluster.count_calls("patch_node")
-            > patches)
-        .await,
+        h.wait_calls("patch_node", |n| n > patches, Duration::from_secs(2))
+            .await,
         "the undo is out"
     );
     let late = cluster.maintenance("late").unwrap();
@@ -328,10 +327,8 @@ async fn maintenances_resumed_at_once_start_paced() {
         "{early} started in the first 100 ms"
     );
     assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .count_calls("watch_node")
-            == 100)
-        .await,
+        h.wait_calls("watch_node", |n| n == 100, Duration::from_secs(10))
+            .await,
         "every maintenance is resumed within seconds"
     );
     h.stop().await;

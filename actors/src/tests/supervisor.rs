@@ -57,9 +57,8 @@ async fn crashed_node_actor_is_restarted_and_converges() {
     cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1"], 0);
     let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(10), || cluster.count_calls("evict_pod")
-            >= 2)
-        .await
+        h.wait_calls("evict_pod", |n| n >= 2, Duration::from_secs(10))
+            .await
     );
     let children = h.supervisor().get_children();
     assert_eq!(children.len(), 1);
@@ -93,9 +92,8 @@ async fn a_crashed_node_actor_is_respawned_after_its_wait_and_not_before() {
         .start()
         .await;
     assert!(
-        eventually(Duration::from_secs(10), || cluster.count_calls("evict_pod")
-            >= 1)
-        .await
+        h.wait_calls("evict_pod", |n| n >= 1, Duration::from_secs(10))
+            .await
     );
     let children = h.supervisor().get_children();
     assert_eq!(children.len(), 1);
