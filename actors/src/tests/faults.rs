@@ -10,9 +10,7 @@ use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn a_hung_call_never_keeps_the_undo_from_starting() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     // The drift repair's patch goes out on a connection that never answers.
     cluster.hang_next("patch_node", 1);
     let mut drifted = cluster.node("n1").unwrap();
@@ -88,11 +86,7 @@ async fn a_maintenance_that_only_waited_undoes_nothing() {
         "the node was never touched"
     );
     assert_eq!(
-        cluster
-            .lease(NS, "node-n1")
-            .unwrap()
-            .holder_identity
-            .as_deref(),
+        lease_holder(&cluster, "n1").as_deref(),
         Some("node-healthcheck")
     );
     h.stop().await;
@@ -145,9 +139,7 @@ async fn a_node_cordoned_before_the_maintenance_stays_cordoned_after_it_even_acr
 
 #[tokio::test(start_paused = true)]
 async fn nothing_the_actors_started_lands_after_they_stopped() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     // A drift repair is on its way (its patch answers in 5 s, within the call deadline)...
     cluster.delay_next("patch_node", 1, Duration::from_secs(5));
     let mut drifted = cluster.node("n1").unwrap();

@@ -4,9 +4,7 @@ use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn lease_renewed_over_simulated_hours() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_secs(1800)).await;
         let lease = cluster.lease(NS, "node-n1").unwrap();
@@ -111,9 +109,7 @@ async fn lease_errors_above_three_fail_and_undo() {
 
 #[tokio::test(start_paused = true)]
 async fn a_first_maintenance_creates_its_lease_without_reading_it_first() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(60)).await);
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(60)).await;
     assert_eq!(cluster.count_calls("get_lease"), 0, "{:?}", cluster.calls());
     // The first create may find the lease namespace missing (then it is created): two at most.
     assert!(cluster.count_calls("create_lease") <= 2);
@@ -157,9 +153,7 @@ async fn lease_errors_before_evictions_do_not_count() {
 
 #[tokio::test(start_paused = true)]
 async fn foreign_lease_left_alone_on_undo() {
-    let cluster = FakeCluster::with_node("n1", 0);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    let (cluster, h) = nm1_succeeded(0, Duration::from_secs(30)).await;
     // Someone else takes the lease over (e.g. after it was deleted by hand).
     let ours = cluster.lease(NS, "node-n1").unwrap();
     cluster.put_lease(Lease {
@@ -204,11 +198,7 @@ async fn lease_taken_by_another_holder_counts_and_fails() {
     assert_eq!(node.record, None);
     // Their lease is not ours to delete.
     assert_eq!(
-        cluster
-            .lease(NS, "node-n1")
-            .unwrap()
-            .holder_identity
-            .as_deref(),
+        lease_holder(&cluster, "n1").as_deref(),
         Some("node-healthcheck")
     );
     h.stop().await;

@@ -85,9 +85,7 @@ async fn undo_on_delete() {
 
 #[tokio::test(start_paused = true)]
 async fn drift_is_repaired() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     // Someone uncordons, untaints and unlabels, and adds a taint of their own.
     let mut node = cluster.node("n1").unwrap();
     node.unschedulable = false;
@@ -124,9 +122,7 @@ async fn concurrent_taint_change_is_retried_from_a_fresh_read() {
 
 #[tokio::test(start_paused = true)]
 async fn a_maintenance_fresh_from_the_watch_is_not_read_again() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(60)).await);
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(60)).await;
     assert_eq!(
         cluster.count_calls("get_maintenance"),
         0,

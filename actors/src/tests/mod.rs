@@ -65,6 +65,12 @@ fn assert_released(cluster: &FakeCluster, node: &str) {
     );
 }
 
+/// Who holds the lease of node `node` (it must have one).
+fn lease_holder(cluster: &FakeCluster, node: &str) -> Option<String> {
+    let lease = cluster.lease(NS, &format!("node-{node}"));
+    lease.expect("the node lease").holder_identity
+}
+
 fn transient(n: usize) -> Vec<ClusterError> {
     (0..n)
         .map(|_| ClusterError::Transient("etcd timeout".into()))
@@ -83,6 +89,15 @@ fn cordoned_by_someone_else(name: &str) -> NodeState {
     node.taints
         .push(Taint::no_schedule(UNSCHEDULABLE_TAINT_KEY));
     node
+}
+
+/// `nm1` Succeeded (within `within`) on `n1`, which had `pods` pods `app/n1-p<i>`, with the
+/// default configuration: where most tests of a maintenance in place start.
+async fn nm1_succeeded(pods: usize, within: Duration) -> (FakeCluster, Harness) {
+    let cluster = FakeCluster::with_node("n1", pods);
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", within).await);
+    (cluster, h)
 }
 
 /// `nm1` Succeeded on `n1` (one pod), its lease renewed every 10 s: the start of the tests of

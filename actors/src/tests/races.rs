@@ -51,9 +51,7 @@ async fn a_late_reconcile_result_does_not_revive_a_failed_maintenance() {
 
 #[tokio::test(start_paused = true)]
 async fn a_late_re_read_does_not_stop_an_undo() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     let before_deletion = cluster.maintenance("nm1").unwrap();
     cluster.fail_next(
         "remove_finalizer",

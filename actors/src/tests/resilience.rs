@@ -10,9 +10,7 @@ use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_renewal_is_retried_within_seconds() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     cluster.fail_next("update_lease", transient(1));
     let renewals = cluster.count_calls("update_lease");
     // The first renewal is due after 20 minutes; it fails.
@@ -174,9 +172,7 @@ async fn orphaned_nodes_and_leases_are_given_back_and_nothing_else() {
 
 #[tokio::test(start_paused = true)]
 async fn a_maintenance_created_again_under_the_same_name_starts_once_the_old_undo_is_over() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     // The old one's undo is slow (its patch answers late) ...
     cluster.delay_next("patch_node", 1, Duration::from_secs(5));
     cluster.delete_maintenance("nm1");

@@ -97,9 +97,7 @@ async fn a_retry_tick_asks_for_refused_pods_again_without_a_drain_pass() {
 
 #[tokio::test(start_paused = true)]
 async fn status_written_only_when_it_changes() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     let writes = cluster.count_calls("write_status");
     tokio::time::sleep(Duration::from_secs(600)).await;
     assert_eq!(cluster.count_calls("write_status"), writes);
