@@ -66,11 +66,7 @@ async fn cancelled_requests_leave_no_pdb_or_pod_behind() {
     cluster.add_pdb("app", "web", &["n1-p0", "n1-p1"], 0);
     cluster.add_pdb("app", "db", &["n1-p2"], 0);
     let (evictor, collector, mut received) = evictor_on(&cluster, paused_config()).await;
-    for i in 0..3 {
-        evictor
-            .cast(EvictionMsg::Evict(request_for(&collector, i)))
-            .unwrap();
-    }
+    evict_all(&evictor, &collector, 3);
     for _ in 0..3 {
         let report = received.recv().await.unwrap();
         assert!(matches!(report.reply, EvictionReply::Blocked { .. }));
@@ -189,6 +185,23 @@ fn request_for(collector: &ActorRef<EvictionReport>, i: usize) -> EvictionReques
     }
 }
 
+/// Asks `evictor` to evict `app/n1-p0` to `app/n1-p<pods - 1>` (see [`request_for`]).
+fn evict_all(evictor: &ActorRef<EvictionMsg>, collector: &ActorRef<EvictionReport>, pods: usize) {
+    for i in 0..pods {
+        evictor
+            .cast(EvictionMsg::Evict(request_for(collector, i)))
+            .unwrap();
+    }
+}
+
+/// Scripts `outcome` as the answer to the first eviction of each of `app/n1-p0` to
+/// `app/n1-p<pods - 1>`.
+fn first_answers(cluster: &FakeCluster, pods: usize, outcome: EvictionOutcome) {
+    for i in 0..pods {
+        cluster.script_evictions("app", &format!("n1-p{i}"), vec![outcome.clone()]);
+    }
+}
+
 /// Waits (paused time, 1 ms steps) until the fake cluster has seen more than `calls` eviction
 /// calls, and returns how many it has seen then.
 async fn calls_beyond(cluster: &FakeCluster, calls: usize) -> usize {
@@ -211,15 +224,13 @@ async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() 
     cluster.delay_next("evict_pod", 10_000, Duration::from_millis(100));
     // The first calls (the initial window's 4, all out at once) are throttled: one pause, one
     // cut.
-    for i in 0..INITIAL_WINDOW {
-        cluster.script_evictions(
-            "app",
-            &format!("n1-p{i}"),
-            vec![EvictionOutcome::Throttled {
-                retry_after: Some(Duration::from_secs(1)),
-            }],
-        );
-    }
+    first_answers(
+        &cluster,
+        INITIAL_WINDOW,
+        EvictionOutcome::Throttled {
+            retry_after: Some(Duration::from_secs(1)),
+        },
+    );
     let config = Config {
         eviction_max_in_flight: 8,
         eviction_rate_per_sec: 10_000.0,
@@ -227,11 +238,7 @@ async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() 
         ..paused_config()
     };
     let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
-    for i in 0..PODS {
-        evictor
-            .cast(EvictionMsg::Evict(request_for(&collector, i)))
-            .unwrap();
-    }
+    evict_all(&evictor, &collector, PODS);
     assert_eq!(calls_beyond(&cluster, 0).await, INITIAL_WINDOW);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
@@ -275,11 +282,7 @@ async fn the_first_calls_reach_the_configured_cap_after_the_first_answers() {
     let cluster = FakeCluster::with_node("n1", 20);
     cluster.delay_next("evict_pod", 10_000, Duration::from_millis(100));
     let (evictor, collector, mut received) = evictor_on(&cluster, in_flight(8)).await;
-    for i in 0..20 {
-        evictor
-            .cast(EvictionMsg::Evict(request_for(&collector, i)))
-            .unwrap();
-    }
+    evict_all(&evictor, &collector, 20);
     let mut sent = 0;
     let mut bursts = Vec::new();
     while sent < 20 {
@@ -298,13 +301,11 @@ async fn the_first_calls_reach_the_configured_cap_after_the_first_answers() {
 #[tokio::test(start_paused = true)]
 async fn the_first_success_after_a_throttle_does_not_shorten_the_next_pause() {
     let cluster = FakeCluster::with_node("n1", 2);
-    for i in 0..2 {
-        cluster.script_evictions(
-            "app",
-            &format!("n1-p{i}"),
-            vec![EvictionOutcome::Throttled { retry_after: None }],
-        );
-    }
+    first_answers(
+        &cluster,
+        2,
+        EvictionOutcome::Throttled { retry_after: None },
+    );
     let config = Config {
         eviction_max_in_flight: 4,
         backoff_base: Duration::from_secs(1),
@@ -336,23 +337,17 @@ async fn the_first_success_after_a_throttle_does_not_shorten_the_next_pause() {
 #[tokio::test(start_paused = true)]
 async fn budget_refusals_leave_the_calls_in_flight_alone() {
     let cluster = FakeCluster::with_node("n1", 8);
-    for i in 0..8 {
-        cluster.script_evictions(
-            "app",
-            &format!("n1-p{i}"),
-            vec![EvictionOutcome::BlockedByPdb {
-                pdb: Some("web".into()),
-                message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
-                retry_after: Some(Duration::from_secs(1)),
-            }],
-        );
-    }
+    first_answers(
+        &cluster,
+        8,
+        EvictionOutcome::BlockedByPdb {
+            pdb: Some("web".into()),
+            message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+            retry_after: Some(Duration::from_secs(1)),
+        },
+    );
     let (evictor, collector, mut received) = evictor_on(&cluster, in_flight(8)).await;
-    for i in 0..8 {
-        evictor
-            .cast(EvictionMsg::Evict(request_for(&collector, i)))
-            .unwrap();
-    }
+    evict_all(&evictor, &collector, 8);
     // Only successes move the window (from the initial 4 up to 8), refusals never.
     let mut done = 0;
     let mut limit = INITIAL_WINDOW;

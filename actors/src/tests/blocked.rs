@@ -256,12 +256,7 @@ async fn a_held_drain_keeps_its_lease_renewed_after_a_restart() {
 #[tokio::test(start_paused = true)]
 async fn an_undone_drain_takes_no_lease_after_a_restart() {
     let (cluster, h) = failed_past_its_deadline(30, OnDrainTimeout::Undo).await;
-    assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .lease(NS, "node-n1")
-            .is_none())
-        .await
-    );
+    assert!(wait_no_lease(&cluster, "n1", Duration::from_secs(10)).await);
     h.stop().await;
     let h = Harness::on(&cluster).await;
     tokio::time::sleep(Duration::from_secs(3 * 3600)).await;

@@ -2,12 +2,18 @@
 
 use super::*;
 
+/// Node `n1` with `pods` pods, all under PDB `pdb` that allows no disruption.
+fn n1_under_a_closed_pdb(pods: usize, pdb: &str) -> FakeCluster {
+    let cluster = FakeCluster::with_node("n1", pods);
+    let names: Vec<String> = (0..pods).map(|i| format!("n1-p{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    cluster.add_pdb("app", pdb, &refs, 0);
+    cluster
+}
+
 #[tokio::test(start_paused = true)]
 async fn pdb_blocked_pods_are_retried_as_one_unit() {
-    let cluster = FakeCluster::with_node("n1", 10);
-    let names: Vec<String> = (0..10).map(|i| format!("n1-p{i}")).collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    cluster.add_pdb("app", "web", &refs, 0);
+    let cluster = n1_under_a_closed_pdb(10, "web");
     let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(300)).await;
 
@@ -40,10 +46,7 @@ async fn pdb_blocked_pods_are_retried_as_one_unit() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pdb_allowing_one_disruption_releases_its_pods_one_at_a_time() {
-    let cluster = FakeCluster::with_node("n1", 6);
-    let names: Vec<String> = (0..6).map(|i| format!("n1-p{i}")).collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    cluster.add_pdb("app", "one", &refs, 0);
+    let cluster = n1_under_a_closed_pdb(6, "one");
     let h = Scenario::on(&cluster).nm1().start().await;
     // A replacement becomes Ready every 2 s: the PDB allows one more disruption.
     let pdb = cluster.clone();

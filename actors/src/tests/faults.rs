@@ -13,9 +13,7 @@ async fn a_hung_call_never_keeps_the_undo_from_starting() {
     let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     // The drift repair's patch goes out on a connection that never answers.
     cluster.hang_next("patch_node", 1);
-    let mut drifted = cluster.node("n1").unwrap();
-    drifted.unschedulable = false;
-    cluster.set_node(drifted);
+    set_unschedulable(&cluster, "n1", false);
     assert!(
         h.wait_calls("patch_node", |n| n >= 2, Duration::from_secs(10))
             .await,
@@ -142,9 +140,7 @@ async fn nothing_the_actors_started_lands_after_they_stopped() {
     let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     // A drift repair is on its way (its patch answers in 5 s, within the call deadline)...
     cluster.delay_next("patch_node", 1, Duration::from_secs(5));
-    let mut drifted = cluster.node("n1").unwrap();
-    drifted.unschedulable = false;
-    cluster.set_node(drifted);
+    set_unschedulable(&cluster, "n1", false);
     assert!(
         h.wait_calls("patch_node", |n| n >= 2, Duration::from_secs(2))
             .await,
@@ -181,10 +177,7 @@ async fn a_restart_between_giving_up_and_undoing_still_undoes() {
     cluster.clear_scripts();
     let h = Harness::on(&cluster).await;
     assert!(
-        eventually(Duration::from_secs(60), || cluster
-            .lease(NS, "node-n1")
-            .is_none())
-        .await,
+        wait_no_lease(&cluster, "n1", Duration::from_secs(60)).await,
         "the restarted nmo undid the maintenance that gave up"
     );
     assert_released(&cluster, "n1");

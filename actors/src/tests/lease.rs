@@ -84,13 +84,7 @@ async fn lease_errors_above_three_fail_and_undo() {
     let status = cluster.status("nm1");
     assert_eq!(status.error_on_lease_count, 4);
     assert!(status.last_error.unwrap().contains("lease"));
-    assert!(
-        eventually(Duration::from_secs(10), || !cluster
-            .node("n1")
-            .unwrap()
-            .unschedulable)
-        .await
-    );
+    assert!(wait_uncordoned(&cluster, "n1", Duration::from_secs(10)).await);
     assert_released(&cluster, "n1");
     let failed = cluster
         .events()

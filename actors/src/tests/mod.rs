@@ -71,6 +71,27 @@ fn lease_holder(cluster: &FakeCluster, node: &str) -> Option<String> {
     lease.expect("the node lease").holder_identity
 }
 
+/// Sets node `node`'s `unschedulable`, as a person's `kubectl cordon` or `uncordon` does (no
+/// taint, no label).
+fn set_unschedulable(cluster: &FakeCluster, node: &str, unschedulable: bool) {
+    let mut n = cluster.node(node).unwrap();
+    n.unschedulable = unschedulable;
+    cluster.set_node(n);
+}
+
+/// Waits until node `node` is schedulable; false once `within` has passed.
+async fn wait_uncordoned(cluster: &FakeCluster, node: &str, within: Duration) -> bool {
+    eventually(within, || !cluster.node(node).unwrap().unschedulable).await
+}
+
+/// Waits until node `node` has no lease; false once `within` has passed.
+async fn wait_no_lease(cluster: &FakeCluster, node: &str, within: Duration) -> bool {
+    eventually(within, || {
+        cluster.lease(NS, &format!("node-{node}")).is_none()
+    })
+    .await
+}
+
 fn transient(n: usize) -> Vec<ClusterError> {
     (0..n)
         .map(|_| ClusterError::Transient("etcd timeout".into()))

@@ -27,6 +27,15 @@ pub(super) fn web_pdb(allowed: i32) -> Pdb {
     }
 }
 
+/// [`web_pdb`] with a spec newer than its status (generation 2): the disruption controller has
+/// not seen it yet.
+fn stale_web_pdb(allowed: i32) -> Pdb {
+    Pdb {
+        generation: 2,
+        ..web_pdb(allowed)
+    }
+}
+
 /// Nodes `nodes`, each with `per_node` pods `app/<node>-web-<i>` labelled `app=web`.
 pub(super) fn web_cluster(nodes: &[&str], per_node: usize) -> FakeCluster {
     let cluster = FakeCluster::new();
@@ -123,9 +132,7 @@ async fn a_pdb_allowing_none_gets_no_call_and_its_pods_go_when_its_status_change
 #[tokio::test(start_paused = true)]
 async fn a_stale_status_falls_back_to_the_429_backoff() {
     let cluster = web_cluster(&["n1"], 2);
-    let mut stale = web_pdb(2);
-    stale.generation = 2; // the controller has not seen the new spec yet
-    cluster.put_watched_pdb(stale);
+    cluster.put_watched_pdb(stale_web_pdb(2));
     let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     let refused = h.eviction_stats().await.blocked;
@@ -146,9 +153,7 @@ async fn a_stale_status_falls_back_to_the_429_backoff() {
 #[tokio::test(start_paused = true)]
 async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once() {
     let cluster = web_cluster(&["n1"], 1);
-    let mut stale = web_pdb(1);
-    stale.generation = 2; // the controller has not seen the new spec yet
-    cluster.put_watched_pdb(stale);
+    cluster.put_watched_pdb(stale_web_pdb(1));
     // The probe is answered a second late, refused as the API refuses a stale PDB (with
     // its `Retry-After: 10`).
     cluster.delay_next("evict_pod", 1, Duration::from_secs(1));

@@ -29,13 +29,7 @@ async fn a_late_reconcile_result_does_not_revive_a_failed_maintenance() {
     // Renewals fail until it gives up (a failure counts once per renewal interval).
     cluster.fail_next("update_lease", transient(1000));
     assert!(h.wait_failed("nm1", Duration::from_secs(120)).await);
-    assert!(
-        eventually(Duration::from_secs(10), || !cluster
-            .node("n1")
-            .unwrap()
-            .unschedulable)
-        .await
-    );
+    assert!(wait_uncordoned(&cluster, "n1", Duration::from_secs(10)).await);
     // A repair reconcile that was out when the maintenance gave up reports back.
     let ready = ReconcileOutcome::Ready {
         node: cluster.node("n1").unwrap(),

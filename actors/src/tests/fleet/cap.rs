@@ -123,9 +123,7 @@ async fn unavailable_nodes_count_whoever_took_them_out() {
     let cluster = nodes(6);
     // n5 is NotReady and n4 cordoned by someone else: 2 of at most 3 nodes are out.
     cluster.set_node_ready("n5", false);
-    let mut n4 = cluster.node("n4").unwrap();
-    n4.unschedulable = true;
-    cluster.set_node(n4);
+    set_unschedulable(&cluster, "n4", true);
     let h = Harness::paused(&cluster, |config: &mut Config| {
         config.fleet = FleetBudget {
             max_parallel: None,
@@ -151,9 +149,7 @@ async fn unavailable_nodes_count_whoever_took_them_out() {
     assert!(h.wait_succeeded("nm-1", Duration::from_secs(30)).await);
     assert!(eventually(Duration::from_secs(5), || queued(&cluster, "nm-5")).await);
     // The other tool uncordons n4: nm-5 starts.
-    let mut n4 = cluster.node("n4").unwrap();
-    n4.unschedulable = false;
-    cluster.set_node(n4);
+    set_unschedulable(&cluster, "n4", false);
     assert!(h.wait_succeeded("nm-5", Duration::from_secs(30)).await);
     h.stop().await;
 }
