@@ -2,29 +2,23 @@
 //! on each PDB's observed status. (Why a drain is blocked, and its deadline: `blocked`.)
 
 use super::*;
-use crate::pdb::{IntOrPercent, LabelSelector, Pdb, PdbStatus};
+use crate::pdb::{Pdb, PdbStatus};
 
 /// PDB `web` over `app=web` in namespace `app`, `maxUnavailable: 1`, whose fresh status
 /// allows `allowed` disruptions (as the disruption controller computes it: 4 expected pods, 3
 /// wanted healthy, so `3 + allowed` are healthy).
 pub(super) fn web_pdb(allowed: i32) -> Pdb {
-    Pdb {
-        namespace: "app".into(),
-        name: "web".into(),
-        generation: 1,
-        selector: Some(LabelSelector::labels([("app", "web")])),
-        min_available: None,
-        max_unavailable: Some(IntOrPercent::Int(1)),
-        always_allow_unhealthy: false,
-        status: Some(PdbStatus {
+    Pdb::test(
+        "web",
+        PdbStatus {
             observed_generation: 1,
             disruptions_allowed: allowed,
             current_healthy: 3 + allowed,
             desired_healthy: 3,
             expected_pods: 4,
             ..PdbStatus::default()
-        }),
-    }
+        },
+    )
 }
 
 /// [`web_pdb`] with a spec newer than its status (generation 2): the disruption controller has
