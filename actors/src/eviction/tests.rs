@@ -56,8 +56,7 @@ async fn a_request_made_again_while_its_cancelled_call_is_out_is_answered() {
         .unwrap();
     assert_eq!(report.reply, EvictionReply::Done);
     assert_eq!(cluster.count_calls("evict_pod app/n1-p0"), 2);
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[tokio::test(start_paused = true)]
@@ -82,8 +81,7 @@ async fn cancelled_requests_leave_no_pdb_or_pod_behind() {
         .unwrap();
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
     assert_eq!((stats.held, stats.gates, stats.gated_pods), (0, 0, 0));
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[test]
@@ -164,6 +162,12 @@ async fn evictor_on(
     let (reports, received) = mpsc::unbounded_channel();
     let (collector, _) = Actor::spawn(None, Collector, reports).await.unwrap();
     (evictor, collector, received)
+}
+
+/// Stops the eviction actor and its collector.
+fn stop_both(evictor: &ActorRef<EvictionMsg>, collector: &ActorRef<EvictionReport>) {
+    evictor.stop(None);
+    collector.stop(None);
 }
 
 /// A request to evict pod `n1-p{i}` of namespace `app` for maintenance `nm1`.
@@ -273,8 +277,7 @@ async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() 
     }
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
     assert_eq!(stats.in_flight_limit, 5, "{stats:?}");
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[tokio::test(start_paused = true)]
@@ -294,8 +297,7 @@ async fn the_first_calls_reach_the_configured_cap_after_the_first_answers() {
     for _ in 0..20 {
         assert_eq!(received.recv().await.unwrap().reply, EvictionReply::Done);
     }
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[tokio::test(start_paused = true)]
@@ -330,8 +332,7 @@ async fn the_first_success_after_a_throttle_does_not_shorten_the_next_pause() {
     let paused = throttled_at.elapsed();
     assert!(paused > Duration::from_secs(1), "paused {paused:?}");
     assert_eq!(received.recv().await.unwrap().reply, EvictionReply::Done);
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[tokio::test(start_paused = true)]
@@ -368,8 +369,7 @@ async fn budget_refusals_leave_the_calls_in_flight_alone() {
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
     assert_eq!((stats.blocked, stats.throttled), (8, 0), "{stats:?}");
     assert_eq!(stats.in_flight_limit, 8);
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[tokio::test(start_paused = true)]

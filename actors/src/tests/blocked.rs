@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::pdbs::{condition, web_cluster, web_pdb};
+use super::pdbs::{condition, web_cluster, web_cluster_with, web_pdb};
 use super::*;
 use crate::model::{Event, OnDrainTimeout, OwnerRef, Uid};
 use crate::pdb::PdbPod;
@@ -125,8 +125,7 @@ fn structural_pdb() -> Pdb {
 
 /// Node `n1` with one pod, `app/n1-web-0`, under [`structural_pdb`].
 fn structural_cluster() -> FakeCluster {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_watched_pdb(structural_pdb());
+    let cluster = web_cluster_with(&["n1"], 1, structural_pdb());
     cluster
 }
 

@@ -67,12 +67,7 @@ async fn a_hung_daemonset_lookup_does_not_block_the_drain() {
 async fn a_maintenance_that_only_waited_undoes_nothing() {
     let cluster = FakeCluster::new();
     cluster.set_node(cordoned_by_someone_else("n1"));
-    cluster.put_lease(foreign_lease(t0(), 3600, 1));
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(
-        h.wait_error("nm1", "node-healthcheck", Duration::from_secs(10))
-            .await
-    );
+    let h = waiting_behind_a_foreign_lease(&cluster, 3600, Duration::from_secs(10)).await;
     cluster.delete_maintenance("nm1");
     assert!(h.wait_gone("nm1", Duration::from_secs(10)).await);
     let node = cluster.node("n1").unwrap();

@@ -6,7 +6,7 @@
 //! finishes) and Strimzi Drain Cleaner's README (its webhook refuses, with a 500, and the
 //! operator rolls the broker).
 
-use super::pdbs::condition;
+use super::pdbs::{condition, web_cluster_with, web_pdb};
 use super::*;
 use crate::pdb::{IntOrPercent, LabelSelector, Pdb, PdbStatus};
 
@@ -87,8 +87,7 @@ async fn a_launcher_pod_is_asked_at_once_and_again_with_backoff_until_it_leaves(
 /// is asked at once, the refusal is no failure, and its words stay in the pod's reason.
 #[tokio::test(start_paused = true)]
 async fn a_webhook_refusal_of_any_code_is_asked_again_and_keeps_its_words() {
-    let cluster = super::pdbs::web_cluster(&["n1"], 1);
-    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
+    let cluster = web_cluster_with(&["n1"], 1, web_pdb(0));
     cluster.set_eviction_webhooks(&["strimzi-drain-cleaner.strimzi.io"]);
     let refusal = "admission webhook \"strimzi-drain-cleaner.strimzi.io\" denied the request: \
                    The pod will be rolled by the Strimzi Cluster Operator";
@@ -137,8 +136,7 @@ async fn a_webhook_refusal_of_any_code_is_asked_again_and_keeps_its_words() {
 
 #[tokio::test(start_paused = true)]
 async fn a_webhook_registered_during_a_drain_gets_the_waiting_pods_asked() {
-    let cluster = super::pdbs::web_cluster(&["n1"], 2);
-    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
+    let cluster = web_cluster_with(&["n1"], 2, web_pdb(0));
     let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(

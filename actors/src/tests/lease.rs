@@ -1,5 +1,6 @@
 //! The node lease: taking, waiting behind another holder, renewing, losing it.
 
+use super::pdbs::{web_cluster_with, web_pdb};
 use super::*;
 
 #[tokio::test(start_paused = true)]
@@ -24,12 +25,7 @@ async fn lease_renewed_over_simulated_hours() {
 #[tokio::test(start_paused = true)]
 async fn foreign_valid_lease_waits_then_proceeds() {
     let cluster = FakeCluster::with_node("n1", 2);
-    cluster.put_lease(foreign_lease(t0(), 60, 1));
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(
-        h.wait_error("nm1", "node-healthcheck", Duration::from_secs(10))
-            .await
-    );
+    let h = waiting_behind_a_foreign_lease(&cluster, 60, Duration::from_secs(10)).await;
     let status = cluster.status("nm1");
     assert_eq!(status.phase, Some(Phase::Running));
     assert_eq!(status.error_on_lease_count, 0);
@@ -115,12 +111,7 @@ async fn a_first_maintenance_creates_its_lease_without_reading_it_first() {
 #[tokio::test(start_paused = true)]
 async fn a_first_maintenance_finding_a_lease_reads_it_and_respects_its_holder() {
     let cluster = FakeCluster::with_node("n1", 1);
-    cluster.put_lease(foreign_lease(t0(), 3600, 1));
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(
-        h.wait_error("nm1", "node-healthcheck", Duration::from_secs(30))
-            .await
-    );
+    let h = waiting_behind_a_foreign_lease(&cluster, 3600, Duration::from_secs(30)).await;
     assert!(
         cluster.count_calls("get_lease") >= 1,
         "the refused create led to a read"
@@ -198,6 +189,18 @@ async fn lease_taken_by_another_holder_counts_and_fails() {
     h.stop().await;
 }
 
+/// `nm1`'s drain held by budget `web` (two pods on `n1`, none may go).
+async fn drain_blocked_by_a_budget() -> (FakeCluster, Harness) {
+    let cluster = web_cluster_with(&["n1"], 2, web_pdb(0));
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(
+        h.wait_error("nm1", "web", Duration::from_secs(20)).await,
+        "blocked by the budget: {:?}",
+        cluster.status("nm1")
+    );
+    (cluster, h)
+}
+
 /// The takeover: a drain blocked by a budget, and another operator overwrites the
 /// node lease with a fresh renewal (as Node Health Check, or an admin forcing a takeover,
 /// does). The lease watch tells the node actor at once: no eviction goes out after it, even
@@ -206,21 +209,14 @@ async fn lease_taken_by_another_holder_counts_and_fails() {
 /// foreign lease is never written.
 #[tokio::test(start_paused = true)]
 async fn a_lease_taken_mid_drain_stops_evictions_at_once_and_fails_naming_the_holder() {
-    let cluster = super::pdbs::web_cluster(&["n1"], 2);
-    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(
-        h.wait_error("nm1", "web", Duration::from_secs(20)).await,
-        "blocked by the budget: {:?}",
-        cluster.status("nm1")
-    );
+    let (cluster, h) = drain_blocked_by_a_budget().await;
     let evictions = cluster.count_calls("evict_pod");
     let taken_at = tokio::time::Instant::now();
     cluster.put_lease(foreign_lease(h.now(), 3600, 1));
     let taken = cluster.lease(NS, "node-n1").unwrap();
     // The budget lets both pods go right after: nmo must not take the offer.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    cluster.put_watched_pdb(super::pdbs::web_pdb(2));
+    cluster.put_watched_pdb(web_pdb(2));
     assert!(h.wait_failed("nm1", Duration::from_secs(30)).await);
     assert!(
         taken_at.elapsed() <= Duration::from_secs(15),
@@ -264,14 +260,7 @@ async fn a_lease_taken_mid_drain_stops_evictions_at_once_and_fails_naming_the_ho
 /// A drain held by a budget (two pods, none may go), then its leader stops: the cluster and
 /// the moment of the handover.
 async fn blocked_drain_whose_leader_stopped() -> (FakeCluster, chrono::DateTime<chrono::Utc>) {
-    let cluster = super::pdbs::web_cluster(&["n1"], 2);
-    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
-    let h = Scenario::on(&cluster).nm1().start().await;
-    assert!(
-        h.wait_error("nm1", "web", Duration::from_secs(20)).await,
-        "blocked by the budget: {:?}",
-        cluster.status("nm1")
-    );
+    let (cluster, h) = drain_blocked_by_a_budget().await;
     let handover = h.now();
     h.stop().await;
     (cluster, handover)

@@ -159,14 +159,20 @@ async fn a_failed_maintenance_seen_at_start_stays_failed_without_a_re_read() {
     h.stop().await;
 }
 
-#[tokio::test(start_paused = true)]
-async fn missing_node_fails_without_retry() {
+/// `nm1` for node `node`, which does not exist, Failed.
+async fn nm1_failed_for_a_missing_node(node: &str) -> (FakeCluster, Harness) {
     let cluster = FakeCluster::new();
     let h = Scenario::on(&cluster)
-        .maintenance("nm1", "ghost")
+        .maintenance("nm1", node)
         .start()
         .await;
     assert!(h.wait_failed("nm1", Duration::from_secs(10)).await);
+    (cluster, h)
+}
+
+#[tokio::test(start_paused = true)]
+async fn missing_node_fails_without_retry() {
+    let (cluster, h) = nm1_failed_for_a_missing_node("ghost").await;
     let status = cluster.status("nm1");
     assert!(status.last_error.unwrap().contains("ghost"));
     let event = cluster
@@ -192,12 +198,7 @@ async fn missing_node_fails_without_retry() {
 
 #[tokio::test(start_paused = true)]
 async fn missing_node_retried_when_the_spec_changes() {
-    let cluster = FakeCluster::new();
-    let h = Scenario::on(&cluster)
-        .maintenance("nm1", "late")
-        .start()
-        .await;
-    assert!(h.wait_failed("nm1", Duration::from_secs(10)).await);
+    let (cluster, h) = nm1_failed_for_a_missing_node("late").await;
     cluster.add_node("late");
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(

@@ -121,6 +121,19 @@ async fn nm1_succeeded(pods: usize, within: Duration) -> (FakeCluster, Harness) 
     (cluster, h)
 }
 
+/// `nm1` started on `n1` (the cluster's, as the test prepared it) behind a valid lease of
+/// `node-healthcheck` renewed at [`t0`] for `seconds`, seen waiting for it within `within`.
+async fn waiting_behind_a_foreign_lease(
+    cluster: &FakeCluster,
+    seconds: i32,
+    within: Duration,
+) -> Harness {
+    cluster.put_lease(foreign_lease(t0(), seconds, 1));
+    let h = Scenario::on(cluster).nm1().start().await;
+    assert!(h.wait_error("nm1", "node-healthcheck", within).await);
+    h
+}
+
 /// `nm1` Succeeded on `n1` (one pod), its lease renewed every 10 s: the start of the tests of
 /// what happens to a maintenance in place when the lease or the API fails.
 async fn succeeded_with_renewals_every_10s() -> (FakeCluster, Harness) {

@@ -43,6 +43,13 @@ pub(super) fn web_cluster(nodes: &[&str], per_node: usize) -> FakeCluster {
     cluster
 }
 
+/// [`web_cluster`] with `pdb` in place (and watched).
+pub(super) fn web_cluster_with(nodes: &[&str], per_node: usize, pdb: Pdb) -> FakeCluster {
+    let cluster = web_cluster(nodes, per_node);
+    cluster.put_watched_pdb(pdb);
+    cluster
+}
+
 pub(super) fn condition(
     cluster: &FakeCluster,
     nm: &str,
@@ -53,8 +60,7 @@ pub(super) fn condition(
 
 #[tokio::test(start_paused = true)]
 async fn two_nodes_share_one_pdbs_allowance_without_a_refusal() {
-    let cluster = web_cluster(&["n1", "n2"], 2);
-    cluster.put_watched_pdb(web_pdb(1));
+    let cluster = web_cluster_with(&["n1", "n2"], 2, web_pdb(1));
     let h = Scenario::on(&cluster)
         .nm1()
         .maintenance("nm2", "n2")
@@ -87,8 +93,7 @@ async fn two_nodes_share_one_pdbs_allowance_without_a_refusal() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pdb_allowing_none_gets_no_call_and_its_pods_go_when_its_status_changes() {
-    let cluster = web_cluster(&["n1"], 3);
-    cluster.put_watched_pdb(web_pdb(0));
+    let cluster = web_cluster_with(&["n1"], 3, web_pdb(0));
     let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(120)).await;
     assert_eq!(
@@ -125,8 +130,7 @@ async fn a_pdb_allowing_none_gets_no_call_and_its_pods_go_when_its_status_change
 
 #[tokio::test(start_paused = true)]
 async fn a_stale_status_falls_back_to_the_429_backoff() {
-    let cluster = web_cluster(&["n1"], 2);
-    cluster.put_watched_pdb(stale_web_pdb(2));
+    let cluster = web_cluster_with(&["n1"], 2, stale_web_pdb(2));
     let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     let refused = h.eviction_stats().await.blocked;
@@ -146,8 +150,7 @@ async fn a_stale_status_falls_back_to_the_429_backoff() {
 /// must not park the pod behind a backoff the new status has already lifted.
 #[tokio::test(start_paused = true)]
 async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_watched_pdb(stale_web_pdb(1));
+    let cluster = web_cluster_with(&["n1"], 1, stale_web_pdb(1));
     // The probe is answered a second late, refused as the API refuses a stale PDB (with
     // its `Retry-After: 10`).
     cluster.delay_next("evict_pod", 1, Duration::from_secs(1));
