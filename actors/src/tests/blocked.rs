@@ -125,8 +125,7 @@ fn structural_pdb() -> Pdb {
 
 /// Node `n1` with one pod, `app/n1-web-0`, under [`structural_pdb`].
 fn structural_cluster() -> FakeCluster {
-    let cluster = web_cluster_with(&["n1"], 1, structural_pdb());
-    cluster
+    web_cluster_with(&["n1"], 1, structural_pdb())
 }
 
 /// `nm1` on `n1` with a `drainTimeout` of `secs` and `on_timeout`.
