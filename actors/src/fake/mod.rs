@@ -4,7 +4,9 @@
 //!
 //! It also plays the controller's watch: [`FakeCluster::subscribe_maintenances`] yields every
 //! NodeMaintenance change, and [`Harness`] feeds them to a running actor system the way the
-//! real controller does. `fixtures` builds the objects tests put into it.
+//! real controller does. `fixtures` builds the objects tests put into it, and [`Scenario`] a
+//! test's start (the cluster, the configuration, the NodeMaintenances created once the actors
+//! run) in one expression.
 
 mod cluster;
 mod fixtures;

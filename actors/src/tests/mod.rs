@@ -1,6 +1,7 @@
 //! Actor tests against the in-memory fake cluster, with paused tokio time (hours of lease
-//! renewal run in milliseconds), one file per topic. The harness, the fixtures and the waits
-//! are [`crate::fake`]'s, shared with the operator's integration tests.
+//! renewal run in milliseconds), one file per topic. The harness, the scenario builder, the
+//! fixtures and the waits are [`crate::fake`]'s, shared with the operator's integration tests;
+//! the starting points several files share (`nm1_succeeded`, ...) are here.
 
 mod blocked;
 mod drain;
