@@ -2,15 +2,6 @@
 
 use super::*;
 
-/// Node `n1` with `pods` pods, all under PDB `pdb` that allows no disruption.
-fn n1_under_a_closed_pdb(pods: usize, pdb: &str) -> FakeCluster {
-    let cluster = FakeCluster::with_node("n1", pods);
-    let names: Vec<String> = (0..pods).map(|i| format!("n1-p{i}")).collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    cluster.add_pdb("app", pdb, &refs, 0);
-    cluster
-}
-
 #[tokio::test(start_paused = true)]
 async fn pdb_blocked_pods_are_retried_as_one_unit() {
     let cluster = n1_under_a_closed_pdb(10, "web");
@@ -67,8 +58,7 @@ async fn a_pdb_allowing_one_disruption_releases_its_pods_one_at_a_time() {
 
 #[tokio::test(start_paused = true)]
 async fn blocked_maintenance_does_not_delay_another() {
-    let cluster = FakeCluster::with_node("n1", 3);
-    cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1", "n1-p2"], 0);
+    let cluster = n1_under_a_closed_pdb(3, "tight");
     cluster.add_node("n2");
     for i in 0..3 {
         cluster.add_pod("n2", "other", &format!("n2-p{i}"));
@@ -89,8 +79,7 @@ async fn blocked_maintenance_does_not_delay_another() {
 
 #[tokio::test(start_paused = true)]
 async fn delete_while_blocked_undoes_within_five_seconds() {
-    let cluster = FakeCluster::with_node("n1", 2);
-    cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1"], 0);
+    let cluster = n1_under_a_closed_pdb(2, "tight");
     let h = Scenario::on(&cluster).nm1().start().await;
     assert!(h.wait_error("nm1", "tight", Duration::from_secs(30)).await);
     assert_in_maintenance(&cluster, "n1");

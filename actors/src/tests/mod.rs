@@ -93,6 +93,15 @@ async fn wait_no_lease(cluster: &FakeCluster, node: &str, within: Duration) -> b
     .await
 }
 
+/// Node `n1` with `pods` pods, all under PDB `pdb` that allows no disruption.
+fn n1_under_a_closed_pdb(pods: usize, pdb: &str) -> FakeCluster {
+    let cluster = FakeCluster::with_node("n1", pods);
+    let names: Vec<String> = (0..pods).map(|i| format!("n1-p{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    cluster.add_pdb("app", pdb, &refs, 0);
+    cluster
+}
+
 fn transient(n: usize) -> Vec<ClusterError> {
     (0..n)
         .map(|_| ClusterError::Transient("etcd timeout".into()))

@@ -50,8 +50,7 @@ fn assert_evictions_paused(cluster: &FakeCluster) {
 
 #[tokio::test(start_paused = true)]
 async fn evictions_pause_while_the_lease_is_about_to_expire() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    cluster.add_pdb("app", "web", &["n1-p0"], 0);
+    let cluster = n1_under_a_closed_pdb(1, "web");
     let h = Scenario::on(&cluster)
         .config(|c| {
             c.lease_duration = Duration::from_secs(60);

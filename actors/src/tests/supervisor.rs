@@ -53,8 +53,7 @@ async fn older_maintenance_wins_when_both_exist() {
 
 #[tokio::test(start_paused = true)]
 async fn crashed_node_actor_is_restarted_and_converges() {
-    let cluster = FakeCluster::with_node("n1", 2);
-    cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1"], 0);
+    let cluster = n1_under_a_closed_pdb(2, "tight");
     let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
         h.wait_calls("evict_pod", |n| n >= 2, Duration::from_secs(10))
@@ -81,8 +80,7 @@ async fn crashed_node_actor_is_restarted_and_converges() {
 /// `respawn_base` the first time, with jitter), not at once.
 #[tokio::test(start_paused = true)]
 async fn a_crashed_node_actor_is_respawned_after_its_wait_and_not_before() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    cluster.add_pdb("app", "tight", &["n1-p0"], 0);
+    let cluster = n1_under_a_closed_pdb(1, "tight");
     let h = Scenario::on(&cluster)
         .config(|config| {
             config.respawn_base = Duration::from_secs(10);
