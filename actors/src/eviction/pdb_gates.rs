@@ -374,7 +374,7 @@ impl PdbGates {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pdb::{IntOrPercent, LabelSelector, PdbStatus};
+    use crate::pdb::PdbStatus;
 
     fn pod(name: &str) -> PodRef {
         PodRef {
@@ -396,15 +396,9 @@ mod tests {
     }
 
     fn pdb(name: &str, allowed: i32, disrupted: &[&str]) -> Pdb {
-        Pdb {
-            namespace: "app".into(),
-            name: name.into(),
-            generation: 1,
-            selector: Some(LabelSelector::labels([("app", "web")])),
-            min_available: None,
-            max_unavailable: Some(IntOrPercent::Int(1)),
-            always_allow_unhealthy: false,
-            status: Some(PdbStatus {
+        Pdb::test(
+            name,
+            PdbStatus {
                 observed_generation: 1,
                 disruptions_allowed: allowed,
                 current_healthy: 3,
@@ -412,8 +406,8 @@ mod tests {
                 expected_pods: 3,
                 disrupted_pods: disrupted.iter().map(|d| d.to_string()).collect(),
                 sync_failed: None,
-            }),
-        }
+            },
+        )
     }
 
     fn listed(pdbs: Vec<Pdb>) -> PdbGates {

@@ -39,37 +39,8 @@ impl Actor for Collector {
 #[tokio::test(start_paused = true)]
 async fn a_request_made_again_while_its_cancelled_call_is_out_is_answered() {
     let cluster = FakeCluster::with_node("n1", 1);
-    let config = Config {
-        eviction_max_in_flight: 1,
-        ..paused_config()
-    };
-    let (evictor, _) = Actor::spawn(
-        None,
-        EvictionActor,
-        EvictionArgs {
-            cluster: Arc::new(cluster.clone()),
-            config: Arc::new(config),
-        },
-    )
-    .await
-    .unwrap();
-    let (reports, mut received) = mpsc::unbounded_channel();
-    let (collector, _) = Actor::spawn(None, Collector, reports).await.unwrap();
-    let request = || EvictionRequest {
-        pod: PodRef {
-            namespace: "app".into(),
-            name: "n1-p0".into(),
-        },
-        uid: "uid-app-n1-p0".into(),
-        grace_period_seconds: None,
-        maintenance: "nm1".into(),
-        reply_to: collector.get_derived(),
-        span: tracing::Span::none(),
-        labels: crate::model::Labels::default(),
-        healthy: true,
-        unstarted: false,
-        controller: None,
-    };
+    let (evictor, collector, mut received) = evictor_on(&cluster, in_flight(1)).await;
+    let request = || request_for(&collector, 0);
     // E.g. a node actor restarted while its eviction call was out: the old actor's
     // requests are cancelled, the new one asks again before the call returns.
     evictor.cast(EvictionMsg::Evict(request())).unwrap();
@@ -85,8 +56,7 @@ async fn a_request_made_again_while_its_cancelled_call_is_out_is_answered() {
         .unwrap();
     assert_eq!(report.reply, EvictionReply::Done);
     assert_eq!(cluster.count_calls("evict_pod app/n1-p0"), 2);
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[tokio::test(start_paused = true)]
@@ -94,23 +64,8 @@ async fn cancelled_requests_leave_no_pdb_or_pod_behind() {
     let cluster = FakeCluster::with_node("n1", 3);
     cluster.add_pdb("app", "web", &["n1-p0", "n1-p1"], 0);
     cluster.add_pdb("app", "db", &["n1-p2"], 0);
-    let (evictor, _) = Actor::spawn(
-        None,
-        EvictionActor,
-        EvictionArgs {
-            cluster: Arc::new(cluster.clone()),
-            config: Arc::new(paused_config()),
-        },
-    )
-    .await
-    .unwrap();
-    let (reports, mut received) = mpsc::unbounded_channel();
-    let (collector, _) = Actor::spawn(None, Collector, reports).await.unwrap();
-    for i in 0..3 {
-        evictor
-            .cast(EvictionMsg::Evict(request_for(&collector, i)))
-            .unwrap();
-    }
+    let (evictor, collector, mut received) = evictor_on(&cluster, paused_config()).await;
+    evict_all(&evictor, &collector, 3);
     for _ in 0..3 {
         let report = received.recv().await.unwrap();
         assert!(matches!(report.reply, EvictionReply::Blocked { .. }));
@@ -126,8 +81,7 @@ async fn cancelled_requests_leave_no_pdb_or_pod_behind() {
         .unwrap();
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
     assert_eq!((stats.held, stats.gates, stats.gated_pods), (0, 0, 0));
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[test]
@@ -178,6 +132,14 @@ fn a_rate_limited_pump_waits_for_a_batch_or_for_what_the_queue_needs() {
     assert_eq!(batch_wait(&slow, 500), Some(ms(20)));
 }
 
+/// [`paused_config`] with at most `n` eviction calls in flight.
+fn in_flight(n: usize) -> Config {
+    Config {
+        eviction_max_in_flight: n,
+        ..paused_config()
+    }
+}
+
 /// The eviction actor on `cluster` with `config`, and a collector of its reports.
 async fn evictor_on(
     cluster: &FakeCluster,
@@ -202,6 +164,12 @@ async fn evictor_on(
     (evictor, collector, received)
 }
 
+/// Stops the eviction actor and its collector.
+fn stop_both(evictor: &ActorRef<EvictionMsg>, collector: &ActorRef<EvictionReport>) {
+    evictor.stop(None);
+    collector.stop(None);
+}
+
 /// A request to evict pod `n1-p{i}` of namespace `app` for maintenance `nm1`.
 fn request_for(collector: &ActorRef<EvictionReport>, i: usize) -> EvictionRequest {
     EvictionRequest {
@@ -218,6 +186,23 @@ fn request_for(collector: &ActorRef<EvictionReport>, i: usize) -> EvictionReques
         healthy: true,
         unstarted: false,
         controller: None,
+    }
+}
+
+/// Asks `evictor` to evict `app/n1-p0` to `app/n1-p<pods - 1>` (see [`request_for`]).
+fn evict_all(evictor: &ActorRef<EvictionMsg>, collector: &ActorRef<EvictionReport>, pods: usize) {
+    for i in 0..pods {
+        evictor
+            .cast(EvictionMsg::Evict(request_for(collector, i)))
+            .unwrap();
+    }
+}
+
+/// Scripts `outcome` as the answer to the first eviction of each of `app/n1-p0` to
+/// `app/n1-p<pods - 1>`.
+fn first_answers(cluster: &FakeCluster, pods: usize, outcome: EvictionOutcome) {
+    for i in 0..pods {
+        cluster.script_evictions("app", &format!("n1-p{i}"), vec![outcome.clone()]);
     }
 }
 
@@ -243,15 +228,13 @@ async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() 
     cluster.delay_next("evict_pod", 10_000, Duration::from_millis(100));
     // The first calls (the initial window's 4, all out at once) are throttled: one pause, one
     // cut.
-    for i in 0..INITIAL_WINDOW {
-        cluster.script_evictions(
-            "app",
-            &format!("n1-p{i}"),
-            vec![EvictionOutcome::Throttled {
-                retry_after: Some(Duration::from_secs(1)),
-            }],
-        );
-    }
+    first_answers(
+        &cluster,
+        INITIAL_WINDOW,
+        EvictionOutcome::Throttled {
+            retry_after: Some(Duration::from_secs(1)),
+        },
+    );
     let config = Config {
         eviction_max_in_flight: 8,
         eviction_rate_per_sec: 10_000.0,
@@ -259,11 +242,7 @@ async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() 
         ..paused_config()
     };
     let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
-    for i in 0..PODS {
-        evictor
-            .cast(EvictionMsg::Evict(request_for(&collector, i)))
-            .unwrap();
-    }
+    evict_all(&evictor, &collector, PODS);
     assert_eq!(calls_beyond(&cluster, 0).await, INITIAL_WINDOW);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
@@ -298,24 +277,15 @@ async fn throttling_halves_the_calls_in_flight_which_grow_back_one_per_window() 
     }
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
     assert_eq!(stats.in_flight_limit, 5, "{stats:?}");
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_first_calls_reach_the_configured_cap_after_the_first_answers() {
     let cluster = FakeCluster::with_node("n1", 20);
     cluster.delay_next("evict_pod", 10_000, Duration::from_millis(100));
-    let config = Config {
-        eviction_max_in_flight: 8,
-        ..paused_config()
-    };
-    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
-    for i in 0..20 {
-        evictor
-            .cast(EvictionMsg::Evict(request_for(&collector, i)))
-            .unwrap();
-    }
+    let (evictor, collector, mut received) = evictor_on(&cluster, in_flight(8)).await;
+    evict_all(&evictor, &collector, 20);
     let mut sent = 0;
     let mut bursts = Vec::new();
     while sent < 20 {
@@ -327,20 +297,17 @@ async fn the_first_calls_reach_the_configured_cap_after_the_first_answers() {
     for _ in 0..20 {
         assert_eq!(received.recv().await.unwrap().reply, EvictionReply::Done);
     }
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_first_success_after_a_throttle_does_not_shorten_the_next_pause() {
     let cluster = FakeCluster::with_node("n1", 2);
-    for i in 0..2 {
-        cluster.script_evictions(
-            "app",
-            &format!("n1-p{i}"),
-            vec![EvictionOutcome::Throttled { retry_after: None }],
-        );
-    }
+    first_answers(
+        &cluster,
+        2,
+        EvictionOutcome::Throttled { retry_after: None },
+    );
     let config = Config {
         eviction_max_in_flight: 4,
         backoff_base: Duration::from_secs(1),
@@ -365,34 +332,23 @@ async fn the_first_success_after_a_throttle_does_not_shorten_the_next_pause() {
     let paused = throttled_at.elapsed();
     assert!(paused > Duration::from_secs(1), "paused {paused:?}");
     assert_eq!(received.recv().await.unwrap().reply, EvictionReply::Done);
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[tokio::test(start_paused = true)]
 async fn budget_refusals_leave_the_calls_in_flight_alone() {
     let cluster = FakeCluster::with_node("n1", 8);
-    for i in 0..8 {
-        cluster.script_evictions(
-            "app",
-            &format!("n1-p{i}"),
-            vec![EvictionOutcome::BlockedByPdb {
-                pdb: Some("web".into()),
-                message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
-                retry_after: Some(Duration::from_secs(1)),
-            }],
-        );
-    }
-    let config = Config {
-        eviction_max_in_flight: 8,
-        ..paused_config()
-    };
-    let (evictor, collector, mut received) = evictor_on(&cluster, config).await;
-    for i in 0..8 {
-        evictor
-            .cast(EvictionMsg::Evict(request_for(&collector, i)))
-            .unwrap();
-    }
+    first_answers(
+        &cluster,
+        8,
+        EvictionOutcome::BlockedByPdb {
+            pdb: Some("web".into()),
+            message: "Cannot evict pod as it would violate the pod's disruption budget.".into(),
+            retry_after: Some(Duration::from_secs(1)),
+        },
+    );
+    let (evictor, collector, mut received) = evictor_on(&cluster, in_flight(8)).await;
+    evict_all(&evictor, &collector, 8);
     // Only successes move the window (from the initial 4 up to 8), refusals never.
     let mut done = 0;
     let mut limit = INITIAL_WINDOW;
@@ -413,8 +369,7 @@ async fn budget_refusals_leave_the_calls_in_flight_alone() {
     let stats = ractor::call!(evictor, EvictionMsg::Stats).unwrap();
     assert_eq!((stats.blocked, stats.throttled), (8, 0), "{stats:?}");
     assert_eq!(stats.in_flight_limit, 8);
-    evictor.stop(None);
-    collector.stop(None);
+    stop_both(&evictor, &collector);
 }
 
 #[tokio::test(start_paused = true)]

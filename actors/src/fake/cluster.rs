@@ -55,6 +55,34 @@ impl FakeCluster {
         self.lock()
     }
 
+    /// [`FakeCluster::enter`], then the error scripted for the next call of `op`, if any: the
+    /// start of every call that can fail.
+    pub(super) async fn enter_or_fail(
+        &self,
+        op: &str,
+        call: String,
+    ) -> Result<MutexGuard<'_, Inner>, ClusterError> {
+        let mut inner = self.enter(op, call).await;
+        match inner.take_error(op) {
+            Some(err) => Err(err),
+            None => Ok(inner),
+        }
+    }
+
+    /// [`FakeCluster::record`], then the error scripted for the next call of `op`, if any (for
+    /// the calls that never stall).
+    pub(super) fn record_or_fail(
+        &self,
+        op: &str,
+        call: String,
+    ) -> Result<MutexGuard<'_, Inner>, ClusterError> {
+        let mut inner = self.record(call);
+        match inner.take_error(op) {
+            Some(err) => Err(err),
+            None => Ok(inner),
+        }
+    }
+
     // --- setup --------------------------------------------------------------------------------
 
     /// Adds or replaces a node (see [`NodeState::test`]).

@@ -12,6 +12,7 @@ use crate::model::{
     MaintenanceStatus, NodeName, NodeState, OnDrainTimeout, OwnerRef, PodInfo, PodPhase, Taint,
     Uid,
 };
+use crate::pdb::{IntOrPercent, LabelSelector, Pdb, PdbStatus};
 
 /// The wall time every test starts at (tests anchor their clock here, see
 /// [`super::paused_config`]).
@@ -289,6 +290,23 @@ impl Lease {
         Lease {
             lease_transitions: Some(transitions),
             ..self
+        }
+    }
+}
+
+impl Pdb {
+    /// PodDisruptionBudget `name` in namespace `app` over the pods labelled `app=web`,
+    /// `maxUnavailable: 1`, at generation 1, with `status`.
+    pub fn test(name: &str, status: PdbStatus) -> Self {
+        Pdb {
+            namespace: "app".into(),
+            name: name.into(),
+            generation: 1,
+            selector: Some(LabelSelector::labels([("app", "web")])),
+            min_available: None,
+            max_unavailable: Some(IntOrPercent::Int(1)),
+            always_allow_unhealthy: false,
+            status: Some(status),
         }
     }
 }

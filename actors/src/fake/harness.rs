@@ -87,6 +87,14 @@ impl Harness {
         })
     }
 
+    /// Starts the actors against `cluster` with [`paused_config`] as it is (the defaults).
+    ///
+    /// # Panics
+    /// If the actors cannot start (a test cannot go on then).
+    pub async fn on(cluster: &FakeCluster) -> Self {
+        Harness::paused(cluster, |_| {}).await
+    }
+
     /// Starts the actors against `cluster` with [`paused_config`] changed by `tweak`.
     ///
     /// # Panics
@@ -94,6 +102,11 @@ impl Harness {
     pub async fn paused(cluster: &FakeCluster, tweak: impl FnOnce(&mut Config)) -> Self {
         let mut config = paused_config();
         tweak(&mut config);
+        Harness::started(cluster, config).await
+    }
+
+    /// Starts the actors against `cluster` with `config`, panicking if they cannot start.
+    pub(super) async fn started(cluster: &FakeCluster, config: Config) -> Self {
         match Harness::start(cluster, config).await {
             Ok(harness) => harness,
             Err(err) => panic!("cannot start the actors: {err}"),
@@ -162,6 +175,40 @@ impl Harness {
     /// Waits until the NodeMaintenance `name` says `phase`; false once `within` has passed.
     pub async fn wait_phase(&self, name: &str, phase: Phase, within: Duration) -> bool {
         eventually(within, || self.cluster.status(name).phase == Some(phase)).await
+    }
+
+    /// Waits until the NodeMaintenance `name` says `Succeeded`; false once `within` has passed.
+    pub async fn wait_succeeded(&self, name: &str, within: Duration) -> bool {
+        self.wait_phase(name, Phase::Succeeded, within).await
+    }
+
+    /// Waits until the NodeMaintenance `name` says `Failed`; false once `within` has passed.
+    pub async fn wait_failed(&self, name: &str, within: Duration) -> bool {
+        self.wait_phase(name, Phase::Failed, within).await
+    }
+
+    /// Waits until the `lastError` of the NodeMaintenance `name` contains `words`; false once
+    /// `within` has passed.
+    pub async fn wait_error(&self, name: &str, words: &str, within: Duration) -> bool {
+        eventually(within, || {
+            self.cluster
+                .status(name)
+                .last_error
+                .is_some_and(|e| e.contains(words))
+        })
+        .await
+    }
+
+    /// Waits until the number of calls starting with `prefix` the fake cluster has seen (see
+    /// [`FakeCluster::count_calls`]) passes `test`, e.g. `|n| n >= 2`; false once `within` has
+    /// passed.
+    pub async fn wait_calls(
+        &self,
+        prefix: &str,
+        test: impl Fn(usize) -> bool,
+        within: Duration,
+    ) -> bool {
+        eventually(within, || test(self.cluster.count_calls(prefix))).await
     }
 
     /// Waits until the NodeMaintenance `name` is gone from the cluster (undo finished and

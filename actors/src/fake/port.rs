@@ -43,12 +43,9 @@ impl Cluster for FakeCluster {
         &self,
         name: &MaintenanceName,
     ) -> Result<Option<Maintenance>, ClusterError> {
-        let mut inner = self
-            .enter("get_maintenance", format!("get_maintenance {name}"))
-            .await;
-        if let Some(err) = inner.take_error("get_maintenance") {
-            return Err(err);
-        }
+        let inner = self
+            .enter_or_fail("get_maintenance", format!("get_maintenance {name}"))
+            .await?;
         Ok(inner.maintenances.get(name).cloned())
     }
 
@@ -58,11 +55,8 @@ impl Cluster for FakeCluster {
         _seen: &[String],
     ) -> Result<(), ClusterError> {
         let mut inner = self
-            .enter("add_finalizer", format!("add_finalizer {name}"))
-            .await;
-        if let Some(err) = inner.take_error("add_finalizer") {
-            return Err(err);
-        }
+            .enter_or_fail("add_finalizer", format!("add_finalizer {name}"))
+            .await?;
         let nm = inner
             .maintenances
             .get_mut(name)
@@ -81,11 +75,8 @@ impl Cluster for FakeCluster {
         _seen: &[String],
     ) -> Result<(), ClusterError> {
         let mut inner = self
-            .enter("remove_finalizer", format!("remove_finalizer {name}"))
-            .await;
-        if let Some(err) = inner.take_error("remove_finalizer") {
-            return Err(err);
-        }
+            .enter_or_fail("remove_finalizer", format!("remove_finalizer {name}"))
+            .await?;
         let Some(nm) = inner.maintenances.get_mut(name).filter(|nm| nm.uid == *uid) else {
             return Ok(());
         };
@@ -104,11 +95,8 @@ impl Cluster for FakeCluster {
         status: &MaintenanceStatus,
     ) -> Result<(), ClusterError> {
         let mut inner = self
-            .enter("write_status", format!("write_status {name}"))
-            .await;
-        if let Some(err) = inner.take_error("write_status") {
-            return Err(err);
-        }
+            .enter_or_fail("write_status", format!("write_status {name}"))
+            .await?;
         let nm = inner
             .maintenances
             .get_mut(name)
@@ -129,30 +117,23 @@ impl Cluster for FakeCluster {
 
     async fn emit_event(&self, event: &Event) -> Result<(), ClusterError> {
         let mut inner = self
-            .enter("emit_event", format!("emit_event {}", event.reason))
-            .await;
-        if let Some(err) = inner.take_error("emit_event") {
-            return Err(err);
-        }
+            .enter_or_fail("emit_event", format!("emit_event {}", event.reason))
+            .await?;
         inner.events.push(event.clone());
         Ok(())
     }
 
     async fn get_node(&self, name: &NodeName) -> Result<Option<NodeState>, ClusterError> {
-        let mut inner = self.enter("get_node", format!("get_node {name}")).await;
-        if let Some(err) = inner.take_error("get_node") {
-            return Err(err);
-        }
+        let inner = self
+            .enter_or_fail("get_node", format!("get_node {name}"))
+            .await?;
         Ok(inner.nodes.get(name).cloned())
     }
 
     async fn patch_node(&self, patch: &NodePatch) -> Result<NodeState, ClusterError> {
         let mut inner = self
-            .enter("patch_node", format!("patch_node {}", patch.node))
-            .await;
-        if let Some(err) = inner.take_error("patch_node") {
-            return Err(err);
-        }
+            .enter_or_fail("patch_node", format!("patch_node {}", patch.node))
+            .await?;
         let version = inner.next_version();
         let node = inner
             .nodes
@@ -223,22 +204,16 @@ impl Cluster for FakeCluster {
 
     async fn ensure_namespace(&self, namespace: &str) -> Result<(), ClusterError> {
         let mut inner = self
-            .enter("ensure_namespace", format!("ensure_namespace {namespace}"))
-            .await;
-        if let Some(err) = inner.take_error("ensure_namespace") {
-            return Err(err);
-        }
+            .enter_or_fail("ensure_namespace", format!("ensure_namespace {namespace}"))
+            .await?;
         inner.namespaces.insert(namespace.to_string());
         Ok(())
     }
 
     async fn get_lease(&self, namespace: &str, name: &str) -> Result<Option<Lease>, ClusterError> {
-        let mut inner = self
-            .enter("get_lease", format!("get_lease {namespace}/{name}"))
-            .await;
-        if let Some(err) = inner.take_error("get_lease") {
-            return Err(err);
-        }
+        let inner = self
+            .enter_or_fail("get_lease", format!("get_lease {namespace}/{name}"))
+            .await?;
         Ok(inner
             .leases
             .get(&(namespace.to_string(), name.to_string()))
@@ -246,12 +221,9 @@ impl Cluster for FakeCluster {
     }
 
     async fn list_leases(&self, namespace: &str) -> Result<Vec<Lease>, ClusterError> {
-        let mut inner = self
-            .enter("list_leases", format!("list_leases {namespace}"))
-            .await;
-        if let Some(err) = inner.take_error("list_leases") {
-            return Err(err);
-        }
+        let inner = self
+            .enter_or_fail("list_leases", format!("list_leases {namespace}"))
+            .await?;
         Ok(inner
             .leases
             .iter()
@@ -271,14 +243,11 @@ impl Cluster for FakeCluster {
 
     async fn create_lease(&self, lease: &Lease, owner: &NodeOwner) -> Result<Lease, ClusterError> {
         let mut inner = self
-            .enter(
+            .enter_or_fail(
                 "create_lease",
                 format!("create_lease {}/{}", lease.namespace, lease.name),
             )
-            .await;
-        if let Some(err) = inner.take_error("create_lease") {
-            return Err(err);
-        }
+            .await?;
         let key = (lease.namespace.clone(), lease.name.clone());
         if !inner.namespaces.contains(&lease.namespace) {
             return Err(ClusterError::NotFound(format!(
@@ -301,14 +270,11 @@ impl Cluster for FakeCluster {
 
     async fn update_lease(&self, lease: &Lease) -> Result<Lease, ClusterError> {
         let mut inner = self
-            .enter(
+            .enter_or_fail(
                 "update_lease",
                 format!("update_lease {}/{}", lease.namespace, lease.name),
             )
-            .await;
-        if let Some(err) = inner.take_error("update_lease") {
-            return Err(err);
-        }
+            .await?;
         let key = (lease.namespace.clone(), lease.name.clone());
         let version = inner.next_version();
         let current = inner
@@ -329,14 +295,11 @@ impl Cluster for FakeCluster {
 
     async fn delete_lease(&self, lease: &Lease) -> Result<(), ClusterError> {
         let mut inner = self
-            .enter(
+            .enter_or_fail(
                 "delete_lease",
                 format!("delete_lease {}/{}", lease.namespace, lease.name),
             )
-            .await;
-        if let Some(err) = inner.take_error("delete_lease") {
-            return Err(err);
-        }
+            .await?;
         let key = (lease.namespace.clone(), lease.name.clone());
         let current = inner
             .leases
@@ -351,10 +314,9 @@ impl Cluster for FakeCluster {
     }
 
     async fn list_pods(&self, node: &NodeName) -> Result<PodList, ClusterError> {
-        let mut inner = self.enter("list_pods", format!("list_pods {node}")).await;
-        if let Some(err) = inner.take_error("list_pods") {
-            return Err(err);
-        }
+        let inner = self
+            .enter_or_fail("list_pods", format!("list_pods {node}"))
+            .await?;
         Ok(shared(inner.pods.get(node).cloned().unwrap_or_default()))
     }
 
@@ -374,15 +336,12 @@ impl Cluster for FakeCluster {
         name: &str,
         uid: &Uid,
     ) -> Result<bool, ClusterError> {
-        let mut inner = self
-            .enter(
+        let inner = self
+            .enter_or_fail(
                 "daemonset_exists",
                 format!("daemonset_exists {namespace}/{name}"),
             )
-            .await;
-        if let Some(err) = inner.take_error("daemonset_exists") {
-            return Err(err);
-        }
+            .await?;
         Ok(inner
             .daemonsets
             .get(&(namespace.to_string(), name.to_string()))
@@ -397,11 +356,8 @@ impl Cluster for FakeCluster {
         _grace_period_seconds: Option<i64>,
     ) -> Result<(), ClusterError> {
         let mut inner = self
-            .enter("delete_pod", format!("delete_pod {namespace}/{name}"))
-            .await;
-        if let Some(err) = inner.take_error("delete_pod") {
-            return Err(err);
-        }
+            .enter_or_fail("delete_pod", format!("delete_pod {namespace}/{name}"))
+            .await?;
         // The uid precondition: another pod of that name is not the one asked for.
         if inner
             .pod_uid(namespace, name)
@@ -429,11 +385,8 @@ impl Cluster for FakeCluster {
         // precondition, a scripted outcome, the pod, the watched budgets, the unwatched ones,
         // then the eviction itself); the order is the behaviour being faked.
         let mut inner = self
-            .enter("evict_pod", format!("evict_pod {namespace}/{name}"))
-            .await;
-        if let Some(err) = inner.take_error("evict_pod") {
-            return Err(err);
-        }
+            .enter_or_fail("evict_pod", format!("evict_pod {namespace}/{name}"))
+            .await?;
         if inner
             .pod_uid(namespace, name)
             .is_some_and(|found| found != uid)
@@ -562,10 +515,10 @@ impl Cluster for FakeCluster {
         namespace: &str,
         selector: &LabelSelector,
     ) -> Result<Vec<PdbPod>, ClusterError> {
-        let mut inner = self.record(format!("list_selected_pods {namespace}"));
-        if let Some(err) = inner.take_error("list_selected_pods") {
-            return Err(err);
-        }
+        let inner = self.record_or_fail(
+            "list_selected_pods",
+            format!("list_selected_pods {namespace}"),
+        )?;
         let mut pods: Vec<PdbPod> = inner
             .pods
             .iter()
@@ -595,10 +548,8 @@ impl Cluster for FakeCluster {
     }
 
     async fn list_maintained_nodes(&self) -> Result<Vec<NodeState>, ClusterError> {
-        let mut inner = self.record("list_maintained_nodes".to_string());
-        if let Some(err) = inner.take_error("list_maintained_nodes") {
-            return Err(err);
-        }
+        let inner =
+            self.record_or_fail("list_maintained_nodes", "list_maintained_nodes".to_string())?;
         Ok(inner
             .nodes
             .values()
@@ -608,10 +559,7 @@ impl Cluster for FakeCluster {
     }
 
     async fn list_maintenances(&self) -> Result<Vec<Maintenance>, ClusterError> {
-        let mut inner = self.record("list_maintenances".to_string());
-        if let Some(err) = inner.take_error("list_maintenances") {
-            return Err(err);
-        }
+        let inner = self.record_or_fail("list_maintenances", "list_maintenances".to_string())?;
         Ok(inner.maintenances.values().cloned().collect())
     }
 }

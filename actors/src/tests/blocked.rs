@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::pdbs::{condition, web_cluster, web_pdb};
+use super::pdbs::{condition, web_cluster, web_cluster_with, web_pdb};
 use super::*;
 use crate::model::{Event, OnDrainTimeout, OwnerRef, Uid};
 use crate::pdb::PdbPod;
@@ -43,9 +43,11 @@ async fn a_replacement_fitting_only_a_node_another_maintenance_cordons_is_a_dead
     cluster.set_node(hostname_node("n2"));
     cluster.add_unplaced_pod(stuck_replacement("n2"));
     cluster.put_watched_pdb(web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    cluster.create_maintenance("nm2", "n2", t0());
+    let h = Scenario::on(&cluster)
+        .nm1()
+        .maintenance("nm2", "n2")
+        .start()
+        .await;
     let deadlocked = || {
         condition(&cluster, "nm1", conditions::DRAIN_BLOCKED)
             .is_some_and(|c| c.status == "True" && c.reason == "CrossNodeDeadlock")
@@ -96,8 +98,7 @@ async fn a_replacement_that_fits_no_maintained_node_is_unschedulable() {
     cluster.set_node(hostname_node("n1"));
     cluster.add_unplaced_pod(stuck_replacement("gone"));
     cluster.put_watched_pdb(web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
         eventually(Duration::from_secs(10), || condition(
             &cluster,
@@ -122,12 +123,22 @@ fn structural_pdb() -> Pdb {
     }
 }
 
+/// Node `n1` with one pod, `app/n1-web-0`, under [`structural_pdb`].
+fn structural_cluster() -> FakeCluster {
+    web_cluster_with(&["n1"], 1, structural_pdb())
+}
+
+/// `nm1` on `n1` with a `drainTimeout` of `secs` and `on_timeout`.
+fn nm1_with_deadline(secs: u64, on_timeout: OnDrainTimeout) -> Maintenance {
+    Maintenance::test("nm1")
+        .on("n1")
+        .with_drain_timeout(Duration::from_secs(secs), on_timeout)
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_pdb_that_never_allows_is_named_structural_at_once() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_watched_pdb(structural_pdb());
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let cluster = structural_cluster();
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
         eventually(Duration::from_secs(2), || condition(
             &cluster,
@@ -144,14 +155,11 @@ async fn a_pdb_that_never_allows_is_named_structural_at_once() {
 
 #[tokio::test(start_paused = true)]
 async fn a_passed_deadline_holds_the_node_cordoned_and_deletes_no_pod() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_watched_pdb(structural_pdb());
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create(
-        Maintenance::test("nm1")
-            .on("n1")
-            .with_drain_timeout(Duration::from_secs(60), OnDrainTimeout::Hold),
-    );
+    let cluster = structural_cluster();
+    let h = Scenario::on(&cluster)
+        .create(nm1_with_deadline(60, OnDrainTimeout::Hold))
+        .start()
+        .await;
     assert!(
         eventually(Duration::from_secs(5), || cluster
             .status("nm1")
@@ -167,10 +175,7 @@ async fn a_passed_deadline_holds_the_node_cordoned_and_deletes_no_pod() {
             .drain_start_time
             .map(|t| t + chrono::Duration::seconds(60))
     );
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(70))
-            .await
-    );
+    assert!(h.wait_failed("nm1", Duration::from_secs(70)).await);
     let status = cluster.status("nm1");
     let drained = condition(&cluster, "nm1", conditions::DRAINED).unwrap();
     assert_eq!(drained.reason, conditions::DRAIN_TIMEOUT);
@@ -195,18 +200,12 @@ async fn a_passed_deadline_holds_the_node_cordoned_and_deletes_no_pod() {
 /// `nm1` on `n1`, whose drain a structural PDB blocks, Failed once its `drainTimeout` of
 /// `secs` passed with `policy`.
 async fn failed_past_its_deadline(secs: u64, policy: OnDrainTimeout) -> (FakeCluster, Harness) {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_watched_pdb(structural_pdb());
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create(
-        Maintenance::test("nm1")
-            .on("n1")
-            .with_drain_timeout(Duration::from_secs(secs), policy),
-    );
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(secs + 10))
-            .await
-    );
+    let cluster = structural_cluster();
+    let h = Scenario::on(&cluster)
+        .create(nm1_with_deadline(secs, policy))
+        .start()
+        .await;
+    assert!(h.wait_failed("nm1", Duration::from_secs(secs + 10)).await);
     (cluster, h)
 }
 
@@ -242,7 +241,7 @@ async fn a_held_drain_keeps_the_node_lease_renewed() {
 async fn a_held_drain_keeps_its_lease_renewed_after_a_restart() {
     let (cluster, h) = failed_past_its_deadline(60, OnDrainTimeout::Hold).await;
     h.stop().await;
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     tokio::time::sleep(Duration::from_secs(3 * 3600)).await;
     assert_lease_held(&cluster, &h);
     assert_eq!(phase(&cluster, "nm1"), Some(Phase::Failed));
@@ -255,14 +254,9 @@ async fn a_held_drain_keeps_its_lease_renewed_after_a_restart() {
 #[tokio::test(start_paused = true)]
 async fn an_undone_drain_takes_no_lease_after_a_restart() {
     let (cluster, h) = failed_past_its_deadline(30, OnDrainTimeout::Undo).await;
-    assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .lease(NS, "node-n1")
-            .is_none())
-        .await
-    );
+    assert!(wait_no_lease(&cluster, "n1", Duration::from_secs(10)).await);
     h.stop().await;
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     tokio::time::sleep(Duration::from_secs(3 * 3600)).await;
     assert!(cluster.lease(NS, "node-n1").is_none(), "no lease taken");
     assert_released(&cluster, "n1");
@@ -286,10 +280,8 @@ async fn a_passed_deadline_with_undo_gives_the_node_back() {
 
 #[tokio::test(start_paused = true)]
 async fn without_a_timeout_nothing_changes() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_watched_pdb(structural_pdb());
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let cluster = structural_cluster();
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(3600)).await;
     let status = cluster.status("nm1");
     assert_eq!(status.phase, Some(Phase::Running));
@@ -342,19 +334,17 @@ impl crate::config::Clock for SteppedClock {
 /// from failing when its ten minutes are up.
 #[tokio::test(start_paused = true)]
 async fn a_step_of_the_wall_clock_does_not_move_the_drain_deadline() {
-    let cluster = web_cluster(&["n1"], 1);
-    cluster.put_watched_pdb(structural_pdb());
+    let cluster = structural_cluster();
     let offset = Arc::new(std::sync::Mutex::new(chrono::Duration::zero()));
     let clock = SteppedClock {
         base: crate::config::TokioClock::starting_at(t0()),
         offset: offset.clone(),
     };
-    let h = Harness::paused(&cluster, |c| c.clock = Arc::new(clock)).await;
-    cluster.create(
-        Maintenance::test("nm1")
-            .on("n1")
-            .with_drain_timeout(Duration::from_secs(600), OnDrainTimeout::Hold),
-    );
+    let h = Scenario::on(&cluster)
+        .config(|c| c.clock = Arc::new(clock))
+        .create(nm1_with_deadline(600, OnDrainTimeout::Hold))
+        .start()
+        .await;
     assert!(
         eventually(Duration::from_secs(10), || cluster
             .status("nm1")
@@ -371,8 +361,7 @@ async fn a_step_of_the_wall_clock_does_not_move_the_drain_deadline() {
         cluster.status("nm1").last_error
     );
     assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(600))
-            .await,
+        h.wait_failed("nm1", Duration::from_secs(600)).await,
         "failed once its ten minutes were up"
     );
     h.stop().await;
@@ -385,12 +374,10 @@ async fn a_step_of_the_wall_clock_does_not_move_the_drain_deadline() {
 async fn terminating_pods_on_a_node_that_is_not_ready_are_a_blocker_of_their_own() {
     let cluster = FakeCluster::with_node("n1", 2);
     cluster.set_evicted_pods_linger(true);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(5), || cluster.count_calls("evict_pod")
-            == 2)
-        .await
+        h.wait_calls("evict_pod", |n| n == 2, Duration::from_secs(5))
+            .await
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(

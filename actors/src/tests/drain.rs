@@ -4,12 +4,8 @@ use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn pdb_blocked_pods_are_retried_as_one_unit() {
-    let cluster = FakeCluster::with_node("n1", 10);
-    let names: Vec<String> = (0..10).map(|i| format!("n1-p{i}")).collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    cluster.add_pdb("app", "web", &refs, 0);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let cluster = n1_under_a_closed_pdb(10, "web");
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(300)).await;
 
     let calls = cluster.count_calls("evict_pod");
@@ -34,22 +30,15 @@ async fn pdb_blocked_pods_are_retried_as_one_unit() {
     assert_eq!(drained.reason, conditions::BLOCKED_BY_PDB);
 
     cluster.set_pdb_allowed("app", "web", 10);
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(120))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(120)).await);
     assert_eq!(cluster.status("nm1").last_error, None);
     h.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_pdb_allowing_one_disruption_releases_its_pods_one_at_a_time() {
-    let cluster = FakeCluster::with_node("n1", 6);
-    let names: Vec<String> = (0..6).map(|i| format!("n1-p{i}")).collect();
-    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    cluster.add_pdb("app", "one", &refs, 0);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let cluster = n1_under_a_closed_pdb(6, "one");
+    let h = Scenario::on(&cluster).nm1().start().await;
     // A replacement becomes Ready every 2 s: the PDB allows one more disruption.
     let pdb = cluster.clone();
     let replenish = tokio::spawn(async move {
@@ -58,10 +47,7 @@ async fn a_pdb_allowing_one_disruption_releases_its_pods_one_at_a_time() {
             pdb.set_pdb_allowed("app", "one", 1);
         }
     });
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(120))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(120)).await);
     replenish.abort();
     let calls = cluster.count_calls("evict_pod");
     // 6 accepted, 6 refused in the first round, then about two refused probes per 2 s round.
@@ -72,21 +58,16 @@ async fn a_pdb_allowing_one_disruption_releases_its_pods_one_at_a_time() {
 
 #[tokio::test(start_paused = true)]
 async fn blocked_maintenance_does_not_delay_another() {
-    let cluster = FakeCluster::with_node("n1", 3);
-    cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1", "n1-p2"], 0);
+    let cluster = n1_under_a_closed_pdb(3, "tight");
     cluster.add_node("n2");
     for i in 0..3 {
         cluster.add_pod("n2", "other", &format!("n2-p{i}"));
     }
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     let start = tokio::time::Instant::now();
     cluster.create_maintenance("nm2", "n2", t0());
-    assert!(
-        h.wait_phase("nm2", Phase::Succeeded, Duration::from_secs(10))
-            .await
-    );
+    assert!(h.wait_succeeded("nm2", Duration::from_secs(10)).await);
     assert!(
         start.elapsed() < Duration::from_secs(6),
         "{:?}",
@@ -98,17 +79,9 @@ async fn blocked_maintenance_does_not_delay_another() {
 
 #[tokio::test(start_paused = true)]
 async fn delete_while_blocked_undoes_within_five_seconds() {
-    let cluster = FakeCluster::with_node("n1", 2);
-    cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1"], 0);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        eventually(Duration::from_secs(30), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("tight")))
-        .await
-    );
+    let cluster = n1_under_a_closed_pdb(2, "tight");
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_error("nm1", "tight", Duration::from_secs(30)).await);
     assert_in_maintenance(&cluster, "n1");
     let start = tokio::time::Instant::now();
     cluster.delete_maintenance("nm1");
@@ -128,13 +101,13 @@ async fn too_many_pdbs_is_reported() {
     let cluster = FakeCluster::with_node("n1", 1);
     cluster.add_pdb("app", "a", &["n1-p0"], 5);
     cluster.add_pdb("app", "b", &["n1-p0"], 5);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(30), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("more than one PodDisruptionBudget")))
+        h.wait_error(
+            "nm1",
+            "more than one PodDisruptionBudget",
+            Duration::from_secs(30)
+        )
         .await
     );
     let status = cluster.status("nm1");

@@ -10,23 +10,13 @@ use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn a_hung_call_never_keeps_the_undo_from_starting() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     // The drift repair's patch goes out on a connection that never answers.
     cluster.hang_next("patch_node", 1);
-    let mut drifted = cluster.node("n1").unwrap();
-    drifted.unschedulable = false;
-    cluster.set_node(drifted);
+    set_unschedulable(&cluster, "n1", false);
     assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .count_calls("patch_node")
-            >= 2)
-        .await,
+        h.wait_calls("patch_node", |n| n >= 2, Duration::from_secs(10))
+            .await,
         "the repair is out"
     );
     cluster.delete_maintenance("nm1");
@@ -45,8 +35,7 @@ async fn a_hung_eviction_does_not_keep_its_slot() {
     cluster.hang_next("evict_pod", 1);
     cluster.create_maintenance("nm1", "n1", t0());
     assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(120))
-            .await,
+        h.wait_succeeded("nm1", Duration::from_secs(120)).await,
         "the other evictions went out once the hung one's deadline passed"
     );
     assert!(cluster.pods("n1").is_empty());
@@ -62,12 +51,8 @@ async fn a_hung_daemonset_lookup_does_not_block_the_drain() {
     );
     cluster.add_daemonset("kube-system", "agent");
     cluster.hang_next("daemonset_exists", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(120))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(120)).await);
     let left: Vec<String> = cluster.pods("n1").into_iter().map(|p| p.name).collect();
     assert_eq!(left, ["agent-n1"], "the DaemonSet pod stays");
     h.stop().await;
@@ -82,16 +67,7 @@ async fn a_hung_daemonset_lookup_does_not_block_the_drain() {
 async fn a_maintenance_that_only_waited_undoes_nothing() {
     let cluster = FakeCluster::new();
     cluster.set_node(cordoned_by_someone_else("n1"));
-    cluster.put_lease(foreign_lease(t0(), 3600, 1));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("node-healthcheck")))
-        .await
-    );
+    let h = waiting_behind_a_foreign_lease(&cluster, 3600, Duration::from_secs(10)).await;
     cluster.delete_maintenance("nm1");
     assert!(h.wait_gone("nm1", Duration::from_secs(10)).await);
     let node = cluster.node("n1").unwrap();
@@ -103,11 +79,7 @@ async fn a_maintenance_that_only_waited_undoes_nothing() {
         "the node was never touched"
     );
     assert_eq!(
-        cluster
-            .lease(NS, "node-n1")
-            .unwrap()
-            .holder_identity
-            .as_deref(),
+        lease_holder(&cluster, "n1").as_deref(),
         Some("node-healthcheck")
     );
     h.stop().await;
@@ -122,12 +94,8 @@ async fn a_node_cordoned_before_the_maintenance_stays_cordoned_after_it_even_acr
         .insert(EXCLUDE_LABEL.into(), EXCLUDE_LABEL_VALUE.into());
     cluster.set_node(before);
     cluster.add_pod("n1", "app", "web-0");
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     let during = cluster.node("n1").unwrap();
     assert_in_maintenance(&cluster, "n1");
     assert_eq!(
@@ -144,7 +112,7 @@ async fn a_node_cordoned_before_the_maintenance_stays_cordoned_after_it_even_acr
     );
     // nmo crashes; the record is in the cluster, not in its memory.
     drop(h);
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     cluster.delete_maintenance("nm1");
     assert!(h.wait_gone("nm1", Duration::from_secs(30)).await);
     let after = cluster.node("n1").unwrap();
@@ -164,22 +132,13 @@ async fn a_node_cordoned_before_the_maintenance_stays_cordoned_after_it_even_acr
 
 #[tokio::test(start_paused = true)]
 async fn nothing_the_actors_started_lands_after_they_stopped() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     // A drift repair is on its way (its patch answers in 5 s, within the call deadline)...
     cluster.delay_next("patch_node", 1, Duration::from_secs(5));
-    let mut drifted = cluster.node("n1").unwrap();
-    drifted.unschedulable = false;
-    cluster.set_node(drifted);
+    set_unschedulable(&cluster, "n1", false);
     assert!(
-        eventually(Duration::from_secs(2), || cluster.count_calls("patch_node")
-            >= 2)
-        .await,
+        h.wait_calls("patch_node", |n| n >= 2, Duration::from_secs(2))
+            .await,
         "the repair is out"
     );
     // ... when this replica hands over: once stopped, nothing of it may land.
@@ -199,10 +158,7 @@ async fn a_restart_between_giving_up_and_undoing_still_undoes() {
     // The lease can no longer be renewed, and the undo cannot get through either.
     cluster.fail_next("update_lease", transient(1000));
     cluster.fail_next("patch_node", transient(1000));
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(120))
-            .await
-    );
+    assert!(h.wait_failed("nm1", Duration::from_secs(120)).await);
     let failed = cluster.status("nm1");
     let restored = decisions::condition(&failed, conditions::NODE_RESTORED).unwrap();
     assert_eq!(
@@ -214,12 +170,9 @@ async fn a_restart_between_giving_up_and_undoing_still_undoes() {
     // nmo crashes before its undo got through; the API recovers.
     drop(h);
     cluster.clear_scripts();
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     assert!(
-        eventually(Duration::from_secs(60), || cluster
-            .lease(NS, "node-n1")
-            .is_none())
-        .await,
+        wait_no_lease(&cluster, "n1", Duration::from_secs(60)).await,
         "the restarted nmo undid the maintenance that gave up"
     );
     assert_released(&cluster, "n1");

@@ -6,7 +6,7 @@
 //! finishes) and Strimzi Drain Cleaner's README (its webhook refuses, with a 500, and the
 //! operator rolls the broker).
 
-use super::pdbs::condition;
+use super::pdbs::{condition, web_cluster_with, web_pdb};
 use super::*;
 use crate::pdb::{IntOrPercent, LabelSelector, Pdb, PdbStatus};
 
@@ -49,12 +49,10 @@ async fn a_launcher_pod_is_asked_at_once_and_again_with_backoff_until_it_leaves(
     cluster.add_node("n1");
     cluster.add_pod_info("n1", launcher_pod("vm-a"));
     cluster.put_watched_pdb(launcher_budget("vm-a"));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(2), || cluster.count_calls("evict_pod")
-            == 1)
-        .await,
+        h.wait_calls("evict_pod", |n| n == 1, Duration::from_secs(2))
+            .await,
         "asked at once although its budget allows nothing"
     );
     tokio::time::sleep(Duration::from_secs(58)).await;
@@ -78,10 +76,7 @@ async fn a_launcher_pod_is_asked_at_once_and_again_with_backoff_until_it_leaves(
 
     // The VM migrated: its source pod finished and is gone.
     cluster.remove_pod("vms", "virt-launcher-vm-a");
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(10))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(10)).await);
     let stats = h.eviction_stats().await;
     assert_eq!((stats.held, stats.reasks), (0, 0), "{stats:?}");
     h.stop().await;
@@ -92,8 +87,7 @@ async fn a_launcher_pod_is_asked_at_once_and_again_with_backoff_until_it_leaves(
 /// is asked at once, the refusal is no failure, and its words stay in the pod's reason.
 #[tokio::test(start_paused = true)]
 async fn a_webhook_refusal_of_any_code_is_asked_again_and_keeps_its_words() {
-    let cluster = super::pdbs::web_cluster(&["n1"], 1);
-    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
+    let cluster = web_cluster_with(&["n1"], 1, web_pdb(0));
     cluster.set_eviction_webhooks(&["strimzi-drain-cleaner.strimzi.io"]);
     let refusal = "admission webhook \"strimzi-drain-cleaner.strimzi.io\" denied the request: \
                    The pod will be rolled by the Strimzi Cluster Operator";
@@ -109,8 +103,7 @@ async fn a_webhook_refusal_of_any_code_is_asked_again_and_keeps_its_words() {
             3
         ],
     );
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(12)).await;
     assert_eq!(
         cluster.count_calls("evict_pod"),
@@ -136,20 +129,15 @@ async fn a_webhook_refusal_of_any_code_is_asked_again_and_keeps_its_words() {
     );
     // The operator rolled the broker onto another node.
     cluster.remove_pod("app", "n1-web-0");
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(10))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(10)).await);
     assert_eq!(h.eviction_stats().await.intercepted, 2);
     h.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_webhook_registered_during_a_drain_gets_the_waiting_pods_asked() {
-    let cluster = super::pdbs::web_cluster(&["n1"], 2);
-    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let cluster = web_cluster_with(&["n1"], 2, web_pdb(0));
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(
         cluster.count_calls("evict_pod"),
@@ -158,16 +146,14 @@ async fn a_webhook_registered_during_a_drain_gets_the_waiting_pods_asked() {
     );
     cluster.set_eviction_webhooks(&["drain-helper.example.com"]);
     assert!(
-        eventually(Duration::from_secs(1), || cluster.count_calls("evict_pod")
-            == 2)
-        .await,
+        h.wait_calls("evict_pod", |n| n == 2, Duration::from_secs(1))
+            .await,
         "both asked at once"
     );
     // And the budget still releases them the moment it allows.
     cluster.set_watched_pdb_allowed("app", "web", 2);
     assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(2))
-            .await,
+        h.wait_succeeded("nm1", Duration::from_secs(2)).await,
         "{:?}",
         cluster.calls()
     );
@@ -213,8 +199,7 @@ async fn a_launcher_pod_says_what_its_vm_does() {
         }),
         ..vm("vm-b")
     });
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(
         cluster.count_calls("watch_vms n1"),
@@ -254,9 +239,6 @@ async fn a_launcher_pod_says_what_its_vm_does() {
     // vm-a's migration completes: its source pod finished and is gone; vm-b is stopped.
     cluster.remove_pod("vms", "virt-launcher-vm-a");
     cluster.remove_pod("vms", "virt-launcher-vm-b");
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(10))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(10)).await);
     h.stop().await;
 }

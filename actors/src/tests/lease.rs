@@ -1,16 +1,11 @@
 //! The node lease: taking, waiting behind another holder, renewing, losing it.
 
+use super::pdbs::{web_cluster_with, web_pdb};
 use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn lease_renewed_over_simulated_hours() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     for _ in 0..10 {
         tokio::time::sleep(Duration::from_secs(1800)).await;
         let lease = cluster.lease(NS, "node-n1").unwrap();
@@ -30,16 +25,7 @@ async fn lease_renewed_over_simulated_hours() {
 #[tokio::test(start_paused = true)]
 async fn foreign_valid_lease_waits_then_proceeds() {
     let cluster = FakeCluster::with_node("n1", 2);
-    cluster.put_lease(foreign_lease(t0(), 60, 1));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("node-healthcheck")))
-        .await
-    );
+    let h = waiting_behind_a_foreign_lease(&cluster, 60, Duration::from_secs(10)).await;
     let status = cluster.status("nm1");
     assert_eq!(status.phase, Some(Phase::Running));
     assert_eq!(status.error_on_lease_count, 0);
@@ -56,10 +42,7 @@ async fn foreign_valid_lease_waits_then_proceeds() {
     tokio::time::sleep(Duration::from_secs(20)).await;
     assert!(cluster.count_calls("get_lease") >= reads + 4);
 
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(60)).await);
     let lease = cluster.lease(NS, "node-n1").unwrap();
     assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
     assert_eq!(lease.lease_transitions, Some(2));
@@ -78,12 +61,8 @@ async fn foreign_valid_lease_waits_then_proceeds() {
 async fn expired_foreign_lease_is_taken_over() {
     let cluster = FakeCluster::with_node("n1", 1);
     cluster.put_lease(foreign_lease(t0() - chrono::Duration::hours(2), 3600, 4));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     let lease = cluster.lease(NS, "node-n1").unwrap();
     assert_eq!(lease.holder_identity.as_deref(), Some(LEASE_HOLDER));
     assert_eq!(lease.lease_transitions, Some(5));
@@ -97,20 +76,11 @@ async fn lease_errors_above_three_fail_and_undo() {
     // Renewals keep failing (each failed one is retried within seconds; a failure counts
     // once per renewal interval).
     cluster.fail_next("update_lease", transient(1000));
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(120))
-            .await
-    );
+    assert!(h.wait_failed("nm1", Duration::from_secs(120)).await);
     let status = cluster.status("nm1");
     assert_eq!(status.error_on_lease_count, 4);
     assert!(status.last_error.unwrap().contains("lease"));
-    assert!(
-        eventually(Duration::from_secs(10), || !cluster
-            .node("n1")
-            .unwrap()
-            .unschedulable)
-        .await
-    );
+    assert!(wait_uncordoned(&cluster, "n1", Duration::from_secs(10)).await);
     assert_released(&cluster, "n1");
     let failed = cluster
         .events()
@@ -129,13 +99,7 @@ async fn lease_errors_above_three_fail_and_undo() {
 
 #[tokio::test(start_paused = true)]
 async fn a_first_maintenance_creates_its_lease_without_reading_it_first() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(60)).await;
     assert_eq!(cluster.count_calls("get_lease"), 0, "{:?}", cluster.calls());
     // The first create may find the lease namespace missing (then it is created): two at most.
     assert!(cluster.count_calls("create_lease") <= 2);
@@ -147,16 +111,7 @@ async fn a_first_maintenance_creates_its_lease_without_reading_it_first() {
 #[tokio::test(start_paused = true)]
 async fn a_first_maintenance_finding_a_lease_reads_it_and_respects_its_holder() {
     let cluster = FakeCluster::with_node("n1", 1);
-    cluster.put_lease(foreign_lease(t0(), 3600, 1));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        eventually(Duration::from_secs(30), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("node-healthcheck")))
-        .await
-    );
+    let h = waiting_behind_a_foreign_lease(&cluster, 3600, Duration::from_secs(30)).await;
     assert!(
         cluster.count_calls("get_lease") >= 1,
         "the refused create led to a read"
@@ -175,25 +130,15 @@ async fn lease_errors_before_evictions_do_not_count() {
             .map(|_| ClusterError::Transient("timeout".into()))
             .collect(),
     );
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(60)).await);
     assert_eq!(cluster.status("nm1").error_on_lease_count, 0);
     h.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn foreign_lease_left_alone_on_undo() {
-    let cluster = FakeCluster::with_node("n1", 0);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(0, Duration::from_secs(30)).await;
     // Someone else takes the lease over (e.g. after it was deleted by hand).
     let ours = cluster.lease(NS, "node-n1").unwrap();
     cluster.put_lease(Lease {
@@ -219,10 +164,7 @@ async fn lease_taken_by_another_holder_counts_and_fails() {
             >= 1)
         .await
     );
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(60))
-            .await
-    );
+    assert!(h.wait_failed("nm1", Duration::from_secs(60)).await);
     // nmo takes back what is its alone (label, drain taint); the cordon and its taint now
     // serve the lease's holder (a remediation, say): nmo never uncordons a node in the middle
     // of someone else's work.
@@ -241,14 +183,22 @@ async fn lease_taken_by_another_holder_counts_and_fails() {
     assert_eq!(node.record, None);
     // Their lease is not ours to delete.
     assert_eq!(
-        cluster
-            .lease(NS, "node-n1")
-            .unwrap()
-            .holder_identity
-            .as_deref(),
+        lease_holder(&cluster, "n1").as_deref(),
         Some("node-healthcheck")
     );
     h.stop().await;
+}
+
+/// `nm1`'s drain held by budget `web` (two pods on `n1`, none may go).
+async fn drain_blocked_by_a_budget() -> (FakeCluster, Harness) {
+    let cluster = web_cluster_with(&["n1"], 2, web_pdb(0));
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(
+        h.wait_error("nm1", "web", Duration::from_secs(20)).await,
+        "blocked by the budget: {:?}",
+        cluster.status("nm1")
+    );
+    (cluster, h)
 }
 
 /// The takeover: a drain blocked by a budget, and another operator overwrites the
@@ -259,30 +209,15 @@ async fn lease_taken_by_another_holder_counts_and_fails() {
 /// foreign lease is never written.
 #[tokio::test(start_paused = true)]
 async fn a_lease_taken_mid_drain_stops_evictions_at_once_and_fails_naming_the_holder() {
-    let cluster = super::pdbs::web_cluster(&["n1"], 2);
-    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        eventually(Duration::from_secs(20), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("web")))
-        .await,
-        "blocked by the budget: {:?}",
-        cluster.status("nm1")
-    );
+    let (cluster, h) = drain_blocked_by_a_budget().await;
     let evictions = cluster.count_calls("evict_pod");
     let taken_at = tokio::time::Instant::now();
     cluster.put_lease(foreign_lease(h.now(), 3600, 1));
     let taken = cluster.lease(NS, "node-n1").unwrap();
     // The budget lets both pods go right after: nmo must not take the offer.
     tokio::time::sleep(Duration::from_millis(500)).await;
-    cluster.put_watched_pdb(super::pdbs::web_pdb(2));
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(30))
-            .await
-    );
+    cluster.put_watched_pdb(web_pdb(2));
+    assert!(h.wait_failed("nm1", Duration::from_secs(30)).await);
     assert!(
         taken_at.elapsed() <= Duration::from_secs(15),
         "gave up {:?} after the takeover",
@@ -325,19 +260,7 @@ async fn a_lease_taken_mid_drain_stops_evictions_at_once_and_fails_naming_the_ho
 /// A drain held by a budget (two pods, none may go), then its leader stops: the cluster and
 /// the moment of the handover.
 async fn blocked_drain_whose_leader_stopped() -> (FakeCluster, chrono::DateTime<chrono::Utc>) {
-    let cluster = super::pdbs::web_cluster(&["n1"], 2);
-    cluster.put_watched_pdb(super::pdbs::web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        eventually(Duration::from_secs(20), || cluster
-            .status("nm1")
-            .last_error
-            .is_some_and(|e| e.contains("web")))
-        .await,
-        "blocked by the budget: {:?}",
-        cluster.status("nm1")
-    );
+    let (cluster, h) = drain_blocked_by_a_budget().await;
     let handover = h.now();
     h.stop().await;
     (cluster, handover)
@@ -353,10 +276,9 @@ async fn a_lease_taken_across_a_leader_handover_still_fails_the_maintenance() {
     let (cluster, handover) = blocked_drain_whose_leader_stopped().await;
     cluster.put_lease(foreign_lease(handover, 3600, 1));
     let taken = cluster.lease(NS, "node-n1").unwrap();
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(30))
-            .await,
+        h.wait_failed("nm1", Duration::from_secs(30)).await,
         "not Failed: {:?}",
         cluster.status("nm1")
     );
@@ -389,10 +311,9 @@ async fn a_lease_taken_across_a_handover_fails_even_when_the_status_never_said_i
     nm.status = Some(status);
     cluster.put_maintenance(nm);
     cluster.put_lease(foreign_lease(handover, 3600, 1));
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(30))
-            .await,
+        h.wait_failed("nm1", Duration::from_secs(30)).await,
         "not Failed: {:?}",
         cluster.status("nm1")
     );

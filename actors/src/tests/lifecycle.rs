@@ -17,13 +17,9 @@ async fn drains_node_and_succeeds() {
             .controlled_by("Job", "job")
             .in_phase(PodPhase::Succeeded),
     );
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
 
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     let status = cluster.status("nm1");
     assert_eq!(status.drain_progress, 100);
     assert_eq!(status.total_pods, 7);
@@ -68,12 +64,8 @@ async fn undo_on_delete() {
     let mut node = cluster.node("n1").unwrap();
     node.taints.push(foreign_taint());
     cluster.set_node(node);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     cluster.delete_maintenance("nm1");
     assert!(h.wait_gone("nm1", Duration::from_secs(10)).await);
     assert_released(&cluster, "n1");
@@ -93,13 +85,7 @@ async fn undo_on_delete() {
 
 #[tokio::test(start_paused = true)]
 async fn drift_is_repaired() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     // Someone uncordons, untaints and unlabels, and adds a taint of their own.
     let mut node = cluster.node("n1").unwrap();
     node.unschedulable = false;
@@ -127,12 +113,8 @@ async fn concurrent_taint_change_is_retried_from_a_fresh_read() {
         "patch_node",
         vec![ClusterError::Conflict("test op failed".into())],
     );
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Scenario::on(&cluster).nm1().start().await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     assert_in_maintenance(&cluster, "n1");
     assert!(cluster.count_calls("patch_node") >= 2);
     h.stop().await;
@@ -140,13 +122,7 @@ async fn concurrent_taint_change_is_retried_from_a_fresh_read() {
 
 #[tokio::test(start_paused = true)]
 async fn a_maintenance_fresh_from_the_watch_is_not_read_again() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(60)).await;
     assert_eq!(
         cluster.count_calls("get_maintenance"),
         0,
@@ -170,7 +146,7 @@ async fn a_failed_maintenance_seen_at_start_stays_failed_without_a_re_read() {
                 ..MaintenanceStatus::default()
             }),
     );
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_released(&cluster, "n1");
     assert_eq!(phase(&cluster, "nm1"), Some(Phase::Failed));
@@ -183,15 +159,20 @@ async fn a_failed_maintenance_seen_at_start_stays_failed_without_a_re_read() {
     h.stop().await;
 }
 
+/// `nm1` for node `node`, which does not exist, Failed.
+async fn nm1_failed_for_a_missing_node(node: &str) -> (FakeCluster, Harness) {
+    let cluster = FakeCluster::new();
+    let h = Scenario::on(&cluster)
+        .maintenance("nm1", node)
+        .start()
+        .await;
+    assert!(h.wait_failed("nm1", Duration::from_secs(10)).await);
+    (cluster, h)
+}
+
 #[tokio::test(start_paused = true)]
 async fn missing_node_fails_without_retry() {
-    let cluster = FakeCluster::new();
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "ghost", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(10))
-            .await
-    );
+    let (cluster, h) = nm1_failed_for_a_missing_node("ghost").await;
     let status = cluster.status("nm1");
     assert!(status.last_error.unwrap().contains("ghost"));
     let event = cluster
@@ -217,13 +198,7 @@ async fn missing_node_fails_without_retry() {
 
 #[tokio::test(start_paused = true)]
 async fn missing_node_retried_when_the_spec_changes() {
-    let cluster = FakeCluster::new();
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "late", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(10))
-            .await
-    );
+    let (cluster, h) = nm1_failed_for_a_missing_node("late").await;
     cluster.add_node("late");
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(
@@ -234,10 +209,7 @@ async fn missing_node_retried_when_the_spec_changes() {
     let mut nm = cluster.maintenance("nm1").unwrap();
     nm.reason = "node is back".into();
     cluster.put_maintenance(nm);
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     assert_in_maintenance(&cluster, "late");
     assert_eq!(cluster.status("nm1").last_error, None);
     h.stop().await;
@@ -279,11 +251,8 @@ async fn restart_mid_drain_converges() {
                 ..MaintenanceStatus::default()
             }),
     );
-    let h = Harness::paused(&cluster, |_| {}).await;
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Harness::on(&cluster).await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     let status = cluster.status("nm1");
     assert_eq!((status.total_pods, status.eviction_pods), (3, 3));
     assert_eq!(status.drain_progress, 100);
@@ -316,7 +285,7 @@ async fn restart_during_deletion_finishes_undo() {
             .with_finalizer()
             .being_deleted(),
     );
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     assert!(h.wait_gone("nm1", Duration::from_secs(10)).await);
     assert_released(&cluster, "n1");
     assert!(cluster.lease(NS, "node-n1").is_none());
@@ -329,17 +298,16 @@ async fn restart_during_deletion_finishes_undo() {
 #[tokio::test(start_paused = true)]
 async fn an_invalid_node_name_is_failed_without_a_call_about_the_node() {
     let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
     let problem = "invalid spec.nodeName \"\": a node name is a DNS-1123 subdomain";
-    cluster.create(
-        Maintenance::test("nm1")
-            .on("")
-            .invalid(crate::model::SpecField::NodeName, problem),
-    );
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(10))
-            .await
-    );
+    let h = Scenario::on(&cluster)
+        .create(
+            Maintenance::test("nm1")
+                .on("")
+                .invalid(crate::model::SpecField::NodeName, problem),
+        )
+        .start()
+        .await;
+    assert!(h.wait_failed("nm1", Duration::from_secs(10)).await);
     assert_eq!(cluster.status("nm1").last_error.as_deref(), Some(problem));
     assert!(
         cluster
@@ -390,11 +358,8 @@ async fn a_record_of_another_maintenance_is_replaced_and_said() {
     cluster.set_node(node);
     // Created before nmo starts, so the orphan sweep leaves the node to it.
     cluster.create(Maintenance::test("nm1").on("n1"));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Harness::on(&cluster).await;
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
     let record = cluster.node("n1").and_then(|n| n.record).expect("a record");
     assert_eq!(record.maintenance, "uid-nm1");
     assert!(record.cordoned, "made from the node as it is: {record:?}");

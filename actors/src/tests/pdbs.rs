@@ -2,28 +2,31 @@
 //! on each PDB's observed status. (Why a drain is blocked, and its deadline: `blocked`.)
 
 use super::*;
-use crate::pdb::{IntOrPercent, LabelSelector, Pdb, PdbStatus};
+use crate::pdb::{Pdb, PdbStatus};
 
 /// PDB `web` over `app=web` in namespace `app`, `maxUnavailable: 1`, whose fresh status
 /// allows `allowed` disruptions (as the disruption controller computes it: 4 expected pods, 3
 /// wanted healthy, so `3 + allowed` are healthy).
 pub(super) fn web_pdb(allowed: i32) -> Pdb {
-    Pdb {
-        namespace: "app".into(),
-        name: "web".into(),
-        generation: 1,
-        selector: Some(LabelSelector::labels([("app", "web")])),
-        min_available: None,
-        max_unavailable: Some(IntOrPercent::Int(1)),
-        always_allow_unhealthy: false,
-        status: Some(PdbStatus {
+    Pdb::test(
+        "web",
+        PdbStatus {
             observed_generation: 1,
             disruptions_allowed: allowed,
             current_healthy: 3 + allowed,
             desired_healthy: 3,
             expected_pods: 4,
             ..PdbStatus::default()
-        }),
+        },
+    )
+}
+
+/// [`web_pdb`] with a spec newer than its status (generation 2): the disruption controller has
+/// not seen it yet.
+fn stale_web_pdb(allowed: i32) -> Pdb {
+    Pdb {
+        generation: 2,
+        ..web_pdb(allowed)
     }
 }
 
@@ -40,6 +43,13 @@ pub(super) fn web_cluster(nodes: &[&str], per_node: usize) -> FakeCluster {
     cluster
 }
 
+/// [`web_cluster`] with `pdb` in place (and watched).
+pub(super) fn web_cluster_with(nodes: &[&str], per_node: usize, pdb: Pdb) -> FakeCluster {
+    let cluster = web_cluster(nodes, per_node);
+    cluster.put_watched_pdb(pdb);
+    cluster
+}
+
 pub(super) fn condition(
     cluster: &FakeCluster,
     nm: &str,
@@ -50,11 +60,12 @@ pub(super) fn condition(
 
 #[tokio::test(start_paused = true)]
 async fn two_nodes_share_one_pdbs_allowance_without_a_refusal() {
-    let cluster = web_cluster(&["n1", "n2"], 2);
-    cluster.put_watched_pdb(web_pdb(1));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    cluster.create_maintenance("nm2", "n2", t0());
+    let cluster = web_cluster_with(&["n1", "n2"], 2, web_pdb(1));
+    let h = Scenario::on(&cluster)
+        .nm1()
+        .maintenance("nm2", "n2")
+        .start()
+        .await;
     tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(
         cluster.count_calls("evict_pod"),
@@ -65,24 +76,16 @@ async fn two_nodes_share_one_pdbs_allowance_without_a_refusal() {
         // The disruption controller saw a replacement become ready: one more disruption.
         cluster.set_watched_pdb_allowed("app", "web", 1);
         assert!(
-            eventually(Duration::from_millis(500), || cluster
-                .count_calls("evict_pod")
-                == evicted)
-            .await,
+            h.wait_calls("evict_pod", |n| n == evicted, Duration::from_millis(500))
+                .await,
             "one more eviction at once, got {}",
             cluster.count_calls("evict_pod")
         );
         tokio::time::sleep(Duration::from_secs(10)).await;
         assert_eq!(cluster.count_calls("evict_pod"), evicted, "and only one");
     }
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
-    assert!(
-        h.wait_phase("nm2", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(30)).await);
+    assert!(h.wait_succeeded("nm2", Duration::from_secs(30)).await);
     let stats = h.eviction_stats().await;
     assert_eq!(stats.blocked, 0, "no eviction was refused: {stats:?}");
     h.stop().await;
@@ -90,10 +93,8 @@ async fn two_nodes_share_one_pdbs_allowance_without_a_refusal() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pdb_allowing_none_gets_no_call_and_its_pods_go_when_its_status_changes() {
-    let cluster = web_cluster(&["n1"], 3);
-    cluster.put_watched_pdb(web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let cluster = web_cluster_with(&["n1"], 3, web_pdb(0));
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(120)).await;
     assert_eq!(
         cluster.count_calls("evict_pod"),
@@ -111,10 +112,8 @@ async fn a_pdb_allowing_none_gets_no_call_and_its_pods_go_when_its_status_change
     );
     cluster.set_watched_pdb_allowed("app", "web", 2);
     assert!(
-        eventually(Duration::from_millis(100), || cluster
-            .count_calls("evict_pod")
-            == 2)
-        .await,
+        h.wait_calls("evict_pod", |n| n == 2, Duration::from_millis(100))
+            .await,
         "released the moment the status changed"
     );
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -124,22 +123,15 @@ async fn a_pdb_allowing_none_gets_no_call_and_its_pods_go_when_its_status_change
         "exactly as many as it allows"
     );
     cluster.set_watched_pdb_allowed("app", "web", 1);
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(5))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(5)).await);
     assert_eq!(h.eviction_stats().await.blocked, 0);
     h.stop().await;
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_stale_status_falls_back_to_the_429_backoff() {
-    let cluster = web_cluster(&["n1"], 2);
-    let mut stale = web_pdb(2);
-    stale.generation = 2; // the controller has not seen the new spec yet
-    cluster.put_watched_pdb(stale);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let cluster = web_cluster_with(&["n1"], 2, stale_web_pdb(2));
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(20)).await;
     let refused = h.eviction_stats().await.blocked;
     assert!(
@@ -149,10 +141,7 @@ async fn a_stale_status_falls_back_to_the_429_backoff() {
     assert!(refused < 12, "and refusals backed off: {refused} in 20 s");
     assert_eq!(phase(&cluster, "nm1"), Some(Phase::Running));
     cluster.set_watched_pdb_allowed("app", "web", 2);
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(5))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(5)).await);
     h.stop().await;
 }
 
@@ -161,10 +150,7 @@ async fn a_stale_status_falls_back_to_the_429_backoff() {
 /// must not park the pod behind a backoff the new status has already lifted.
 #[tokio::test(start_paused = true)]
 async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once() {
-    let cluster = web_cluster(&["n1"], 1);
-    let mut stale = web_pdb(1);
-    stale.generation = 2; // the controller has not seen the new spec yet
-    cluster.put_watched_pdb(stale);
+    let cluster = web_cluster_with(&["n1"], 1, stale_web_pdb(1));
     // The probe is answered a second late, refused as the API refuses a stale PDB (with
     // its `Retry-After: 10`).
     cluster.delay_next("evict_pod", 1, Duration::from_secs(1));
@@ -177,19 +163,16 @@ async fn a_status_that_catches_up_while_a_probe_is_out_lets_the_pod_go_at_once()
             retry_after: Some(Duration::from_secs(10)),
         }],
     );
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(5), || cluster.count_calls("evict_pod")
-            == 1)
-        .await,
+        h.wait_calls("evict_pod", |n| n == 1, Duration::from_secs(5))
+            .await,
         "the probe goes"
     );
     // Meanwhile the controller catches up: the new spec allows one disruption.
     cluster.set_watched_pdb_allowed("app", "web", 1);
     assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(3))
-            .await,
+        h.wait_succeeded("nm1", Duration::from_secs(3)).await,
         "the pod goes once the refusal is back, not after the refusal's backoff: {:?}",
         cluster.calls()
     );
@@ -202,13 +185,10 @@ async fn pods_no_pdb_selects_go_at_once() {
     let cluster = web_cluster(&["n1"], 1);
     cluster.add_pod("n1", "app", "lonely");
     cluster.put_watched_pdb(web_pdb(0));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(5), || cluster
-            .count_calls("evict_pod app/lonely")
-            == 1)
-        .await
+        h.wait_calls("evict_pod app/lonely", |n| n == 1, Duration::from_secs(5))
+            .await
     );
     assert_eq!(cluster.count_calls("evict_pod app/n1-web-0"), 0);
     h.stop().await;

@@ -28,17 +28,8 @@ async fn a_late_reconcile_result_does_not_revive_a_failed_maintenance() {
     let (cluster, h) = succeeded_with_renewals_every_10s().await;
     // Renewals fail until it gives up (a failure counts once per renewal interval).
     cluster.fail_next("update_lease", transient(1000));
-    assert!(
-        h.wait_phase("nm1", Phase::Failed, Duration::from_secs(120))
-            .await
-    );
-    assert!(
-        eventually(Duration::from_secs(10), || !cluster
-            .node("n1")
-            .unwrap()
-            .unschedulable)
-        .await
-    );
+    assert!(h.wait_failed("nm1", Duration::from_secs(120)).await);
+    assert!(wait_uncordoned(&cluster, "n1", Duration::from_secs(10)).await);
     // A repair reconcile that was out when the maintenance gave up reports back.
     let ready = ReconcileOutcome::Ready {
         node: cluster.node("n1").unwrap(),
@@ -54,13 +45,7 @@ async fn a_late_reconcile_result_does_not_revive_a_failed_maintenance() {
 
 #[tokio::test(start_paused = true)]
 async fn a_late_re_read_does_not_stop_an_undo() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     let before_deletion = cluster.maintenance("nm1").unwrap();
     cluster.fail_next(
         "remove_finalizer",
@@ -68,10 +53,8 @@ async fn a_late_re_read_does_not_stop_an_undo() {
     );
     cluster.delete_maintenance("nm1");
     assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .count_calls("remove_finalizer")
-            >= 1)
-        .await
+        h.wait_calls("remove_finalizer", |n| n >= 1, Duration::from_secs(10))
+            .await
     );
     // A re-read from before the deletion reports back, saying Failed.
     let stale = Maintenance {

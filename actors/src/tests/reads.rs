@@ -5,13 +5,7 @@ use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn a_maintenance_from_start_to_undo_reads_neither_its_node_nor_its_pods_nor_its_lease() {
-    let cluster = FakeCluster::with_node("n1", 3);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(3, Duration::from_secs(30)).await;
     let status = cluster.status("nm1");
     assert_eq!(
         (status.total_pods, status.eviction_pods),

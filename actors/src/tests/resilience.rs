@@ -10,21 +10,17 @@ use super::*;
 
 #[tokio::test(start_paused = true)]
 async fn a_failed_renewal_is_retried_within_seconds() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     cluster.fail_next("update_lease", transient(1));
     let renewals = cluster.count_calls("update_lease");
     // The first renewal is due after 20 minutes; it fails.
     tokio::time::sleep(Duration::from_secs(1200)).await;
     assert!(
-        eventually(Duration::from_secs(15), || cluster
-            .count_calls("update_lease")
-            >= renewals + 2)
+        h.wait_calls(
+            "update_lease",
+            |n| n >= renewals + 2,
+            Duration::from_secs(15)
+        )
         .await,
         "retried within seconds, not at the next 20-minute tick"
     );
@@ -54,20 +50,20 @@ fn assert_evictions_paused(cluster: &FakeCluster) {
 
 #[tokio::test(start_paused = true)]
 async fn evictions_pause_while_the_lease_is_about_to_expire() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    cluster.add_pdb("app", "web", &["n1-p0"], 0);
-    let h = Harness::paused(&cluster, |c| {
-        c.lease_duration = Duration::from_secs(60);
-        c.lease_renew_interval = Duration::from_secs(20);
-        // The PDB is probed at least every 2 s.
-        c.backoff_max = Duration::from_secs(2);
-    })
-    .await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let cluster = n1_under_a_closed_pdb(1, "web");
+    let h = Scenario::on(&cluster)
+        .config(|c| {
+            c.lease_duration = Duration::from_secs(60);
+            c.lease_renew_interval = Duration::from_secs(20);
+            // The PDB is probed at least every 2 s.
+            c.backoff_max = Duration::from_secs(2);
+        })
+        .nm1()
+        .start()
+        .await;
     assert!(
-        eventually(Duration::from_secs(10), || cluster.count_calls("evict_pod")
-            >= 1)
-        .await,
+        h.wait_calls("evict_pod", |n| n >= 1, Duration::from_secs(10))
+            .await,
         "the drain is blocked by the budget: {:?}",
         cluster.calls()
     );
@@ -91,10 +87,7 @@ async fn evictions_pause_while_the_lease_is_about_to_expire() {
     assert_eq!(cluster.pods("n1").len(), 2);
     // The API recovers: the lease is renewed and the drain goes on.
     cluster.clear_scripts();
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(60)).await);
     assert!(cluster.pods("n1").is_empty());
     h.stop().await;
 }
@@ -142,7 +135,7 @@ async fn orphaned_nodes_and_leases_are_given_back_and_nothing_else() {
     cluster.add_node("n5");
     cluster.put_lease(Lease::test("n5", LEASE_HOLDER).renewed(t0(), 3600));
 
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     assert!(
         eventually(Duration::from_secs(10), || cluster
             .lease(NS, "node-n1")
@@ -178,20 +171,13 @@ async fn orphaned_nodes_and_leases_are_given_back_and_nothing_else() {
 
 #[tokio::test(start_paused = true)]
 async fn a_maintenance_created_again_under_the_same_name_starts_once_the_old_undo_is_over() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     // The old one's undo is slow (its patch answers late) ...
     cluster.delay_next("patch_node", 1, Duration::from_secs(5));
     cluster.delete_maintenance("nm1");
     assert!(
-        eventually(Duration::from_secs(2), || cluster.count_calls("patch_node")
-            >= 2)
-        .await,
+        h.wait_calls("patch_node", |n| n >= 2, Duration::from_secs(2))
+            .await,
         "the undo is out"
     );
     // ... while someone removes its finalizer by hand and creates it again.
@@ -206,8 +192,7 @@ async fn a_maintenance_created_again_under_the_same_name_starts_once_the_old_und
         ..Maintenance::test("nm1").on("n1").created_at(t0())
     });
     assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(60))
-            .await,
+        h.wait_succeeded("nm1", Duration::from_secs(60)).await,
         "the new NodeMaintenance runs"
     );
     assert_in_maintenance(&cluster, "n1");
@@ -225,7 +210,7 @@ async fn nothing_is_remembered_of_maintenances_that_are_gone() {
     for i in 0..10 {
         cluster.add_node(&format!("n{i}"));
     }
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     for round in 0..3 {
         for i in 0..10 {
             cluster.create(Maintenance {
@@ -235,7 +220,7 @@ async fn nothing_is_remembered_of_maintenances_that_are_gone() {
         }
         for i in 0..10 {
             assert!(
-                h.wait_phase(&format!("nm{i}"), Phase::Succeeded, Duration::from_secs(30))
+                h.wait_succeeded(&format!("nm{i}"), Duration::from_secs(30))
                     .await
             );
         }
@@ -252,17 +237,13 @@ async fn nothing_is_remembered_of_maintenances_that_are_gone() {
     // And one whose finalizer is removed by hand while its undo is out: its deletion is
     // reported before its actor ends.
     cluster.create_maintenance("late", "n0", t0());
-    assert!(
-        h.wait_phase("late", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("late", Duration::from_secs(30)).await);
     cluster.delay_next("patch_node", 1, Duration::from_secs(5));
     let patches = cluster.count_calls("patch_node");
     cluster.delete_maintenance("late");
     assert!(
-        eventually(Duration::from_secs(2), || cluster.count_calls("patch_node")
-            > patches)
-        .await,
+        h.wait_calls("patch_node", |n| n > patches, Duration::from_secs(2))
+            .await,
         "the undo is out"
     );
     let late = cluster.maintenance("late").unwrap();
@@ -284,8 +265,7 @@ async fn a_failing_step_is_retried_with_growing_waits() {
     let cluster = FakeCluster::with_node("n1", 1);
     // The node comes from the node watch: the step that fails is the finalizer's patch.
     cluster.fail_next("add_finalizer", transient(1000));
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(300)).await;
     let reads = cluster.count_calls("add_finalizer");
     // A fixed 5 s retry would have read it 60 times; backing off from 1 s up to 2 minutes
@@ -299,8 +279,7 @@ async fn a_crashing_node_actor_is_restarted_with_growing_waits() {
     let cluster = FakeCluster::with_node("n1", 1);
     // The node actor crashes each time it opens its node watch.
     cluster.panic_next("watch_node", 1000);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(300)).await;
     let starts = cluster.count_calls("watch_node");
     // Restarted every second, it would have crashed about 300 times.
@@ -333,7 +312,7 @@ async fn maintenances_resumed_at_once_start_paced() {
                 }),
         );
     }
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     // Each maintenance opens its node watch as it starts.
     let early = cluster.count_calls("watch_node");
@@ -343,10 +322,8 @@ async fn maintenances_resumed_at_once_start_paced() {
         "{early} started in the first 100 ms"
     );
     assert!(
-        eventually(Duration::from_secs(10), || cluster
-            .count_calls("watch_node")
-            == 100)
-        .await,
+        h.wait_calls("watch_node", |n| n == 100, Duration::from_secs(10))
+            .await,
         "every maintenance is resumed within seconds"
     );
     h.stop().await;
@@ -371,13 +348,10 @@ async fn the_sweep_leaves_alone_a_node_a_maintenance_began_to_drive_meanwhile() 
     cluster.put_lease(Lease::test("n1", LEASE_HOLDER).renewed(t0(), 3600));
     // The sweep's first look at the node's lease takes 5 s.
     cluster.delay_next("get_lease", 1, Duration::from_secs(5));
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     cluster.create_maintenance("nm-new", "n1", t0());
-    assert!(
-        h.wait_phase("nm-new", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("nm-new", Duration::from_secs(30)).await);
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(
         cluster.count_calls("delete_lease"),

@@ -24,8 +24,7 @@ fn held_behind_a_closed_budget() -> FakeCluster {
 #[tokio::test(start_paused = true)]
 async fn a_held_request_never_evicts_a_pod_recreated_with_its_name_on_another_node() {
     let cluster = held_behind_a_closed_budget();
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let h = Scenario::on(&cluster).nm1().start().await;
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(cluster.count_calls("evict_pod"), 0, "held by the budget");
 

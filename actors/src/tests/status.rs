@@ -97,13 +97,7 @@ async fn a_retry_tick_asks_for_refused_pods_again_without_a_drain_pass() {
 
 #[tokio::test(start_paused = true)]
 async fn status_written_only_when_it_changes() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let (cluster, h) = nm1_succeeded(1, Duration::from_secs(30)).await;
     let writes = cluster.count_calls("write_status");
     tokio::time::sleep(Duration::from_secs(600)).await;
     assert_eq!(cluster.count_calls("write_status"), writes);
@@ -127,10 +121,7 @@ async fn the_observer_hears_evictions_phases_drain_and_lease_operations() {
     );
     assert_eq!(recorder.count("drained"), 0);
     cluster.set_pdb_allowed("app", "web", 1);
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(120))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(120)).await);
     assert_eq!(recorder.count("eviction evicted"), 3);
     assert_eq!(
         recorder.count("eviction blocked_by_pdb"),

@@ -5,17 +5,13 @@ use super::*;
 #[tokio::test(start_paused = true)]
 async fn second_maintenance_for_a_node_is_failed_and_never_touches_it() {
     let cluster = FakeCluster::with_node("n1", 1);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("first", "n1", t0());
-    assert!(
-        h.wait_phase("first", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    let h = Scenario::on(&cluster)
+        .maintenance("first", "n1")
+        .start()
+        .await;
+    assert!(h.wait_succeeded("first", Duration::from_secs(30)).await);
     cluster.create_maintenance("second", "n1", t0() + chrono::Duration::seconds(30));
-    assert!(
-        h.wait_phase("second", Phase::Failed, Duration::from_secs(10))
-            .await
-    );
+    assert!(h.wait_failed("second", Duration::from_secs(10)).await);
     let status = cluster.status("second");
     assert!(status.last_error.unwrap().contains("first"));
     assert!(decisions::condition(&cluster.status("second"), conditions::DUPLICATE).is_some());
@@ -37,7 +33,7 @@ async fn older_maintenance_wins_when_both_exist() {
     // Both exist before nmo starts (webhook off); the younger one happens to be listed first.
     cluster.create_maintenance("b-young", "n1", t0() + chrono::Duration::seconds(5));
     cluster.create_maintenance("a-old", "n1", t0());
-    let h = Harness::paused(&cluster, |_| {}).await;
+    let h = Harness::on(&cluster).await;
     assert!(
         eventually(Duration::from_secs(30), || phase(&cluster, "a-old")
             == Some(Phase::Succeeded)
@@ -57,14 +53,11 @@ async fn older_maintenance_wins_when_both_exist() {
 
 #[tokio::test(start_paused = true)]
 async fn crashed_node_actor_is_restarted_and_converges() {
-    let cluster = FakeCluster::with_node("n1", 2);
-    cluster.add_pdb("app", "tight", &["n1-p0", "n1-p1"], 0);
-    let h = Harness::paused(&cluster, |_| {}).await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let cluster = n1_under_a_closed_pdb(2, "tight");
+    let h = Scenario::on(&cluster).nm1().start().await;
     assert!(
-        eventually(Duration::from_secs(10), || cluster.count_calls("evict_pod")
-            >= 2)
-        .await
+        h.wait_calls("evict_pod", |n| n >= 2, Duration::from_secs(10))
+            .await
     );
     let children = h.supervisor().get_children();
     assert_eq!(children.len(), 1);
@@ -79,10 +72,7 @@ async fn crashed_node_actor_is_restarted_and_converges() {
     );
     assert_eq!(h.active().await, vec!["nm1".to_string()]);
     cluster.set_pdb_allowed("app", "tight", 2);
-    assert!(
-        h.wait_phase("nm1", Phase::Succeeded, Duration::from_secs(120))
-            .await
-    );
+    assert!(h.wait_succeeded("nm1", Duration::from_secs(120)).await);
     h.stop().await;
 }
 
@@ -90,18 +80,18 @@ async fn crashed_node_actor_is_restarted_and_converges() {
 /// `respawn_base` the first time, with jitter), not at once.
 #[tokio::test(start_paused = true)]
 async fn a_crashed_node_actor_is_respawned_after_its_wait_and_not_before() {
-    let cluster = FakeCluster::with_node("n1", 1);
-    cluster.add_pdb("app", "tight", &["n1-p0"], 0);
-    let h = Harness::paused(&cluster, |config| {
-        config.respawn_base = Duration::from_secs(10);
-        config.respawn_max = Duration::from_secs(10);
-    })
-    .await;
-    cluster.create_maintenance("nm1", "n1", t0());
+    let cluster = n1_under_a_closed_pdb(1, "tight");
+    let h = Scenario::on(&cluster)
+        .config(|config| {
+            config.respawn_base = Duration::from_secs(10);
+            config.respawn_max = Duration::from_secs(10);
+        })
+        .nm1()
+        .start()
+        .await;
     assert!(
-        eventually(Duration::from_secs(10), || cluster.count_calls("evict_pod")
-            >= 1)
-        .await
+        h.wait_calls("evict_pod", |n| n >= 1, Duration::from_secs(10))
+            .await
     );
     let children = h.supervisor().get_children();
     assert_eq!(children.len(), 1);

@@ -87,10 +87,7 @@ async fn the_budget_is_derived_from_the_cluster_after_a_restart() {
     for (i, name) in names.iter().enumerate() {
         cluster.create_maintenance(name, &format!("n{i}"), at(i64::try_from(i).unwrap()));
     }
-    assert!(
-        h.wait_phase("z-1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("z-1", Duration::from_secs(30)).await);
     assert!(eventually(Duration::from_secs(5), || queued(&cluster, "a-4")).await);
     h.stop().await;
 
@@ -103,20 +100,14 @@ async fn the_budget_is_derived_from_the_cluster_after_a_restart() {
     // A new process knows nothing but the cluster: z-0, z-1 and a-2 hold slots (3 > 2, so
     // nobody starts), a-3 and a-4 keep waiting.
     let h = Harness::paused(&cluster, parallel(2)).await;
-    assert!(
-        h.wait_phase("a-2", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("a-2", Duration::from_secs(30)).await);
     tokio::time::sleep(Duration::from_secs(60)).await;
     assert_eq!(h.queue().await, ["a-3", "a-4"]);
     assert!(!cluster.node("n3").unwrap().unschedulable);
     // Two deletions bring it under the cap: exactly one more starts.
     cluster.delete_maintenance("z-0");
     cluster.delete_maintenance("z-1");
-    assert!(
-        h.wait_phase("a-3", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("a-3", Duration::from_secs(30)).await);
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(h.queue().await, ["a-4"]);
     assert_eq!(
@@ -132,9 +123,7 @@ async fn unavailable_nodes_count_whoever_took_them_out() {
     let cluster = nodes(6);
     // n5 is NotReady and n4 cordoned by someone else: 2 of at most 3 nodes are out.
     cluster.set_node_ready("n5", false);
-    let mut n4 = cluster.node("n4").unwrap();
-    n4.unschedulable = true;
-    cluster.set_node(n4);
+    set_unschedulable(&cluster, "n4", true);
     let h = Harness::paused(&cluster, |config: &mut Config| {
         config.fleet = FleetBudget {
             max_parallel: None,
@@ -146,10 +135,7 @@ async fn unavailable_nodes_count_whoever_took_them_out() {
     cluster.create_maintenance("nm-1", "n1", at(1));
     // The NotReady node is counted once: its maintenance starts although the limit is reached.
     cluster.create_maintenance("nm-5", "n5", at(5));
-    assert!(
-        h.wait_phase("nm-0", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("nm-0", Duration::from_secs(30)).await);
     assert!(eventually(Duration::from_secs(5), || queued(&cluster, "nm-1")).await);
     assert_eq!(
         cluster.status("nm-1").queue.unwrap().waiting_for,
@@ -160,18 +146,10 @@ async fn unavailable_nodes_count_whoever_took_them_out() {
     // The NotReady node comes back: room for nm-1, then nm-5 (which takes n5 out again but
     // nothing more, as n5 is cordoned by then and counted once).
     cluster.set_node_ready("n5", true);
-    assert!(
-        h.wait_phase("nm-1", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("nm-1", Duration::from_secs(30)).await);
     assert!(eventually(Duration::from_secs(5), || queued(&cluster, "nm-5")).await);
     // The other tool uncordons n4: nm-5 starts.
-    let mut n4 = cluster.node("n4").unwrap();
-    n4.unschedulable = false;
-    cluster.set_node(n4);
-    assert!(
-        h.wait_phase("nm-5", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    set_unschedulable(&cluster, "n4", false);
+    assert!(h.wait_succeeded("nm-5", Duration::from_secs(30)).await);
     h.stop().await;
 }

@@ -11,10 +11,7 @@ async fn beyond_the_budget_maintenances_wait_touching_nothing_and_start_when_a_s
         cluster.create_maintenance(&format!("nm-{i}"), &format!("n{i}"), at(i64::from(i)));
     }
     for name in ["nm-0", "nm-1"] {
-        assert!(
-            h.wait_phase(name, Phase::Succeeded, Duration::from_secs(30))
-                .await
-        );
+        assert!(h.wait_succeeded(name, Duration::from_secs(30)).await);
     }
     assert!(
         eventually(Duration::from_secs(5), || queued(&cluster, "nm-2")
@@ -67,10 +64,7 @@ async fn beyond_the_budget_maintenances_wait_touching_nothing_and_start_when_a_s
         .await,
         "the next one starts within a second"
     );
-    assert!(
-        h.wait_phase("nm-2", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("nm-2", Duration::from_secs(30)).await);
     let status = cluster.status("nm-2");
     assert_eq!(status.queue, None);
     let condition = decisions::condition(&status, conditions::QUEUED).unwrap();
@@ -124,10 +118,7 @@ async fn the_oldest_starts_first_whatever_the_names_or_the_order_seen() {
         let name = tokio::time::timeout(Duration::from_secs(30), next)
             .await
             .unwrap();
-        assert!(
-            h.wait_phase(&name, Phase::Succeeded, Duration::from_secs(30))
-                .await
-        );
+        assert!(h.wait_succeeded(&name, Duration::from_secs(30)).await);
         started.push(name.clone());
         cluster.delete_maintenance(&name);
         assert!(h.wait_gone(&name, Duration::from_secs(10)).await);
@@ -166,10 +157,7 @@ async fn a_duplicate_of_a_waiting_maintenance_is_failed_and_never_starts() {
     cluster.create_maintenance("nm-0", "n0", at(0));
     cluster.create_maintenance("first", "n1", at(1));
     cluster.create_maintenance("second", "n1", at(2));
-    assert!(
-        h.wait_phase("second", Phase::Failed, Duration::from_secs(10))
-            .await
-    );
+    assert!(h.wait_failed("second", Duration::from_secs(10)).await);
     assert!(
         cluster
             .status("second")
@@ -179,10 +167,7 @@ async fn a_duplicate_of_a_waiting_maintenance_is_failed_and_never_starts() {
     );
     assert_eq!(h.queue().await, ["first"]);
     cluster.delete_maintenance("nm-0");
-    assert!(
-        h.wait_phase("first", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("first", Duration::from_secs(30)).await);
     assert_eq!(h.active().await, ["first"]);
     assert_eq!(phase(&cluster, "second"), Some(Phase::Failed));
     h.stop().await;
@@ -200,10 +185,7 @@ async fn places_further_back_are_rewritten_less_often() {
     let position = |name: &str| cluster.status(name).queue.map(|q| q.position);
     assert_eq!(position("nm-05"), Some(5));
     assert_eq!(position("nm-15"), Some(15));
-    assert!(
-        h.wait_phase("nm-00", Phase::Succeeded, Duration::from_secs(30))
-            .await
-    );
+    assert!(h.wait_succeeded("nm-00", Duration::from_secs(30)).await);
     cluster.delete_maintenance("nm-00");
     assert!(h.wait_gone("nm-00", Duration::from_secs(10)).await);
     // Everyone moved up one place; the first ten are rewritten within the interval (30 s),
