@@ -7,7 +7,7 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams};
 use kube::discovery::{Discovery, Scope};
 use nmo_sim::{ClientOptions, Rbac, Scenario, SimConfig, Simulator};
 
-use crate::support::{nm_crd, raw, status_of};
+use crate::support::{nm_crd, raw_get, refused, status_of};
 
 #[tokio::test]
 async fn discovery_and_typed_crd_configuration() {
@@ -44,7 +44,7 @@ async fn discovery_and_typed_crd_configuration() {
             "{g}/{p}"
         );
     }
-    let (code, body) = raw(&client, "GET", "/api/v1", None, None).await;
+    let (code, body) = raw_get(&client, "/api/v1").await;
     assert_eq!(code, 200);
     let ev = body["resources"]
         .as_array()
@@ -84,12 +84,9 @@ async fn discovery_and_typed_crd_configuration() {
     )
     .await
     .unwrap();
-    let (code, _) = raw(
+    let (code, _) = raw_get(
         &client,
-        "GET",
         "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances",
-        None,
-        None,
     )
     .await;
     assert_eq!(code, 404);
@@ -147,11 +144,7 @@ async fn rbac_denies_with_the_real_message() {
         .name
         .clone()
         .unwrap();
-    let st = status_of(
-        pods.delete(&victim, &DeleteParams::default())
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(pods.delete(&victim, &DeleteParams::default())).await;
     assert_eq!(st.code, 403);
     assert_eq!(st.reason, "Forbidden");
     assert_eq!(
@@ -162,12 +155,7 @@ async fn rbac_denies_with_the_real_message() {
     );
     pods.evict(&victim, &EvictParams::default()).await.unwrap();
     let leases: Api<Lease> = Api::namespaced(nmo.clone(), "default");
-    let st = status_of(
-        leases
-            .delete("x", &DeleteParams::default())
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(leases.delete("x", &DeleteParams::default())).await;
     assert_eq!(
         st.message,
         format!(

@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::support::{raw, start, status_of};
+use crate::support::{patched, raw, refused, start};
 
 #[tokio::test]
 async fn json_patch_test_failure_is_422_and_changes_nothing() {
@@ -17,12 +17,7 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
         {"op": "add", "path": "/spec/taints", "value": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}
     ]))
     .unwrap();
-    let st = status_of(
-        nodes
-            .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(nodes.patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))).await;
     assert_eq!(st.code, 422);
     assert_eq!(st.reason, "Invalid");
     // As kube-apiserver answers (the fidelity suite compares the two): a generic message and
@@ -65,13 +60,9 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
     )
     .unwrap();
     assert_eq!(
-        status_of(
-            nodes
-                .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
-                .await
-                .unwrap_err()
-        )
-        .code,
+        refused(nodes.patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p)))
+            .await
+            .code,
         422
     );
     sim.shutdown().await;
@@ -84,16 +75,10 @@ async fn strategic_merge_merges_by_key_and_replaces_atomic_lists() {
     let nodes: Api<Node> = Api::all(client.clone());
     let p = json!({"metadata": {"labels": {"remediation.medik8s.io/exclude-from-remediation": "true"}},
                    "spec": {"unschedulable": true, "taints": [{"key": "a", "effect": "NoSchedule"}]}});
-    nodes
-        .patch("node-0", &PatchParams::default(), &Patch::Strategic(&p))
-        .await
-        .unwrap();
+    patched(&nodes, "node-0", Patch::Strategic(p)).await;
     let p = json!({"spec": {"taints": [{"key": "b", "effect": "NoSchedule"}]},
                    "status": {"conditions": [{"type": "Ready", "status": "False"}]}});
-    let n = nodes
-        .patch("node-0", &PatchParams::default(), &Patch::Strategic(&p))
-        .await
-        .unwrap();
+    let n = patched(&nodes, "node-0", Patch::Strategic(p)).await;
     let spec = n.spec.unwrap();
     assert_eq!(spec.unschedulable, Some(true));
     let taints = spec.taints.unwrap();
@@ -139,10 +124,7 @@ async fn strategic_merge_merges_by_key_and_replaces_atomic_lists() {
         .name
         .clone();
     let p = json!({"spec": {"containers": [{"name": app, "image": "x:2"}]}, "metadata": {"annotations": {"a": "b"}}});
-    let pod = pods
-        .patch(&name, &PatchParams::default(), &Patch::Strategic(&p))
-        .await
-        .unwrap();
+    let pod = patched(&pods, &name, Patch::Strategic(p)).await;
     let c = &pod.spec.unwrap().containers;
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].image.as_deref(), Some("x:2"));
@@ -195,14 +177,12 @@ async fn merge_patch_and_server_side_apply() {
         .unwrap();
     let spec = l.spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("you"));
-    let l = leases
-        .patch(
-            "ssa",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"leaseDurationSeconds": null}})),
-        )
-        .await
-        .unwrap();
+    let l = patched(
+        &leases,
+        "ssa",
+        Patch::Merge(json!({"spec": {"leaseDurationSeconds": null}})),
+    )
+    .await;
     assert_eq!(l.spec.unwrap().lease_duration_seconds, None);
     sim.shutdown().await;
 }

@@ -10,7 +10,7 @@ use kube::runtime::watcher;
 use nmo_sim::{Scenario, SimConfig, Simulator};
 use serde_json::json;
 
-use crate::support::start;
+use crate::support::{relabelled, start};
 
 async fn next_event<S: futures::Stream<Item = Result<WatchEvent<Pod>, kube::Error>> + Unpin>(
     s: &mut S,
@@ -55,14 +55,12 @@ async fn per_node_watcher_sees_only_its_node() {
         .clone();
     let ns = other.metadata.namespace.clone().unwrap();
     let nsapi: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), &ns);
-    nsapi
-        .patch(
-            other.metadata.name.as_deref().unwrap(),
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"labels": {"x": "y"}}})),
-        )
-        .await
-        .unwrap();
+    relabelled(
+        &nsapi,
+        other.metadata.name.as_deref().unwrap(),
+        json!({"x": "y"}),
+    )
+    .await;
     let mine = pods
         .list(&ListParams::default().fields("spec.nodeName=node-1"))
         .await
@@ -111,13 +109,7 @@ async fn expired_resource_version_is_a_410_error_event() {
     let start_rv = list.metadata.resource_version.clone().unwrap();
     let name = list.items[0].metadata.name.clone().unwrap();
     for i in 0..10 {
-        pods.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"labels": {"i": i.to_string()}}})),
-        )
-        .await
-        .unwrap();
+        relabelled(&pods, &name, json!({"i": i.to_string()})).await;
     }
     let mut s = pods
         .watch(&WatchParams::default(), &start_rv)
@@ -144,13 +136,7 @@ async fn expired_resource_version_is_a_410_error_event() {
         .metadata
         .resource_version
         .unwrap();
-    pods.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"labels": {"i": "last"}}})),
-    )
-    .await
-    .unwrap();
+    relabelled(&pods, &name, json!({"i": "last"})).await;
     let mut s = pods
         .watch(&WatchParams::default(), &rv)
         .await
@@ -172,13 +158,7 @@ async fn bookmarks_initial_events_and_leaving_a_selector() {
         .name
         .clone()
         .unwrap();
-    pods.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"labels": {"watched": "yes"}}})),
-    )
-    .await
-    .unwrap();
+    relabelled(&pods, &name, json!({"watched": "yes"})).await;
     // sendInitialEvents: ADDED for the current state, then a bookmark marking the end.
     let wp = WatchParams::default()
         .labels("watched=yes")
@@ -206,13 +186,7 @@ async fn bookmarks_initial_events_and_leaving_a_selector() {
         other => panic!("expected a BOOKMARK, got {other:?}"),
     }
     // The object stops matching: DELETED.
-    pods.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"labels": {"watched": "no"}}})),
-    )
-    .await
-    .unwrap();
+    relabelled(&pods, &name, json!({"watched": "no"})).await;
     loop {
         match next_event(&mut s).await {
             WatchEvent::Deleted(p) => {
