@@ -95,7 +95,7 @@ impl Kubectl {
     }
 
     /// Runs kubectl with the words of `line` as its arguments (none has a space in it).
-    pub async fn sh(&self, line: &str) -> Out {
+    pub async fn run_words(&self, line: &str) -> Out {
         self.run(&line.split_whitespace().collect::<Vec<_>>()).await
     }
 
