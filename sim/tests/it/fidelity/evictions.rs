@@ -29,8 +29,9 @@ async fn evict(
 ) -> (Pair, Compare) {
     let pair = Pair::start().await;
     running_pods(&pair, pods, "web").await;
+    let healthy = i64::try_from(pods.len()).expect("a few pods");
     for (name, spec) in pdbs {
-        create_pdb(&pair, name, "web", spec.clone(), pods.len() as i64).await;
+        create_pdb(&pair, name, "web", spec.clone(), healthy).await;
     }
     let compared = pair.compare(what, eviction).await;
     (pair, compared)
