@@ -282,49 +282,30 @@ async fn selectors_and_pagination() {
             .iter()
             .all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("node-2"))
     );
-    let l = pods
-        .list(&ListParams::default().fields("spec.nodeName=node-2,status.phase!=Succeeded"))
-        .await
-        .unwrap();
-    assert_eq!(l.items.len(), 7);
-    let l = pods
-        .list(&ListParams::default().fields("status.phase==Succeeded"))
-        .await
-        .unwrap();
-    assert_eq!(l.items.len(), 4);
-    let l = pods
-        .list(&ListParams::default().fields("metadata.namespace=kube-system"))
-        .await
-        .unwrap();
-    assert_eq!(l.items.len(), 8);
-    let l = pods
-        .list(&ListParams::default().fields("metadata.name=standalone-node-1"))
-        .await
-        .unwrap();
-    assert_eq!(l.items.len(), 1);
+    let count = |params: ListParams| {
+        let pods = pods.clone();
+        async move { pods.list(&params).await.unwrap().items.len() }
+    };
+    let fields = |selector: &str| ListParams::default().fields(selector);
+    let on_2_not_done = fields("spec.nodeName=node-2,status.phase!=Succeeded");
+    assert_eq!(count(on_2_not_done).await, 7);
+    assert_eq!(count(fields("status.phase==Succeeded")).await, 4);
+    assert_eq!(count(fields("metadata.namespace=kube-system")).await, 8);
+    assert_eq!(count(fields("metadata.name=standalone-node-1")).await, 1);
     let st = refused(pods.list(&ListParams::default().fields("spec.bogus=1"))).await;
     assert_eq!(
         (st.code, st.reason.as_str(), st.message.as_str()),
         (400, "BadRequest", "field label not supported: spec.bogus")
     );
     // Label selectors.
-    let count = |s: &'static str| {
-        let pods = pods.clone();
-        async move {
-            pods.list(&ListParams::default().labels(s))
-                .await
-                .unwrap()
-                .items
-                .len()
-        }
-    };
-    assert_eq!(count("app=standalone").await, 4);
-    assert_eq!(count("app==batch").await, 4);
-    assert_eq!(count("app in (batch,standalone)").await, 8);
-    assert_eq!(count("app notin (batch,standalone),app").await, 20);
-    assert_eq!(count("pod-template-hash").await, 16);
-    assert_eq!(count("!pod-template-hash").await, 16);
-    assert_eq!(count("app!=batch").await, 28);
+    let labelled = |s: &str| count(ListParams::default().labels(s));
+    assert_eq!(labelled("app=standalone").await, 4);
+    assert_eq!(labelled("app==batch").await, 4);
+    assert_eq!(labelled("app in (batch,standalone)").await, 8);
+    assert_eq!(labelled("app notin (batch,standalone),app").await, 20);
+    assert_eq!(labelled("pod-template-hash").await, 16);
+    assert_eq!(labelled("!pod-template-hash").await, 16);
+    assert_eq!(labelled("app!=batch").await, 28);
     // limit/continue.
     let mut seen = Vec::new();
     let mut lp = ListParams::default().limit(5);

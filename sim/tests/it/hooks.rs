@@ -9,7 +9,7 @@ use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams, WatchEvent, Wa
 use nmo_sim::{ClientOptions, FaultRule, Query, Scenario, SimConfig, Simulator};
 use serde_json::json;
 
-use crate::support::{patched, raw_get, refused, relabelled, status_of};
+use crate::support::{first_listed, patched, raw_get, refused, relabelled, start_plain, status_of};
 
 #[tokio::test]
 async fn requests_are_counted_by_verb_resource_and_identity() {
@@ -36,11 +36,7 @@ async fn requests_are_counted_by_verb_resource_and_identity() {
     nodes_a.list(&ListParams::default()).await.unwrap();
     relabelled(&nodes_a, "node-0", json!({"x": "y"})).await;
     let pods_b: Api<Pod> = Api::namespaced(b.clone(), "workloads");
-    let victim = pods_b.list(&ListParams::default()).await.unwrap().items[0]
-        .metadata
-        .name
-        .clone()
-        .unwrap();
+    let victim = first_listed(&pods_b).await;
     pods_b
         .evict(&victim, &EvictParams::default())
         .await
@@ -108,9 +104,7 @@ async fn requests_are_counted_by_verb_resource_and_identity() {
 
 #[tokio::test]
 async fn faults_are_injected_per_verb_and_resource() {
-    let sim = Simulator::start(SimConfig::default().scenario(Scenario::plain(2, 2)))
-        .await
-        .unwrap();
+    let sim = start_plain(2, 2).await;
     let client = sim.kube_client().unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
     // One 503 on GET nodes.
@@ -213,9 +207,7 @@ async fn faults_match_one_user_and_latency_can_hit_a_fraction_of_requests() {
 #[tokio::test]
 async fn the_audit_hook_sees_each_request_before_it_takes_effect() {
     use std::sync::{Arc, Mutex};
-    let sim = Simulator::start(SimConfig::default().scenario(Scenario::plain(1, 0)))
-        .await
-        .unwrap();
+    let sim = start_plain(1, 0).await;
     /// (verb, name, the node's `spec.unschedulable` just before the request).
     type Seen = Vec<(String, String, Option<bool>)>;
     let seen: Arc<Mutex<Seen>> = Arc::default();

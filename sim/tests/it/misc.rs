@@ -7,7 +7,7 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams};
 use kube::discovery::{Discovery, Scope};
 use nmo_sim::{ClientOptions, Rbac, Scenario, SimConfig, Simulator};
 
-use crate::support::{nm_crd, raw_get, refused, status_of};
+use crate::support::{first_listed, nm_crd, raw_get, refused, start_plain, status_of};
 
 #[tokio::test]
 async fn discovery_and_typed_crd_configuration() {
@@ -139,11 +139,7 @@ async fn rbac_denies_with_the_real_message() {
         .await
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(nmo.clone(), "workloads");
-    let victim = pods.list(&ListParams::default()).await.unwrap().items[0]
-        .metadata
-        .name
-        .clone()
-        .unwrap();
+    let victim = first_listed(&pods).await;
     let st = refused(pods.delete(&victim, &DeleteParams::default())).await;
     assert_eq!(st.code, 403);
     assert_eq!(st.reason, "Forbidden");
@@ -223,9 +219,7 @@ fn cli_arguments_parse_like_nmo_sim_expects() {
 
 #[tokio::test]
 async fn kubeconfig_works_with_kube_config_loading() {
-    let sim = Simulator::start(SimConfig::default().scenario(Scenario::plain(2, 0)))
-        .await
-        .unwrap();
+    let sim = start_plain(2, 0).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&path).unwrap();

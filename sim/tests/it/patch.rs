@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::support::{patched, raw, refused, start};
+use crate::support::{first_listed, patched, raw, refused, start};
 
 #[tokio::test]
 async fn json_patch_test_failure_is_422_and_changes_nothing() {
@@ -115,11 +115,7 @@ async fn strategic_merge_merges_by_key_and_replaces_atomic_lists() {
     );
     // Containers merge by name.
     let pods: Api<Pod> = Api::namespaced(client.clone(), "workloads");
-    let name = pods.list(&Default::default()).await.unwrap().items[0]
-        .metadata
-        .name
-        .clone()
-        .unwrap();
+    let name = first_listed(&pods).await;
     let app = pods.get(&name).await.unwrap().spec.unwrap().containers[0]
         .name
         .clone();
@@ -133,25 +129,14 @@ async fn strategic_merge_merges_by_key_and_replaces_atomic_lists() {
         "other container fields kept"
     );
     // Custom resources do not support strategic merge: 415.
-    let (code, body) = raw(
-        &client,
-        "PATCH",
-        "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances/x",
-        Some("application/strategic-merge-patch+json"),
-        Some(json!({})),
-    )
-    .await;
+    let empty_patch =
+        |path, content_type| raw(&client, "PATCH", path, Some(content_type), Some(json!({})));
+    let nm = "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances/x";
+    let (code, body) = empty_patch(nm, "application/strategic-merge-patch+json").await;
     assert_eq!(code, 415, "{body}");
     assert_eq!(body["reason"], "UnsupportedMediaType");
     // Unknown patch types: 415.
-    let (code, _) = raw(
-        &client,
-        "PATCH",
-        "/api/v1/nodes/node-0",
-        Some("text/plain"),
-        Some(json!({})),
-    )
-    .await;
+    let (code, _) = empty_patch("/api/v1/nodes/node-0", "text/plain").await;
     assert_eq!(code, 415);
     sim.shutdown().await;
 }

@@ -35,6 +35,14 @@ pub async fn start(scenario: Option<Scenario>, time_scale: f64) -> SimHandle {
     Simulator::start(cfg).await.expect("simulator starts")
 }
 
+/// Starts a simulator of `nodes` nodes with `pods` pods each (`Scenario::plain`), otherwise
+/// as configured by default (no CRD, the real clock).
+pub async fn start_plain(nodes: usize, pods: usize) -> SimHandle {
+    Simulator::start(SimConfig::default().scenario(Scenario::plain(nodes, pods)))
+        .await
+        .expect("simulator starts")
+}
+
 /// kubectl against a simulator, with its own kubeconfig and discovery cache.
 pub struct Kubectl {
     pub dir: tempfile::TempDir,
@@ -214,4 +222,12 @@ where
         .iter()
         .map(|object| object.meta().name.clone().expect("a name"))
         .collect()
+}
+
+/// The name of the first object `api` lists.
+pub async fn first_listed<K>(api: &Api<K>) -> String
+where
+    K: Clone + DeserializeOwned + Debug + kube::Resource,
+{
+    listed(api, &kube::api::ListParams::default()).await[0].clone()
 }

@@ -22,14 +22,12 @@ async fn next_event<S: futures::Stream<Item = Result<WatchEvent<Pod>, kube::Erro
         .expect("no error")
 }
 
-#[tokio::test]
-async fn per_node_watcher_sees_only_its_node() {
-    let sim = start(Some(Scenario::plain(3, 4)), 0.0).await;
-    let pods: Api<Pod> = Api::all(sim.kube_client().unwrap());
-    let cfg = watcher::Config::default().fields("spec.nodeName=node-1");
-    let mut stream = watcher(pods.clone(), cfg).boxed();
-    // Initial list: Init, 4 InitApply, InitDone.
-    let mut init = 0;
+/// What a kube-runtime watcher applies of its initial list, up to its `InitDone`.
+async fn initial_objects<S>(stream: &mut S) -> Vec<Pod>
+where
+    S: futures::Stream<Item = Result<watcher::Event<Pod>, watcher::Error>> + Unpin,
+{
+    let mut init = Vec::new();
     loop {
         match tokio::time::timeout(Duration::from_secs(5), stream.try_next())
             .await
@@ -37,15 +35,28 @@ async fn per_node_watcher_sees_only_its_node() {
             .unwrap()
             .unwrap()
         {
-            watcher::Event::InitApply(p) => {
-                assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("node-1"));
-                init += 1;
-            }
-            watcher::Event::InitDone => break,
+            watcher::Event::InitApply(p) => init.push(p),
+            watcher::Event::InitDone => return init,
             _ => {}
         }
     }
-    assert_eq!(init, 4);
+}
+
+#[tokio::test]
+async fn per_node_watcher_sees_only_its_node() {
+    let sim = start(Some(Scenario::plain(3, 4)), 0.0).await;
+    let pods: Api<Pod> = Api::all(sim.kube_client().unwrap());
+    let cfg = watcher::Config::default().fields("spec.nodeName=node-1");
+    let mut stream = watcher(pods.clone(), cfg).boxed();
+    // Initial list: Init, 4 InitApply, InitDone.
+    let init = initial_objects(&mut stream).await;
+    for p in &init {
+        assert_eq!(
+            p.spec.as_ref().unwrap().node_name.as_deref(),
+            Some("node-1")
+        );
+    }
+    assert_eq!(init.len(), 4);
     // A pod of another node changes: nothing; a pod of node-1 is deleted: Delete.
     let other = pods
         .list(&ListParams::default().fields("spec.nodeName=node-2"))
@@ -202,20 +213,7 @@ async fn bookmarks_initial_events_and_leaving_a_selector() {
         .streaming_lists()
         .labels("pod-template-hash");
     let mut w = watcher(pods.clone(), cfg).boxed();
-    let mut n = 0;
-    loop {
-        match tokio::time::timeout(Duration::from_secs(5), w.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-        {
-            watcher::Event::InitApply(_) => n += 1,
-            watcher::Event::InitDone => break,
-            _ => {}
-        }
-    }
-    assert_eq!(n, 3);
+    assert_eq!(initial_objects(&mut w).await.len(), 3);
     sim.shutdown().await;
 }
 
