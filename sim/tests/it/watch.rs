@@ -22,6 +22,17 @@ async fn next_event<S: futures::Stream<Item = Result<WatchEvent<Pod>, kube::Erro
         .expect("no error")
 }
 
+/// A watch of everything `pods` covers from `version`.
+async fn watch_from(
+    pods: &Api<Pod>,
+    version: &str,
+) -> futures::stream::BoxStream<'static, kube::Result<WatchEvent<Pod>>> {
+    pods.watch(&WatchParams::default(), version)
+        .await
+        .unwrap()
+        .boxed()
+}
+
 /// What a kube-runtime watcher applies of its initial list, up to its `InitDone`.
 async fn initial_objects<S>(stream: &mut S) -> Vec<Pod>
 where
@@ -58,12 +69,12 @@ async fn per_node_watcher_sees_only_its_node() {
     }
     assert_eq!(init.len(), 4);
     // A pod of another node changes: nothing; a pod of node-1 is deleted: Delete.
-    let other = pods
-        .list(&ListParams::default().fields("spec.nodeName=node-2"))
-        .await
-        .unwrap()
-        .items[0]
-        .clone();
+    let first_on = |node: &str| {
+        let pods = pods.clone();
+        let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        async move { pods.list(&on_node).await.unwrap().items[0].clone() }
+    };
+    let other = first_on("node-2").await;
     let ns = other.metadata.namespace.clone().unwrap();
     let nsapi: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), &ns);
     relabelled(
@@ -72,12 +83,7 @@ async fn per_node_watcher_sees_only_its_node() {
         json!({"x": "y"}),
     )
     .await;
-    let mine = pods
-        .list(&ListParams::default().fields("spec.nodeName=node-1"))
-        .await
-        .unwrap()
-        .items[0]
-        .clone();
+    let mine = first_on("node-1").await;
     let name = mine.metadata.name.clone().unwrap();
     nsapi.delete(&name, &DeleteParams::default()).await.unwrap();
     let mut saw_delete = false;
@@ -122,11 +128,7 @@ async fn expired_resource_version_is_a_410_error_event() {
     for i in 0..10 {
         relabelled(&pods, &name, json!({"i": i.to_string()})).await;
     }
-    let mut s = pods
-        .watch(&WatchParams::default(), &start_rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut s = watch_from(&pods, &start_rv).await;
     match next_event(&mut s).await {
         WatchEvent::Error(st) => {
             assert_eq!(st.code, 410);
@@ -148,11 +150,7 @@ async fn expired_resource_version_is_a_410_error_event() {
         .resource_version
         .unwrap();
     relabelled(&pods, &name, json!({"i": "last"})).await;
-    let mut s = pods
-        .watch(&WatchParams::default(), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut s = watch_from(&pods, &rv).await;
     match next_event(&mut s).await {
         WatchEvent::Modified(p) => assert_eq!(p.metadata.labels.unwrap()["i"], "last"),
         other => panic!("expected MODIFIED, got {other:?}"),
@@ -256,11 +254,7 @@ async fn a_restart_drops_connections_answers_503_then_expires_resumed_watches() 
     let pods: Api<Pod> = Api::all(sim.kube_client().unwrap());
     let listed = pods.list(&ListParams::default()).await.unwrap();
     let old = listed.metadata.resource_version.clone().unwrap();
-    let mut open = pods
-        .watch(&WatchParams::default(), &old)
-        .await
-        .unwrap()
-        .boxed();
+    let mut open = watch_from(&pods, &old).await;
 
     let restart = sim.restart_api_server(Duration::from_secs(1));
     let during = async {
@@ -279,11 +273,7 @@ async fn a_restart_drops_connections_answers_503_then_expires_resumed_watches() 
     let (dropped, ()) = tokio::join!(restart, during);
     assert!(dropped >= 1, "the watch's connection was dropped");
 
-    let mut resumed = pods
-        .watch(&WatchParams::default(), &old)
-        .await
-        .unwrap()
-        .boxed();
+    let mut resumed = watch_from(&pods, &old).await;
     match next_event(&mut resumed).await {
         WatchEvent::Error(status) => {
             assert_eq!((status.code, status.reason.as_str()), (410, "Expired"))
@@ -293,11 +283,7 @@ async fn a_restart_drops_connections_answers_503_then_expires_resumed_watches() 
     let fresh = pods.list(&ListParams::default()).await.unwrap();
     let version = fresh.metadata.resource_version.unwrap();
     assert_ne!(version, old);
-    let mut watching = pods
-        .watch(&WatchParams::default(), &version)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watching = watch_from(&pods, &version).await;
     let pod = &fresh.items[0];
     Api::<Pod>::namespaced(
         sim.kube_client().unwrap(),
