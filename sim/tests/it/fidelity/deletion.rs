@@ -28,6 +28,16 @@ async fn get_web_0(pair: &Pair, what: &str) -> Compare {
     pair.compare(what, Req::get(pod_at("web-0"))).await
 }
 
+/// DELETEs web-0 with `options` and compares the answers (the pod as it was), then what both
+/// answer for the pod (gone).
+async fn deleted_at_once(pair: &Pair, what: &str, options: Option<Value>) {
+    delete_web_0(pair, what, options)
+        .await
+        .defaulted_service_account("")
+        .same();
+    get_web_0(pair, "the deleted pod").await.same();
+}
+
 #[tokio::test]
 async fn a_bound_pod_is_deleted_gracefully() {
     let pair = with_pod().await;
@@ -45,22 +55,14 @@ async fn a_bound_pod_is_deleted_gracefully() {
 async fn an_unbound_pod_is_deleted_at_once() {
     let pair = Pair::start().await;
     pair.seed(Req::post(PODS, pod("web-0", "", "web"))).await;
-    delete_web_0(&pair, "DELETE an unbound pod", None)
-        .await
-        .defaulted_service_account("")
-        .same();
-    get_web_0(&pair, "the deleted pod").await.same();
+    deleted_at_once(&pair, "DELETE an unbound pod", None).await;
 }
 
 #[tokio::test]
 async fn a_grace_period_of_0_deletes_at_once() {
     let pair = with_pod().await;
     let at_once = delete_options(json!({"gracePeriodSeconds": 0}));
-    delete_web_0(&pair, "DELETE with grace period 0", at_once)
-        .await
-        .defaulted_service_account("")
-        .same();
-    get_web_0(&pair, "the deleted pod").await.same();
+    deleted_at_once(&pair, "DELETE with grace period 0", at_once).await;
 }
 
 #[tokio::test]
