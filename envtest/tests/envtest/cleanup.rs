@@ -21,7 +21,7 @@ const READY_LINE: &str = "VICTIM-READY";
 fn wait_until_gone(pids: &[u32], dir: &Path) {
     let began = Instant::now();
     loop {
-        let alive: Vec<u32> = pids.iter().copied().filter(|pid| is_alive(*pid)).collect();
+        let alive = alive(pids);
         if alive.is_empty() && !dir.exists() {
             return;
         }
@@ -33,6 +33,19 @@ fn wait_until_gone(pids: &[u32], dir: &Path) {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// The pid of a child that has already exited.
+fn exited_pid() -> u32 {
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    pid
+}
+
+/// Those of `pids` still alive.
+fn alive(pids: &[u32]) -> Vec<u32> {
+    pids.iter().copied().filter(|pid| is_alive(*pid)).collect()
 }
 
 /// Every pid of `control_plane`'s processes: components and their wrappers.
@@ -48,9 +61,7 @@ fn all_pids(control_plane: &ControlPlane) -> Vec<u32> {
 fn a_dropped_control_plane_leaves_no_process_and_no_directory() {
     let base = scratch_dir("dropped");
     // A run whose owner died without its reaper finishing: removed by the next start.
-    let mut gone = Command::new("true").spawn().unwrap();
-    let dead_owner = gone.id();
-    gone.wait().unwrap();
+    let dead_owner = exited_pid();
     let stale = base.join(format!("run-{dead_owner}-1-0"));
     std::fs::create_dir_all(stale.join("etcd")).unwrap();
 
@@ -86,7 +97,7 @@ fn a_dropped_control_plane_leaves_no_process_and_no_directory() {
     drop(control_plane);
     println!("stopped in {:.2} s", stopping.elapsed().as_secs_f64());
     // Dropping waits: nothing is left at the moment it returns.
-    let alive: Vec<u32> = pids.iter().copied().filter(|pid| is_alive(*pid)).collect();
+    let alive = alive(&pids);
     assert!(alive.is_empty(), "still running after drop: {alive:?}");
     assert!(!dir.exists(), "{} left behind", dir.display());
     std::fs::remove_dir_all(&base).unwrap();
@@ -167,15 +178,24 @@ fn play_victim(role: &str) {
     }
 }
 
+/// In a victim (this binary run by `spawn_victim`): plays its role, then None. Otherwise
+/// `spawn_victim(test, role)`.
+fn victim_of(test: &str, role: &str) -> Option<(std::process::Child, Victim)> {
+    match std::env::var(VICTIM_VAR) {
+        Ok(played) => {
+            play_victim(&played);
+            None
+        }
+        Err(_) => Some(spawn_victim(test, role)),
+    }
+}
+
 #[test]
 fn a_test_process_that_panics_leaves_nothing_behind() {
-    if let Ok(role) = std::env::var(VICTIM_VAR) {
-        return play_victim(&role);
-    }
-    let (mut child, victim) = spawn_victim(
-        "cleanup::a_test_process_that_panics_leaves_nothing_behind",
-        "panic",
-    );
+    let test = "cleanup::a_test_process_that_panics_leaves_nothing_behind";
+    let Some((mut child, victim)) = victim_of(test, "panic") else {
+        return;
+    };
     let status = child.wait().unwrap();
     assert_eq!(
         status.code(),
@@ -187,13 +207,10 @@ fn a_test_process_that_panics_leaves_nothing_behind() {
 
 #[test]
 fn a_test_process_killed_with_sigkill_leaves_nothing_behind() {
-    if let Ok(role) = std::env::var(VICTIM_VAR) {
-        return play_victim(&role);
-    }
-    let (mut child, victim) = spawn_victim(
-        "cleanup::a_test_process_killed_with_sigkill_leaves_nothing_behind",
-        "kill",
-    );
+    let test = "cleanup::a_test_process_killed_with_sigkill_leaves_nothing_behind";
+    let Some((mut child, victim)) = victim_of(test, "kill") else {
+        return;
+    };
     assert!(victim.pids.iter().all(|pid| is_alive(*pid)));
     child.kill().unwrap(); // SIGKILL: no destructor, no handler runs
     child.wait().unwrap();

@@ -28,6 +28,13 @@ fn ready_status(node: &Node) -> Option<String> {
         .map(|condition| condition.status.clone())
 }
 
+/// The node `name` (None if it cannot be read) and whether it has the taint `key`.
+async fn node_and_taint(nodes: &Api<Node>, name: &str, key: &str) -> Option<(Node, bool)> {
+    let node = nodes.get(name).await.ok()?;
+    let tainted = taint_keys(&node).contains(&key.to_string());
+    Some((node, tainted))
+}
+
 fn taint_keys(node: &Node) -> Vec<String> {
     node.spec
         .as_ref()
@@ -72,9 +79,8 @@ async fn heartbeating_nodes_stay_ready_and_silent_ones_are_lost() {
         let nodes = nodes.clone();
         let silent = silent.clone();
         async move {
-            let node = nodes.get(&silent).await.ok()?;
-            let unreachable =
-                taint_keys(&node).contains(&"node.kubernetes.io/unreachable".to_string());
+            let unreachable = "node.kubernetes.io/unreachable";
+            let (node, unreachable) = node_and_taint(&nodes, &silent, unreachable).await?;
             (ready_status(&node).as_deref() == Some("Unknown") && unreachable).then_some(())
         }
     })
@@ -220,25 +226,17 @@ async fn a_cordoned_node_is_tainted_unschedulable_by_the_lifecycle_controller() 
             let nodes = nodes.clone();
             let name = name.clone();
             async move {
-                let node = nodes.get(&name).await.ok()?;
-                let tainted =
-                    taint_keys(&node).contains(&"node.kubernetes.io/unschedulable".to_string());
+                let unschedulable = "node.kubernetes.io/unschedulable";
+                let (_, tainted) = node_and_taint(&nodes, &name, unschedulable).await?;
                 (tainted == wanted).then_some(())
             }
         }
     };
-    cordon(true).await;
-    eventually(
-        "the unschedulable taint",
-        Duration::from_secs(60),
-        has_taint(true),
-    )
-    .await;
-    cordon(false).await;
-    eventually(
-        "the taint removed",
-        Duration::from_secs(60),
-        has_taint(false),
-    )
-    .await;
+    for (cordoned, what) in [
+        (true, "the unschedulable taint"),
+        (false, "the taint removed"),
+    ] {
+        cordon(cordoned).await;
+        eventually(what, Duration::from_secs(60), has_taint(cordoned)).await;
+    }
 }

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
+use kube::api::PostParams;
 use nmo_envtest::{Component, ControlPlane, Error, Options};
 
-use crate::support::scratch_dir;
+use crate::support::{component_of, scratch_dir};
 
 /// A request that must fail fast while the API server is down, or hang while etcd is paused.
 const QUICK: Duration = Duration::from_secs(3);
@@ -31,22 +31,13 @@ async fn the_api_server_dies_comes_back_on_its_port_and_etcd_can_be_frozen() {
     .expect("a control plane");
     let client = control_plane.admin_client().expect("a client");
     let api: Api<ConfigMap> = Api::namespaced(client, "default");
-    let object = ConfigMap {
-        metadata: ObjectMeta {
-            name: Some("kept".into()),
-            ..ObjectMeta::default()
-        },
-        ..ConfigMap::default()
-    };
+    let mut object = ConfigMap::default();
+    object.metadata.name = Some("kept".into());
     api.create(&PostParams::default(), &object)
         .await
         .expect("created");
     let port = |control_plane: &ControlPlane| {
-        control_plane
-            .components()
-            .iter()
-            .find(|c| c.component == Component::ApiServer)
-            .map(|c| c.port)
+        component_of(control_plane, Component::ApiServer).map(|c| c.port)
     };
     let before = port(&control_plane);
 
@@ -119,11 +110,7 @@ fn a_killed_controller_comes_back_on_fresh_ports() {
     })
     .expect("a control plane");
     let scheduler = |control_plane: &ControlPlane| {
-        control_plane
-            .components()
-            .iter()
-            .find(|c| c.component == Component::Scheduler)
-            .map(|c| c.pid)
+        component_of(control_plane, Component::Scheduler).map(|c| c.pid)
     };
     let before = scheduler(&control_plane);
     assert!(matches!(

@@ -62,37 +62,32 @@ async fn the_real_server_refuses_a_drain_timeout_that_is_not_a_go_duration() {
     let crd = deploy_dir().join("crd.yaml");
     cluster().install_crds(&[crd]).await.unwrap();
     let api = nodemaintenances(cluster().admin_client().unwrap());
-    for bad in ["soon", "30", "1d", "-5m", "5 m"] {
-        let spec = serde_json::json!({"nodeName": "node-x", "drainTimeout": bad});
-        let refused = api
-            .create(
+    let create = |spec| {
+        let api = api.clone();
+        async move {
+            api.create(
                 &PostParams::default(),
                 &maintenance(&unique_name("nm"), spec),
             )
             .await
-            .unwrap_err();
+        }
+    };
+    for bad in ["soon", "30", "1d", "-5m", "5 m"] {
+        let spec = serde_json::json!({"nodeName": "node-x", "drainTimeout": bad});
+        let refused = create(spec).await.unwrap_err();
         assert_eq!(status_code(&refused), Some(422), "{bad}: {refused}");
         assert!(refused.to_string().contains("drainTimeout"), "{refused}");
     }
     let spec = serde_json::json!({"nodeName": "node-x", "onDrainTimeout": "Later"});
-    let refused = api
-        .create(
-            &PostParams::default(),
-            &maintenance(&unique_name("nm"), spec),
-        )
-        .await
-        .unwrap_err();
+    let refused = create(spec).await.unwrap_err();
     assert_eq!(status_code(&refused), Some(422), "{refused}");
     for good in ["30m", "1h30m", "1.5h", "90s"] {
         let spec = serde_json::json!({
             "nodeName": "node-x", "drainTimeout": good, "onDrainTimeout": "Undo"
         });
-        api.create(
-            &PostParams::default(),
-            &maintenance(&unique_name("nm"), spec),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{good} refused: {e}"));
+        create(spec)
+            .await
+            .unwrap_or_else(|e| panic!("{good} refused: {e}"));
     }
 }
 

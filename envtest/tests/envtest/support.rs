@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use nmo_envtest::{ControlPlane, Options};
+use nmo_envtest::{Component, ComponentInfo, ControlPlane, Options};
 
 /// Node heartbeats every 2 s and a 10 s grace period, so that a node without heartbeats is
 /// seen lost within a test's patience while heartbeating nodes must keep up.
@@ -39,4 +39,12 @@ pub fn status_code(error: &kube::Error) -> Option<u16> {
         kube::Error::Api(status) => Some(status.code),
         _ => None,
     }
+}
+
+/// What `control_plane` reports of its running `component`, if it runs.
+pub fn component_of(control_plane: &ControlPlane, component: Component) -> Option<ComponentInfo> {
+    control_plane
+        .components()
+        .into_iter()
+        .find(|c| c.component == component)
 }

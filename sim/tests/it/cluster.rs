@@ -4,13 +4,30 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
-use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
-use nmo_sim::Scenario;
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PostParams};
+use nmo_sim::{Scenario, SimHandle};
 use serde_json::json;
 
 use nmo_envtest::testing::eventually;
 
-use crate::support::{start, status_of};
+use crate::support::{
+    EVICTED, bare_pod, create_namespace, evicted, eviction_refused, listed, patched, refused, start,
+};
+
+/// Cordons (or uncordons) `node` with kubectl's strategic merge patch.
+async fn cordon(nodes: &Api<Node>, node: &str, unschedulable: bool) {
+    let patch = json!({"spec": {"unschedulable": unschedulable}});
+    patched(nodes, node, Patch::Strategic(patch)).await;
+}
+
+/// Waits until the pod `name` (in `default`) is on `node`.
+async fn scheduled_on(sim: &SimHandle, what: &str, name: &str, node: &str) {
+    eventually(what, Duration::from_secs(3), async || {
+        sim.get_json("", "pods", "default", name)
+            .is_some_and(|p| p["spec"]["nodeName"] == node)
+    })
+    .await;
+}
 
 fn ready(p: &Pod) -> bool {
     p.status
@@ -24,40 +41,12 @@ async fn pdb_blocks_then_frees_as_replacements_become_ready() {
     let sim = start(Some(Scenario::plain(2, 2).replicasets(1)), 0.02).await;
     let client = sim.kube_client().unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .patch(
-            "node-0",
-            &PatchParams::default(),
-            &Patch::Strategic(&json!({"spec": {"unschedulable": true}})),
-        )
-        .await
-        .unwrap();
+    cordon(&nodes, "node-0", true).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "workloads");
-    let on0: Vec<String> = pods
-        .list(&ListParams::default().fields("spec.nodeName=node-0"))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|p| p.metadata.name.unwrap())
-        .collect();
+    let on0 = listed(&pods, &ListParams::default().fields("spec.nodeName=node-0")).await;
     assert_eq!(on0.len(), 2);
-    assert_eq!(
-        pods.evict(&on0[0], &EvictParams::default())
-            .await
-            .unwrap()
-            .status,
-        Some(kube::core::response::StatusSummary::Success)
-    );
-    assert_eq!(
-        status_of(
-            pods.evict(&on0[1], &EvictParams::default())
-                .await
-                .unwrap_err()
-        )
-        .code,
-        429
-    );
+    assert_eq!(evicted(&pods, &on0[0]).await, EVICTED);
+    assert_eq!(eviction_refused(&pods, &on0[1]).await.code, 429);
     // The ReplicaSet replaces the pod, the scheduler avoids the cordoned node, the kubelet makes
     // it Ready, the PDB frees up.
     eventually("the PDB to free up", Duration::from_secs(5), async || {
@@ -119,20 +108,11 @@ async fn scheduler_respects_cordons_taints_and_tolerations() {
     let sim = start(Some(Scenario::plain(2, 0)), 0.0).await;
     let client = sim.kube_client().unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .patch(
-            "node-1",
-            &PatchParams::default(),
-            &Patch::Strategic(
-                &json!({"spec": {"taints": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}}),
-            ),
-        )
-        .await
-        .unwrap();
+    let taints = json!({"spec": {"taints": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}});
+    patched(&nodes, "node-1", Patch::Strategic(taints)).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mk = |name: &str, tol: bool| -> Pod {
-        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-                           "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}});
+        let mut p = bare_pod(name);
         if tol {
             p["spec"]["tolerations"] = json!([{"key": "medik8s.io/drain", "operator": "Exists"}]);
             p["spec"]["nodeSelector"] = json!({"kubernetes.io/hostname": "node-1"});
@@ -158,21 +138,9 @@ async fn scheduler_respects_cordons_taints_and_tolerations() {
     )
     .await;
     assert!((0..4).all(|i| node_of(&format!("plain-{i}")).as_deref() == Some("node-0")));
-    eventually(
-        "the tolerant pod on node-1",
-        Duration::from_secs(3),
-        async || node_of("tolerant").as_deref() == Some("node-1"),
-    )
-    .await;
+    scheduled_on(&sim, "the tolerant pod on node-1", "tolerant", "node-1").await;
     // Nowhere to go: Pending with PodScheduled=False, until a node is schedulable again.
-    nodes
-        .patch(
-            "node-0",
-            &PatchParams::default(),
-            &Patch::Strategic(&json!({"spec": {"unschedulable": true}})),
-        )
-        .await
-        .unwrap();
+    cordon(&nodes, "node-0", true).await;
     pods.create(&PostParams::default(), &mk("stuck", false))
         .await
         .unwrap();
@@ -190,20 +158,8 @@ async fn scheduler_respects_cordons_taints_and_tolerations() {
         async || unschedulable(),
     )
     .await;
-    nodes
-        .patch(
-            "node-0",
-            &PatchParams::default(),
-            &Patch::Strategic(&json!({"spec": {"unschedulable": false}})),
-        )
-        .await
-        .unwrap();
-    eventually(
-        "the stuck pod on node-0",
-        Duration::from_secs(3),
-        async || node_of("stuck").as_deref() == Some("node-0"),
-    )
-    .await;
+    cordon(&nodes, "node-0", false).await;
+    scheduled_on(&sim, "the stuck pod on node-0", "stuck", "node-0").await;
     eventually("the stuck pod to run", Duration::from_secs(3), async || {
         sim.get_json("", "pods", "default", "stuck")
             .is_some_and(|p| p["status"]["phase"] == "Running")
@@ -217,14 +173,7 @@ async fn garbage_collection_and_namespace_deletion() {
     let sim = start(Some(Scenario::plain(1, 3)), 0.01).await;
     let client = sim.kube_client().unwrap();
     let node = sim.get_json("", "nodes", "", "node-0").unwrap();
-    sim.create_json(
-        "",
-        "namespaces",
-        "",
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "medik8s-leases"}}),
-        false,
-    )
-    .unwrap();
+    create_namespace(&sim, "medik8s-leases");
     sim.create_json("coordination.k8s.io", "leases", "medik8s-leases", json!({
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": "node-node-0", "ownerReferences": [{"apiVersion": "v1", "kind": "Node", "name": "node-0", "uid": node["metadata"]["uid"]}]},
@@ -262,19 +211,13 @@ async fn garbage_collection_and_namespace_deletion() {
             .as_deref(),
         Some("Terminating")
     );
-    let st = status_of(
-        Api::<Pod>::namespaced(sim.kube_client().unwrap(), "workloads")
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(
-                    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "late"},
-                "spec": {"containers": [{"name": "c", "image": "x:1"}]}}),
-                )
-                .unwrap(),
-            )
-            .await
-            .unwrap_err(),
-    );
+    let late: Pod = serde_json::from_value(
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "late"},
+               "spec": {"containers": [{"name": "c", "image": "x:1"}]}}),
+    )
+    .unwrap();
+    let workloads = Api::<Pod>::namespaced(sim.kube_client().unwrap(), "workloads");
+    let st = refused(workloads.create(&PostParams::default(), &late)).await;
     assert_eq!(st.code, 403);
     eventually("the namespace to go", Duration::from_secs(10), async || {
         sim.get_json("", "namespaces", "", "workloads").is_none()

@@ -5,7 +5,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use nmo_sim::{Query, Scenario, SimConfig, Simulator};
+use nmo_sim::Query;
+
+use crate::support::start_plain;
 
 async fn get(
     client: &Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>,
@@ -25,9 +27,7 @@ async fn get(
 
 #[tokio::test]
 async fn h2c_requests_share_a_connection_and_http1_ones_are_counted_apart() {
-    let sim = Simulator::start(SimConfig::default().scenario(Scenario::plain(2, 1)))
-        .await
-        .unwrap();
+    let sim = start_plain(2, 1).await;
     let url = format!("{}/api/v1/nodes", sim.base_url());
     let h2c = Client::builder(TokioExecutor::new())
         .http2_only(true)

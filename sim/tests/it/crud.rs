@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use crate::support::{nm_crd, raw, start, status_of};
+use crate::support::{nm_crd, raw, raw_get, refused, relabelled, start};
 
 fn lease(name: &str) -> Lease {
     serde_json::from_value(json!({
@@ -33,12 +33,7 @@ async fn create_assigns_metadata_and_conflicts_like_the_real_server() {
     assert!(m.resource_version.as_ref().unwrap().parse::<u64>().unwrap() > 0);
     assert_eq!(m.namespace.as_deref(), Some("default"));
 
-    let st = status_of(
-        leases
-            .create(&PostParams::default(), &lease("node-a"))
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(leases.create(&PostParams::default(), &lease("node-a"))).await;
     assert_eq!(st.code, 409);
     assert_eq!(st.reason, "AlreadyExists");
     assert_eq!(
@@ -55,12 +50,7 @@ async fn create_assigns_metadata_and_conflicts_like_the_real_server() {
     assert!(n.starts_with("gen-") && n.len() == 9, "{n}");
 
     // Missing name: 422 with the real message.
-    let st = status_of(
-        leases
-            .create(&PostParams::default(), &lease(""))
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(leases.create(&PostParams::default(), &lease(""))).await;
     assert_eq!(st.code, 422);
     assert_eq!(st.reason, "Invalid");
     assert!(
@@ -72,26 +62,14 @@ async fn create_assigns_metadata_and_conflicts_like_the_real_server() {
 
     // Missing namespace.
     let other: Api<Lease> = Api::namespaced(client.clone(), "nope");
-    let st = status_of(
-        other
-            .create(&PostParams::default(), &lease("x"))
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(other.create(&PostParams::default(), &lease("x"))).await;
     assert_eq!(
         (st.code, st.message.as_str()),
         (404, "namespaces \"nope\" not found")
     );
 
     // GET of a missing object: a real Status body.
-    let (code, body) = raw(
-        &client,
-        "GET",
-        "/api/v1/namespaces/default/pods/ghost",
-        None,
-        None,
-    )
-    .await;
+    let (code, body) = raw_get(&client, "/api/v1/namespaces/default/pods/ghost").await;
     assert_eq!(code, 404);
     assert_eq!(
         body,
@@ -100,7 +78,7 @@ async fn create_assigns_metadata_and_conflicts_like_the_real_server() {
                "details": {"name": "ghost", "kind": "pods"}, "code": 404})
     );
     // An unknown resource.
-    let (code, body) = raw(&client, "GET", "/api/v1/widgets", None, None).await;
+    let (code, body) = raw_get(&client, "/api/v1/widgets").await;
     assert_eq!((code, body["reason"].as_str()), (404, Some("NotFound")));
     sim.shutdown().await;
 }
@@ -121,12 +99,7 @@ async fn update_with_stale_resource_version_is_a_409() {
         .unwrap();
     assert_ne!(a2.metadata.resource_version, l.metadata.resource_version);
     // Writing again from the old version fails.
-    let st = status_of(
-        leases
-            .replace("l1", &PostParams::default(), &a)
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(leases.replace("l1", &PostParams::default(), &a)).await;
     assert_eq!(st.code, 409);
     assert_eq!(st.reason, "Conflict");
     assert_eq!(
@@ -209,10 +182,7 @@ async fn finalizers_hold_deletion_until_removed() {
     let client = sim.kube_client().unwrap();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     // ConfigMaps are not served: explicit 404, never a silent success.
-    assert_eq!(
-        status_of(cms.list(&ListParams::default()).await.unwrap_err()).code,
-        404
-    );
+    assert_eq!(refused(cms.list(&ListParams::default())).await.code, 404);
     let leases: Api<Lease> = Api::namespaced(client, "default");
     let mut l = lease("fin");
     l.metadata.finalizers = Some(vec!["example.com/keep".into()]);
@@ -225,12 +195,7 @@ async fn finalizers_hold_deletion_until_removed() {
     assert!(held.metadata.deletion_timestamp.is_some());
     // Adding a finalizer now is refused.
     let p = json!({"metadata": {"finalizers": ["example.com/keep", "example.com/new"]}});
-    let st = status_of(
-        leases
-            .patch("fin", &PatchParams::default(), &Patch::Merge(&p))
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(leases.patch("fin", &PatchParams::default(), &Patch::Merge(&p))).await;
     assert_eq!(st.code, 422);
     // Removing the last finalizer deletes it.
     let p = json!([{"op": "remove", "path": "/metadata/finalizers"}]);
@@ -317,53 +282,30 @@ async fn selectors_and_pagination() {
             .iter()
             .all(|p| p.spec.as_ref().unwrap().node_name.as_deref() == Some("node-2"))
     );
-    let l = pods
-        .list(&ListParams::default().fields("spec.nodeName=node-2,status.phase!=Succeeded"))
-        .await
-        .unwrap();
-    assert_eq!(l.items.len(), 7);
-    let l = pods
-        .list(&ListParams::default().fields("status.phase==Succeeded"))
-        .await
-        .unwrap();
-    assert_eq!(l.items.len(), 4);
-    let l = pods
-        .list(&ListParams::default().fields("metadata.namespace=kube-system"))
-        .await
-        .unwrap();
-    assert_eq!(l.items.len(), 8);
-    let l = pods
-        .list(&ListParams::default().fields("metadata.name=standalone-node-1"))
-        .await
-        .unwrap();
-    assert_eq!(l.items.len(), 1);
-    let st = status_of(
-        pods.list(&ListParams::default().fields("spec.bogus=1"))
-            .await
-            .unwrap_err(),
-    );
+    let count = |params: ListParams| {
+        let pods = pods.clone();
+        async move { pods.list(&params).await.unwrap().items.len() }
+    };
+    let fields = |selector: &str| ListParams::default().fields(selector);
+    let on_2_not_done = fields("spec.nodeName=node-2,status.phase!=Succeeded");
+    assert_eq!(count(on_2_not_done).await, 7);
+    assert_eq!(count(fields("status.phase==Succeeded")).await, 4);
+    assert_eq!(count(fields("metadata.namespace=kube-system")).await, 8);
+    assert_eq!(count(fields("metadata.name=standalone-node-1")).await, 1);
+    let st = refused(pods.list(&ListParams::default().fields("spec.bogus=1"))).await;
     assert_eq!(
         (st.code, st.reason.as_str(), st.message.as_str()),
         (400, "BadRequest", "field label not supported: spec.bogus")
     );
     // Label selectors.
-    let count = |s: &'static str| {
-        let pods = pods.clone();
-        async move {
-            pods.list(&ListParams::default().labels(s))
-                .await
-                .unwrap()
-                .items
-                .len()
-        }
-    };
-    assert_eq!(count("app=standalone").await, 4);
-    assert_eq!(count("app==batch").await, 4);
-    assert_eq!(count("app in (batch,standalone)").await, 8);
-    assert_eq!(count("app notin (batch,standalone),app").await, 20);
-    assert_eq!(count("pod-template-hash").await, 16);
-    assert_eq!(count("!pod-template-hash").await, 16);
-    assert_eq!(count("app!=batch").await, 28);
+    let labelled = |s: &str| count(ListParams::default().labels(s));
+    assert_eq!(labelled("app=standalone").await, 4);
+    assert_eq!(labelled("app==batch").await, 4);
+    assert_eq!(labelled("app in (batch,standalone)").await, 8);
+    assert_eq!(labelled("app notin (batch,standalone),app").await, 20);
+    assert_eq!(labelled("pod-template-hash").await, 16);
+    assert_eq!(labelled("!pod-template-hash").await, 16);
+    assert_eq!(labelled("app!=batch").await, 28);
     // limit/continue.
     let mut seen = Vec::new();
     let mut lp = ListParams::default().limit(5);
@@ -381,11 +323,7 @@ async fn selectors_and_pagination() {
     dedup.sort();
     dedup.dedup();
     assert_eq!(dedup.len(), 32);
-    let st = status_of(
-        pods.list(&ListParams::default().continue_token("zz"))
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(pods.list(&ListParams::default().continue_token("zz"))).await;
     assert_eq!(st.code, 400);
     // Namespaces exist and are Active.
     let nss: Api<Namespace> = Api::all(client);
@@ -404,14 +342,7 @@ async fn list_resource_version_semantics() {
     let rv = first.metadata.resource_version.clone().unwrap();
     // A write between pages: later pages still report the first page's version.
     let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .patch(
-            "node-0",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"labels": {"x": "1"}}})),
-        )
-        .await
-        .unwrap();
+    relabelled(&nodes, "node-0", json!({"x": "1"})).await;
     let second = pods
         .list(
             &ListParams::default()
@@ -425,32 +356,19 @@ async fn list_resource_version_semantics() {
         Some(rv.as_str())
     );
     // A version from the future: 504 like a server that waited for it in vain.
-    let (code, body) = raw(
-        &client,
-        "GET",
-        "/api/v1/pods?resourceVersion=99999999",
-        None,
-        None,
-    )
-    .await;
+    let (code, body) = raw_get(&client, "/api/v1/pods?resourceVersion=99999999").await;
     assert_eq!((code, body["reason"].as_str()), (504, Some("Timeout")));
     // An exact read of a past version is not kept: 410.
-    let (code, body) = raw(
+    let (code, body) = raw_get(
         &client,
-        "GET",
         &format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=Exact"),
-        None,
-        None,
     )
     .await;
     assert_eq!((code, body["reason"].as_str()), (410, Some("Expired")));
     // NotOlderThan an old version: the current state.
-    let (code, body) = raw(
+    let (code, body) = raw_get(
         &client,
-        "GET",
         &format!("/api/v1/pods?resourceVersion={rv}&resourceVersionMatch=NotOlderThan"),
-        None,
-        None,
     )
     .await;
     assert_eq!(code, 200);

@@ -3,13 +3,13 @@
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, EvictParams, ListParams};
+use kube::api::{Api, ListParams};
 use nmo_sim::{Scenario, SimHandle};
 use serde_json::{Value, json};
 
 use nmo_envtest::testing::eventually;
 
-use crate::support::{start, status_of};
+use crate::support::{EVICTED, create_namespace, evicted, eviction_refused, listed, start};
 
 fn pdb(sim: &SimHandle, name: &str) -> Value {
     sim.get_json("policy", "poddisruptionbudgets", "workloads", name)
@@ -25,13 +25,20 @@ fn add_pdb(sim: &SimHandle, name: &str, spec: Value) {
 }
 
 async fn pod_names(api: &Api<Pod>, labels: &str) -> Vec<String> {
-    api.list(&ListParams::default().labels(labels))
-        .await
-        .unwrap()
-        .items
-        .into_iter()
-        .map(|p| p.metadata.name.unwrap())
-        .collect()
+    listed(api, &ListParams::default().labels(labels)).await
+}
+
+/// A running pod `name` in `namespace` on `node`, labelled `labels`.
+fn running_pod(name: &str, namespace: &str, node: &str, labels: Value) -> Value {
+    nmo_sim::scenario::running_pod(
+        name,
+        namespace,
+        node,
+        "10.0.0.1",
+        labels,
+        None,
+        nmo_sim::scenario::pod_spec("a", false),
+    )
 }
 
 #[tokio::test]
@@ -44,14 +51,7 @@ async fn eviction_allowed_then_refused_with_the_real_message() {
     let p = pdb(&sim, "app-0-pdb");
     assert_eq!(p["status"]["disruptionsAllowed"], 1);
     assert_eq!(p["status"]["expectedPods"], 3);
-    let st = pods
-        .evict(&names[0], &EvictParams::default())
-        .await
-        .unwrap();
-    assert_eq!(
-        st.status,
-        Some(kube::core::response::StatusSummary::Success)
-    );
+    assert_eq!(evicted(&pods, &names[0]).await, EVICTED);
     let victim = pods.get(&names[0]).await.unwrap();
     assert!(
         victim.metadata.deletion_timestamp.is_some(),
@@ -68,11 +68,7 @@ async fn eviction_allowed_then_refused_with_the_real_message() {
         pdb(&sim, "app-0-pdb")["status"]["currentHealthy"] == 2
     })
     .await;
-    let err = status_of(
-        pods.evict(&names[1], &EvictParams::default())
-            .await
-            .unwrap_err(),
-    );
+    let err = eviction_refused(&pods, &names[1]).await;
     assert_eq!(err.code, 429);
     assert_eq!(err.reason, "TooManyRequests");
     assert_eq!(
@@ -86,30 +82,16 @@ async fn eviction_allowed_then_refused_with_the_real_message() {
         "The disruption budget app-0-pdb needs 2 healthy pods and has 2 currently"
     );
     // Evicting the terminating pod again is fine (no budget check).
-    assert_eq!(
-        pods.evict(&names[0], &EvictParams::default())
-            .await
-            .unwrap()
-            .status,
-        Some(kube::core::response::StatusSummary::Success)
-    );
+    assert_eq!(evicted(&pods, &names[0]).await, EVICTED);
     // A missing pod: 404.
-    let err = status_of(
-        pods.evict("ghost", &EvictParams::default())
-            .await
-            .unwrap_err(),
-    );
+    let err = eviction_refused(&pods, "ghost").await;
     assert_eq!(
         (err.code, err.message.as_str()),
         (404, "pods \"ghost\" not found")
     );
     // Two PDBs for one pod: 500 with the real message.
     add_pdb(&sim, "second", json!({"minAvailable": 1}));
-    let err = status_of(
-        pods.evict(&names[1], &EvictParams::default())
-            .await
-            .unwrap_err(),
-    );
+    let err = eviction_refused(&pods, &names[1]).await;
     assert_eq!(err.code, 500);
     assert_eq!(
         err.message,
@@ -147,46 +129,20 @@ async fn pending_and_unready_pods_follow_the_real_rules() {
     })
     .await;
     assert_eq!(pdb(&sim, "app-0-pdb")["status"]["disruptionsAllowed"], 1);
-    assert_eq!(
-        pods.evict("unready", &EvictParams::default())
-            .await
-            .unwrap()
-            .status,
-        Some(kube::core::response::StatusSummary::Success)
-    );
+    assert_eq!(evicted(&pods, "unready").await, EVICTED);
     assert_eq!(
         pdb(&sim, "app-0-pdb")["status"]["disruptionsAllowed"],
         1,
         "budget not spent"
     );
     // Spend the budget, then a Pending pod is still evictable.
-    assert_eq!(
-        pods.evict(&names[0], &EvictParams::default())
-            .await
-            .unwrap()
-            .status,
-        Some(kube::core::response::StatusSummary::Success)
-    );
-    assert_eq!(
-        status_of(
-            pods.evict(&names[1], &EvictParams::default())
-                .await
-                .unwrap_err()
-        )
-        .code,
-        429
-    );
+    assert_eq!(evicted(&pods, &names[0]).await, EVICTED);
+    assert_eq!(eviction_refused(&pods, &names[1]).await.code, 429);
     let pending = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pending", "labels": {"app": "app-0"}},
         "spec": {"schedulerName": "none", "containers": [{"name": "c", "image": "busybox:1"}]}});
     sim.create_json("", "pods", "workloads", pending, false)
         .unwrap();
-    assert_eq!(
-        pods.evict("pending", &EvictParams::default())
-            .await
-            .unwrap()
-            .status,
-        Some(kube::core::response::StatusSummary::Success)
-    );
+    assert_eq!(evicted(&pods, "pending").await, EVICTED);
     assert!(
         pods.get_opt("pending").await.unwrap().is_none(),
         "unscheduled pods go at once"
@@ -198,32 +154,17 @@ async fn pending_and_unready_pods_follow_the_real_rules() {
 async fn terminating_namespace_refuses_evictions_with_403() {
     let sim = start(None, 100.0).await;
     let client = sim.kube_client().unwrap();
-    sim.create_json(
-        "",
-        "namespaces",
-        "",
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "doomed"}}),
-        false,
-    )
-    .unwrap();
+    create_namespace(&sim, "doomed");
     sim.create_json("", "nodes", "", nmo_sim::scenario::node("n0", 0), true)
         .unwrap();
-    let pod = nmo_sim::scenario::running_pod(
-        "p",
-        "doomed",
-        "n0",
-        "10.0.0.1",
-        json!({"a": "b"}),
-        None,
-        nmo_sim::scenario::pod_spec("a", false),
-    );
+    let pod = running_pod("p", "doomed", "n0", json!({"a": "b"}));
     sim.create_json("", "pods", "doomed", pod, true).unwrap();
     let nss: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     nss.delete("doomed", &Default::default()).await.unwrap();
     let ns = nss.get("doomed").await.unwrap();
     assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Terminating"));
     let pods: Api<Pod> = Api::namespaced(client, "doomed");
-    let err = status_of(pods.evict("p", &EvictParams::default()).await.unwrap_err());
+    let err = eviction_refused(&pods, "p").await;
     assert_eq!(err.code, 403);
     assert_eq!(
         err.message,
@@ -283,15 +224,7 @@ async fn pdb_status_is_computed_like_the_disruption_controller() {
     sim.create_json("policy", "poddisruptionbudgets", "workloads",
         json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": "orphans"},
                "spec": {"maxUnavailable": "50%", "selector": {"matchLabels": {"none": "x"}}}}), false).unwrap();
-    let pod = nmo_sim::scenario::running_pod(
-        "lonely",
-        "workloads",
-        "node-0",
-        "10.0.0.1",
-        json!({"none": "x"}),
-        None,
-        nmo_sim::scenario::pod_spec("a", false),
-    );
+    let pod = running_pod("lonely", "workloads", "node-0", json!({"none": "x"}));
     sim.create_json("", "pods", "workloads", pod, true).unwrap();
     eventually("orphans SyncFailed", Duration::from_secs(3), async || {
         pdb(&sim, "orphans")["status"]["conditions"][0]["reason"] == "SyncFailed"

@@ -9,7 +9,7 @@ use kube::api::{Api, EvictParams, ListParams, Patch, PatchParams, WatchEvent, Wa
 use nmo_sim::{ClientOptions, FaultRule, Query, Scenario, SimConfig, Simulator};
 use serde_json::json;
 
-use crate::support::{raw, status_of};
+use crate::support::{first_listed, patched, raw_get, refused, relabelled, start_plain, status_of};
 
 #[tokio::test]
 async fn requests_are_counted_by_verb_resource_and_identity() {
@@ -34,20 +34,9 @@ async fn requests_are_counted_by_verb_resource_and_identity() {
     nodes_a.get("node-0").await.unwrap();
     nodes_a.get("node-1").await.unwrap();
     nodes_a.list(&ListParams::default()).await.unwrap();
-    nodes_a
-        .patch(
-            "node-0",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"labels": {"x": "y"}}})),
-        )
-        .await
-        .unwrap();
+    relabelled(&nodes_a, "node-0", json!({"x": "y"})).await;
     let pods_b: Api<Pod> = Api::namespaced(b.clone(), "workloads");
-    let victim = pods_b.list(&ListParams::default()).await.unwrap().items[0]
-        .metadata
-        .name
-        .clone()
-        .unwrap();
+    let victim = first_listed(&pods_b).await;
     pods_b
         .evict(&victim, &EvictParams::default())
         .await
@@ -95,10 +84,10 @@ async fn requests_are_counted_by_verb_resource_and_identity() {
             ..Default::default()
         })
         .unwrap();
-    let st = status_of(Api::<Node>::all(c).get("node-0").await.unwrap_err());
+    let st = refused(Api::<Node>::all(c).get("node-0")).await;
     assert_eq!(st.code, 401);
     // The debug endpoint.
-    let (code, body) = raw(&a, "GET", "/debug/sim/requests", None, None).await;
+    let (code, body) = raw_get(&a, "/debug/sim/requests").await;
     assert_eq!(code, 200);
     assert_eq!(body["total"].as_u64().unwrap(), 7);
     assert!(
@@ -115,9 +104,7 @@ async fn requests_are_counted_by_verb_resource_and_identity() {
 
 #[tokio::test]
 async fn faults_are_injected_per_verb_and_resource() {
-    let sim = Simulator::start(SimConfig::default().scenario(Scenario::plain(2, 2)))
-        .await
-        .unwrap();
+    let sim = start_plain(2, 2).await;
     let client = sim.kube_client().unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
     // One 503 on GET nodes.
@@ -126,7 +113,7 @@ async fn faults_are_injected_per_verb_and_resource() {
             .errors(1.0, 503)
             .times(1),
     );
-    let st = status_of(nodes.get("node-0").await.unwrap_err());
+    let st = refused(nodes.get("node-0")).await;
     assert_eq!((st.code, st.reason.as_str()), (503, "ServiceUnavailable"));
     nodes.get("node-0").await.unwrap();
     // Latency on LIST nodes.
@@ -157,14 +144,12 @@ async fn faults_are_injected_per_verb_and_resource() {
         assert_eq!((st.code, st.reason.as_str()), (409, "Conflict"));
         assert!(st.message.contains("the object has been modified"));
     }
-    nodes
-        .patch(
-            "node-0",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"unschedulable": true}})),
-        )
-        .await
-        .unwrap();
+    patched(
+        &nodes,
+        "node-0",
+        Patch::Merge(json!({"spec": {"unschedulable": true}})),
+    )
+    .await;
     // Watches closed after 2 events.
     sim.faults()
         .add(FaultRule::on(Some("watch"), Some("pods")).close_watches_after(None, Some(2)));
@@ -199,7 +184,7 @@ async fn faults_match_one_user_and_latency_can_hit_a_fraction_of_requests() {
             .user("replica-a")
             .errors(1.0, 500),
     );
-    assert_eq!(status_of(a.get("node-0").await.unwrap_err()).code, 500);
+    assert_eq!(refused(a.get("node-0")).await.code, 500);
     b.get("node-0").await.expect("another user is not affected");
     sim.faults().clear();
     // Half the requests are late: some of 40 are, some are not.
@@ -222,9 +207,7 @@ async fn faults_match_one_user_and_latency_can_hit_a_fraction_of_requests() {
 #[tokio::test]
 async fn the_audit_hook_sees_each_request_before_it_takes_effect() {
     use std::sync::{Arc, Mutex};
-    let sim = Simulator::start(SimConfig::default().scenario(Scenario::plain(1, 0)))
-        .await
-        .unwrap();
+    let sim = start_plain(1, 0).await;
     /// (verb, name, the node's `spec.unschedulable` just before the request).
     type Seen = Vec<(String, String, Option<bool>)>;
     let seen: Arc<Mutex<Seen>> = Arc::default();
@@ -239,14 +222,12 @@ async fn the_audit_hook_sees_each_request_before_it_takes_effect() {
             .push((served.key.verb.clone(), served.name.to_string(), cordoned));
     })));
     let nodes: Api<Node> = Api::all(sim.kube_client().unwrap());
-    nodes
-        .patch(
-            "node-0",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"unschedulable": true}})),
-        )
-        .await
-        .unwrap();
+    patched(
+        &nodes,
+        "node-0",
+        Patch::Merge(json!({"spec": {"unschedulable": true}})),
+    )
+    .await;
     sim.set_audit_hook(None);
     nodes.get("node-0").await.unwrap();
     let seen = seen.lock().unwrap().clone();

@@ -28,15 +28,7 @@ async fn kubectl_get_nodes_and_pods_prints_real_columns() {
     assert_eq!(r[1][4], "v1.33.0");
 
     let o = k
-        .run(&[
-            "get",
-            "pods",
-            "-A",
-            "--field-selector",
-            "spec.nodeName=node-1",
-            "-o",
-            "wide",
-        ])
+        .run_words("get pods -A --field-selector spec.nodeName=node-1 -o wide")
         .await;
     assert!(o.ok, "{o:?}");
     let r = rows(&o.stdout);
@@ -100,12 +92,7 @@ async fn kubectl_applies_a_crd_then_a_nodemaintenance() {
     assert!(o.ok, "{o:?}");
     assert!(o.stdout.contains("customresourcedefinition.apiextensions.k8s.io/nodemaintenances.nodemaintenance.medik8s.io created"), "{o:?}");
     let o = k
-        .run(&[
-            "wait",
-            "--for=condition=Established",
-            "crd/nodemaintenances.nodemaintenance.medik8s.io",
-            "--timeout=10s",
-        ])
+        .run_words("wait --for=condition=Established crd/nodemaintenances.nodemaintenance.medik8s.io --timeout=10s")
         .await;
     assert!(o.ok, "{o:?}");
     let nm = k.file("nm.yaml", "apiVersion: nodemaintenance.medik8s.io/v1beta1\nkind: NodeMaintenance\nmetadata:\n  name: nm-node-0\nspec:\n  nodeName: node-0\n  reason: kernel upgrade\n");
@@ -145,25 +132,14 @@ async fn kubectl_applies_a_crd_then_a_nodemaintenance() {
     assert_eq!(r[0], ["NAME", "NODE", "PHASE", "PROGRESS", "REASON", "AGE"]);
     assert_eq!(r[1][..4], ["nm-node-0", "node-0", "Running", "40"]);
     let o = k
-        .run(&[
-            "get",
-            "nodemaintenances.nodemaintenance.medik8s.io",
-            "nm-node-0",
-            "-o",
-            "jsonpath={.spec.reason}",
-        ])
+        .run_words(
+            "get nodemaintenances.nodemaintenance.medik8s.io nm-node-0 -o jsonpath={.spec.reason}",
+        )
         .await;
     assert_eq!(o.stdout, "kernel upgrade");
     // A strategic merge patch on a custom resource is refused, as on a real cluster.
     let o = k
-        .run(&[
-            "patch",
-            "nm",
-            "nm-node-0",
-            "--type=strategic",
-            "-p",
-            "{\"spec\":{\"reason\":\"x\"}}",
-        ])
+        .run_words("patch nm nm-node-0 --type=strategic -p {\"spec\":{\"reason\":\"x\"}}")
         .await;
     assert!(!o.ok);
     assert!(
@@ -184,14 +160,7 @@ async fn kubectl_drain_evicts_and_reports_blocking_pdbs() {
     let sim = start(Some(Scenario::new(3, 8)), 0.02).await;
     let Some(k) = Kubectl::new(&sim) else { return };
     let o = k
-        .run(&[
-            "drain",
-            "node-1",
-            "--ignore-daemonsets",
-            "--delete-emptydir-data",
-            "--force",
-            "--timeout=30s",
-        ])
+        .run_words("drain node-1 --ignore-daemonsets --delete-emptydir-data --force --timeout=30s")
         .await;
     assert!(o.ok, "{o:?}");
     assert!(o.stdout.contains("node/node-1 drained"), "{o:?}");
@@ -218,27 +187,13 @@ async fn kubectl_drain_evicts_and_reports_blocking_pdbs() {
     );
     // A PDB that allows nothing: drain reports the real refusal and times out.
     let o = k
-        .run(&[
-            "-n",
-            "workloads",
-            "patch",
-            "pdb",
-            "app-0-pdb",
-            "--type=merge",
-            "-p",
-            "{\"spec\":{\"maxUnavailable\":0}}",
-        ])
+        .run_words(
+            "-n workloads patch pdb app-0-pdb --type=merge -p {\"spec\":{\"maxUnavailable\":0}}",
+        )
         .await;
     assert!(o.ok, "{o:?}");
     let o = k
-        .run(&[
-            "drain",
-            "node-2",
-            "--ignore-daemonsets",
-            "--delete-emptydir-data",
-            "--force",
-            "--timeout=3s",
-        ])
+        .run_words("drain node-2 --ignore-daemonsets --delete-emptydir-data --force --timeout=3s")
         .await;
     assert!(!o.ok);
     let all = format!("{}{}", o.stdout, o.stderr);

@@ -7,7 +7,7 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams};
 use kube::discovery::{Discovery, Scope};
 use nmo_sim::{ClientOptions, Rbac, Scenario, SimConfig, Simulator};
 
-use crate::support::{nm_crd, raw, status_of};
+use crate::support::{first_listed, nm_crd, raw_get, refused, start_plain, status_of};
 
 #[tokio::test]
 async fn discovery_and_typed_crd_configuration() {
@@ -44,7 +44,7 @@ async fn discovery_and_typed_crd_configuration() {
             "{g}/{p}"
         );
     }
-    let (code, body) = raw(&client, "GET", "/api/v1", None, None).await;
+    let (code, body) = raw_get(&client, "/api/v1").await;
     assert_eq!(code, 200);
     let ev = body["resources"]
         .as_array()
@@ -84,12 +84,9 @@ async fn discovery_and_typed_crd_configuration() {
     )
     .await
     .unwrap();
-    let (code, _) = raw(
+    let (code, _) = raw_get(
         &client,
-        "GET",
         "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances",
-        None,
-        None,
     )
     .await;
     assert_eq!(code, 404);
@@ -142,16 +139,8 @@ async fn rbac_denies_with_the_real_message() {
         .await
         .unwrap();
     let pods: Api<Pod> = Api::namespaced(nmo.clone(), "workloads");
-    let victim = pods.list(&ListParams::default()).await.unwrap().items[0]
-        .metadata
-        .name
-        .clone()
-        .unwrap();
-    let st = status_of(
-        pods.delete(&victim, &DeleteParams::default())
-            .await
-            .unwrap_err(),
-    );
+    let victim = first_listed(&pods).await;
+    let st = refused(pods.delete(&victim, &DeleteParams::default())).await;
     assert_eq!(st.code, 403);
     assert_eq!(st.reason, "Forbidden");
     assert_eq!(
@@ -162,12 +151,7 @@ async fn rbac_denies_with_the_real_message() {
     );
     pods.evict(&victim, &EvictParams::default()).await.unwrap();
     let leases: Api<Lease> = Api::namespaced(nmo.clone(), "default");
-    let st = status_of(
-        leases
-            .delete("x", &DeleteParams::default())
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(leases.delete("x", &DeleteParams::default())).await;
     assert_eq!(
         st.message,
         format!(
@@ -235,9 +219,7 @@ fn cli_arguments_parse_like_nmo_sim_expects() {
 
 #[tokio::test]
 async fn kubeconfig_works_with_kube_config_loading() {
-    let sim = Simulator::start(SimConfig::default().scenario(Scenario::plain(2, 0)))
-        .await
-        .unwrap();
+    let sim = start_plain(2, 0).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kubeconfig");
     sim.write_kubeconfig(&path).unwrap();

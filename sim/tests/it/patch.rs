@@ -5,7 +5,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::json;
 
-use crate::support::{raw, start, status_of};
+use crate::support::{first_listed, patched, raw, refused, start};
 
 #[tokio::test]
 async fn json_patch_test_failure_is_422_and_changes_nothing() {
@@ -17,12 +17,7 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
         {"op": "add", "path": "/spec/taints", "value": [{"key": "medik8s.io/drain", "effect": "NoSchedule"}]}
     ]))
     .unwrap();
-    let st = status_of(
-        nodes
-            .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
-            .await
-            .unwrap_err(),
-    );
+    let st = refused(nodes.patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))).await;
     assert_eq!(st.code, 422);
     assert_eq!(st.reason, "Invalid");
     // As kube-apiserver answers (the fidelity suite compares the two): a generic message and
@@ -65,13 +60,9 @@ async fn json_patch_test_failure_is_422_and_changes_nothing() {
     )
     .unwrap();
     assert_eq!(
-        status_of(
-            nodes
-                .patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p))
-                .await
-                .unwrap_err()
-        )
-        .code,
+        refused(nodes.patch("node-0", &PatchParams::default(), &Patch::<()>::Json(p)))
+            .await
+            .code,
         422
     );
     sim.shutdown().await;
@@ -84,16 +75,10 @@ async fn strategic_merge_merges_by_key_and_replaces_atomic_lists() {
     let nodes: Api<Node> = Api::all(client.clone());
     let p = json!({"metadata": {"labels": {"remediation.medik8s.io/exclude-from-remediation": "true"}},
                    "spec": {"unschedulable": true, "taints": [{"key": "a", "effect": "NoSchedule"}]}});
-    nodes
-        .patch("node-0", &PatchParams::default(), &Patch::Strategic(&p))
-        .await
-        .unwrap();
+    patched(&nodes, "node-0", Patch::Strategic(p)).await;
     let p = json!({"spec": {"taints": [{"key": "b", "effect": "NoSchedule"}]},
                    "status": {"conditions": [{"type": "Ready", "status": "False"}]}});
-    let n = nodes
-        .patch("node-0", &PatchParams::default(), &Patch::Strategic(&p))
-        .await
-        .unwrap();
+    let n = patched(&nodes, "node-0", Patch::Strategic(p)).await;
     let spec = n.spec.unwrap();
     assert_eq!(spec.unschedulable, Some(true));
     let taints = spec.taints.unwrap();
@@ -130,19 +115,12 @@ async fn strategic_merge_merges_by_key_and_replaces_atomic_lists() {
     );
     // Containers merge by name.
     let pods: Api<Pod> = Api::namespaced(client.clone(), "workloads");
-    let name = pods.list(&Default::default()).await.unwrap().items[0]
-        .metadata
-        .name
-        .clone()
-        .unwrap();
+    let name = first_listed(&pods).await;
     let app = pods.get(&name).await.unwrap().spec.unwrap().containers[0]
         .name
         .clone();
     let p = json!({"spec": {"containers": [{"name": app, "image": "x:2"}]}, "metadata": {"annotations": {"a": "b"}}});
-    let pod = pods
-        .patch(&name, &PatchParams::default(), &Patch::Strategic(&p))
-        .await
-        .unwrap();
+    let pod = patched(&pods, &name, Patch::Strategic(p)).await;
     let c = &pod.spec.unwrap().containers;
     assert_eq!(c.len(), 1);
     assert_eq!(c[0].image.as_deref(), Some("x:2"));
@@ -151,25 +129,14 @@ async fn strategic_merge_merges_by_key_and_replaces_atomic_lists() {
         "other container fields kept"
     );
     // Custom resources do not support strategic merge: 415.
-    let (code, body) = raw(
-        &client,
-        "PATCH",
-        "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances/x",
-        Some("application/strategic-merge-patch+json"),
-        Some(json!({})),
-    )
-    .await;
+    let empty_patch =
+        |path, content_type| raw(&client, "PATCH", path, Some(content_type), Some(json!({})));
+    let nm = "/apis/nodemaintenance.medik8s.io/v1beta1/nodemaintenances/x";
+    let (code, body) = empty_patch(nm, "application/strategic-merge-patch+json").await;
     assert_eq!(code, 415, "{body}");
     assert_eq!(body["reason"], "UnsupportedMediaType");
     // Unknown patch types: 415.
-    let (code, _) = raw(
-        &client,
-        "PATCH",
-        "/api/v1/nodes/node-0",
-        Some("text/plain"),
-        Some(json!({})),
-    )
-    .await;
+    let (code, _) = empty_patch("/api/v1/nodes/node-0", "text/plain").await;
     assert_eq!(code, 415);
     sim.shutdown().await;
 }
@@ -195,14 +162,12 @@ async fn merge_patch_and_server_side_apply() {
         .unwrap();
     let spec = l.spec.unwrap();
     assert_eq!(spec.holder_identity.as_deref(), Some("you"));
-    let l = leases
-        .patch(
-            "ssa",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"leaseDurationSeconds": null}})),
-        )
-        .await
-        .unwrap();
+    let l = patched(
+        &leases,
+        "ssa",
+        Patch::Merge(json!({"spec": {"leaseDurationSeconds": null}})),
+    )
+    .await;
     assert_eq!(l.spec.unwrap().lease_duration_seconds, None);
     sim.shutdown().await;
 }

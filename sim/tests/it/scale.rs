@@ -5,9 +5,11 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{Api, ListParams, Patch, PatchParams, WatchEvent, WatchParams};
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use nmo_sim::{Query, Scenario, SimConfig, Simulator};
 use serde_json::json;
+
+use crate::support::relabelled;
 
 #[tokio::test]
 async fn two_thousand_nodes_load_quickly_and_node_scoped_reads_stay_small() {
@@ -53,14 +55,7 @@ async fn two_thousand_nodes_load_quickly_and_node_scoped_reads_stay_small() {
         .boxed();
     let nodes: Api<Node> = Api::all(client);
     for i in 0..20 {
-        nodes
-            .patch(
-                &format!("node-{i}"),
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"metadata": {"labels": {"t": "1"}}})),
-            )
-            .await
-            .unwrap();
+        relabelled(&nodes, &format!("node-{i}"), json!({"t": "1"})).await;
     }
     let target = sim
         .list_json("", "pods", "workloads")
@@ -75,21 +70,9 @@ async fn two_thousand_nodes_load_quickly_and_node_scoped_reads_stay_small() {
         .unwrap();
     let other = "standalone-node-6";
     let wp: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), "workloads");
-    wp.patch(
-        other,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"labels": {"t": "1"}}})),
-    )
-    .await
-    .unwrap();
+    relabelled(&wp, other, json!({"t": "1"})).await;
     let tname = target["metadata"]["name"].as_str().unwrap();
-    wp.patch(
-        tname,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"labels": {"t": "1"}}})),
-    )
-    .await
-    .unwrap();
+    relabelled(&wp, tname, json!({"t": "1"})).await;
     match tokio::time::timeout(Duration::from_secs(5), w.next())
         .await
         .unwrap()

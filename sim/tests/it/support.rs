@@ -1,11 +1,17 @@
 //! Helpers shared by the simulator conformance tests.
 
+use std::fmt::Debug;
+use std::future::Future;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, EvictParams, Patch, PatchParams};
+use kube::core::response::StatusSummary;
 use nmo_sim::{Scenario, SimConfig, SimHandle, Simulator};
-use serde_json::Value;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 
 /// The NodeMaintenance CRD nmo ships (`nmo crd`'s output; a test of nmo fails when the file
 /// drifts from the Rust type), so the simulator is tested with what nmo really installs. Read
@@ -27,6 +33,14 @@ pub async fn start(scenario: Option<Scenario>, time_scale: f64) -> SimHandle {
     cfg.timing.pod_startup = Duration::from_millis(500);
     cfg.bookmark_interval = Duration::from_millis(300);
     Simulator::start(cfg).await.expect("simulator starts")
+}
+
+/// Starts a simulator of `nodes` nodes with `pods` pods each (`Scenario::plain`), otherwise
+/// as configured by default (no CRD, the real clock).
+pub async fn start_plain(nodes: usize, pods: usize) -> SimHandle {
+    Simulator::start(SimConfig::default().scenario(Scenario::plain(nodes, pods)))
+        .await
+        .expect("simulator starts")
 }
 
 /// kubectl against a simulator, with its own kubeconfig and discovery cache.
@@ -88,6 +102,11 @@ impl Kubectl {
         .expect("join")
     }
 
+    /// Runs kubectl with the words of `line` as its arguments (none has a space in it).
+    pub async fn run_words(&self, line: &str) -> Out {
+        self.run(&line.split_whitespace().collect::<Vec<_>>()).await
+    }
+
     /// Writes a file into the temp dir.
     pub fn file(&self, name: &str, content: &str) -> PathBuf {
         let p = self.dir.path().join(name);
@@ -124,4 +143,91 @@ pub fn status_of(e: kube::Error) -> Box<kube::core::Status> {
         kube::Error::Api(s) => s,
         other => panic!("expected an API error, got {other:?}"),
     }
+}
+
+/// `raw` for a GET.
+pub async fn raw_get(client: &kube::Client, path: &str) -> (u16, Value) {
+    raw(client, "GET", path, None, None).await
+}
+
+/// The Status of the API error `request` fails with (it panics if `request` succeeds).
+pub async fn refused<T: Debug>(
+    request: impl Future<Output = kube::Result<T>>,
+) -> Box<kube::core::Status> {
+    status_of(request.await.unwrap_err())
+}
+
+/// Patches `name` through `api` with `patch` (a merge patch: `Patch::Merge`, a strategic one:
+/// `Patch::Strategic`), expecting success.
+pub async fn patched<K>(api: &Api<K>, name: &str, patch: Patch<Value>) -> K
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    api.patch(name, &PatchParams::default(), &patch)
+        .await
+        .expect("the patch is applied")
+}
+
+/// A merge patch of `name`'s labels through `api`, expecting success.
+pub async fn relabelled<K>(api: &Api<K>, name: &str, labels: Value) -> K
+where
+    K: Clone + DeserializeOwned + Debug,
+{
+    patched(
+        api,
+        name,
+        Patch::Merge(json!({"metadata": {"labels": labels}})),
+    )
+    .await
+}
+
+/// What an eviction of `name` answers when it is allowed (`Some(Success)`).
+pub async fn evicted(pods: &Api<Pod>, name: &str) -> Option<StatusSummary> {
+    pods.evict(name, &EvictParams::default())
+        .await
+        .expect("the eviction is allowed")
+        .status
+}
+
+/// The answer of an allowed eviction.
+pub const EVICTED: Option<StatusSummary> = Some(StatusSummary::Success);
+
+/// The Status of a refused eviction of `name`.
+pub async fn eviction_refused(pods: &Api<Pod>, name: &str) -> Box<kube::core::Status> {
+    refused(pods.evict(name, &EvictParams::default())).await
+}
+
+/// A pod of one busybox container named `c`, with no node.
+pub fn bare_pod(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+           "spec": {"containers": [{"name": "c", "image": "busybox:1"}]}})
+}
+
+/// Creates the namespace `name` in `sim`.
+pub fn create_namespace(sim: &SimHandle, name: &str) {
+    let namespace = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}});
+    sim.create_json("", "namespaces", "", namespace, false)
+        .expect("the namespace is created");
+}
+
+/// The names of what `api` lists with `params`.
+pub async fn listed<K>(api: &Api<K>, params: &kube::api::ListParams) -> Vec<String>
+where
+    K: Clone + DeserializeOwned + Debug + kube::Resource,
+{
+    api.list(params)
+        .await
+        .expect("the list is served")
+        .items
+        .iter()
+        .map(|object| object.meta().name.clone().expect("a name"))
+        .collect()
+}
+
+/// The name of the first object `api` lists.
+pub async fn first_listed<K>(api: &Api<K>) -> String
+where
+    K: Clone + DeserializeOwned + Debug + kube::Resource,
+{
+    listed(api, &kube::api::ListParams::default()).await[0].clone()
 }

@@ -10,7 +10,7 @@ use kube::runtime::watcher;
 use nmo_sim::{Scenario, SimConfig, Simulator};
 use serde_json::json;
 
-use crate::support::start;
+use crate::support::{relabelled, start};
 
 async fn next_event<S: futures::Stream<Item = Result<WatchEvent<Pod>, kube::Error>> + Unpin>(
     s: &mut S,
@@ -22,14 +22,23 @@ async fn next_event<S: futures::Stream<Item = Result<WatchEvent<Pod>, kube::Erro
         .expect("no error")
 }
 
-#[tokio::test]
-async fn per_node_watcher_sees_only_its_node() {
-    let sim = start(Some(Scenario::plain(3, 4)), 0.0).await;
-    let pods: Api<Pod> = Api::all(sim.kube_client().unwrap());
-    let cfg = watcher::Config::default().fields("spec.nodeName=node-1");
-    let mut stream = watcher(pods.clone(), cfg).boxed();
-    // Initial list: Init, 4 InitApply, InitDone.
-    let mut init = 0;
+/// A watch of everything `pods` covers from `version`.
+async fn watch_from(
+    pods: &Api<Pod>,
+    version: &str,
+) -> futures::stream::BoxStream<'static, kube::Result<WatchEvent<Pod>>> {
+    pods.watch(&WatchParams::default(), version)
+        .await
+        .unwrap()
+        .boxed()
+}
+
+/// What a kube-runtime watcher applies of its initial list, up to its `InitDone`.
+async fn initial_objects<S>(stream: &mut S) -> Vec<Pod>
+where
+    S: futures::Stream<Item = Result<watcher::Event<Pod>, watcher::Error>> + Unpin,
+{
+    let mut init = Vec::new();
     loop {
         match tokio::time::timeout(Duration::from_secs(5), stream.try_next())
             .await
@@ -37,38 +46,44 @@ async fn per_node_watcher_sees_only_its_node() {
             .unwrap()
             .unwrap()
         {
-            watcher::Event::InitApply(p) => {
-                assert_eq!(p.spec.unwrap().node_name.as_deref(), Some("node-1"));
-                init += 1;
-            }
-            watcher::Event::InitDone => break,
+            watcher::Event::InitApply(p) => init.push(p),
+            watcher::Event::InitDone => return init,
             _ => {}
         }
     }
-    assert_eq!(init, 4);
+}
+
+#[tokio::test]
+async fn per_node_watcher_sees_only_its_node() {
+    let sim = start(Some(Scenario::plain(3, 4)), 0.0).await;
+    let pods: Api<Pod> = Api::all(sim.kube_client().unwrap());
+    let cfg = watcher::Config::default().fields("spec.nodeName=node-1");
+    let mut stream = watcher(pods.clone(), cfg).boxed();
+    // Initial list: Init, 4 InitApply, InitDone.
+    let init = initial_objects(&mut stream).await;
+    for p in &init {
+        assert_eq!(
+            p.spec.as_ref().unwrap().node_name.as_deref(),
+            Some("node-1")
+        );
+    }
+    assert_eq!(init.len(), 4);
     // A pod of another node changes: nothing; a pod of node-1 is deleted: Delete.
-    let other = pods
-        .list(&ListParams::default().fields("spec.nodeName=node-2"))
-        .await
-        .unwrap()
-        .items[0]
-        .clone();
+    let first_on = |node: &str| {
+        let pods = pods.clone();
+        let on_node = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        async move { pods.list(&on_node).await.unwrap().items[0].clone() }
+    };
+    let other = first_on("node-2").await;
     let ns = other.metadata.namespace.clone().unwrap();
     let nsapi: Api<Pod> = Api::namespaced(sim.kube_client().unwrap(), &ns);
-    nsapi
-        .patch(
-            other.metadata.name.as_deref().unwrap(),
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"labels": {"x": "y"}}})),
-        )
-        .await
-        .unwrap();
-    let mine = pods
-        .list(&ListParams::default().fields("spec.nodeName=node-1"))
-        .await
-        .unwrap()
-        .items[0]
-        .clone();
+    relabelled(
+        &nsapi,
+        other.metadata.name.as_deref().unwrap(),
+        json!({"x": "y"}),
+    )
+    .await;
+    let mine = first_on("node-1").await;
     let name = mine.metadata.name.clone().unwrap();
     nsapi.delete(&name, &DeleteParams::default()).await.unwrap();
     let mut saw_delete = false;
@@ -111,19 +126,9 @@ async fn expired_resource_version_is_a_410_error_event() {
     let start_rv = list.metadata.resource_version.clone().unwrap();
     let name = list.items[0].metadata.name.clone().unwrap();
     for i in 0..10 {
-        pods.patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"labels": {"i": i.to_string()}}})),
-        )
-        .await
-        .unwrap();
+        relabelled(&pods, &name, json!({"i": i.to_string()})).await;
     }
-    let mut s = pods
-        .watch(&WatchParams::default(), &start_rv)
-        .await
-        .unwrap()
-        .boxed();
+    let mut s = watch_from(&pods, &start_rv).await;
     match next_event(&mut s).await {
         WatchEvent::Error(st) => {
             assert_eq!(st.code, 410);
@@ -144,18 +149,8 @@ async fn expired_resource_version_is_a_410_error_event() {
         .metadata
         .resource_version
         .unwrap();
-    pods.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"labels": {"i": "last"}}})),
-    )
-    .await
-    .unwrap();
-    let mut s = pods
-        .watch(&WatchParams::default(), &rv)
-        .await
-        .unwrap()
-        .boxed();
+    relabelled(&pods, &name, json!({"i": "last"})).await;
+    let mut s = watch_from(&pods, &rv).await;
     match next_event(&mut s).await {
         WatchEvent::Modified(p) => assert_eq!(p.metadata.labels.unwrap()["i"], "last"),
         other => panic!("expected MODIFIED, got {other:?}"),
@@ -172,13 +167,7 @@ async fn bookmarks_initial_events_and_leaving_a_selector() {
         .name
         .clone()
         .unwrap();
-    pods.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"labels": {"watched": "yes"}}})),
-    )
-    .await
-    .unwrap();
+    relabelled(&pods, &name, json!({"watched": "yes"})).await;
     // sendInitialEvents: ADDED for the current state, then a bookmark marking the end.
     let wp = WatchParams::default()
         .labels("watched=yes")
@@ -206,13 +195,7 @@ async fn bookmarks_initial_events_and_leaving_a_selector() {
         other => panic!("expected a BOOKMARK, got {other:?}"),
     }
     // The object stops matching: DELETED.
-    pods.patch(
-        &name,
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"metadata": {"labels": {"watched": "no"}}})),
-    )
-    .await
-    .unwrap();
+    relabelled(&pods, &name, json!({"watched": "no"})).await;
     loop {
         match next_event(&mut s).await {
             WatchEvent::Deleted(p) => {
@@ -228,20 +211,7 @@ async fn bookmarks_initial_events_and_leaving_a_selector() {
         .streaming_lists()
         .labels("pod-template-hash");
     let mut w = watcher(pods.clone(), cfg).boxed();
-    let mut n = 0;
-    loop {
-        match tokio::time::timeout(Duration::from_secs(5), w.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-        {
-            watcher::Event::InitApply(_) => n += 1,
-            watcher::Event::InitDone => break,
-            _ => {}
-        }
-    }
-    assert_eq!(n, 3);
+    assert_eq!(initial_objects(&mut w).await.len(), 3);
     sim.shutdown().await;
 }
 
@@ -284,11 +254,7 @@ async fn a_restart_drops_connections_answers_503_then_expires_resumed_watches() 
     let pods: Api<Pod> = Api::all(sim.kube_client().unwrap());
     let listed = pods.list(&ListParams::default()).await.unwrap();
     let old = listed.metadata.resource_version.clone().unwrap();
-    let mut open = pods
-        .watch(&WatchParams::default(), &old)
-        .await
-        .unwrap()
-        .boxed();
+    let mut open = watch_from(&pods, &old).await;
 
     let restart = sim.restart_api_server(Duration::from_secs(1));
     let during = async {
@@ -307,11 +273,7 @@ async fn a_restart_drops_connections_answers_503_then_expires_resumed_watches() 
     let (dropped, ()) = tokio::join!(restart, during);
     assert!(dropped >= 1, "the watch's connection was dropped");
 
-    let mut resumed = pods
-        .watch(&WatchParams::default(), &old)
-        .await
-        .unwrap()
-        .boxed();
+    let mut resumed = watch_from(&pods, &old).await;
     match next_event(&mut resumed).await {
         WatchEvent::Error(status) => {
             assert_eq!((status.code, status.reason.as_str()), (410, "Expired"))
@@ -321,11 +283,7 @@ async fn a_restart_drops_connections_answers_503_then_expires_resumed_watches() 
     let fresh = pods.list(&ListParams::default()).await.unwrap();
     let version = fresh.metadata.resource_version.unwrap();
     assert_ne!(version, old);
-    let mut watching = pods
-        .watch(&WatchParams::default(), &version)
-        .await
-        .unwrap()
-        .boxed();
+    let mut watching = watch_from(&pods, &version).await;
     let pod = &fresh.items[0];
     Api::<Pod>::namespaced(
         sim.kube_client().unwrap(),

@@ -1,8 +1,9 @@
 //! Objects the cases create, the same on both servers.
 
+use nmo_envtest::unique_name;
 use serde_json::{Value, json};
 
-use super::harness::{Pair, Req};
+use super::harness::{Compare, MERGE_PATCH, Pair, Reply, Req, Side};
 
 /// A small pod labelled `app`, bound to `node`, or with no node ("") and a scheduler no one
 /// runs (so neither server's scheduler touches it).
@@ -37,14 +38,10 @@ pub fn running_status() -> Value {
 /// Creates running, ready pods `names` on both servers.
 pub async fn running_pods(pair: &Pair, names: &[&str], app: &str) {
     for name in names {
-        pair.seed(Req::post(
-            "/api/v1/namespaces/{ns}/pods",
-            pod(name, "node-x", app),
-        ))
-        .await;
+        pair.seed(Req::post(PODS, pod(name, "node-x", app))).await;
         pair.seed(Req::patch(
-            format!("/api/v1/namespaces/{{ns}}/pods/{name}/status"),
-            super::harness::MERGE_PATCH,
+            format!("{}/status", pod_at(name)),
+            MERGE_PATCH,
             running_status(),
         ))
         .await;
@@ -113,8 +110,71 @@ pub async fn node(pair: &Pair, name: &str) {
     .await;
     pair.seed(Req::patch(
         format!("/api/v1/nodes/{name}"),
-        super::harness::MERGE_PATCH,
+        MERGE_PATCH,
         json!({"spec": {"taints": null}}),
     ))
     .await;
+}
+
+/// The case's pods.
+pub const PODS: &str = "/api/v1/namespaces/{ns}/pods";
+
+/// The path of the case's pod `name`.
+pub fn pod_at(name: &str) -> String {
+    format!("{PODS}/{name}")
+}
+
+/// The path of the NodeMaintenance `name`.
+pub fn maintenance_at(name: &str) -> String {
+    format!("{NODEMAINTENANCES}/{name}")
+}
+
+/// A pair whose namespace holds the pod web-0 (app=web, on node-x).
+pub async fn with_pod() -> Pair {
+    let pair = Pair::start().await;
+    pair.seed(Req::post(PODS, pod("web-0", "node-x", "web")))
+        .await;
+    pair
+}
+
+/// A pair with a NodeMaintenance (for node-x) on both servers, and its name.
+pub async fn with_maintenance() -> (Pair, String) {
+    let pair = Pair::start().await;
+    let name = pair.unique("nm");
+    pair.seed(Req::post(NODEMAINTENANCES, maintenance(&name, "node-x")))
+        .await;
+    (pair, name)
+}
+
+/// POSTs to both a NodeMaintenance (for node-x) changed by `edit`, and compares the answers.
+pub async fn post_maintenance(what: &str, edit: impl FnOnce(&mut Value)) -> Compare {
+    let mut object = maintenance(&unique_name("nm"), "node-x");
+    edit(&mut object);
+    fresh(what, Req::post(NODEMAINTENANCES, object)).await
+}
+
+/// Sends `req` to both servers of a fresh pair, and compares the answers.
+pub async fn fresh(what: &str, req: Req) -> Compare {
+    Pair::start().await.compare(what, req).await
+}
+
+/// POSTs to both a pod (web-0, app=web, on node-x) changed by `edit`, and compares the answers.
+pub async fn post_pod(what: &str, edit: impl FnOnce(&mut Value)) -> Compare {
+    let mut object = pod("web-0", "node-x", "web");
+    edit(&mut object);
+    fresh(what, Req::post(PODS, object)).await
+}
+
+/// For `Pair::each`: a PUT to `path` of what each server answered in `earlier` (with that
+/// server's own uid and resourceVersion), changed by `edit`.
+pub fn updated(
+    earlier: &(Reply, Reply),
+    path: &str,
+    edit: impl Fn(&mut Value),
+) -> impl Fn(Side) -> Req {
+    move |side| {
+        let mut body = side.of(earlier).body.clone();
+        edit(&mut body);
+        Req::put(path, body)
+    }
 }

@@ -55,6 +55,25 @@ pub struct Reply {
     pub body: Value,
 }
 
+/// One of the two servers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Side {
+    /// The simulator.
+    Sim,
+    /// The real kube-apiserver.
+    Real,
+}
+
+impl Side {
+    /// This side's half of a (simulator, real) pair.
+    pub fn of<T>(self, (sim, real): &(T, T)) -> &T {
+        match self {
+            Side::Sim => sim,
+            Side::Real => real,
+        }
+    }
+}
+
 /// A request, sent the same to both servers.
 #[derive(Clone, Debug)]
 pub struct Req {
@@ -212,33 +231,49 @@ impl Pair {
         path.replace("{ns}", &self.ns)
     }
 
+    /// The client of `side`'s server.
+    fn client(&self, side: Side) -> &kube::Client {
+        match side {
+            Side::Sim => &self.sim_client,
+            Side::Real => &self.real_client,
+        }
+    }
+
+    /// Sends `req` to `side`'s server only.
+    pub async fn on(&self, side: Side, req: Req) -> Reply {
+        let req = Req {
+            path: self.path(&req.path),
+            ..req
+        };
+        send(self.client(side), &req).await
+    }
+
+    /// Sends to each server, at once, the request `req` builds for it (when the two need
+    /// different bodies, such as their own resourceVersions); (simulator, real).
+    pub async fn each(&self, req: impl Fn(Side) -> Req) -> (Reply, Reply) {
+        tokio::join!(
+            self.on(Side::Sim, req(Side::Sim)),
+            self.on(Side::Real, req(Side::Real))
+        )
+    }
+
     /// Sends `req` to both; (simulator, real).
     pub async fn both(&self, req: Req) -> (Reply, Reply) {
-        let req = Req {
-            path: self.path(&req.path),
-            ..req
-        };
-        let (sim, real) = tokio::join!(send(&self.sim_client, &req), send(&self.real_client, &req));
-        (sim, real)
+        self.each(|_| req.clone()).await
     }
 
-    /// Sends `req` to the simulator only (when the two need different bodies, such as their
-    /// own resourceVersions).
-    pub async fn sim_only(&self, req: Req) -> Reply {
-        let req = Req {
-            path: self.path(&req.path),
-            ..req
-        };
-        send(&self.sim_client, &req).await
+    /// Sends `req` to both and compares what they answer (`what` names the request).
+    pub async fn compare(&self, what: impl Into<String>, req: Req) -> Compare {
+        compare(what, self.both(req).await)
     }
 
-    /// Sends `req` to the real API server only.
-    pub async fn real_only(&self, req: Req) -> Reply {
-        let req = Req {
-            path: self.path(&req.path),
-            ..req
-        };
-        send(&self.real_client, &req).await
+    /// Sends to each server the request `req` builds for it, and compares what they answer.
+    pub async fn compare_each(
+        &self,
+        what: impl Into<String>,
+        req: impl Fn(Side) -> Req,
+    ) -> Compare {
+        compare(what, self.each(req).await)
     }
 
     /// Sends `req` to both, expecting success from each (setting up a case).
@@ -351,16 +386,16 @@ fn diff_into(path: &str, a: &Value, b: &Value, out: &mut Vec<(String, Value, Val
 }
 
 /// A comparison of the two answers to one request.
-pub struct Compare<'a> {
+pub struct Compare {
     what: String,
-    sim: &'a Reply,
-    real: &'a Reply,
+    sim: Reply,
+    real: Reply,
     known: Vec<(String, String)>,
     unordered: Vec<String>,
 }
 
-/// Compares the simulator's answer with the real one's.
-pub fn compare<'a>(what: impl Into<String>, sim: &'a Reply, real: &'a Reply) -> Compare<'a> {
+/// Compares the simulator's answer with the real one's (as `Pair::both` returns them).
+pub fn compare(what: impl Into<String>, (sim, real): (Reply, Reply)) -> Compare {
     Compare {
         what: what.into(),
         sim,
@@ -378,7 +413,7 @@ fn sorted_at(mut value: Value, pointer: &str) -> Value {
     value
 }
 
-impl Compare<'_> {
+impl Compare {
     /// A known difference at a JSON pointer prefix (and all under it), with why it is
     /// accepted: each is listed in nmo-sim's crate docs ("Where it is NOT faithful").
     #[must_use]
@@ -393,6 +428,23 @@ impl Compare<'_> {
     pub fn unordered(mut self, pointer: impl Into<String>) -> Self {
         self.unordered.push(pointer.into());
         self
+    }
+
+    /// The known difference of the pod at `pod` (a JSON pointer; "" for the body itself): the
+    /// `spec.serviceAccountName` only the simulator defaults.
+    #[must_use]
+    pub fn defaulted_service_account(self, pod: &str) -> Self {
+        self.known(
+            format!("{pod}/spec/serviceAccountName"),
+            "see crud::a_created_pod_is_defaulted_alike",
+        )
+    }
+
+    /// The same for each pod at `pods`.
+    #[must_use]
+    pub fn defaulted_service_accounts(self, pods: impl IntoIterator<Item = String>) -> Self {
+        pods.into_iter()
+            .fold(self, |compare, pod| compare.defaulted_service_account(&pod))
     }
 
     /// Panics, listing each difference, unless code and normalized body are the same.

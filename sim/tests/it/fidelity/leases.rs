@@ -3,102 +3,79 @@
 
 use serde_json::{Value, json};
 
-use super::fixtures::lease;
-use super::harness::{Pair, Reply, Req, compare};
+use super::fixtures::{fresh, lease, updated};
+use super::harness::{Compare, MERGE_PATCH, Pair, Req};
 
 const LEASES: &str = "/apis/coordination.k8s.io/v1/namespaces/{ns}/leases";
 
-fn renewed(created: &Reply, rv: Option<&Value>) -> Req {
-    let mut body = created.body.clone();
+/// The lease renewed by another holder, from what a server answered.
+fn renew(body: &mut Value) {
     body["spec"]["renewTime"] = json!("2026-01-01T00:10:00.000000Z");
     body["spec"]["holderIdentity"] = json!("node-maintenance");
     body["spec"]["leaseTransitions"] = json!(1);
-    match rv {
-        Some(rv) => body["metadata"]["resourceVersion"] = rv.clone(),
-        None => {
-            body["metadata"]
-                .as_object_mut()
-                .expect("metadata")
-                .remove("resourceVersion");
-        }
+}
+
+/// Creates the lease node-x on both, lets `meanwhile` change it, then PUTs on each the lease
+/// that server created, renewed (and `without_version`, without its resourceVersion);
+/// compares the answers to the PUT.
+async fn renewed(what: &str, meanwhile: Option<Req>, without_version: bool) -> Compare {
+    let pair = Pair::start().await;
+    let created = pair
+        .seed(Req::post(LEASES, lease("node-x", "node-healthcheck")))
+        .await;
+    if let Some(change) = meanwhile {
+        pair.seed(change).await;
     }
-    Req::put(format!("{LEASES}/node-x"), body)
+    let edit = |body: &mut Value| {
+        renew(body);
+        if without_version {
+            let metadata = body["metadata"].as_object_mut().expect("metadata");
+            metadata.remove("resourceVersion");
+        }
+    };
+    pair.compare_each(what, updated(&created, &format!("{LEASES}/node-x"), edit))
+        .await
 }
 
 #[tokio::test]
 async fn a_lease_is_created_as_given() {
-    let pair = Pair::start().await;
-    let (sim, real) = pair
-        .both(Req::post(LEASES, lease("node-x", "node-healthcheck")))
-        .await;
-    compare("POST a lease", &sim, &real).same();
+    let req = Req::post(LEASES, lease("node-x", "node-healthcheck"));
+    fresh("POST a lease", req).await.same();
 }
 
 #[tokio::test]
 async fn an_update_at_the_current_resource_version_takes_the_lease() {
-    let pair = Pair::start().await;
-    let (sim_created, real_created) = pair
-        .seed(Req::post(LEASES, lease("node-x", "node-healthcheck")))
-        .await;
-    let sim = pair
-        .sim_only(renewed(
-            &sim_created,
-            Some(&sim_created.body["metadata"]["resourceVersion"]),
-        ))
-        .await;
-    let real = pair
-        .real_only(renewed(
-            &real_created,
-            Some(&real_created.body["metadata"]["resourceVersion"]),
-        ))
-        .await;
-    compare("PUT a lease at its resourceVersion", &sim, &real).same();
+    renewed("PUT a lease at its resourceVersion", None, false)
+        .await
+        .same();
 }
 
 #[tokio::test]
 async fn an_update_at_a_stale_resource_version_is_a_409() {
-    let pair = Pair::start().await;
-    let (sim_created, real_created) = pair
-        .seed(Req::post(LEASES, lease("node-x", "node-healthcheck")))
-        .await;
     // Someone renews it first.
-    pair.seed(Req::patch(
-        format!("{LEASES}/node-x"),
-        super::harness::MERGE_PATCH,
-        json!({"spec": {"renewTime": "2026-01-01T00:05:00.000000Z"}}),
-    ))
-    .await;
-    let sim = pair
-        .sim_only(renewed(
-            &sim_created,
-            Some(&sim_created.body["metadata"]["resourceVersion"]),
-        ))
-        .await;
-    let real = pair
-        .real_only(renewed(
-            &real_created,
-            Some(&real_created.body["metadata"]["resourceVersion"]),
-        ))
-        .await;
-    compare("PUT a lease at a stale resourceVersion", &sim, &real).same();
+    let first = json!({"spec": {"renewTime": "2026-01-01T00:05:00.000000Z"}});
+    let meanwhile = Req::patch(format!("{LEASES}/node-x"), MERGE_PATCH, first);
+    renewed(
+        "PUT a lease at a stale resourceVersion",
+        Some(meanwhile),
+        false,
+    )
+    .await
+    .same();
 }
 
 #[tokio::test]
 async fn an_update_without_a_resource_version_is_unconditional() {
-    let pair = Pair::start().await;
-    let (sim_created, real_created) = pair
-        .seed(Req::post(LEASES, lease("node-x", "node-healthcheck")))
-        .await;
-    let sim = pair.sim_only(renewed(&sim_created, None)).await;
-    let real = pair.real_only(renewed(&real_created, None)).await;
-    compare("PUT a lease without a resourceVersion", &sim, &real).same();
+    renewed("PUT a lease without a resourceVersion", None, true)
+        .await
+        .same();
 }
 
 #[tokio::test]
 async fn a_lease_with_an_invalid_duration_is_a_422() {
-    let pair = Pair::start().await;
     let mut invalid = lease("node-x", "node-healthcheck");
     invalid["spec"]["leaseDurationSeconds"] = json!(0);
-    let (sim, real) = pair.both(Req::post(LEASES, invalid)).await;
-    compare("POST a lease of 0 seconds", &sim, &real).same();
+    fresh("POST a lease of 0 seconds", Req::post(LEASES, invalid))
+        .await
+        .same();
 }

@@ -2,10 +2,13 @@
 
 use serde_json::json;
 
-use super::fixtures::pod;
-use super::harness::{Pair, Req, compare};
+use super::fixtures::{PODS, pod};
+use super::harness::{Pair, Reply, Req, Side, compare};
 
-const PODS: &str = "/api/v1/namespaces/{ns}/pods";
+/// The pods of a list (`/items/<i>`), `n` of them.
+fn items(n: usize) -> impl Iterator<Item = String> {
+    (0..n).map(|i| format!("/items/{i}"))
+}
 
 /// Three pods: web-0 (app=web, tier=front) and web-1 (app=web, tier=back) on node-a, db-0
 /// (app=db, no tier) on node-b.
@@ -22,6 +25,15 @@ async fn three_pods(pair: &Pair) {
     }
 }
 
+/// For `Pair::each`: the next page of `limit` after each server's `first` page.
+fn next_page(first: &(Reply, Reply), limit: usize) -> impl Fn(Side) -> Req {
+    move |side| {
+        let first = &side.of(first).body;
+        let token = first["metadata"]["continue"].as_str().unwrap_or_default();
+        Req::get(format!("{PODS}?limit={limit}&continue={token}"))
+    }
+}
+
 /// The list `query` answers, compared.
 async fn list_case(query: &str) {
     list_at(&format!("{PODS}?{query}")).await;
@@ -31,14 +43,9 @@ async fn list_case(query: &str) {
 async fn list_at(path: &str) {
     let pair = Pair::start().await;
     three_pods(&pair).await;
-    let (sim, real) = pair.both(Req::get(path)).await;
-    compare(format!("LIST {path}"), &sim, &real)
-        .known(
-            "/items/0/spec/serviceAccountName",
-            "see crud::a_created_pod_is_defaulted_alike",
-        )
-        .known("/items/1/spec/serviceAccountName", "idem")
-        .known("/items/2/spec/serviceAccountName", "idem")
+    pair.compare(format!("LIST {path}"), Req::get(path))
+        .await
+        .defaulted_service_accounts(items(3))
         .same();
 }
 
@@ -86,17 +93,13 @@ async fn a_list_at_resource_version_0_is_served() {
 async fn a_first_page_has_a_continue_token_and_a_remaining_count() {
     let pair = Pair::start().await;
     three_pods(&pair).await;
-    let (sim, real) = pair.both(Req::get(format!("{PODS}?limit=2"))).await;
-    compare("LIST pods?limit=2", &sim, &real)
+    pair.compare("LIST pods?limit=2", Req::get(format!("{PODS}?limit=2")))
+        .await
         .known(
             "/metadata/remainingItemCount",
             "the simulator does not count the items left after a page",
         )
-        .known(
-            "/items/0/spec/serviceAccountName",
-            "see crud::a_created_pod_is_defaulted_alike",
-        )
-        .known("/items/1/spec/serviceAccountName", "idem")
+        .defaulted_service_accounts(items(2))
         .same();
 }
 
@@ -106,43 +109,32 @@ async fn a_continue_token_whose_version_is_gone_is_a_410() {
     // 5 s here, after which a continue token's resourceVersion is gone.
     let pair = Pair::start_with(|config| config.history_limit = 5).await;
     three_pods(&pair).await;
-    let (sim_first, real_first) = pair.both(Req::get(format!("{PODS}?limit=1"))).await;
-    let next = |first: &serde_json::Value| {
-        let token = first["metadata"]["continue"].as_str().unwrap_or_default();
-        Req::get(format!("{PODS}?limit=1&continue={token}"))
-    };
+    let first = pair.both(Req::get(format!("{PODS}?limit=1"))).await;
+    let next = next_page(&first, 1);
     for i in 0..8 {
         pair.seed(Req::post(PODS, pod(&format!("later-{i}"), "node-a", "web")))
             .await;
     }
-    let sim = pair.sim_only(next(&sim_first.body)).await;
+    let sim = pair.on(Side::Sim, next(Side::Sim)).await;
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
     let real = loop {
-        let real = pair.real_only(next(&real_first.body)).await;
+        let real = pair.on(Side::Real, next(Side::Real)).await;
         if real.code == 410 || tokio::time::Instant::now() > deadline {
             break real;
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     };
-    compare("LIST pods with an expired continue token", &sim, &real).same();
+    compare("LIST pods with an expired continue token", (sim, real)).same();
 }
 
 #[tokio::test]
 async fn the_next_page_follows_the_continue_token() {
     let pair = Pair::start().await;
     three_pods(&pair).await;
-    let (sim_first, real_first) = pair.both(Req::get(format!("{PODS}?limit=2"))).await;
-    let next = |first: &serde_json::Value| {
-        let token = first["metadata"]["continue"].as_str().unwrap_or_default();
-        Req::get(format!("{PODS}?limit=2&continue={token}"))
-    };
-    let sim = pair.sim_only(next(&sim_first.body)).await;
-    let real = pair.real_only(next(&real_first.body)).await;
-    compare("LIST pods, second page", &sim, &real)
-        .known(
-            "/items/0/spec/serviceAccountName",
-            "see crud::a_created_pod_is_defaulted_alike",
-        )
+    let first = pair.both(Req::get(format!("{PODS}?limit=2"))).await;
+    pair.compare_each("LIST pods, second page", next_page(&first, 2))
+        .await
+        .defaulted_service_accounts(items(1))
         .same();
 }
 

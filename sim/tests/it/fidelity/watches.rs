@@ -4,17 +4,17 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::fixtures::pod;
-use super::harness::{MERGE_PATCH, Pair, Reply, Req, compare};
-
-const PODS: &str = "/api/v1/namespaces/{ns}/pods";
+use super::fixtures::{PODS, pod, pod_at};
+use super::harness::{Compare, MERGE_PATCH, Pair, Req, Side, compare};
 
 /// Opens on each server a watch of `query` from the current resourceVersion (of each), runs
-/// `changes` on both, and returns the events each watch delivered before it timed out.
-async fn watch_during(pair: &Pair, query: &str, changes: Vec<Req>) -> (Reply, Reply) {
-    let (sim_list, real_list) = pair.both(Req::get(PODS)).await;
-    let open = |list: &Reply| {
-        let rv = list.body["metadata"]["resourceVersion"]
+/// `changes` on both, and compares the events each watch delivered before it timed out (the
+/// first `pods` of them about pods the simulator defaults a service account for).
+async fn watch_during(what: &str, query: &str, changes: Vec<Req>, pods: usize) -> Compare {
+    let pair = Pair::start().await;
+    let lists = pair.both(Req::get(PODS)).await;
+    let open = |side: Side| {
+        let rv = side.of(&lists).body["metadata"]["resourceVersion"]
             .as_str()
             .unwrap_or_default()
             .to_string();
@@ -22,8 +22,6 @@ async fn watch_during(pair: &Pair, query: &str, changes: Vec<Req>) -> (Reply, Re
             "{PODS}?watch=1&timeoutSeconds=3&resourceVersion={rv}{query}"
         ))
     };
-    let (sim_watch, real_watch) = (open(&sim_list), open(&real_list));
-    let watching = async { tokio::join!(pair.sim_only(sim_watch), pair.real_only(real_watch)) };
     let changing = async {
         // After the watches are open.
         tokio::time::sleep(Duration::from_millis(500)).await;
@@ -31,75 +29,54 @@ async fn watch_during(pair: &Pair, query: &str, changes: Vec<Req>) -> (Reply, Re
             pair.seed(change).await;
         }
     };
-    let ((sim, real), ()) = tokio::join!(watching, changing);
-    (sim, real)
+    let (events, ()) = tokio::join!(pair.each(open), changing);
+    compare(what, events).defaulted_service_accounts((0..pods).map(|i| format!("/{i}/object")))
 }
 
-fn known_service_account(
-    compare: super::harness::Compare<'_>,
-    events: usize,
-) -> super::harness::Compare<'_> {
-    let mut compare = compare;
-    for i in 0..events {
-        compare = compare.known(
-            format!("/{i}/object/spec/serviceAccountName"),
-            "see crud::a_created_pod_is_defaulted_alike",
-        );
-    }
-    compare
+/// A merge patch of `pod`'s labels.
+fn relabel(pod: &str, labels: Value) -> Req {
+    Req::patch(
+        pod_at(pod),
+        MERGE_PATCH,
+        json!({"metadata": {"labels": labels}}),
+    )
 }
 
 #[tokio::test]
 async fn a_watch_sees_adds_changes_and_deletes_in_order() {
-    let pair = Pair::start().await;
     let changes = vec![
         Req::post(PODS, pod("web-0", "", "web")),
-        Req::patch(
-            format!("{PODS}/web-0"),
-            MERGE_PATCH,
-            json!({"metadata": {"labels": {"seen": "yes"}}}),
-        ),
+        relabel("web-0", json!({"seen": "yes"})),
         // Unbound: deleted at once, no kubelet needed.
-        Req::delete(format!("{PODS}/web-0"), None),
+        Req::delete(pod_at("web-0"), None),
     ];
-    let (sim, real) = watch_during(&pair, "", changes).await;
-    known_service_account(compare("WATCH pods", &sim, &real), 4).same();
+    watch_during("WATCH pods", "", changes, 4).await.same();
 }
 
 #[tokio::test]
 async fn a_label_selected_watch_sees_an_object_leave_as_a_delete() {
-    let pair = Pair::start().await;
     let changes = vec![
         Req::post(PODS, pod("web-0", "", "web")),
-        Req::patch(
-            format!("{PODS}/web-0"),
-            MERGE_PATCH,
-            json!({"metadata": {"labels": {"app": "other"}}}),
-        ),
+        relabel("web-0", json!({"app": "other"})),
         Req::post(PODS, pod("db-0", "", "db")),
     ];
-    let (sim, real) = watch_during(&pair, "&labelSelector=app%3Dweb", changes).await;
-    known_service_account(compare("WATCH pods?labelSelector=app=web", &sim, &real), 2).same();
+    let what = "WATCH pods?labelSelector=app=web";
+    watch_during(what, "&labelSelector=app%3Dweb", changes, 2)
+        .await
+        .same();
 }
 
 #[tokio::test]
 async fn a_field_selected_watch_sees_only_its_node() {
-    let pair = Pair::start().await;
     let changes = vec![
         Req::post(PODS, pod("a-0", "node-a", "web")),
         Req::post(PODS, pod("b-0", "node-b", "web")),
-        Req::patch(
-            format!("{PODS}/a-0"),
-            MERGE_PATCH,
-            json!({"metadata": {"labels": {"seen": "yes"}}}),
-        ),
+        relabel("a-0", json!({"seen": "yes"})),
     ];
-    let (sim, real) = watch_during(&pair, "&fieldSelector=spec.nodeName%3Dnode-a", changes).await;
-    known_service_account(
-        compare("WATCH pods?fieldSelector=spec.nodeName=node-a", &sim, &real),
-        2,
-    )
-    .same();
+    let what = "WATCH pods?fieldSelector=spec.nodeName=node-a";
+    watch_during(what, "&fieldSelector=spec.nodeName%3Dnode-a", changes, 2)
+        .await
+        .same();
 }
 
 /// A watch from a resourceVersion the server no longer has ends with a 410 `Expired` ERROR event.
