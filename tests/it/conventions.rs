@@ -4,18 +4,13 @@
 
 use std::process::Command;
 
-use nmo_sim::Scenario;
 use serde_json::json;
 
 use crate::support::{Backend, TestEnv, both_backends};
 
 async fn events_are_reported_by_the_go_operator_s_component(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 2).pdb(None))
-        .start()
-        .await;
-    env.create_maintenance("nm-events", "node-0").await;
-    env.wait_phase("nm-events", "Succeeded").await;
+    let env = TestEnv::on(backend).nodes(2, 2).start().await;
+    env.maintain("nm-events", "node-0").await;
     let ours: Vec<serde_json::Value> = env
         .events()
         .await
@@ -70,7 +65,7 @@ fn rows(table: &str) -> Vec<Vec<String>> {
 async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error(backend: Backend) {
     let error = "cannot evict pod shop/db-0: blocked by PodDisruptionBudget shop/db";
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0))
+        .budgeted_nodes(1, 0)
         .static_cluster()
         .without_operator()
         .object(json!({

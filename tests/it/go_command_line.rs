@@ -20,7 +20,6 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use nmo_sim::Scenario;
 
 use crate::obs_support::{http_get, https_get};
 use crate::support::{OPERATOR_NAMESPACE, TestEnv, eventually};
@@ -140,7 +139,7 @@ fn local(port: u16) -> SocketAddr {
 /// put the metrics.
 async fn runs_as_the_go_operator_is_run(args: &[&str], metrics_port: u16, nm: &str, node: &str) {
     let env = TestEnv::builder()
-        .scenario(Scenario::plain(2, 3).pdb(None))
+        .nodes(2, 3)
         .rbac(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
         .namespace(OPERATOR_NAMESPACE)
         .without_operator()
@@ -160,7 +159,7 @@ async fn runs_as_the_go_operator_is_run(args: &[&str], metrics_port: u16, nm: &s
     })
     .await;
     env.create_maintenance(nm, node).await;
-    env.wait_phase(nm, "Succeeded").await;
+    env.wait_succeeded(nm).await;
 
     let (ready, _) = http_get(local(8081), "/readyz").await;
     assert_eq!(ready, 200, "/readyz on 8081");

@@ -10,11 +10,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
-use nmo_sim::Scenario;
 use nmo_sim::emulation::kubevirt::{self, KubeVirt, MigrationOptions};
 use nmo_sim::emulation::pods::PodWatch;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually};
+use crate::support::{Backend, Phase, TestEnv, both_backends, eventually};
 
 /// Migrations to `target`, two seconds each once the target pod runs.
 fn to(target: String) -> MigrationOptions {
@@ -58,7 +57,7 @@ pub(super) async fn budgets_settled(env: &TestEnv, count: usize) {
 /// deploy/base/rbac.yaml's rights, and reads the VMIs with them.
 async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 0).pdb(None))
+        .nodes(2, 0)
         .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
         .namespace("vms")
         .namespace("apps")
@@ -149,7 +148,7 @@ async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend)
         "an event said so once: {events:?}"
     );
     eprintln!("eviction requests per launcher pod: {:?}", log.requests);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
     let denied = env.operator_refusals();
     assert!(denied.is_empty(), "nmo was refused: {denied:?}");
     let watched_vms = env
@@ -168,7 +167,7 @@ async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend)
 /// as a blocker that needs a person, deleting nothing.
 async fn a_vm_that_cannot_migrate_is_a_blocker_naming_kubevirts_reason(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 0).pdb(None))
+        .nodes(2, 0)
         .namespace("vms")
         .start()
         .await;
@@ -194,10 +193,12 @@ async fn a_vm_that_cannot_migrate_is_a_blocker_naming_kubevirts_reason(backend: 
     budgets_settled(&env, 1).await;
 
     env.create_maintenance("nm-0", "node-0").await;
-    eventually(
+    env.wait_condition_reason(
         "the drain to say VmCannotMigrate",
         Duration::from_secs(30),
-        async || env.condition("nm-0", "DrainBlocked").await["reason"] == "VmCannotMigrate",
+        "nm-0",
+        "DrainBlocked",
+        "VmCannotMigrate",
     )
     .await;
     let blocked = env.condition("nm-0", "DrainBlocked").await;
@@ -221,14 +222,14 @@ async fn a_vm_that_cannot_migrate_is_a_blocker_naming_kubevirts_reason(backend: 
         env.pod_exists("vms", &vm.source_pod).await,
         "nothing deleted"
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
     let asked = kubevirt.log().requests;
     assert!(
         asked.get(&vm.source_pod).is_some_and(|n| *n >= 1),
         "{asked:?}"
     );
     assert!(kubevirt.log().migrations.is_empty(), "nothing migrated");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
     kubevirt.stop().await;
 }
 

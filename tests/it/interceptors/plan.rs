@@ -7,14 +7,13 @@
 use std::time::Duration;
 
 use nmo::plan::{PlanRequest, plan};
-use nmo_sim::Scenario;
 use nmo_sim::emulation::kubevirt::{self, KubeVirt, MigrationOptions};
 
 use crate::support::{Backend, TestEnv, both_backends};
 
 async fn the_plan_says_who_sees_each_eviction_and_what_each_vm_does(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 0).pdb(None))
+        .nodes(2, 0)
         .without_operator()
         .namespace("vms")
         .namespace("apps")

@@ -10,12 +10,11 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, PostParams};
-use nmo_sim::Scenario;
 use nmo_sim::emulation::pods::PodWatch;
 use nmo_sim::emulation::strimzi::{self, DrainCleaner};
 use serde_json::json;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually};
+use crate::support::{Backend, Phase, TestEnv, both_backends, eventually};
 
 const CLUSTER: &str = "my-cluster";
 
@@ -26,7 +25,7 @@ const CLUSTER: &str = "my-cluster";
 /// request withdrawn once it left the node, nmo does not.
 async fn two_brokers_are_rolled_exactly_once_and_the_drain_succeeds(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 0).pdb(None))
+        .nodes(2, 0)
         .namespace("kafka")
         .namespace("apps")
         .pod("apps", "plain-0", "node-0", "plain")
@@ -78,7 +77,7 @@ async fn two_brokers_are_rolled_exactly_once_and_the_drain_succeeds(backend: Bac
     eventually(
         "nm-0 to be Succeeded",
         Duration::from_secs(60),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await == Some(Phase::Succeeded),
     )
     .await;
     // The drain ends when the brokers leave node-0; the operator re-creates them on node-1
@@ -112,7 +111,7 @@ async fn two_brokers_are_rolled_exactly_once_and_the_drain_succeeds(backend: Bac
         "the ordinary pod was evicted"
     );
     eprintln!("Drain Cleaner: {log:?}");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
     cleaner.stop().await;
 }
 

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
-use nmo_sim::Scenario;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -149,7 +148,7 @@ fn nmo_marks(
 async fn nmo_drives_no_node_while_the_go_operator_runs(backend: Backend) {
     let env = TestEnv::on(backend)
         // Three nodes and no budgets: both drains finish at once.
-        .scenario(Scenario::plain(3, 2).pdb(None))
+        .nodes(3, 2)
         .namespace("go-operator")
         .without_operator()
         .start()
@@ -195,7 +194,7 @@ async fn nmo_drives_no_node_while_the_go_operator_runs(backend: Backend) {
 
     // Gone: nmo resumes by itself.
     go.stop().await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     assert_eq!(env.node("node-0").await["spec"]["unschedulable"], true);
     let (status, body) = readyz(probes).await;
     assert!(status == 200 && !body.contains("paused"), "{status} {body}");
@@ -219,7 +218,7 @@ async fn nmo_drives_no_node_while_the_go_operator_runs(backend: Backend) {
         "the maintenance under way is left as it is"
     );
     go.stop().await;
-    env.wait_phase("nm-1", "Succeeded").await;
+    env.wait_succeeded("nm-1").await;
     nmo.stop().await.expect("clean stop");
 }
 

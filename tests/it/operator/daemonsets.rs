@@ -7,10 +7,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use nmo_sim::Scenario;
 use serde_json::json;
 
-use crate::support::{TestEnv, eventually};
+use crate::support::{Phase, TestEnv, eventually};
 
 /// Creates the DaemonSet `agent` in `workloads`; returns its uid.
 async fn create_agent_daemonset(env: &TestEnv) -> String {
@@ -69,7 +68,7 @@ async fn create_agent_pod(env: &TestEnv, name: &str, uid: &str, app: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemonset_created_again_keeps_its_new_pods() {
     let env = TestEnv::builder()
-        .scenario(Scenario::plain(1, 0))
+        .budgeted_nodes(1, 0)
         .namespace("workloads")
         // A drain that stays blocked: it goes on passing over the node's pods.
         .pod("workloads", "db-0", "node-0", "db")
@@ -91,7 +90,7 @@ async fn a_daemonset_created_again_keeps_its_new_pods() {
         env.pod_exists("workloads", "agent-new").await,
         "the new DaemonSet's pod was removed as an orphan"
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
 }
 
 /// An orphaned DaemonSet pod that a budget protects is evicted, not deleted: the budget
@@ -99,7 +98,7 @@ async fn a_daemonset_created_again_keeps_its_new_pods() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphan_a_budget_protects_is_not_deleted() {
     let env = TestEnv::builder()
-        .scenario(Scenario::plain(1, 0))
+        .budgeted_nodes(1, 0)
         .namespace("workloads")
         .pdb("workloads", "agent-budget", "agent", 1)
         .start()
@@ -116,5 +115,5 @@ async fn an_orphan_a_budget_protects_is_not_deleted() {
             .filter(|(verb, resource, _)| resource.starts_with("pods") && verb != "watch")
             .collect::<Vec<_>>()
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, TestEnv, both_backends, eventually};
+use crate::support::{Backend, Phase, TestEnv, both_backends, eventually};
 
 /// How long a diagnosis may take to show (PDBs are looked at 3 s after they block).
 const DIAGNOSED: Duration = Duration::from_secs(20);
@@ -75,7 +75,7 @@ async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_rea
     backend: Backend,
 ) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 1).pdb(None))
+        .nodes(2, 1)
         .namespace("shop")
         .pod("shop", "web-0", "node-0", "web")
         .pod("shop", "web-1", "node-1", "web")
@@ -110,11 +110,11 @@ async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_rea
             {"type": "Ready", "status": "True", "lastTransitionTime": now}]}),
     )
     .await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     let condition = env.condition("nm-0", "DrainBlocked").await;
     assert!(condition.is_null(), "not blocked any more: {condition}");
     assert!(!env.pod_exists("shop", "web-0").await);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_ready);
 
@@ -122,7 +122,7 @@ async fn a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_wor
     backend: Backend,
 ) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 1).pdb(None))
+        .nodes(2, 1)
         .namespace("shop")
         .pod("shop", "web-0", "node-0", "web")
         .object(pending_pod(
@@ -145,7 +145,7 @@ async fn a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_wor
     )
     .await;
     assert!(env.pod_exists("shop", "web-0").await);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_words);
 
@@ -158,8 +158,7 @@ async fn a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross
         .start()
         .await;
     // node-1 first: its pods' replacements go to node-0, and it is drained.
-    env.create_maintenance("nm-1", "node-1").await;
-    env.wait_phase("nm-1", "Succeeded").await;
+    env.maintain("nm-1", "node-1").await;
     // Then node-0: the first replacement has nowhere to go but the two cordoned nodes.
     env.create_maintenance("nm-0", "node-0").await;
     wait_blocked(&env, "nm-0", "CrossNodeDeadlock", "nm-1").await;
@@ -182,8 +181,8 @@ async fn a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross
 
     // Ending the other maintenance ends the deadlock.
     env.delete_maintenance("nm-1").await;
-    env.wait_phase("nm-0", "Succeeded").await;
-    env.stop_operator().await.expect("clean stop");
+    env.wait_succeeded("nm-0").await;
+    env.stop_cleanly().await;
 }
 both_backends!(
     a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross_node_deadlock
@@ -191,7 +190,7 @@ both_backends!(
 
 async fn a_pdb_that_can_never_allow_is_structural(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 1).pdb(None))
+        .nodes(2, 1)
         .precious_pods(&["db-0"], 1)
         .start()
         .await;
@@ -219,13 +218,13 @@ async fn a_pdb_that_can_never_allow_is_structural(backend: Backend) {
                 && e["type"] == "Warning"),
         "a structural budget needs a person: a Warning"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_pdb_that_can_never_allow_is_structural);
 
 async fn a_pod_under_two_pdbs_names_both(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 1).pdb(None))
+        .nodes(2, 1)
         .precious_pods(&["db-0"], 0)
         .pdb("precious", "db-budget-too", "db", 0)
         .start()
@@ -252,7 +251,7 @@ async fn a_pod_under_two_pdbs_names_both(backend: Backend) {
         env.pod_exists("precious", "db-0").await,
         "the pod is not deleted instead"
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
-    env.stop_operator().await.expect("clean stop");
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
+    env.stop_cleanly().await;
 }
 both_backends!(a_pod_under_two_pdbs_names_both);

@@ -16,7 +16,7 @@ use nmo_sim::{FaultRule, Query, Scenario};
 use serde_json::json;
 
 use crate::support::{
-    Backend, OPERATOR_AGENT, TestEnv, both_backends, eventually, taint_keys, test_options,
+    Backend, OPERATOR_AGENT, Phase, TestEnv, both_backends, eventually, taint_keys, test_options,
 };
 
 const EXCLUDE_LABEL: &str = "remediation.medik8s.io/exclude-from-remediation";
@@ -28,20 +28,17 @@ async fn deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cord
     backend: Backend,
 ) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 2).pdb(None))
+        .nodes(1, 2)
         .foreign_lease("node-0", "self-node-remediation", Duration::from_secs(5))
-        .without_operator()
+        .patched_node(
+            "node-0",
+            json!({"spec": {
+                "unschedulable": true,
+                "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
+            }}),
+        )
         .start()
         .await;
-    env.patch_node(
-        "node-0",
-        json!({"spec": {
-            "unschedulable": true,
-            "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
-        }}),
-    )
-    .await;
-    env.start_operator();
     env.create_maintenance("nm-0", "node-0").await;
     eventually(
         "nmo to wait for the lease",
@@ -52,8 +49,7 @@ async fn deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cord
         },
     )
     .await;
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     let node = env.node("node-0").await;
     assert_eq!(node["spec"]["unschedulable"], true, "still cordoned");
     assert_eq!(taint_keys(&node), ["node.kubernetes.io/unschedulable"]);
@@ -61,24 +57,19 @@ async fn deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cord
         env.lease("node-0").await.expect("their lease")["spec"]["holderIdentity"],
         "self-node-remediation"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cordon);
 
 /// A NodeMaintenance's finalizer is removed by hand while nmo is down, and the object goes:
 /// the next nmo finds the node it left marked and gives it back.
 async fn a_node_left_marked_while_nmo_was_down_is_given_back_at_start(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 2).pdb(None))
-        .start()
-        .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    let mut env = TestEnv::on(backend).nodes(2, 2).start().await;
+    env.maintain("nm-0", "node-0").await;
     env.kill_operator().await;
     env.patch_json::<NodeMaintenance>(None, "nm-0", json!({"metadata": {"finalizers": null}}))
         .await;
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     assert_eq!(env.node("node-0").await["spec"]["unschedulable"], true);
 
     env.start_operator();
@@ -100,7 +91,7 @@ async fn a_node_left_marked_while_nmo_was_down_is_given_back_at_start(backend: B
         "the record goes with the changes"
     );
     assert_ne!(env.node("node-1").await["spec"]["unschedulable"], true);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_node_left_marked_while_nmo_was_down_is_given_back_at_start);
 
@@ -110,7 +101,7 @@ both_backends!(a_node_left_marked_while_nmo_was_down_is_given_back_at_start);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_answered_after_their_deadline_are_retried_and_the_drain_finishes() {
     let env = TestEnv::builder()
-        .scenario(Scenario::plain(1, 3).pdb(None))
+        .nodes(1, 3)
         .operator_options(OperatorOptions {
             api_call_timeout: Duration::from_secs(1),
             ..test_options()
@@ -132,18 +123,17 @@ async fn calls_answered_after_their_deadline_are_retried_and_the_drain_finishes(
     );
     env.create_maintenance("nm-0", "node-0").await;
     eventually("the drain to finish", Duration::from_secs(40), async || {
-        env.phase("nm-0").await.as_deref() == Some("Succeeded")
+        env.phase("nm-0").await == Some(Phase::Succeeded)
     })
     .await;
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
 }
 
 /// With a closed fence (this replica does not lead), a write is refused before it is sent
 /// (nmo's requests counted by the simulator's accounting or the real API server's audit log).
 async fn a_replica_that_does_not_lead_sends_no_write(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 1).pdb(None))
+        .nodes(1, 1)
         .without_operator()
         .start()
         .await;
@@ -187,13 +177,12 @@ async fn an_old_leaders_repair_never_lands_after_it_lost_the_lease() {
         ..test_options()
     };
     let mut env = TestEnv::builder()
-        .scenario(Scenario::plain(1, 2).pdb(None))
+        .nodes(1, 2)
         .operator_options(elected)
         .operator_on_test_runtime()
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.maintain("nm-0", "node-0").await;
 
     // The repair patches the node as watched; that patch loses a race (409), so the repair
     // reads the node, and that read answers only after 4 s...

@@ -154,7 +154,7 @@ fn nominal_seats(text: &str, level: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nmo_s_requests_go_through_the_shipped_flow_schema_real() {
     let mut env = TestEnv::on(Backend::Real)
-        .scenario(Scenario::plain(2, 4))
+        .budgeted_nodes(2, 4)
         .without_operator()
         .start()
         .await;
@@ -218,9 +218,8 @@ async fn nmo_s_requests_go_through_the_shipped_flow_schema_real() {
     env.forget_operator_requests();
     let before = metrics(&admin).await;
     env.start_operator();
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
-    env.stop_operator().await.expect("clean stop");
+    env.maintain("nm-0", "node-0").await;
+    env.stop_cleanly().await;
     let after = metrics(&admin).await;
 
     let flow = (schema_name.clone(), level_name.clone());
@@ -392,7 +391,7 @@ async fn a_level_that_throttles_nmo_refuses_few_of_its_requests_and_the_drains_f
         env.create_maintenance(name, &format!("node-{i}")).await;
     }
     for name in &maintenances {
-        env.wait_phase(name, "Succeeded").await;
+        env.wait_succeeded(name).await;
     }
     let drained = started.elapsed();
     operator.stop().await.expect("clean stop");

@@ -7,7 +7,6 @@ use nmo_actors::model::{
     MaintenanceName, MaintenanceStatus, NodeName, Phase, StatusPrecondition, Uid,
 };
 use nmo_actors::ports::{Cluster, ClusterError};
-use nmo_sim::Scenario;
 use serde_json::json;
 
 use crate::support::{Backend, TestEnv, both_backends};
@@ -26,7 +25,7 @@ fn running(progress: i32) -> MaintenanceStatus {
 /// over once.
 async fn a_status_write_lands_only_over_the_status_its_writer_saw(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0))
+        .budgeted_nodes(1, 0)
         .without_operator()
         .start()
         .await;
@@ -96,7 +95,7 @@ async fn a_status_write_lands_only_over_the_status_its_writer_saw(backend: Backe
 /// changed meanwhile (undone, say). Read again, it lands.
 async fn a_node_patch_lands_only_on_the_node_its_writer_read(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0))
+        .budgeted_nodes(1, 0)
         .without_operator()
         .start()
         .await;

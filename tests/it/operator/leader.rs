@@ -4,12 +4,11 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use nmo::operator::OperatorOptions;
-use nmo_sim::Scenario;
 
 use std::path::Path;
 
 use crate::support::{
-    Backend, OPERATOR_NAMESPACE, Operator, TestEnv, both_backends, eventually, taint_keys,
+    Backend, OPERATOR_NAMESPACE, Operator, Phase, TestEnv, both_backends, eventually, taint_keys,
     test_options,
 };
 
@@ -44,7 +43,7 @@ async fn a_leader_and_a_standby(
     backend: Backend,
 ) -> (TestEnv, Option<String>, crate::support::Operator) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3).pdb(None))
+        .nodes(2, 3)
         .operator_options(elected())
         .start()
         .await;
@@ -60,15 +59,13 @@ async fn a_leader_and_a_standby(
 async fn a_standby_takes_over_when_the_leader_dies(backend: Backend) {
     let (mut env, first_leader, standby) = a_leader_and_a_standby(backend).await;
 
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.maintain("nm-0", "node-0").await;
     // The standby keeps its hands off: the leader stays the leader.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(leader(&env).await, first_leader);
 
     env.kill_operator().await;
-    env.create_maintenance("nm-1", "node-1").await;
-    env.wait_phase("nm-1", "Succeeded").await;
+    env.maintain("nm-1", "node-1").await;
     assert_ne!(leader(&env).await, first_leader, "leadership moved");
     let lease = leader_lease(&env).await.expect("the leader lease");
     assert_eq!(lease["spec"]["leaseTransitions"], 1);
@@ -115,7 +112,7 @@ async fn kill_the_leader_with_a_write_on_its_way(
     eventually(
         "the standby to take over and drain node-0",
         late_by,
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await == Some(Phase::Succeeded),
     )
     .await;
     sent
@@ -161,8 +158,7 @@ async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
     let late_by = Duration::from_secs(10);
     let (mut env, _, standby) = a_leader_and_a_standby(Backend::Sim).await;
     let sent = kill_the_leader_with_a_write_on_its_way(&mut env, "nodes", "", late_by).await;
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     assert!(
         sent.elapsed() < late_by,
         "the undo finished before the old cordon arrived"
@@ -188,7 +184,7 @@ async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
 /// same replica leads.
 async fn an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 1).pdb(None))
+        .nodes(1, 1)
         .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
         .namespace(OPERATOR_NAMESPACE)
         .without_operator()
@@ -235,7 +231,7 @@ both_backends!(an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error
 /// every retry period for ever.
 async fn an_election_namespace_that_does_not_exist_stops_nmo_with_a_clear_error(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 1).pdb(None))
+        .nodes(1, 1)
         .without_operator()
         .start()
         .await;

@@ -3,9 +3,7 @@
 
 use std::time::Duration;
 
-use nmo_sim::Scenario;
-
-use crate::support::{Backend, TestEnv, both_backends, eventually, test_options};
+use crate::support::{Backend, Phase, TestEnv, both_backends, eventually, test_options};
 
 /// Creates `nm-0` for `node-0`, whose lease `holder` holds, and waits until its status names
 /// the holder, then longer than a re-check of the lease, so that anything nmo would touch has
@@ -23,7 +21,7 @@ async fn creates_nm_0_and_waits_behind(env: &TestEnv, holder: &str) {
 
 async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3))
+        .budgeted_nodes(2, 3)
         .foreign_lease("node-0", "node-healthcheck", Duration::from_secs(60))
         .start()
         .await;
@@ -62,29 +60,28 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Bac
     );
 
     env.delete_lease("node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     assert_eq!(
         env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
         "node-maintenance"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 async fn an_expired_foreign_lease_is_taken_over(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3))
+        .budgeted_nodes(2, 3)
         .foreign_lease("node-0", "node-healthcheck", Duration::from_secs(7200))
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.maintain("nm-0", "node-0").await;
     let lease = env.lease("node-0").await.expect("lease");
     assert_eq!(lease["spec"]["holderIdentity"], "node-maintenance");
     assert_eq!(
         lease["spec"]["leaseTransitions"], 3,
         "one more transition than the foreign holder's 2"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts(backend: Backend) {
@@ -93,12 +90,11 @@ async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts(backend: Ba
         ..test_options()
     };
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 2).pdb(None))
+        .nodes(2, 2)
         .operator_options(options)
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.maintain("nm-0", "node-0").await;
     let renew_time = async || {
         env.lease("node-0")
             .await
@@ -117,7 +113,7 @@ async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts(backend: Ba
         0,
         "a renewal is no transition"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(
@@ -136,7 +132,7 @@ both_backends!(
 /// serves the holder).
 async fn a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0).pdb(None))
+        .nodes(1, 0)
         .precious_pods(&["db-0", "db-1"], 2)
         .start()
         .await;
@@ -153,7 +149,7 @@ async fn a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder(bac
     )
     .await;
     eventually("nm-0 to give up", Duration::from_secs(30), async || {
-        env.phase("nm-0").await.as_deref() == Some("Failed")
+        env.phase("nm-0").await == Some(Phase::Failed)
     })
     .await;
     let gave_up = taken_at.elapsed();
@@ -199,17 +195,14 @@ async fn a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder(bac
         lease["spec"], taken["spec"],
         "the foreign lease was written"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder);
 
 /// Two nodes with three pods each, node-0's lease held by Node Health Check, renewed `ahead`
 /// of this clock (its clock runs ahead).
 async fn with_a_lease_renewed_ahead(backend: Backend, ahead: chrono::Duration) -> TestEnv {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3))
-        .start()
-        .await;
+    let env = TestEnv::on(backend).budgeted_nodes(2, 3).start().await;
     env.create_foreign_lease_renewed("node-0", "node-healthcheck", chrono::Utc::now() + ahead)
         .await;
     env
@@ -232,7 +225,7 @@ async fn a_foreign_lease_renewed_ahead_of_nmos_clock_is_held(backend: Backend) {
         node_before["spec"],
         "the node is untouched"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 /// A `renewTime` three hours ahead of nmo's clock, for a lease of one hour, is more than clock
@@ -240,20 +233,19 @@ async fn a_foreign_lease_renewed_ahead_of_nmos_clock_is_held(backend: Backend) {
 /// naming the holder and how far ahead it was.
 async fn a_foreign_lease_renewed_bogusly_far_ahead_is_taken_over_with_a_warning(backend: Backend) {
     let mut env = with_a_lease_renewed_ahead(backend, chrono::Duration::hours(3)).await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.maintain("nm-0", "node-0").await;
     assert_eq!(
         env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
         "node-maintenance"
     );
-    eventually("the Warning event", Duration::from_secs(10), async || {
-        env.event_messages("nm-0", "BogusLeaseRenewTime")
-            .await
-            .iter()
-            .any(|m| m.contains("node-healthcheck") && m.contains("s ahead"))
-    })
+    env.wait_event(
+        "the Warning event",
+        "nm-0",
+        "BogusLeaseRenewTime",
+        &["node-healthcheck", "s ahead"],
+    )
     .await;
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(

@@ -3,15 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use nmo_sim::Scenario;
-
-use crate::support::{Backend, TestEnv, TestEnvBuilder, both_backends, eventually, taint_keys};
+use crate::support::{
+    Backend, Phase, TestEnv, TestEnvBuilder, both_backends, eventually, taint_keys,
+};
 
 /// Two nodes without PDBs of their own, plus a pod on node-0 that a PDB protects completely.
 fn cluster_with_a_blocked_pod(backend: Backend) -> TestEnvBuilder {
-    TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 4).pdb(None))
-        .precious_pods(&["db-0"], 1)
+    TestEnv::on(backend).nodes(2, 4).precious_pods(&["db-0"], 1)
 }
 
 async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend: Backend) {
@@ -49,14 +47,14 @@ async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend:
     );
 
     env.relax_pdb("precious", "db-budget", 0).await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     let done = env.status("nm-0").await;
     assert!(
         done["lastError"].as_str().unwrap_or_default().is_empty(),
         "lastError is cleared: {done}"
     );
     assert!(!env.pod_exists("precious", "db-0").await);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 async fn a_blocked_maintenance_does_not_delay_another(backend: Backend) {
@@ -65,16 +63,15 @@ async fn a_blocked_maintenance_does_not_delay_another(backend: Backend) {
     env.wait_blocked_by("nm-0", "db-budget").await;
 
     let started = Instant::now();
-    env.create_maintenance("nm-1", "node-1").await;
-    env.wait_phase("nm-1", "Succeeded").await;
+    env.maintain("nm-1", "node-1").await;
     // The Go operator's single worker would hold node-1 behind node-0's blocked retries.
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "node-1 took {:?}",
         started.elapsed()
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
-    env.stop_operator().await.expect("clean stop");
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
+    env.stop_cleanly().await;
 }
 
 async fn deleting_a_blocked_maintenance_undoes_it_within_seconds(backend: Backend) {
@@ -83,8 +80,7 @@ async fn deleting_a_blocked_maintenance_undoes_it_within_seconds(backend: Backen
     env.wait_blocked_by("nm-0", "db-budget").await;
 
     let started = Instant::now();
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "undo took {:?}",
@@ -98,7 +94,7 @@ async fn deleting_a_blocked_maintenance_undoes_it_within_seconds(backend: Backen
     // Nothing re-cordons the node afterwards.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_ne!(env.node("node-0").await["spec"]["unschedulable"], true);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(

@@ -1,12 +1,10 @@
 //! Crash safety: an operator killed mid-drain leaves a state the next one finishes from.
 
-use nmo_sim::Scenario;
-
 use crate::support::{Backend, TestEnv, both_backends, taint_keys};
 
 async fn a_new_operator_finishes_what_a_killed_one_started(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 4).pdb(None))
+        .nodes(2, 4)
         .precious_pods(&["db-0"], 1)
         .start()
         .await;
@@ -20,7 +18,7 @@ async fn a_new_operator_finishes_what_a_killed_one_started(backend: Backend) {
     // The budget is relaxed while no operator runs; the next one picks the drain up.
     env.relax_pdb("precious", "db-budget", 0).await;
     env.start_operator();
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     let status = env.maintenance("nm-0").await.expect("exists")["status"].clone();
     assert!(
         status["drainProgress"].as_i64() >= progress_before.as_i64(),
@@ -39,7 +37,7 @@ async fn a_new_operator_finishes_what_a_killed_one_started(backend: Backend) {
     assert_ne!(node["spec"]["unschedulable"], true);
     assert!(taint_keys(&node).is_empty(), "{:?}", taint_keys(&node));
     assert!(env.lease("node-0").await.is_none());
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(a_new_operator_finishes_what_a_killed_one_started,);

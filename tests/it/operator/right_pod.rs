@@ -9,7 +9,6 @@ use kube::api::{Api, DeleteParams};
 use nmo::cluster::KubeCluster;
 use nmo_actors::model::Uid;
 use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
-use nmo_sim::Scenario;
 
 use crate::support::{Backend, TestEnv, both_backends, eventually};
 
@@ -19,7 +18,7 @@ use crate::support::{Backend, TestEnv, both_backends, eventually};
 /// the new `web-0` on node-1: the request for the old `web-0` went with it.
 async fn a_held_eviction_never_follows_its_pod_name_to_another_node(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 0).pdb(None))
+        .nodes(2, 0)
         .namespace("web")
         .pod("web", "web-0", "node-0", "web")
         .pod("web", "web-1", "node-0", "web")
@@ -63,7 +62,7 @@ async fn a_held_eviction_never_follows_its_pod_name_to_another_node(backend: Bac
 
     // Both may go now, as far as the budget is concerned.
     env.relax_pdb("web", "web-budget", 0).await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     let web_0 = env
         .get_json::<Pod>(Some("web"), "web-0")
         .await
@@ -74,7 +73,7 @@ async fn a_held_eviction_never_follows_its_pod_name_to_another_node(backend: Bac
         "the new web-0 is not being deleted: {web_0}"
     );
     assert!(!env.pod_exists("web", "web-1").await, "web-1 was evicted");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(a_held_eviction_never_follows_its_pod_name_to_another_node);
@@ -83,7 +82,7 @@ both_backends!(a_held_eviction_never_follows_its_pod_name_to_another_node);
 /// naming a uid the pod of that name no longer has touches nothing, and reads as "gone".
 async fn an_eviction_or_deletion_naming_another_uid_touches_nothing(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0).pdb(None))
+        .nodes(1, 0)
         .namespace("web")
         .pod("web", "web-0", "node-0", "web")
         .pod("web", "web-1", "node-0", "web")

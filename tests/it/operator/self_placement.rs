@@ -16,7 +16,7 @@ use nmo::operator::OperatorOptions;
 use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, Operator, TestEnv, both_backends, eventually, test_options};
+use crate::support::{Backend, Operator, Phase, TestEnv, both_backends, eventually, test_options};
 
 /// nmo's namespace in deploy/.
 const NMO_NAMESPACE: &str = "nmo-system";
@@ -214,8 +214,8 @@ async fn the_leader_s_node_is_drained_and_the_standby_finishes_it(backend: Backe
     })
     .await;
     assert_eq!(
-        env.phase("nm-leader").await.as_deref(),
-        Some("Running"),
+        env.phase("nm-leader").await,
+        Some(Phase::Running),
         "the budget still holds the drain: the new leader must finish it"
     );
     // The other replica's pod was never touched.
@@ -225,7 +225,7 @@ async fn the_leader_s_node_is_drained_and_the_standby_finishes_it(backend: Backe
     env.relax_pdb(APP, "db", 1).await;
     eventually("the maintenance to finish", TIMEOUT, async || {
         replicas.sync(&env).await;
-        env.phase("nm-leader").await.as_deref() == Some("Succeeded")
+        env.phase("nm-leader").await == Some(Phase::Succeeded)
     })
     .await;
     let status = env.status("nm-leader").await;
@@ -284,7 +284,7 @@ async fn maintenances_end_when_every_worker_is_in_maintenance(backend: Backend) 
         replicas.sync(&env).await;
         let mut done = true;
         for worker in workers {
-            done &= env.phase(&format!("nm-{worker}")).await.as_deref() == Some("Succeeded");
+            done &= env.phase(&format!("nm-{worker}")).await == Some(Phase::Succeeded);
         }
         done
     })

@@ -69,6 +69,10 @@ enum Seed {
         name: String,
         node: String,
     },
+    NodePatch {
+        node: String,
+        patch: Value,
+    },
     Object(Value),
 }
 
@@ -271,6 +275,19 @@ impl TestEnvBuilder {
         self
     }
 
+    /// `nodes` nodes (`node-0`, `node-1`, ...) with `pods` pods each, of ReplicaSets spread
+    /// over them, and no PodDisruptionBudget: the usual cluster of a test
+    /// (`Scenario::plain(nodes, pods).pdb(None)`).
+    pub fn nodes(self, nodes: usize, pods: usize) -> Self {
+        self.scenario(Scenario::plain(nodes, pods).pdb(None))
+    }
+
+    /// The same with a budget of `maxUnavailable: 1` over each ReplicaSet
+    /// (`Scenario::plain(nodes, pods)`).
+    pub fn budgeted_nodes(self, nodes: usize, pods: usize) -> Self {
+        self.scenario(Scenario::plain(nodes, pods))
+    }
+
     /// nmo runs as its service account, in its namespace, with the RBAC manifests at `path`
     /// (e.g. deploy/base/rbac.yaml) enforced; the admin may still do anything.
     pub fn rbac(mut self, path: PathBuf) -> Self {
@@ -338,6 +355,16 @@ impl TestEnvBuilder {
         self.seeds.push(Seed::Maintenance {
             name: name.into(),
             node: node.into(),
+        });
+        self
+    }
+
+    /// A JSON merge patch of a node, as another controller or an admin made it before nmo
+    /// starts (see [`TestEnv::patch_node`]).
+    pub fn patched_node(mut self, node: &str, patch: Value) -> Self {
+        self.seeds.push(Seed::NodePatch {
+            node: node.into(),
+            patch,
         });
         self
     }
@@ -421,6 +448,7 @@ impl TestEnvBuilder {
                     renewed_ago,
                 } => env.create_foreign_lease(&node, &holder, renewed_ago).await,
                 Seed::Maintenance { name, node } => env.create_maintenance(&name, &node).await,
+                Seed::NodePatch { node, patch } => env.patch_node(&node, patch).await,
                 Seed::Object(object) => env.create_object(object).await,
             }
         }

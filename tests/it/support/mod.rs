@@ -19,11 +19,11 @@
 //!
 //! ```ignore
 //! async fn a_node_is_drained(backend: Backend) {
-//!     let mut env = TestEnv::on(backend).scenario(Scenario::plain(2, 4)).start().await;
+//!     let mut env = TestEnv::on(backend).nodes(2, 4).start().await;
 //!     env.create_maintenance("nm-0", "node-0").await;
-//!     env.wait_phase("nm-0", "Succeeded").await;
+//!     env.wait_succeeded("nm-0").await;
 //!     assert!(env.event_reasons("nm-0").await.contains(&"BeginMaintenance".into()));
-//!     env.stop_operator().await.expect("clean stop");
+//!     env.stop_cleanly().await;
 //! }
 //! both_backends!(a_node_is_drained);
 //! ```
@@ -78,8 +78,9 @@ mod waits;
 pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE};
 pub use env::{TestEnv, TestEnvBuilder};
 pub use nmo_envtest::testing::eventually;
-pub use objects::taint_keys;
+pub use objects::{maintenance_object, taint_keys};
 pub use operator::{Operator, test_options};
+pub use waits::Phase;
 
 /// Instantiates each test body `async fn name(backend: Backend)` twice: as `name::sim` on the
 /// simulator and `name::real` on the real API server (see the module docs). On a

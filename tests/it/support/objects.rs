@@ -18,9 +18,21 @@ use serde_json::{Value, json};
 
 use super::TestEnv;
 use super::names::Names;
+use super::waits::Phase;
 
 /// Where nmo and the other medik8s operators keep node leases.
 const LEASE_NAMESPACE: &str = "medik8s-leases";
+
+/// A NodeMaintenance named `name` with `spec` as written (for a spec `create_maintenance`
+/// does not write, or one the API server should refuse), as `kubectl create` would send it.
+pub fn maintenance_object(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
+        "kind": "NodeMaintenance",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+}
 
 /// The taint keys on a node.
 pub fn taint_keys(node: &Value) -> Vec<String> {
@@ -96,11 +108,16 @@ impl TestEnv {
             .unwrap_or_default()
     }
 
-    /// The phase of a NodeMaintenance, if any.
-    pub async fn phase(&self, name: &str) -> Option<String> {
-        self.maintenance(name)
-            .await
-            .and_then(|nm| nm["status"]["phase"].as_str().map(str::to_string))
+    /// The phase of a NodeMaintenance, if any (a phase nmo does not know fails the test).
+    pub async fn phase(&self, name: &str) -> Option<Phase> {
+        let phase = self.maintenance(name).await?["status"]["phase"].clone();
+        if phase.is_null() {
+            return None;
+        }
+        Some(
+            serde_json::from_value(phase.clone())
+                .unwrap_or_else(|error| panic!("{name} has the phase {phase}: {error}")),
+        )
     }
 
     /// Whether the NodeMaintenance's `lastError` mentions `text`.
