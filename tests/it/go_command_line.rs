@@ -142,8 +142,7 @@ async fn runs_as_the_go_operator_is_run(args: &[&str], metrics_port: u16, nm: &s
         .nodes(2, 3)
         .rbac(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
         .namespace(OPERATOR_NAMESPACE)
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let files = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
     let kubeconfig = files.path().join("kubeconfig");

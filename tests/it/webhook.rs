@@ -1191,7 +1191,7 @@ async fn updates_of_metadata_alone_never_wait_on_the_webhook() {
     use kube::Api;
     use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
-    let env = TestEnv::on(Backend::Real).without_operator().start().await;
+    let env = TestEnv::on(Backend::Real).start_idle().await;
     let admin = env.admin_client();
     let label = env.name("webhook-scope");
     let name = env.name("nm-metadata");

@@ -150,8 +150,7 @@ async fn nmo_drives_no_node_while_the_go_operator_runs(backend: Backend) {
         // Three nodes and no budgets: both drains finish at once.
         .nodes(3, 2)
         .namespace("go-operator")
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let go = GoOperator::start(env.admin_client(), env.ns("go-operator"));
     let probes = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));

@@ -112,11 +112,7 @@ async fn the_time_left_shows_while_draining(backend: Backend) {
 both_backends!(the_time_left_shows_while_draining);
 
 async fn the_crd_schema_refuses_a_drain_timeout_that_is_not_a_go_duration(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .nodes(1, 0)
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::on(backend).nodes(1, 0).start_idle().await;
     for bad in ["soon", "30", "1d", "-5m", "5 m"] {
         let refused = env
             .try_create_maintenance(maintenance("nm-bad", "node-0", bad, None))

@@ -132,11 +132,7 @@ async fn calls_answered_after_their_deadline_are_retried_and_the_drain_finishes(
 /// With a closed fence (this replica does not lead), a write is refused before it is sent
 /// (nmo's requests counted by the simulator's accounting or the real API server's audit log).
 async fn a_replica_that_does_not_lead_sends_no_write(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .nodes(1, 1)
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::on(backend).nodes(1, 1).start_idle().await;
     let fence = Fence::open();
     fence.close();
     let adapter = KubeCluster::new(env.operator_client(), None).with_fence(fence);
@@ -263,8 +259,7 @@ async fn an_old_leaders_repair_never_lands_after_it_lost_the_lease() {
 async fn a_late_daemonset_lookup_keeps_none_of_its_callers_waiting() {
     let env = TestEnv::builder()
         .scenario(Scenario::new(1, 3))
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     env.sim().faults().add(
         FaultRule::on(Some("get"), Some("daemonsets"))

@@ -29,10 +29,7 @@ async fn finalizer_added_to(
     backend: Backend,
     seed: impl FnOnce(TestEnvBuilder) -> TestEnvBuilder,
 ) -> TestEnv {
-    let env = seed(TestEnv::on(backend).nodes(1, 1))
-        .without_operator()
-        .start()
-        .await;
+    let env = seed(TestEnv::on(backend).nodes(1, 1)).start_idle().await;
     let adapter = KubeCluster::new(env.operator_client(), None);
     adapter
         .add_finalizer(&env.name("nm-0").into(), &[])

@@ -155,8 +155,7 @@ fn nominal_seats(text: &str, level: &str) -> Option<f64> {
 async fn nmo_s_requests_go_through_the_shipped_flow_schema_real() {
     let mut env = TestEnv::on(Backend::Real)
         .budgeted_nodes(2, 4)
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let admin = env.admin_client();
     let schema: FlowSchema = shipped("flowschema.yaml");
@@ -289,8 +288,7 @@ fn throttling_level() -> PriorityLevelConfiguration {
 async fn a_level_that_throttles_nmo_refuses_few_of_its_requests_and_the_drains_finish_real() {
     let env = TestEnv::on(Backend::Real)
         .scenario(Scenario::plain(THROTTLED_NODES, THROTTLED_PODS_PER_NODE).pdb(None))
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let admin = env.admin_client();
     let schema: FlowSchema = shipped("flowschema.yaml");

@@ -187,8 +187,7 @@ async fn an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error(backe
         .nodes(1, 1)
         .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
         .namespace(OPERATOR_NAMESPACE)
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let mut elsewhere = env.operator_config();
     elsewhere.default_namespace = "default".into();
@@ -230,11 +229,7 @@ both_backends!(an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error
 /// (404), and nmo stops at once saying which namespace and which flag, rather than retrying
 /// every retry period for ever.
 async fn an_election_namespace_that_does_not_exist_stops_nmo_with_a_clear_error(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .nodes(1, 1)
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::on(backend).nodes(1, 1).start_idle().await;
     let files = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
     let kubeconfig = files.path().join("admin");
     env.write_admin_kubeconfig(&kubeconfig);

@@ -86,8 +86,7 @@ async fn an_eviction_or_deletion_naming_another_uid_touches_nothing(backend: Bac
         .namespace("web")
         .pod("web", "web-0", "node-0", "web")
         .pod("web", "web-1", "node-0", "web")
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let adapter = KubeCluster::new(env.operator_client(), None);
     let web = env.ns("web");

@@ -172,8 +172,7 @@ async fn the_leader_s_node_is_drained_and_the_standby_finishes_it(backend: Backe
         .pod(APP, "db-0", "node-0", "db")
         .pod(APP, "db-1", "node-1", "db")
         .pdb(APP, "db", "db", 2)
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     // The scheduler places nmo's two pods on node-0 and node-1: node-2 is cordoned meanwhile
     // (the nodes are equally loaded, so the second pod goes where the first did not).
@@ -249,8 +248,7 @@ async fn maintenances_end_when_every_worker_is_in_maintenance(backend: Backend) 
     let env = TestEnv::on(backend)
         .scenario(Scenario::plain(NODES, 2).pdb(None))
         .namespace(NMO_NAMESPACE)
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let control_plane = "node-0";
     let workers = ["node-1", "node-2"];

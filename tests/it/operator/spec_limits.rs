@@ -16,8 +16,7 @@ use crate::support::{Backend, TestEnv, maintenance_object};
 async fn the_schema_refuses_a_spec_nmo_cannot_act_on() {
     let env = TestEnv::on(Backend::Real)
         .budgeted_nodes(1, 0)
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let long_name = "n".repeat(254);
     let long_reason = "r".repeat(1025);

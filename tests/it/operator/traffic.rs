@@ -177,11 +177,7 @@ both_backends!(an_undo_costs_five_requests_and_reads_nothing);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_eviction_reaches_nmo_at_once_not_after_client_retries() {
-    let env = TestEnv::builder()
-        .nodes(1, 1)
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::builder().nodes(1, 1).start_idle().await;
     let sim = env.sim();
     let uri: http::Uri = sim.base_url().parse().expect("a URL");
     let client = nmo::operator::client(

@@ -395,6 +395,12 @@ impl TestEnvBuilder {
         self
     }
 
+    /// Starts the cluster and creates the seeds, without nmo (`without_operator().start()`):
+    /// for a test that starts nmo itself or drives nmo's parts.
+    pub async fn start_idle(self) -> TestEnv {
+        self.without_operator().start().await
+    }
+
     /// Starts the cluster, creates the seeds in order, then starts nmo (unless told not to).
     pub async fn start(self) -> TestEnv {
         let Started {
