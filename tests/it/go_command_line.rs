@@ -15,7 +15,7 @@
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -140,7 +140,7 @@ fn local(port: u16) -> SocketAddr {
 async fn runs_as_the_go_operator_is_run(args: &[&str], metrics_port: u16, nm: &str, node: &str) {
     let env = TestEnv::builder()
         .nodes(2, 3)
-        .rbac(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+        .deployed_rbac()
         .namespace(OPERATOR_NAMESPACE)
         .start_idle()
         .await;

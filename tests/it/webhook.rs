@@ -48,7 +48,7 @@ struct Cluster {
 async fn start_cluster(backend: Backend, cluster: Cluster) -> TestEnv {
     let mut builder = TestEnv::on(backend)
         .static_cluster()
-        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+        .deployed_rbac()
         .without_operator();
     for object in cluster.nodes.into_iter().chain(cluster.maintenances) {
         builder = builder.object(object);

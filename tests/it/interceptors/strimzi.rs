@@ -14,7 +14,8 @@ use nmo_sim::emulation::pods::PodWatch;
 use nmo_sim::emulation::strimzi::{self, DrainCleaner};
 use serde_json::json;
 
-use crate::support::{Backend, Phase, TestEnv, both_backends, eventually};
+use super::two_nodes_and_a_plain_pod;
+use crate::support::{Backend, Phase, both_backends, eventually};
 
 const CLUSTER: &str = "my-cluster";
 
@@ -24,13 +25,7 @@ const CLUSTER: &str = "my-cluster";
 /// elsewhere and rolls each one several times; with the pod's uid as precondition, and its
 /// request withdrawn once it left the node, nmo does not.
 async fn two_brokers_are_rolled_exactly_once_and_the_drain_succeeds(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .nodes(2, 0)
-        .namespace("kafka")
-        .namespace("apps")
-        .pod("apps", "plain-0", "node-0", "plain")
-        .start()
-        .await;
+    let mut env = two_nodes_and_a_plain_pod(backend, "kafka").start().await;
     let client = env.admin_client();
     let namespace = env.ns("kafka");
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);

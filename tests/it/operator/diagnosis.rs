@@ -57,6 +57,14 @@ async fn assert_reported(env: &TestEnv, nm: &str, reason: &str, mentions: &[&str
     assert_eq!(about.len(), 1, "one event for the class: {events:?}");
 }
 
+/// Creates `nm-0` for node-0, waits until it shows DrainBlocked `reason` saying `text`, and
+/// asserts the status and the events say the same, naming each of `mentions`, once.
+async fn diagnosed(env: &TestEnv, reason: &str, text: &str, mentions: &[&str]) {
+    env.create_maintenance("nm-0", "node-0").await;
+    wait_blocked(env, "nm-0", reason, text).await;
+    assert_reported(env, "nm-0", reason, mentions).await;
+}
+
 /// A Pending pod of `app` that the default scheduler never sees (another scheduler's): it
 /// stays not ready until the test says otherwise.
 fn pending_pod(namespace: &str, name: &str, app: &str, spec: Value) -> Value {
@@ -89,17 +97,15 @@ async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_rea
         .pdb("shop", "web", "web", 2)
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
     // The pod as the cluster names it (its namespace is the test's own on the real backend).
     let web_new = format!("{}/web-new", env.ns("shop"));
-    wait_blocked(
+    diagnosed(
         &env,
-        "nm-0",
         "WaitingForReplacement",
         &format!("waiting for pod {web_new} to become ready"),
+        &[&web_new, "web"],
     )
     .await;
-    assert_reported(&env, "nm-0", "WaitingForReplacement", &[&web_new, "web"]).await;
 
     // It becomes ready: the PDB allows one disruption, and web-0 goes at once.
     let now = chrono::Utc::now().to_rfc3339();
@@ -135,12 +141,10 @@ async fn a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_wor
         .pdb("shop", "web", "web", 1)
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    wait_blocked(&env, "nm-0", "ReplacementUnschedulable", "shop/web-x").await;
-    assert_reported(
+    diagnosed(
         &env,
-        "nm-0",
         "ReplacementUnschedulable",
+        "shop/web-x",
         &["shop/web-x", "cannot be scheduled", "nodes are available"],
     )
     .await;
@@ -160,14 +164,12 @@ async fn a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross
     // node-1 first: its pods' replacements go to node-0, and it is drained.
     env.maintain("nm-1", "node-1").await;
     // Then node-0: the first replacement has nowhere to go but the two cordoned nodes.
-    env.create_maintenance("nm-0", "node-0").await;
-    wait_blocked(&env, "nm-0", "CrossNodeDeadlock", "nm-1").await;
     // The other maintenance and its node as the cluster names them.
     let other = format!("{} (node {})", env.name("nm-1"), env.name("node-1"));
-    assert_reported(
+    diagnosed(
         &env,
-        "nm-0",
         "CrossNodeDeadlock",
+        "nm-1",
         &["cross-node deadlock", &other],
     )
     .await;
@@ -194,12 +196,10 @@ async fn a_pdb_that_can_never_allow_is_structural(backend: Backend) {
         .precious_pods(&["db-0"], 1)
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    wait_blocked(&env, "nm-0", "StructuralBudget", "db-budget").await;
-    assert_reported(
+    diagnosed(
         &env,
-        "nm-0",
         "StructuralBudget",
+        "db-budget",
         &[
             "db-budget",
             "can never allow a disruption",
@@ -229,12 +229,10 @@ async fn a_pod_under_two_pdbs_names_both(backend: Backend) {
         .pdb("precious", "db-budget-too", "db", 0)
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    wait_blocked(&env, "nm-0", "MultipleBudgets", "db-budget-too").await;
-    assert_reported(
+    diagnosed(
         &env,
-        "nm-0",
         "MultipleBudgets",
+        "db-budget-too",
         &[
             "more than one PodDisruptionBudget",
             "db-budget, db-budget-too",

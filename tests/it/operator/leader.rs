@@ -5,8 +5,6 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::Lease;
 use nmo::operator::OperatorOptions;
 
-use std::path::Path;
-
 use crate::support::{
     Backend, OPERATOR_NAMESPACE, Operator, Phase, TestEnv, both_backends, eventually, taint_keys,
     test_options,
@@ -177,6 +175,15 @@ async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
     standby.stop().await.expect("clean stop");
 }
 
+/// Waits for `replica` to stop by itself, within seconds rather than retrying for ever, and
+/// returns the error it stopped with (`expected`: why there must be one).
+async fn stops_with_error(replica: Operator, expected: &str) -> String {
+    let outcome = tokio::time::timeout(Duration::from_secs(10), replica.wait())
+        .await
+        .expect("nmo stops within seconds instead of retrying for ever");
+    outcome.expect_err(expected).to_string()
+}
+
 /// nmo run outside the cluster with a kubeconfig whose namespace is not nmo's: nmo may not use
 /// leases there. It stops at once with an error naming the namespace (its start-up rights check
 /// says so; had that passed, the election's first refused call would), rather than retrying
@@ -185,7 +192,7 @@ async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
 async fn an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error(backend: Backend) {
     let env = TestEnv::on(backend)
         .nodes(1, 1)
-        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+        .deployed_rbac()
         .namespace(OPERATOR_NAMESPACE)
         .start_idle()
         .await;
@@ -198,13 +205,7 @@ async fn an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error(backe
             options,
         )
     };
-    let refused = replica(elected());
-    let outcome = tokio::time::timeout(Duration::from_secs(10), refused.wait())
-        .await
-        .expect("nmo stops within seconds instead of retrying for ever");
-    let error = outcome
-        .expect_err("no leader election without the lease")
-        .to_string();
+    let error = stops_with_error(replica(elected()), "no leader election without the lease").await;
     for part in ["namespace default", "leases"] {
         assert!(error.contains(part), "{part} in: {error}");
     }
@@ -244,12 +245,7 @@ async fn an_election_namespace_that_does_not_exist_stops_nmo_with_a_clear_error(
             ..elected()
         },
     );
-    let outcome = tokio::time::timeout(Duration::from_secs(10), refused.wait())
-        .await
-        .expect("nmo stops within seconds instead of retrying for ever");
-    let error = outcome
-        .expect_err("no election in a missing namespace")
-        .to_string();
+    let error = stops_with_error(refused, "no election in a missing namespace").await;
     for part in [
         format!("namespace {missing}"),
         "--leader-election-namespace".to_string(),

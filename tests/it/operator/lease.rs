@@ -19,12 +19,18 @@ async fn creates_nm_0_and_waits_behind(env: &TestEnv, holder: &str) {
     tokio::time::sleep(Duration::from_secs(6)).await;
 }
 
-async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Backend) {
-    let mut env = TestEnv::on(backend)
+/// Two nodes with three pods each, node-0's lease held by Node Health Check, renewed
+/// `renewed_ago`, and nmo running.
+async fn leased_by_node_healthcheck(backend: Backend, renewed_ago: Duration) -> TestEnv {
+    TestEnv::on(backend)
         .budgeted_nodes(2, 3)
-        .foreign_lease("node-0", "node-healthcheck", Duration::from_secs(60))
+        .foreign_lease("node-0", "node-healthcheck", renewed_ago)
         .start()
-        .await;
+        .await
+}
+
+async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Backend) {
+    let mut env = leased_by_node_healthcheck(backend, Duration::from_secs(60)).await;
     let node_before = env.node("node-0").await;
     let pods_before = env.pods_on("node-0").await.len();
     creates_nm_0_and_waits_behind(&env, "node-healthcheck").await;
@@ -69,11 +75,7 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Bac
 }
 
 async fn an_expired_foreign_lease_is_taken_over(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .budgeted_nodes(2, 3)
-        .foreign_lease("node-0", "node-healthcheck", Duration::from_secs(7200))
-        .start()
-        .await;
+    let mut env = leased_by_node_healthcheck(backend, Duration::from_secs(7200)).await;
     env.maintain("nm-0", "node-0").await;
     let lease = env.lease("node-0").await.expect("lease");
     assert_eq!(lease["spec"]["holderIdentity"], "node-maintenance");

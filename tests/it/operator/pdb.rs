@@ -12,6 +12,14 @@ fn cluster_with_a_blocked_pod(backend: Backend) -> TestEnvBuilder {
     TestEnv::on(backend).nodes(2, 4).precious_pods(&["db-0"], 1)
 }
 
+/// [`cluster_with_a_blocked_pod`] with nmo running and `nm-0` for node-0 blocked by the budget.
+async fn node_0_blocked(backend: Backend) -> TestEnv {
+    let env = cluster_with_a_blocked_pod(backend).start().await;
+    env.create_maintenance("nm-0", "node-0").await;
+    env.wait_blocked_by("nm-0", "db-budget").await;
+    env
+}
+
 async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend: Backend) {
     let mut env = cluster_with_a_blocked_pod(backend).start().await;
     env.create_maintenance("nm-0", "node-0").await;
@@ -58,9 +66,7 @@ async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend:
 }
 
 async fn a_blocked_maintenance_does_not_delay_another(backend: Backend) {
-    let mut env = cluster_with_a_blocked_pod(backend).start().await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_blocked_by("nm-0", "db-budget").await;
+    let mut env = node_0_blocked(backend).await;
 
     let started = Instant::now();
     env.maintain("nm-1", "node-1").await;
@@ -75,9 +81,7 @@ async fn a_blocked_maintenance_does_not_delay_another(backend: Backend) {
 }
 
 async fn deleting_a_blocked_maintenance_undoes_it_within_seconds(backend: Backend) {
-    let mut env = cluster_with_a_blocked_pod(backend).start().await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_blocked_by("nm-0", "db-budget").await;
+    let mut env = node_0_blocked(backend).await;
 
     let started = Instant::now();
     env.end_maintenance("nm-0").await;

@@ -49,7 +49,7 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used(backend: Backend
     };
     let mut env = TestEnv::on(backend)
         .scenario(Scenario::new(3, 8))
-        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+        .deployed_rbac()
         // The install creates nmo's namespace (deploy/base/namespace.yaml) before nmo runs.
         .namespace(OPERATOR_NAMESPACE)
         .operator_options(options)

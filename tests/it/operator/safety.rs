@@ -11,8 +11,7 @@ async fn a_missing_node_fails_the_maintenance_with_a_reason(backend: Backend) {
     let mut env = TestEnv::on(backend).nodes(1, 2).start().await;
     env.create_maintenance("nm-ghost", "no-such-node").await;
     env.wait_failed("nm-ghost").await;
-    let nm = env.maintenance("nm-ghost").await.expect("exists");
-    let error = nm["status"]["lastError"].as_str().unwrap_or_default();
+    let error = env.last_error("nm-ghost").await;
     assert!(
         error.contains("no-such-node"),
         "lastError names the node: {error}"
@@ -40,8 +39,7 @@ async fn a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing(ba
     env.maintain("nm-first", "node-0").await;
     env.create_maintenance("nm-second", "node-0").await;
     env.wait_failed("nm-second").await;
-    let second = env.maintenance("nm-second").await.expect("exists");
-    let error = second["status"]["lastError"].as_str().unwrap_or_default();
+    let error = env.last_error("nm-second").await;
     assert!(
         error.contains("nm-first"),
         "the reason names the active maintenance: {error}"

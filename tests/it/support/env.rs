@@ -295,6 +295,11 @@ impl TestEnvBuilder {
         self
     }
 
+    /// [`Self::rbac`] with the RBAC nmo is deployed with (deploy/base/rbac.yaml).
+    pub fn deployed_rbac(self) -> Self {
+        self.rbac(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+    }
+
     /// No kubelet and no controllers: objects keep the status they are given.
     pub fn static_cluster(mut self) -> Self {
         self.cluster.static_cluster = true;

@@ -120,6 +120,14 @@ impl TestEnv {
         )
     }
 
+    /// The NodeMaintenance's `lastError` (empty when it has none, or is gone).
+    pub async fn last_error(&self, name: &str) -> String {
+        self.status(name).await["lastError"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    }
+
     /// Whether the NodeMaintenance's `lastError` mentions `text`.
     pub async fn last_error_mentions(&self, name: &str, text: &str) -> bool {
         self.maintenance(name)
