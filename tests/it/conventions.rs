@@ -9,8 +9,10 @@ use serde_json::json;
 use crate::support::{Backend, TestEnv, both_backends};
 
 async fn events_are_reported_by_the_go_operator_s_component(backend: Backend) {
-    let env = TestEnv::on(backend).nodes(2, 2).start().await;
-    env.maintain("nm-events", "node-0").await;
+    let env = TestEnv::on(backend)
+        .nodes(2, 2)
+        .start_maintaining("nm-events", "node-0")
+        .await;
     let ours: Vec<serde_json::Value> = env
         .events()
         .await

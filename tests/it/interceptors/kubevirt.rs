@@ -185,14 +185,8 @@ async fn a_vm_that_cannot_migrate_is_a_blocker_naming_kubevirts_reason(backend: 
     budgets_settled(&env, 1).await;
 
     env.create_maintenance("nm-0", "node-0").await;
-    env.wait_condition_reason(
-        "the drain to say VmCannotMigrate",
-        Duration::from_secs(30),
-        "nm-0",
-        "DrainBlocked",
-        "VmCannotMigrate",
-    )
-    .await;
+    env.wait_drain_blocked("nm-0", "VmCannotMigrate", Duration::from_secs(30))
+        .await;
     let blocked = env.condition("nm-0", "DrainBlocked").await;
     let message = blocked["message"].as_str().unwrap_or_default();
     assert!(

@@ -7,7 +7,7 @@ use std::time::Duration;
 use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, Phase, TestEnv, both_backends, eventually};
+use crate::support::{Backend, Phase, TestEnv, both_backends, elements, eventually};
 
 /// How long a diagnosis may take to show (PDBs are looked at 3 s after they block).
 const DIAGNOSED: Duration = Duration::from_secs(20);
@@ -44,10 +44,7 @@ async fn assert_reported(env: &TestEnv, nm: &str, reason: &str, mentions: &[&str
             "lastError lacks {text:?}: {last_error}"
         );
     }
-    let reasons = status["pendingPodsReasons"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let reasons = elements(&status["pendingPodsReasons"]);
     assert!(
         reasons.iter().any(|r| r["diagnosis"] == reason),
         "pendingPodsReasons: {reasons:?}"

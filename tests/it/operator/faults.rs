@@ -64,8 +64,10 @@ both_backends!(deleting_a_maintenance_that_waited_behind_a_remediation_leaves_it
 /// A NodeMaintenance's finalizer is removed by hand while nmo is down, and the object goes:
 /// the next nmo finds the node it left marked and gives it back.
 async fn a_node_left_marked_while_nmo_was_down_is_given_back_at_start(backend: Backend) {
-    let mut env = TestEnv::on(backend).nodes(2, 2).start().await;
-    env.maintain("nm-0", "node-0").await;
+    let mut env = TestEnv::on(backend)
+        .nodes(2, 2)
+        .start_maintaining("nm-0", "node-0")
+        .await;
     env.kill_operator().await;
     env.patch_json::<NodeMaintenance>(None, "nm-0", json!({"metadata": {"finalizers": null}}))
         .await;
@@ -176,9 +178,8 @@ async fn an_old_leaders_repair_never_lands_after_it_lost_the_lease() {
         .nodes(1, 2)
         .operator_options(elected)
         .operator_on_test_runtime()
-        .start()
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.maintain("nm-0", "node-0").await;
 
     // The repair patches the node as watched; that patch loses a race (409), so the repair
     // reads the node, and that read answers only after 4 s...

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::support::{Backend, Phase, TestEnv, both_backends, eventually, test_options};
+use crate::support::{Backend, Phase, TestEnv, both_backends, elements, eventually, test_options};
 
 /// Creates `nm-0` for `node-0`, whose lease `holder` holds, and waits until its status names
 /// the holder, then longer than a re-check of the lease, so that anything nmo would touch has
@@ -35,10 +35,7 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Bac
     let pods_before = env.pods_on("node-0").await.len();
     creates_nm_0_and_waits_behind(&env, "node-healthcheck").await;
     let nm = env.maintenance("nm-0").await.expect("exists");
-    let conditions = nm["status"]["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let conditions = elements(&nm["status"]["conditions"]);
     assert!(
         conditions
             .iter()
@@ -94,9 +91,8 @@ async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts(backend: Ba
     let mut env = TestEnv::on(backend)
         .nodes(2, 2)
         .operator_options(options)
-        .start()
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.maintain("nm-0", "node-0").await;
     let renew_time = async || {
         env.lease("node-0")
             .await

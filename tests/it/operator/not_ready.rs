@@ -52,14 +52,8 @@ async fn pods_stuck_terminating_on_a_node_that_is_not_ready_are_diagnosed(backen
         .await
         .expect("the node's status is patched");
 
-    env.wait_condition_reason(
-        "the drain to say NodeNotReady",
-        Duration::from_secs(20),
-        "nm-0",
-        "DrainBlocked",
-        "NodeNotReady",
-    )
-    .await;
+    env.wait_drain_blocked("nm-0", "NodeNotReady", Duration::from_secs(20))
+        .await;
     let blocked = env.condition("nm-0", "DrainBlocked").await;
     let message = blocked["message"].as_str().unwrap_or_default();
     assert!(

@@ -3,22 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{
-    Backend, Phase, TestEnv, TestEnvBuilder, both_backends, eventually, taint_keys,
-};
-
-/// Two nodes without PDBs of their own, plus a pod on node-0 that a PDB protects completely.
-fn cluster_with_a_blocked_pod(backend: Backend) -> TestEnvBuilder {
-    TestEnv::on(backend).nodes(2, 4).precious_pods(&["db-0"], 1)
-}
-
-/// [`cluster_with_a_blocked_pod`] with nmo running and `nm-0` for node-0 blocked by the budget.
-async fn node_0_blocked(backend: Backend) -> TestEnv {
-    let env = cluster_with_a_blocked_pod(backend).start().await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_blocked_by("nm-0", "db-budget").await;
-    env
-}
+use super::{cluster_with_a_blocked_pod, node_0_blocked};
+use crate::support::{Backend, Phase, both_backends, elements, eventually, taint_keys};
 
 async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend: Backend) {
     let mut env = cluster_with_a_blocked_pod(backend).start().await;
@@ -39,10 +25,7 @@ async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend:
     let blocked = env.status("nm-0").await;
     assert_eq!(blocked["phase"], "Running");
     assert_eq!(blocked["pendingPods"], serde_json::json!(["db-0"]));
-    let reasons = blocked["pendingPodsReasons"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let reasons = elements(&blocked["pendingPodsReasons"]);
     assert!(
         reasons
             .iter()

@@ -59,9 +59,8 @@ async fn a_stale_record_of_another_maintenance_is_never_reused(backend: Backend)
                 "spec": {"unschedulable": true},
             }),
         )
-        .start()
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.maintain("nm-0", "node-0").await;
     let during = env.node("node-0").await;
     let record = record_of(&during).expect("a record");
     assert_eq!(
@@ -84,9 +83,8 @@ async fn a_record_lost_or_garbled_mid_maintenance_is_written_again_from_the_copy
     let mut env = TestEnv::on(backend)
         .budgeted_nodes(1, 0)
         .patched_node("node-0", json!({"spec": {"unschedulable": true}}))
-        .start()
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.maintain("nm-0", "node-0").await;
     let record = record_of(&env.node("node-0").await).expect("a record");
     assert_eq!(record["cordoned"], true);
 

@@ -1,16 +1,11 @@
 //! Crash safety: an operator killed mid-drain leaves a state the next one finishes from.
 
-use crate::support::{Backend, TestEnv, both_backends, taint_keys};
+use super::node_0_blocked;
+use crate::support::{Backend, both_backends, taint_keys};
 
 async fn a_new_operator_finishes_what_a_killed_one_started(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .nodes(2, 4)
-        .precious_pods(&["db-0"], 1)
-        .start()
-        .await;
-    env.create_maintenance("nm-0", "node-0").await;
     // The drain is under way and blocked.
-    env.wait_blocked_by("nm-0", "db-budget").await;
+    let mut env = node_0_blocked(backend).await;
     env.kill_operator().await;
     let progress_before =
         env.maintenance("nm-0").await.expect("exists")["status"]["drainProgress"].clone();

@@ -35,8 +35,10 @@ async fn a_missing_node_fails_the_maintenance_with_a_reason(backend: Backend) {
 }
 
 async fn a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing(backend: Backend) {
-    let mut env = TestEnv::on(backend).budgeted_nodes(2, 3).start().await;
-    env.maintain("nm-first", "node-0").await;
+    let mut env = TestEnv::on(backend)
+        .budgeted_nodes(2, 3)
+        .start_maintaining("nm-first", "node-0")
+        .await;
     env.create_maintenance("nm-second", "node-0").await;
     env.wait_failed("nm-second").await;
     let error = env.last_error("nm-second").await;
@@ -72,9 +74,8 @@ async fn foreign_taints_and_labels_survive_maintenance_and_its_end(backend: Back
                 "spec": {"taints": [foreign_taint]}
             }),
         )
-        .start()
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.maintain("nm-0", "node-0").await;
     let during = env.node("node-0").await;
     assert!(taint_keys(&during).contains(&"example.com/gpu-broken".to_string()));
     assert_eq!(taint_keys(&during).len(), 3, "{:?}", taint_keys(&during));
@@ -90,8 +91,10 @@ async fn foreign_taints_and_labels_survive_maintenance_and_its_end(backend: Back
 }
 
 async fn an_uncordoned_node_is_put_back_within_seconds(backend: Backend) {
-    let mut env = TestEnv::on(backend).nodes(1, 2).start().await;
-    env.maintain("nm-0", "node-0").await;
+    let mut env = TestEnv::on(backend)
+        .nodes(1, 2)
+        .start_maintaining("nm-0", "node-0")
+        .await;
 
     // Someone uncordons, untaints and unlabels the node by hand.
     let started = Instant::now();

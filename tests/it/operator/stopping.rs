@@ -7,8 +7,10 @@ use crate::support::{Backend, Phase, TestEnv, both_backends, eventually, taint_k
 
 /// nmo running with node-0 drained for nm-0.
 async fn drained(backend: Backend) -> TestEnv {
-    let env = TestEnv::on(backend).budgeted_nodes(2, 3).start().await;
-    env.maintain("nm-0", "node-0").await;
+    let env = TestEnv::on(backend)
+        .budgeted_nodes(2, 3)
+        .start_maintaining("nm-0", "node-0")
+        .await;
     env
 }
 

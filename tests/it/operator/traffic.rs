@@ -146,9 +146,8 @@ async fn an_undo_costs_five_requests_and_reads_nothing(backend: Backend) {
     let mut env = TestEnv::on(backend)
         .nodes(2, 3)
         .namespace(LEASE_NAMESPACE)
-        .start()
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.maintain("nm-0", "node-0").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     env.forget_operator_requests();
 

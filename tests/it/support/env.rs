@@ -406,6 +406,14 @@ impl TestEnvBuilder {
         self.without_operator().start().await
     }
 
+    /// [`Self::start`], then puts `node` into maintenance as a test's first step: creates the
+    /// NodeMaintenance `name` and waits until it is Succeeded ([`TestEnv::maintain`]).
+    pub async fn start_maintaining(self, name: &str, node: &str) -> TestEnv {
+        let env = self.start().await;
+        env.maintain(name, node).await;
+        env
+    }
+
     /// Starts the cluster, creates the seeds in order, then starts nmo (unless told not to).
     pub async fn start(self) -> TestEnv {
         let Started {

@@ -78,7 +78,7 @@ mod waits;
 pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE};
 pub use env::{TestEnv, TestEnvBuilder};
 pub use nmo_envtest::testing::eventually;
-pub use objects::{maintenance_object, taint_keys};
+pub use objects::{elements, maintenance_object, taint_keys};
 pub use operator::{Operator, test_options};
 pub use waits::Phase;
 

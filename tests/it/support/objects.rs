@@ -34,6 +34,11 @@ pub fn maintenance_object(name: &str, spec: Value) -> Value {
     })
 }
 
+/// The elements of a JSON array (none when `value` is not an array: absent, say).
+pub fn elements(value: &Value) -> Vec<Value> {
+    value.as_array().cloned().unwrap_or_default()
+}
+
 /// The taint keys on a node.
 pub fn taint_keys(node: &Value) -> Vec<String> {
     node["spec"]["taints"]

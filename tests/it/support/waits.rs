@@ -95,6 +95,14 @@ impl TestEnv {
         .await;
     }
 
+    /// Waits (for `timeout` at most) until the `DrainBlocked` condition of the NodeMaintenance
+    /// `name` has the reason `reason`.
+    pub async fn wait_drain_blocked(&self, name: &str, reason: &str, timeout: Duration) {
+        let what = format!("the drain to say {reason}");
+        self.wait_condition_reason(&what, timeout, name, "DrainBlocked", reason)
+            .await;
+    }
+
     /// Stops nmo as SIGTERM would and expects it to end cleanly (the last step of most tests).
     pub async fn stop_cleanly(&mut self) {
         self.stop_operator().await.expect("clean stop");
