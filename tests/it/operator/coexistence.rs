@@ -106,12 +106,7 @@ fn free_port() -> u16 {
 
 /// The reasons of the events about the NodeMaintenance CRD.
 async fn crd_event_reasons(env: &TestEnv) -> Vec<String> {
-    env.events()
-        .await
-        .into_iter()
-        .filter(|event| event["involvedObject"]["name"] == CRD)
-        .filter_map(|event| event["reason"].as_str().map(str::to_string))
-        .collect()
+    env.event_reasons_as_named(CRD).await
 }
 
 /// nmo's marks on `node` stay as they were for a while. Only nmo's marks are compared: on the

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use nmo::operator::OperatorOptions;
 use serde_json::{Value, json};
@@ -132,15 +132,11 @@ impl TestEnv {
 
     async fn set_node_ready(&self, node: &str, ready: bool) {
         let status = if ready { "True" } else { "False" };
-        let patch = json!({"status": {"conditions": [{"type": "Ready", "status": status}]}});
-        Api::<Node>::all(self.admin_client())
-            .patch_status(
-                &self.name(node),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .expect("the node status is patched");
+        self.patch_node_status(
+            node,
+            json!({"conditions": [{"type": "Ready", "status": status}]}),
+        )
+        .await;
     }
 }
 
@@ -265,27 +261,27 @@ both_backends!(a_maintenance_waits_for_an_unavailable_node_to_come_back);
 
 #[test]
 fn a_budget_of_zero_is_refused_before_anything_starts() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nmo"))
-        .args(["run", "--max-parallel-maintenances", "0"])
-        .env("KUBECONFIG", "/nonexistent/kubeconfig")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .output()
-        .expect("nmo runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("--max-parallel-maintenances: `0` would never let a maintenance start"),
-        "{stderr}"
-    );
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nmo"))
-        .args(["run", "--max-unavailable-nodes", "10 percent"])
-        .env("KUBECONFIG", "/nonexistent/kubeconfig")
-        .output()
-        .expect("nmo runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("--max-unavailable-nodes: `10 percent` is neither a number"),
-        "{stderr}"
-    );
+    for (flag, value, refusal) in [
+        (
+            "--max-parallel-maintenances",
+            "0",
+            "--max-parallel-maintenances: `0` would never let a maintenance start",
+        ),
+        (
+            "--max-unavailable-nodes",
+            "10 percent",
+            "--max-unavailable-nodes: `10 percent` is neither a number",
+        ),
+    ] {
+        // No cluster to reach: the flag is refused before nmo looks for one.
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_nmo"))
+            .args(["run", flag, value])
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .expect("nmo runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(refusal), "{stderr}");
+    }
 }

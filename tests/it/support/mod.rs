@@ -56,6 +56,7 @@
 //! starts outlives the test binary, however it ends.
 //!
 //! Modules:
+//! - `commands`: the commands a test runs (kubectl, cargo, nmo), which must succeed.
 //! - `backend`: the two backends and the identities (admin, nmo's service account).
 //! - `real`: the real backend (the shared control plane, turns, the sweep, the kubelet).
 //! - `names`: the test's names and the cluster's.
@@ -67,6 +68,7 @@
 //!   or on the test's.
 
 mod backend;
+mod commands;
 mod env;
 mod names;
 mod objects;
@@ -76,6 +78,7 @@ mod requests;
 mod waits;
 
 pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE};
+pub use commands::assert_success;
 pub use env::{TestEnv, TestEnvBuilder};
 pub use nmo_envtest::testing::eventually;
 pub use objects::{elements, maintenance_object, taint_keys};

@@ -175,7 +175,12 @@ impl TestEnv {
 
     /// The reasons of the events about the object named `name` (a node or NodeMaintenance).
     pub async fn event_reasons(&self, name: &str) -> Vec<String> {
-        let name = self.name(name);
+        self.event_reasons_as_named(&self.name(name)).await
+    }
+
+    /// The reasons of the events about the object the cluster names `name` (one whose name a
+    /// test does not own, such as a CRD).
+    pub async fn event_reasons_as_named(&self, name: &str) -> Vec<String> {
         self.events()
             .await
             .into_iter()
@@ -312,10 +317,8 @@ impl TestEnv {
     /// Lowers a PodDisruptionBudget's `minAvailable`, as an admin freeing a drain would.
     pub async fn relax_pdb(&self, namespace: &str, name: &str, min_available: i32) {
         let patch = json!({"spec": {"minAvailable": min_available}});
-        Api::<PodDisruptionBudget>::namespaced(self.admin.clone(), &self.ns(namespace))
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("the PDB is patched");
+        self.patch_json::<PodDisruptionBudget>(Some(namespace), name, patch)
+            .await;
     }
 
     /// Creates the node lease as another medik8s operator would hold it, renewed `renewed_ago`
@@ -376,15 +379,9 @@ impl TestEnv {
             "acquireTime": now,
             "renewTime": now,
         }});
-        let written = Api::<Lease>::namespaced(self.admin.clone(), LEASE_NAMESPACE)
-            .patch(
-                &self.node_lease(node),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
+        self.patch_json_result::<Lease>(Some(LEASE_NAMESPACE), &self.node_lease(node), patch)
             .await
-            .expect("the lease is taken over");
-        serde_json::to_value(written).expect("a lease as JSON")
+            .expect("the lease is taken over")
     }
 
     /// Deletes the node lease, as its foreign holder releasing it would.
@@ -439,14 +436,20 @@ impl TestEnv {
 
     /// Applies a JSON merge patch to a node, as another controller or an admin would.
     pub async fn patch_node(&self, node: &str, patch: Value) {
+        self.patch_json::<Node>(None, node, patch).await;
+    }
+
+    /// Applies a JSON merge patch to a node's status, as its kubelet or the node controller
+    /// would.
+    pub async fn patch_node_status(&self, node: &str, status: Value) {
         Api::<Node>::all(self.admin.clone())
-            .patch(
+            .patch_status(
                 &self.name(node),
                 &PatchParams::default(),
-                &Patch::Merge(&patch),
+                &Patch::Merge(&json!({"status": status})),
             )
             .await
-            .expect("the node is patched");
+            .expect("the node status is patched");
     }
 
     /// Creates any object (its kind found through discovery), then writes its `status`, if it
