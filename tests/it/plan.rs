@@ -35,9 +35,7 @@ async fn two_web_pods(backend: Backend) -> TestEnv {
     TestEnv::on(backend)
         .nodes(3, 0)
         .without_operator()
-        .namespace("shop")
-        .pod("shop", "web-0", "node-0", "web")
-        .pod("shop", "web-1", "node-1", "web")
+        .namespace_with_pods("shop", "web", &[("web-0", "node-0"), ("web-1", "node-1")])
         .start()
         .await
 }

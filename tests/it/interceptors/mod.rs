@@ -19,6 +19,5 @@ fn two_nodes_and_a_plain_pod(backend: Backend, namespace: &str) -> TestEnvBuilde
     TestEnv::on(backend)
         .nodes(2, 0)
         .namespace(namespace)
-        .namespace("apps")
-        .pod("apps", "plain-0", "node-0", "plain")
+        .namespace_with_pods("apps", "plain", &[("plain-0", "node-0")])
 }

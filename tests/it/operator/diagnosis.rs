@@ -81,9 +81,7 @@ async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_rea
 ) {
     let mut env = TestEnv::on(backend)
         .nodes(2, 1)
-        .namespace("shop")
-        .pod("shop", "web-0", "node-0", "web")
-        .pod("shop", "web-1", "node-1", "web")
+        .namespace_with_pods("shop", "web", &[("web-0", "node-0"), ("web-1", "node-1")])
         .object(pending_pod(
             "shop",
             "web-new",
@@ -126,8 +124,7 @@ async fn a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_wor
 ) {
     let mut env = TestEnv::on(backend)
         .nodes(2, 1)
-        .namespace("shop")
-        .pod("shop", "web-0", "node-0", "web")
+        .namespace_with_pods("shop", "web", &[("web-0", "node-0")])
         .object(pending_pod(
             "shop",
             "web-x",

@@ -37,9 +37,8 @@ async fn deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cord
                 "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
             }}),
         )
-        .start()
+        .start_with_maintenance("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
     eventually(
         "nmo to wait for the lease",
         Duration::from_secs(10),

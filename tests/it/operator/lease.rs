@@ -132,9 +132,8 @@ async fn a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder(bac
     let mut env = TestEnv::on(backend)
         .nodes(1, 0)
         .precious_pods(&["db-0", "db-1"], 2)
-        .start()
+        .start_with_maintenance("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
     env.wait_blocked_by("nm-0", "db-budget").await;
 
     let taken = env.take_over_lease("node-0", "node-healthcheck").await;

@@ -37,8 +37,9 @@ pub(super) fn cluster_with_a_blocked_pod(backend: Backend) -> TestEnvBuilder {
 
 /// [`cluster_with_a_blocked_pod`] with nmo running and `nm-0` for node-0 blocked by the budget.
 pub(super) async fn node_0_blocked(backend: Backend) -> TestEnv {
-    let env = cluster_with_a_blocked_pod(backend).start().await;
-    env.create_maintenance("nm-0", "node-0").await;
+    let env = cluster_with_a_blocked_pod(backend)
+        .start_with_maintenance("nm-0", "node-0")
+        .await;
     env.wait_blocked_by("nm-0", "db-budget").await;
     env
 }

@@ -16,12 +16,9 @@ async fn pods_stuck_terminating_on_a_node_that_is_not_ready_are_diagnosed(backen
     let mut env = TestEnv::on(backend)
         .nodes(1, 0)
         .static_cluster()
-        .namespace("apps")
-        .pod("apps", "app-0", "node-0", "app")
-        .pod("apps", "app-1", "node-0", "app")
-        .start()
+        .namespace_with_pods("apps", "app", &[("app-0", "node-0"), ("app-1", "node-0")])
+        .start_with_maintenance("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
     eventually(
         "both pods to be terminating",
         Duration::from_secs(20),

@@ -7,8 +7,9 @@ use super::{cluster_with_a_blocked_pod, node_0_blocked};
 use crate::support::{Backend, Phase, both_backends, elements, eventually, taint_keys};
 
 async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend: Backend) {
-    let mut env = cluster_with_a_blocked_pod(backend).start().await;
-    env.create_maintenance("nm-0", "node-0").await;
+    let mut env = cluster_with_a_blocked_pod(backend)
+        .start_with_maintenance("nm-0", "node-0")
+        .await;
 
     eventually(
         "only the protected pod to be left, blocked by its budget",

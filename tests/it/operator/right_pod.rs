@@ -19,13 +19,10 @@ use crate::support::{Backend, TestEnv, both_backends, eventually};
 async fn a_held_eviction_never_follows_its_pod_name_to_another_node(backend: Backend) {
     let mut env = TestEnv::on(backend)
         .nodes(2, 0)
-        .namespace("web")
-        .pod("web", "web-0", "node-0", "web")
-        .pod("web", "web-1", "node-0", "web")
+        .namespace_with_pods("web", "web", &[("web-0", "node-0"), ("web-1", "node-0")])
         .pdb("web", "web-budget", "web", 2)
-        .start()
+        .start_with_maintenance("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
     env.wait_blocked_by("nm-0", "web-budget").await;
 
     let pods: Api<Pod> = Api::namespaced(env.admin_client(), &env.ns("web"));
@@ -83,9 +80,7 @@ both_backends!(a_held_eviction_never_follows_its_pod_name_to_another_node);
 async fn an_eviction_or_deletion_naming_another_uid_touches_nothing(backend: Backend) {
     let env = TestEnv::on(backend)
         .nodes(1, 0)
-        .namespace("web")
-        .pod("web", "web-0", "node-0", "web")
-        .pod("web", "web-1", "node-0", "web")
+        .namespace_with_pods("web", "web", &[("web-0", "node-0"), ("web-1", "node-0")])
         .start_idle()
         .await;
     let adapter = KubeCluster::new(env.operator_client(), None);

@@ -8,8 +8,10 @@ use serde_json::json;
 use crate::support::{Backend, Phase, TestEnv, both_backends, eventually, taint_keys};
 
 async fn a_missing_node_fails_the_maintenance_with_a_reason(backend: Backend) {
-    let mut env = TestEnv::on(backend).nodes(1, 2).start().await;
-    env.create_maintenance("nm-ghost", "no-such-node").await;
+    let mut env = TestEnv::on(backend)
+        .nodes(1, 2)
+        .start_with_maintenance("nm-ghost", "no-such-node")
+        .await;
     env.wait_failed("nm-ghost").await;
     let error = env.last_error("nm-ghost").await;
     assert!(

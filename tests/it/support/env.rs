@@ -324,14 +324,31 @@ impl TestEnvBuilder {
         self
     }
 
+    /// The namespace `namespace` with Running pods labelled `app=<app>` and no owner, each
+    /// `(name, node)` bound to its node ([`Self::pod`]).
+    pub fn namespace_with_pods(
+        mut self,
+        namespace: &str,
+        app: &str,
+        pods: &[(&str, &str)],
+    ) -> Self {
+        self = self.namespace(namespace);
+        for (name, node) in pods {
+            self = self.pod(namespace, name, node, app);
+        }
+        self
+    }
+
     /// The tests' usual blocked pod: namespace `precious` with the pods `pods` on node-0,
     /// labelled `app=db`, under the budget `db-budget` of `min_available`.
-    pub fn precious_pods(mut self, pods: &[&str], min_available: i32) -> Self {
-        self = self.namespace("precious");
-        for pod in pods {
-            self = self.pod("precious", pod, "node-0", "db");
-        }
-        self.pdb("precious", "db-budget", "db", min_available)
+    pub fn precious_pods(self, pods: &[&str], min_available: i32) -> Self {
+        let on_node_0: Vec<(&str, &str)> = pods.iter().map(|pod| (*pod, "node-0")).collect();
+        self.namespace_with_pods("precious", "db", &on_node_0).pdb(
+            "precious",
+            "db-budget",
+            "db",
+            min_available,
+        )
     }
 
     /// A PodDisruptionBudget over `app=<app>` with `minAvailable`.
@@ -404,6 +421,14 @@ impl TestEnvBuilder {
     /// for a test that starts nmo itself or drives nmo's parts.
     pub async fn start_idle(self) -> TestEnv {
         self.without_operator().start().await
+    }
+
+    /// [`Self::start`], then creates the NodeMaintenance `name` of `node` as a test's first
+    /// step (after nmo started, unlike [`Self::maintenance`]), and returns at once.
+    pub async fn start_with_maintenance(self, name: &str, node: &str) -> TestEnv {
+        let env = self.start().await;
+        env.create_maintenance(name, node).await;
+        env
     }
 
     /// [`Self::start`], then puts `node` into maintenance as a test's first step: creates the
