@@ -57,17 +57,11 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Bac
         pods_before,
         "no pod was evicted"
     );
-    assert_eq!(
-        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
-        "node-healthcheck"
-    );
+    assert_eq!(env.lease_holder("node-0").await, "node-healthcheck");
 
     env.delete_lease("node-0").await;
     env.wait_succeeded("nm-0").await;
-    assert_eq!(
-        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
-        "node-maintenance"
-    );
+    assert_eq!(env.lease_holder("node-0").await, "node-maintenance");
     env.stop_cleanly().await;
 }
 
@@ -213,10 +207,7 @@ async fn a_foreign_lease_renewed_ahead_of_nmos_clock_is_held(backend: Backend) {
     let mut env = with_a_lease_renewed_ahead(backend, chrono::Duration::seconds(60)).await;
     let node_before = env.node("node-0").await;
     creates_nm_0_and_waits_behind(&env, "node-healthcheck").await;
-    assert_eq!(
-        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
-        "node-healthcheck"
-    );
+    assert_eq!(env.lease_holder("node-0").await, "node-healthcheck");
     assert_eq!(
         env.node("node-0").await["spec"],
         node_before["spec"],
@@ -231,10 +222,7 @@ async fn a_foreign_lease_renewed_ahead_of_nmos_clock_is_held(backend: Backend) {
 async fn a_foreign_lease_renewed_bogusly_far_ahead_is_taken_over_with_a_warning(backend: Backend) {
     let mut env = with_a_lease_renewed_ahead(backend, chrono::Duration::hours(3)).await;
     env.maintain("nm-0", "node-0").await;
-    assert_eq!(
-        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
-        "node-maintenance"
-    );
+    assert_eq!(env.lease_holder("node-0").await, "node-maintenance");
     env.wait_event(
         "the Warning event",
         "nm-0",

@@ -56,10 +56,7 @@ async fn a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing(ba
         "the first maintenance still holds the node"
     );
     assert!(taint_keys(&node).contains(&"medik8s.io/drain".to_string()));
-    assert_eq!(
-        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
-        "node-maintenance"
-    );
+    assert_eq!(env.lease_holder("node-0").await, "node-maintenance");
     assert_eq!(env.phase("nm-first").await, Some(Phase::Succeeded));
     env.stop_cleanly().await;
 }

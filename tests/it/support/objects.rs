@@ -154,6 +154,12 @@ impl TestEnv {
             .await
     }
 
+    /// Who holds the node's lease (`spec.holderIdentity`); the lease must be there.
+    pub async fn lease_holder(&self, node: &str) -> Value {
+        let lease = self.lease(node).await;
+        lease.unwrap_or_else(|| panic!("no lease of {node}"))["spec"]["holderIdentity"].clone()
+    }
+
     /// The pods bound to `node`.
     pub async fn pods_on(&self, node: &str) -> Vec<Value> {
         let bound = ListParams::default().fields(&format!("spec.nodeName={}", self.name(node)));
