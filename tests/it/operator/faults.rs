@@ -39,13 +39,11 @@ async fn deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cord
         )
         .start_with_maintenance("nm-0", "node-0")
         .await;
-    eventually(
+    env.wait_last_error_mentions(
         "nmo to wait for the lease",
         Duration::from_secs(10),
-        async || {
-            env.last_error_mentions("nm-0", "self-node-remediation")
-                .await
-        },
+        "nm-0",
+        "self-node-remediation",
     )
     .await;
     env.end_maintenance("nm-0").await;

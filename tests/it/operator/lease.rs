@@ -10,10 +10,11 @@ use crate::support::{Backend, Phase, TestEnv, both_backends, elements, eventuall
 /// been touched by then.
 async fn creates_nm_0_and_waits_behind(env: &TestEnv, holder: &str) {
     env.create_maintenance("nm-0", "node-0").await;
-    eventually(
+    env.wait_last_error_mentions(
         "the status to say who holds the lease",
         Duration::from_secs(20),
-        async || env.last_error_mentions("nm-0", holder).await,
+        "nm-0",
+        holder,
     )
     .await;
     tokio::time::sleep(Duration::from_secs(6)).await;

@@ -38,6 +38,14 @@ async fn assert_cordoned_by_a_person_only(env: &TestEnv, node: &str) {
     );
 }
 
+/// Ends `nm-0`, and asserts that node-0 is as a person left it ([`assert_cordoned_by_a_person_only`]);
+/// nmo stops cleanly.
+async fn ends_leaving_the_persons_cordon(env: &mut TestEnv) {
+    env.end_maintenance("nm-0").await;
+    assert_cordoned_by_a_person_only(env, "node-0").await;
+    env.stop_cleanly().await;
+}
+
 /// The sequence: nmo drove the node, the cluster went back to the Go operator (which
 /// undid the node but left nmo's record), a person cordoned the node, and nmo came back. The
 /// stale record (of a maintenance long gone, saying "not cordoned") is neither followed by the
@@ -70,9 +78,7 @@ async fn a_stale_record_of_another_maintenance_is_never_reused(backend: Backend)
     assert_ne!(record["maintenance"], stale["maintenance"]);
     let copy = &env.status("nm-0").await["nodeRecord"];
     assert_eq!(copy["cordoned"], true, "the status keeps a copy: {copy}");
-    env.end_maintenance("nm-0").await;
-    assert_cordoned_by_a_person_only(&env, "node-0").await;
-    env.stop_cleanly().await;
+    ends_leaving_the_persons_cordon(&mut env).await;
 }
 
 /// The record on the node is removed, then garbled, while the maintenance runs: each time it
@@ -119,9 +125,7 @@ async fn a_record_lost_or_garbled_mid_maintenance_is_written_again_from_the_copy
         "RecordReplaced",
     )
     .await;
-    env.end_maintenance("nm-0").await;
-    assert_cordoned_by_a_person_only(&env, "node-0").await;
-    env.stop_cleanly().await;
+    ends_leaving_the_persons_cordon(&mut env).await;
 }
 
 /// A node nmo takes over from the Go operator in the middle of its maintenance (marked, no

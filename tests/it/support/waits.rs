@@ -61,8 +61,21 @@ impl TestEnv {
     /// Waits until the NodeMaintenance reports that the budget `pdb` blocks its drain.
     pub async fn wait_blocked_by(&self, name: &str, pdb: &str) {
         let what = format!("{name} to be blocked by {pdb}");
-        eventually(&what, BLOCKED_TIMEOUT, async || {
-            self.last_error_mentions(name, pdb).await
+        self.wait_last_error_mentions(&what, BLOCKED_TIMEOUT, name, pdb)
+            .await;
+    }
+
+    /// Waits (`what`, for `timeout` at most) until the NodeMaintenance's `lastError` mentions
+    /// `text`.
+    pub async fn wait_last_error_mentions(
+        &self,
+        what: &str,
+        timeout: Duration,
+        name: &str,
+        text: &str,
+    ) {
+        eventually(what, timeout, async || {
+            self.last_error_mentions(name, text).await
         })
         .await;
     }
