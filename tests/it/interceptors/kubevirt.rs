@@ -12,7 +12,7 @@ use kube::api::ListParams;
 use nmo_sim::emulation::kubevirt::{self, KubeVirt, MigrationOptions, Vm};
 use nmo_sim::emulation::pods::PodWatch;
 
-use super::two_nodes_and_a_plain_pod;
+use super::{assert_plain_pod_evicted, two_nodes_and_a_plain_pod};
 use crate::support::{Backend, Phase, TestEnv, both_backends, eventually};
 
 /// Migrations to `target`, two seconds each once the target pod runs.
@@ -144,10 +144,7 @@ async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend)
         deleted.is_empty(),
         "launcher pods deleted while they ran: {deleted:?}"
     );
-    assert!(
-        !env.pod_exists("apps", "plain-0").await,
-        "the ordinary pod was evicted"
-    );
+    assert_plain_pod_evicted(&env).await;
     let events = env.event_messages("nm-0", "DrainBlocked").await;
     assert!(
         events.iter().any(|m| m.contains("(LiveMigrating)")),

@@ -21,3 +21,11 @@ fn two_nodes_and_a_plain_pod(backend: Backend, namespace: &str) -> TestEnvBuilde
         .namespace(namespace)
         .namespace_with_pods("apps", "plain", &[("plain-0", "node-0")])
 }
+
+/// The ordinary pod of [`two_nodes_and_a_plain_pod`] went, as any other would.
+async fn assert_plain_pod_evicted(env: &TestEnv) {
+    assert!(
+        !env.pod_exists("apps", "plain-0").await,
+        "the ordinary pod was evicted"
+    );
+}

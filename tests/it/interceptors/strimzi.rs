@@ -14,7 +14,7 @@ use nmo_sim::emulation::pods::PodWatch;
 use nmo_sim::emulation::strimzi::{self, DrainCleaner};
 use serde_json::json;
 
-use super::two_nodes_and_a_plain_pod;
+use super::{assert_plain_pod_evicted, two_nodes_and_a_plain_pod};
 use crate::support::{Backend, Phase, both_backends, eventually};
 
 const CLUSTER: &str = "my-cluster";
@@ -101,10 +101,7 @@ async fn two_brokers_are_rolled_exactly_once_and_the_drain_succeeds(backend: Bac
         others.is_empty(),
         "brokers deleted by someone else: {others:?}"
     );
-    assert!(
-        !env.pod_exists("apps", "plain-0").await,
-        "the ordinary pod was evicted"
-    );
+    assert_plain_pod_evicted(&env).await;
     eprintln!("Drain Cleaner: {log:?}");
     env.stop_cleanly().await;
     cleaner.stop().await;
