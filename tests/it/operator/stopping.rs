@@ -7,11 +7,10 @@ use crate::support::{Backend, Phase, TestEnv, both_backends, eventually, taint_k
 
 /// nmo running with node-0 drained for nm-0.
 async fn drained(backend: Backend) -> TestEnv {
-    let env = TestEnv::on(backend)
+    TestEnv::on(backend)
         .budgeted_nodes(2, 3)
         .start_maintaining("nm-0", "node-0")
-        .await;
-    env
+        .await
 }
 
 /// A NodeMaintenance deleted just before nmo is stopped, with no nmo to follow (the last
