@@ -60,9 +60,13 @@
 //! - `backend`: the two backends and the identities (admin, nmo's service account).
 //! - `real`: the real backend (the shared control plane, turns, the sweep, the kubelet).
 //! - `names`: the test's names and the cluster's.
-//! - `env`: [`TestEnv`] and its builder; starting, stopping and killing nmo.
+//! - `env`: [`TestEnv`] and its builder; starting, stopping and killing nmo. The builder says
+//!   what a test's cluster has (`nodes(2, 3)`, `precious_pods`, `namespace_with_pods`,
+//!   `patched_node`, ...) and how it starts (`start`, `start_idle` without nmo,
+//!   `start_with_maintenance`, `start_maintaining` until the node is drained).
 //! - `objects`: reading objects as stored and changing them as an admin would.
-//! - `waits`: waiting for a phase, for a maintenance to be gone, for a blocked drain.
+//! - `waits`: waiting for a [`Phase`] (`wait_succeeded`, `wait_failed`), for a maintenance to be
+//!   gone, for a blocked drain, an event or a condition; `maintain` and `end_maintenance`.
 //! - `requests`: counting nmo's requests on either backend (accounting or audit log).
 //! - `operator`: running nmo in-process, on its own runtime (killable like a crashed process)
 //!   or on the test's.
