@@ -4,18 +4,15 @@
 
 use std::process::Command;
 
-use nmo_sim::Scenario;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::support::{Backend, TestEnv, both_backends};
+use crate::support::{Backend, TestEnv, assert_success, both_backends, maintenance_object};
 
 async fn events_are_reported_by_the_go_operator_s_component(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 2).pdb(None))
-        .start()
+        .nodes(2, 2)
+        .start_maintaining("nm-events", "node-0")
         .await;
-    env.create_maintenance("nm-events", "node-0").await;
-    env.wait_phase("nm-events", "Succeeded").await;
     let ours: Vec<serde_json::Value> = env
         .events()
         .await
@@ -44,11 +41,7 @@ fn kubectl(env: &TestEnv, args: &[&str]) -> String {
         .args(args)
         .output()
         .expect("kubectl runs (.ci/run installs it)");
-    assert!(
-        output.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output, format!("kubectl {args:?}"));
     String::from_utf8(output.stdout).expect("UTF-8")
 }
 
@@ -66,19 +59,23 @@ fn rows(table: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// A NodeMaintenance of node-0 for a kernel update, with `status` as written.
+fn kernel_maintenance(name: &str, status: Value) -> Value {
+    let mut nm = maintenance_object(name, json!({"nodeName": "node-0", "reason": "kernel"}));
+    nm["status"] = status;
+    nm
+}
+
 /// On the real backend, kubectl reads the printer columns of the CRD as installed.
 async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error(backend: Backend) {
     let error = "cannot evict pod shop/db-0: blocked by PodDisruptionBudget shop/db";
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0))
+        .budgeted_nodes(1, 0)
         .static_cluster()
         .without_operator()
-        .object(json!({
-            "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
-            "kind": "NodeMaintenance",
-            "metadata": {"name": "nm-blocked"},
-            "spec": {"nodeName": "node-0", "reason": "kernel"},
-            "status": {
+        .object(kernel_maintenance(
+            "nm-blocked",
+            json!({
                 "phase": "Running",
                 "drainProgress": 50,
                 "lastError": error,
@@ -88,19 +85,16 @@ async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error(backend: Back
                     {"type": "DrainBlocked", "status": "True", "reason": "BudgetExhausted",
                      "message": error, "lastTransitionTime": "2026-01-01T00:00:00Z"}
                 ]
-            }
-        }))
-        .object(json!({
-            "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
-            "kind": "NodeMaintenance",
-            "metadata": {"name": "nm-queued"},
-            "spec": {"nodeName": "node-0", "reason": "kernel"},
-            "status": {
+            }),
+        ))
+        .object(kernel_maintenance(
+            "nm-queued",
+            json!({
                 "phase": "Running",
                 "drainProgress": 0,
                 "queue": {"position": 2, "waitingFor": "max-parallel-maintenances: 20 of 20 running"}
-            }
-        }))
+            }),
+        ))
         .start()
         .await;
 

@@ -15,12 +15,11 @@
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use nmo_sim::Scenario;
 
 use crate::obs_support::{http_get, https_get};
 use crate::support::{OPERATOR_NAMESPACE, TestEnv, eventually};
@@ -140,11 +139,10 @@ fn local(port: u16) -> SocketAddr {
 /// put the metrics.
 async fn runs_as_the_go_operator_is_run(args: &[&str], metrics_port: u16, nm: &str, node: &str) {
     let env = TestEnv::builder()
-        .scenario(Scenario::plain(2, 3).pdb(None))
-        .rbac(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+        .nodes(2, 3)
+        .deployed_rbac()
         .namespace(OPERATOR_NAMESPACE)
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let files = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
     let kubeconfig = files.path().join("kubeconfig");
@@ -160,7 +158,7 @@ async fn runs_as_the_go_operator_is_run(args: &[&str], metrics_port: u16, nm: &s
     })
     .await;
     env.create_maintenance(nm, node).await;
-    env.wait_phase(nm, "Succeeded").await;
+    env.wait_succeeded(nm).await;
 
     let (ready, _) = http_get(local(8081), "/readyz").await;
     assert_eq!(ready, 200, "/readyz on 8081");

@@ -43,7 +43,7 @@ fn options(address: SocketAddr) -> OperatorOptions {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_https_with_a_self_signed_certificate_and_refuse_anonymous_scrapes() {
-    let env = TestEnv::on(Backend::Sim).without_operator().start().await;
+    let env = TestEnv::on(Backend::Sim).start_idle().await;
     let address = free_port();
     let servers = metrics_server(&env, options(address)).await;
     let (status, body) = https_get(address, None, None).await;
@@ -98,8 +98,7 @@ async fn token_for(env: &TestEnv, namespace: &str, name: &str) -> String {
 async fn only_a_token_allowed_by_the_metrics_reader_role_reads_the_metrics() {
     let env = TestEnv::on(Backend::Real)
         .namespace("scrapers")
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let namespace = env.ns("scrapers");
     let reader = token_for(&env, &namespace, "prometheus").await;

@@ -8,7 +8,6 @@ use std::time::Duration;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use nmo::observability::telemetry;
 use nmo::operator::OperatorOptions;
-use nmo_sim::Scenario;
 use tracing_subscriber::layer::SubscriberExt;
 
 use crate::metrics::{sample, value};
@@ -65,7 +64,7 @@ async fn a_drain_is_traced_metered_and_probed(backend: Backend) {
     };
     // Two plain nodes, plus a pod on node-0 that a budget protects completely.
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 4).pdb(None))
+        .nodes(2, 4)
         .namespace(NS)
         .pod(NS, POD, NODE, "db")
         .pdb(NS, PDB, "db", 1)
@@ -136,7 +135,7 @@ async fn a_drain_is_traced_metered_and_probed(backend: Backend) {
     let refused_before_relax = sample(&later, refused).unwrap_or(0.0);
     env.relax_pdb(NS, PDB, 0).await;
     // As long as any maintenance may take (a real cluster's controllers take their time).
-    env.wait_phase(NM, "Succeeded").await;
+    env.wait_succeeded(NM).await;
 
     let (status, text) = http_get(metrics_at, "/metrics").await;
     assert_eq!(status, 200);

@@ -6,7 +6,6 @@ use std::path::Path;
 use std::process::Output;
 
 use nmo::plan::{Blocker, PlanRequest, plan};
-use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
 use crate::support::{Backend, TestEnv, both_backends};
@@ -34,11 +33,9 @@ fn nmo_plan(env: &TestEnv, dir: &Path, args: &[&str]) -> Output {
 
 async fn two_web_pods(backend: Backend) -> TestEnv {
     TestEnv::on(backend)
-        .scenario(Scenario::plain(3, 0).pdb(None))
+        .nodes(3, 0)
         .without_operator()
-        .namespace("shop")
-        .pod("shop", "web-0", "node-0", "web")
-        .pod("shop", "web-1", "node-1", "web")
+        .namespace_with_pods("shop", "web", &[("web-0", "node-0"), ("web-1", "node-1")])
         .start()
         .await
 }
@@ -124,11 +121,7 @@ both_backends!(a_pod_under_two_pdbs_is_predicted);
 
 async fn replacements_with_nowhere_to_go_are_a_cross_node_deadlock(backend: Backend) {
     // Three nodes, three ReplicaSets spread one pod per node, each under maxUnavailable: 1.
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(3, 3))
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::on(backend).budgeted_nodes(3, 3).start_idle().await;
     let dir = tempfile::tempdir().expect("a scratch directory");
     // One node at a time: the PDBs allow one each, the others take the replacements.
     let one = nmo_plan(&env, dir.path(), &[&env.name("node-0"), "-o", "json"]);
@@ -179,11 +172,7 @@ async fn replacements_with_nowhere_to_go_are_a_cross_node_deadlock(backend: Back
 both_backends!(replacements_with_nowhere_to_go_are_a_cross_node_deadlock);
 
 async fn two_control_plane_nodes_together_are_a_quorum_problem(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(3, 0).pdb(None))
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::on(backend).nodes(3, 0).start_idle().await;
     for node in ["node-0", "node-1"] {
         env.patch_node(
             node,

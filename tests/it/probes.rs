@@ -191,8 +191,7 @@ impl Drop for Child {
 async fn probes_answer_when_a_client_opens_more_connections_than_nmo_has_descriptors() {
     let env = crate::support::TestEnv::builder()
         .scenario(nmo_sim::Scenario::plain(1, 1).pdb(None))
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let files = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let kubeconfig = files.path().join("kubeconfig");

@@ -48,7 +48,7 @@ struct Cluster {
 async fn start_cluster(backend: Backend, cluster: Cluster) -> TestEnv {
     let mut builder = TestEnv::on(backend)
         .static_cluster()
-        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+        .deployed_rbac()
         .without_operator();
     for object in cluster.nodes.into_iter().chain(cluster.maintenances) {
         builder = builder.object(object);
@@ -390,12 +390,7 @@ impl Harness {
     /// Reviews the creation of NodeMaintenance `name` for `node_name` (as the test names them).
     async fn create(&self, name: &str, node_name: &str) -> Value {
         let (name, node_name) = (self.env.name(name), self.env.name(node_name));
-        self.review(admission(
-            "CREATE",
-            Some(maintenance(&name, &node_name)),
-            None,
-        ))
-        .await
+        self.review(creation(&name, &node_name)).await
     }
 
     async fn stop(mut self) {
@@ -411,6 +406,11 @@ impl Harness {
 }
 
 /// An AdmissionReview as the API server sends it for a NodeMaintenance.
+/// The AdmissionReview of creating the NodeMaintenance `name` of `node_name`, names as given.
+fn creation(name: &str, node_name: &str) -> Value {
+    admission("CREATE", Some(maintenance(name, node_name)), None)
+}
+
 fn admission(operation: &str, object: Option<Value>, old_object: Option<Value>) -> Value {
     let name = object
         .as_ref()
@@ -487,15 +487,7 @@ async fn create_for_an_existing_worker_is_allowed_without_any_request(backend: B
 both_backends!(create_for_an_existing_worker_is_allowed_without_any_request);
 
 async fn create_for_a_missing_node_is_denied_naming_it(backend: Backend) {
-    let harness = Harness::start_on(
-        backend,
-        Cluster {
-            nodes: vec![node("worker-1", &[])],
-            ..Default::default()
-        },
-        false,
-    )
-    .await;
+    let harness = Harness::start_on(backend, one_worker(), false).await;
     let response = harness.create("nm-1", "worker-9").await;
     assert_denied(
         &response,
@@ -581,15 +573,7 @@ both_backends!(updates_may_change_anything_but_the_node_name);
 async fn a_drain_timeout_that_is_not_a_go_duration_is_denied_on_create_and_update(
     backend: Backend,
 ) {
-    let harness = Harness::start_on(
-        backend,
-        Cluster {
-            nodes: vec![node("worker-1", &[])],
-            ..Default::default()
-        },
-        false,
-    )
-    .await;
+    let harness = Harness::start_on(backend, one_worker(), false).await;
     let with = |timeout: &str, policy: Option<&str>| {
         let mut nm = maintenance(&harness.env.name("nm-1"), &harness.env.name("worker-1"));
         nm["spec"]["drainTimeout"] = json!(timeout);
@@ -806,10 +790,7 @@ async fn lookup_failures_deny_asking_to_try_again() {
 #[tokio::test]
 async fn until_its_caches_have_listed_the_webhook_denies_asking_to_try_again() {
     for failing in [("list", "nodes"), ("list", "nodemaintenances")] {
-        let cluster = Cluster {
-            nodes: vec![node("worker-1", &[])],
-            ..Default::default()
-        };
+        let cluster = one_worker();
         let harness = Harness::start_failing(cluster, &[failing]).await;
         let response = harness.create("nm-0", "worker-1").await;
         assert_eq!(response["allowed"], false, "{failing:?}: {response}");
@@ -846,12 +827,8 @@ async fn guard_pod_lookup_failure_denies() {
 /// The HTTPS server's own behaviour, whatever the cluster: on the simulator only.
 #[tokio::test]
 async fn malformed_reviews_get_a_clean_400_and_the_server_keeps_serving() {
-    let harness = Harness::start(Cluster {
-        nodes: vec![node("worker-1", &[])],
-        ..Default::default()
-    })
-    .await;
-    let mut v1beta1 = admission("CREATE", Some(maintenance("nm-1", "worker-1")), None);
+    let harness = Harness::start(one_worker()).await;
+    let mut v1beta1 = creation("nm-1", "worker-1");
     v1beta1["apiVersion"] = json!("admission.k8s.io/v1beta1");
     let no_request = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"});
     for body in [
@@ -920,7 +897,7 @@ async fn start_review(
 #[tokio::test]
 async fn clients_trickling_their_bodies_keep_no_review_waiting() {
     let harness = Harness::start_on(Backend::Sim, one_worker(), false).await;
-    let body = admission("CREATE", Some(maintenance("nm-x", "worker-1")), None).to_string();
+    let body = creation("nm-x", "worker-1").to_string();
     let mut stalled = Vec::new();
     for _ in 0..16 {
         let mut stream = harness.connect().await;
@@ -960,7 +937,7 @@ async fn every_review_is_answered_inside_the_api_servers_timeout() {
             .faults()
             .add(FaultRule::on(Some(verb), Some(resource)).latency(Duration::from_secs(30)));
     }
-    let body = admission("CREATE", Some(maintenance("nm-1", "worker-1")), None).to_string();
+    let body = creation("nm-1", "worker-1").to_string();
     let mut stream = harness.connect().await;
     let started = std::time::Instant::now();
     start_review(&mut stream, &body, 10).await;
@@ -998,12 +975,8 @@ async fn every_review_is_answered_inside_the_api_servers_timeout() {
 /// The HTTPS server's own behaviour, whatever the cluster: on the simulator only.
 #[tokio::test]
 async fn a_rotated_certificate_is_served_without_a_restart() {
-    let harness = Harness::start(Cluster {
-        nodes: vec![node("worker-1", &[])],
-        ..Default::default()
-    })
-    .await;
-    let review = admission("CREATE", Some(maintenance("nm-1", "worker-1")), None).to_string();
+    let harness = Harness::start(one_worker()).await;
+    let review = creation("nm-1", "worker-1").to_string();
     let (_, _, before) = harness
         .post_raw_trusting(VALIDATE_PATH, review.clone(), &[])
         .await
@@ -1064,7 +1037,7 @@ async fn negotiated_protocol(harness: &Harness) -> (Option<Vec<u8>>, Option<Valu
     .await
     .unwrap();
     tokio::spawn(connection);
-    let review = admission("CREATE", Some(maintenance("nm-1", "worker-9")), None);
+    let review = creation("nm-1", "worker-9");
     let request = Request::post(format!("https://localhost{VALIDATE_PATH}"))
         .header("content-type", "application/json")
         .body(Body::from(review.to_string()))
@@ -1191,7 +1164,7 @@ async fn updates_of_metadata_alone_never_wait_on_the_webhook() {
     use kube::Api;
     use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 
-    let env = TestEnv::on(Backend::Real).without_operator().start().await;
+    let env = TestEnv::on(Backend::Real).start_idle().await;
     let admin = env.admin_client();
     let label = env.name("webhook-scope");
     let name = env.name("nm-metadata");

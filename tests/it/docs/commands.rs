@@ -4,6 +4,7 @@
 //! cargo packages and targets (`-p`, `--test`, `--bench`, `--bin`); and the repository's paths
 //! that `kubectl -f`/`-k` and scripts name.
 
+use crate::support::assert_success;
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::process::Command as Process;
@@ -152,11 +153,7 @@ impl Workspace {
             .current_dir(repo())
             .output()
             .expect("cargo metadata runs");
-        assert!(
-            output.status.success(),
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        assert_success(&output, "cargo metadata failed");
         let metadata: Value =
             serde_json::from_slice(&output.stdout).expect("cargo metadata's JSON");
         let mut packages = BTreeSet::new();

@@ -5,25 +5,46 @@
 //! on another node, narrows the budget and finishes the source pod).
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::ListParams;
-use nmo_sim::Scenario;
-use nmo_sim::emulation::kubevirt::{self, KubeVirt, MigrationOptions};
+use nmo_sim::emulation::kubevirt::{self, KubeVirt, MigrationOptions, Vm};
 use nmo_sim::emulation::pods::PodWatch;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually};
+use super::{assert_plain_pod_evicted, two_nodes_and_a_plain_pod};
+use crate::support::{Backend, Phase, TestEnv, both_backends, eventually};
 
 /// Migrations to `target`, two seconds each once the target pod runs.
-fn to(target: String) -> MigrationOptions {
+pub(super) fn to(target: String) -> MigrationOptions {
     MigrationOptions {
         targets: vec![target],
         migration_time: Duration::from_secs(2),
         parallel: 5,
         per_node: 2,
     }
+}
+
+/// Installs the VMI CRD and creates a VM with `evictionStrategy: LiveMigrate` on node-0 in
+/// namespace "vms" for each `(name, live_migratable)`; returns the admin client, the namespace
+/// as the cluster names it, and the VMs.
+pub(super) async fn vms_on_node_0(
+    env: &TestEnv,
+    vms: &[(&str, bool)],
+) -> (kube::Client, String, Vec<Vm>) {
+    let client = env.admin_client();
+    kubevirt::install_vmi_crd(&client)
+        .await
+        .expect("the VMI CRD");
+    let (namespace, node) = (env.ns("vms"), env.name("node-0"));
+    let mut created = Vec::new();
+    for (name, migratable) in vms {
+        let vm = kubevirt::create_vm(&client, &namespace, name, &node, "LiveMigrate", *migratable)
+            .await
+            .expect("a VM");
+        created.push(vm);
+    }
+    (client, namespace, created)
 }
 
 /// Waits until the `count` budgets KubeVirt keeps over the launcher pods in namespace "vms"
@@ -57,27 +78,11 @@ pub(super) async fn budgets_settled(env: &TestEnv, count: usize) {
 /// says, in KubeVirt's words, that the VMs live-migrate and where to. nmo runs with
 /// deploy/base/rbac.yaml's rights, and reads the VMIs with them.
 async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 0).pdb(None))
-        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
-        .namespace("vms")
-        .namespace("apps")
-        .pod("apps", "plain-0", "node-0", "plain")
+    let mut env = two_nodes_and_a_plain_pod(backend, "vms")
+        .deployed_rbac()
         .start()
         .await;
-    let client = env.admin_client();
-    kubevirt::install_vmi_crd(&client)
-        .await
-        .expect("the VMI CRD");
-    let namespace = env.ns("vms");
-    let node = env.name("node-0");
-    let mut vms = Vec::new();
-    for name in ["vm-a", "vm-b"] {
-        let vm = kubevirt::create_vm(&client, &namespace, name, &node, "LiveMigrate", true)
-            .await
-            .expect("a VM");
-        vms.push(vm);
-    }
+    let (client, namespace, vms) = vms_on_node_0(&env, &[("vm-a", true), ("vm-b", true)]).await;
     let kubevirt = KubeVirt::start(&client, &namespace, to(env.name("node-1")))
         .await
         .expect("the emulated KubeVirt starts");
@@ -139,17 +144,14 @@ async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend)
         deleted.is_empty(),
         "launcher pods deleted while they ran: {deleted:?}"
     );
-    assert!(
-        !env.pod_exists("apps", "plain-0").await,
-        "the ordinary pod was evicted"
-    );
+    assert_plain_pod_evicted(&env).await;
     let events = env.event_messages("nm-0", "DrainBlocked").await;
     assert!(
         events.iter().any(|m| m.contains("(LiveMigrating)")),
         "an event said so once: {events:?}"
     );
     eprintln!("eviction requests per launcher pod: {:?}", log.requests);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
     let denied = env.operator_refusals();
     assert!(denied.is_empty(), "nmo was refused: {denied:?}");
     let watched_vms = env
@@ -168,38 +170,20 @@ async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend)
 /// as a blocker that needs a person, deleting nothing.
 async fn a_vm_that_cannot_migrate_is_a_blocker_naming_kubevirts_reason(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 0).pdb(None))
+        .nodes(2, 0)
         .namespace("vms")
         .start()
         .await;
-    let client = env.admin_client();
-    kubevirt::install_vmi_crd(&client)
-        .await
-        .expect("the VMI CRD");
-    let namespace = env.ns("vms");
-    let node = env.name("node-0");
-    let vm = kubevirt::create_vm(
-        &client,
-        &namespace,
-        "vm-pinned",
-        &node,
-        "LiveMigrate",
-        false,
-    )
-    .await
-    .expect("a VM");
+    let (client, namespace, vms) = vms_on_node_0(&env, &[("vm-pinned", false)]).await;
+    let vm = &vms[0];
     let kubevirt = KubeVirt::start(&client, &namespace, to(env.name("node-1")))
         .await
         .expect("the emulated KubeVirt starts");
     budgets_settled(&env, 1).await;
 
     env.create_maintenance("nm-0", "node-0").await;
-    eventually(
-        "the drain to say VmCannotMigrate",
-        Duration::from_secs(30),
-        async || env.condition("nm-0", "DrainBlocked").await["reason"] == "VmCannotMigrate",
-    )
-    .await;
+    env.wait_drain_blocked("nm-0", "VmCannotMigrate", Duration::from_secs(30))
+        .await;
     let blocked = env.condition("nm-0", "DrainBlocked").await;
     let message = blocked["message"].as_str().unwrap_or_default();
     assert!(
@@ -221,14 +205,14 @@ async fn a_vm_that_cannot_migrate_is_a_blocker_naming_kubevirts_reason(backend: 
         env.pod_exists("vms", &vm.source_pod).await,
         "nothing deleted"
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
     let asked = kubevirt.log().requests;
     assert!(
         asked.get(&vm.source_pod).is_some_and(|n| *n >= 1),
         "{asked:?}"
     );
     assert!(kubevirt.log().migrations.is_empty(), "nothing migrated");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
     kubevirt.stop().await;
 }
 

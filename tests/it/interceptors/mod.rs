@@ -7,6 +7,25 @@
 //! - `strimzi`: Strimzi's Drain Cleaner and the Cluster Operator's rolling restart
 //!   (strimzi/drain-cleaner README, "How does it work?").
 
+use crate::support::{Backend, TestEnv, TestEnvBuilder};
+
 mod kubevirt;
 mod plan;
 mod strimzi;
+
+/// Two nodes without pods of their own, the namespace `namespace` for the workload under test,
+/// and an ordinary pod `apps/plain-0` on node-0 (evicted as any other).
+fn two_nodes_and_a_plain_pod(backend: Backend, namespace: &str) -> TestEnvBuilder {
+    TestEnv::on(backend)
+        .nodes(2, 0)
+        .namespace(namespace)
+        .namespace_with_pods("apps", "plain", &[("plain-0", "node-0")])
+}
+
+/// The ordinary pod of [`two_nodes_and_a_plain_pod`] went, as any other would.
+async fn assert_plain_pod_evicted(env: &TestEnv) {
+    assert!(
+        !env.pod_exists("apps", "plain-0").await,
+        "the ordinary pod was evicted"
+    );
+}

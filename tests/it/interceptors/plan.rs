@@ -7,36 +7,20 @@
 use std::time::Duration;
 
 use nmo::plan::{PlanRequest, plan};
-use nmo_sim::Scenario;
 use nmo_sim::emulation::kubevirt::{self, KubeVirt, MigrationOptions};
 
-use crate::support::{Backend, TestEnv, both_backends};
+use super::kubevirt::{to, vms_on_node_0};
+use super::two_nodes_and_a_plain_pod;
+use crate::support::{Backend, both_backends};
 
 async fn the_plan_says_who_sees_each_eviction_and_what_each_vm_does(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 0).pdb(None))
-        .without_operator()
-        .namespace("vms")
-        .namespace("apps")
-        .pod("apps", "plain-0", "node-0", "plain")
-        .start()
-        .await;
-    let client = env.admin_client();
-    kubevirt::install_vmi_crd(&client)
-        .await
-        .expect("the VMI CRD");
-    let (namespace, node) = (env.ns("vms"), env.name("node-0"));
-    let mobile = kubevirt::create_vm(&client, &namespace, "vm-a", &node, "LiveMigrate", true)
-        .await
-        .expect("a VM");
-    let pinned = kubevirt::create_vm(&client, &namespace, "vm-b", &node, "LiveMigrate", false)
-        .await
-        .expect("a VM");
+    let env = two_nodes_and_a_plain_pod(backend, "vms").start_idle().await;
+    let (client, namespace, vms) = vms_on_node_0(&env, &[("vm-a", true), ("vm-b", false)]).await;
+    let (mobile, pinned) = (&vms[0], &vms[1]);
+    let node = env.name("node-0");
     let options = MigrationOptions {
-        targets: vec![env.name("node-1")],
         migration_time: Duration::from_secs(1),
-        parallel: 5,
-        per_node: 2,
+        ..to(env.name("node-1"))
     };
     let kubevirt = KubeVirt::start(&client, &namespace, options)
         .await

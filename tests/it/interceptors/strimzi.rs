@@ -10,12 +10,12 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, PostParams};
-use nmo_sim::Scenario;
 use nmo_sim::emulation::pods::PodWatch;
 use nmo_sim::emulation::strimzi::{self, DrainCleaner};
 use serde_json::json;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually};
+use super::{assert_plain_pod_evicted, two_nodes_and_a_plain_pod};
+use crate::support::{Backend, Phase, both_backends, eventually};
 
 const CLUSTER: &str = "my-cluster";
 
@@ -25,13 +25,7 @@ const CLUSTER: &str = "my-cluster";
 /// elsewhere and rolls each one several times; with the pod's uid as precondition, and its
 /// request withdrawn once it left the node, nmo does not.
 async fn two_brokers_are_rolled_exactly_once_and_the_drain_succeeds(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 0).pdb(None))
-        .namespace("kafka")
-        .namespace("apps")
-        .pod("apps", "plain-0", "node-0", "plain")
-        .start()
-        .await;
+    let mut env = two_nodes_and_a_plain_pod(backend, "kafka").start().await;
     let client = env.admin_client();
     let namespace = env.ns("kafka");
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
@@ -78,7 +72,7 @@ async fn two_brokers_are_rolled_exactly_once_and_the_drain_succeeds(backend: Bac
     eventually(
         "nm-0 to be Succeeded",
         Duration::from_secs(60),
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await == Some(Phase::Succeeded),
     )
     .await;
     // The drain ends when the brokers leave node-0; the operator re-creates them on node-1
@@ -107,12 +101,9 @@ async fn two_brokers_are_rolled_exactly_once_and_the_drain_succeeds(backend: Bac
         others.is_empty(),
         "brokers deleted by someone else: {others:?}"
     );
-    assert!(
-        !env.pod_exists("apps", "plain-0").await,
-        "the ordinary pod was evicted"
-    );
+    assert_plain_pod_evicted(&env).await;
     eprintln!("Drain Cleaner: {log:?}");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
     cleaner.stop().await;
 }
 

@@ -16,10 +16,9 @@ use kube::Api;
 use kube::api::DeleteParams;
 use nmo::operator::OperatorOptions;
 use nmo_envtest::{Component, ControlPlane};
-use nmo_sim::Scenario;
 
 use crate::obs_support::http_get;
-use crate::support::{Backend, TestEnv, eventually, real, test_options};
+use crate::support::{Backend, Phase, TestEnv, eventually, real, test_options};
 
 /// How long the API server stays down before it is started again (start-up adds 3-10 s): long
 /// enough for a client's backoff to have grown, as in a real restart or upgrade.
@@ -143,7 +142,7 @@ async fn blocked_maintenance() -> (TestEnv, ReadinessLog) {
         ..test_options()
     };
     let env = TestEnv::on(Backend::Real)
-        .scenario(Scenario::plain(2, 1).pdb(None))
+        .nodes(2, 1)
         .precious_pods(&["db-0", "db-1"], 2)
         .operator_options(options)
         .start()
@@ -180,8 +179,7 @@ async fn recovers(env: &TestEnv) -> Recovery {
         RELAXED_DRAIN_DEADLINE.max(NEW_MAINTENANCE_DEADLINE),
         async || {
             let now = began.elapsed();
-            if recovery.drained.is_none() && env.phase("nm-0").await.as_deref() == Some("Succeeded")
-            {
+            if recovery.drained.is_none() && env.phase("nm-0").await == Some(Phase::Succeeded) {
                 recovery.drained = Some(now);
             }
             if recovery.started.is_none() && new_maintenance_started(env).await {
@@ -264,7 +262,7 @@ async fn an_api_server_restart_leaves_nmo_deaf_for_seconds_not_a_minute() {
         while_down.iter().any(|(status, _)| *status == 503),
         "/readyz never said not ready while kube-apiserver was down: {while_down:?}"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 /// etcd frozen (SIGSTOP) for 25 s under a running API server mid-maintenance, then thawed:
@@ -281,8 +279,8 @@ async fn etcd_frozen_for_25_s_leaves_nmo_as_responsive_as_before() {
     fault("thawing etcd", |cp| cp.resume(Component::Etcd)).await;
 
     assert_eq!(
-        env.phase("nm-0").await.as_deref(),
-        Some("Running"),
+        env.phase("nm-0").await,
+        Some(Phase::Running),
         "the maintenance went on"
     );
     recovers(&env).await;
@@ -292,5 +290,5 @@ async fn etcd_frozen_for_25_s_leaves_nmo_as_responsive_as_before() {
         readiness.now().await == 200
     })
     .await;
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
-use nmo_sim::Scenario;
 use serde_json::json;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -107,12 +106,7 @@ fn free_port() -> u16 {
 
 /// The reasons of the events about the NodeMaintenance CRD.
 async fn crd_event_reasons(env: &TestEnv) -> Vec<String> {
-    env.events()
-        .await
-        .into_iter()
-        .filter(|event| event["involvedObject"]["name"] == CRD)
-        .filter_map(|event| event["reason"].as_str().map(str::to_string))
-        .collect()
+    env.event_reasons_as_named(CRD).await
 }
 
 /// nmo's marks on `node` stay as they were for a while. Only nmo's marks are compared: on the
@@ -149,10 +143,9 @@ fn nmo_marks(
 async fn nmo_drives_no_node_while_the_go_operator_runs(backend: Backend) {
     let env = TestEnv::on(backend)
         // Three nodes and no budgets: both drains finish at once.
-        .scenario(Scenario::plain(3, 2).pdb(None))
+        .nodes(3, 2)
         .namespace("go-operator")
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let go = GoOperator::start(env.admin_client(), env.ns("go-operator"));
     let probes = std::net::SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -195,7 +188,7 @@ async fn nmo_drives_no_node_while_the_go_operator_runs(backend: Backend) {
 
     // Gone: nmo resumes by itself.
     go.stop().await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     assert_eq!(env.node("node-0").await["spec"]["unschedulable"], true);
     let (status, body) = readyz(probes).await;
     assert!(status == 200 && !body.contains("paused"), "{status} {body}");
@@ -219,7 +212,7 @@ async fn nmo_drives_no_node_while_the_go_operator_runs(backend: Backend) {
         "the maintenance under way is left as it is"
     );
     go.stop().await;
-    env.wait_phase("nm-1", "Succeeded").await;
+    env.wait_succeeded("nm-1").await;
     nmo.stop().await.expect("clean stop");
 }
 

@@ -7,10 +7,9 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::DaemonSet;
-use nmo_sim::Scenario;
 use serde_json::json;
 
-use crate::support::{TestEnv, eventually};
+use crate::support::{Phase, TestEnv, TestEnvBuilder, eventually};
 
 /// Creates the DaemonSet `agent` in `workloads`; returns its uid.
 async fn create_agent_daemonset(env: &TestEnv) -> String {
@@ -63,22 +62,40 @@ async fn create_agent_pod(env: &TestEnv, name: &str, uid: &str, app: &str) {
     .await;
 }
 
+/// One node and the namespace `workloads`, on the simulator.
+fn workloads() -> TestEnvBuilder {
+    TestEnv::builder()
+        .budgeted_nodes(1, 0)
+        .namespace("workloads")
+}
+
+/// Starts `cluster` with the budget `pdb` over `app=<app>` in `workloads` (`minAvailable: 1`),
+/// puts the orphaned DaemonSet pod `orphan` on node-0, and waits until `nm-0`'s drain of node-0
+/// is blocked by the budget.
+async fn orphan_under_a_blocked_drain(
+    cluster: TestEnvBuilder,
+    orphan: &str,
+    (pdb, app): (&str, &str),
+) -> TestEnv {
+    let env = cluster.pdb("workloads", pdb, app, 1).start().await;
+    create_agent_pod(&env, orphan, GONE, "agent").await;
+    env.create_maintenance("nm-0", "node-0").await;
+    env.wait_blocked_by("nm-0", pdb).await;
+    env
+}
+
 /// The DaemonSet `agent` is gone (its pod on the node is an orphan, and removed), then created
 /// again under the same name: its new pod on the node is the new DaemonSet's, and stays,
 /// however many drain passes follow.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_daemonset_created_again_keeps_its_new_pods() {
-    let env = TestEnv::builder()
-        .scenario(Scenario::plain(1, 0))
-        .namespace("workloads")
+    let env = orphan_under_a_blocked_drain(
         // A drain that stays blocked: it goes on passing over the node's pods.
-        .pod("workloads", "db-0", "node-0", "db")
-        .pdb("workloads", "db-budget", "db", 1)
-        .start()
-        .await;
-    create_agent_pod(&env, "agent-old", GONE, "agent").await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_blocked_by("nm-0", "db-budget").await;
+        workloads().pod("workloads", "db-0", "node-0", "db"),
+        "agent-old",
+        ("db-budget", "db"),
+    )
+    .await;
     eventually("the orphan removed", Duration::from_secs(20), async || {
         !env.pod_exists("workloads", "agent-old").await
     })
@@ -91,22 +108,14 @@ async fn a_daemonset_created_again_keeps_its_new_pods() {
         env.pod_exists("workloads", "agent-new").await,
         "the new DaemonSet's pod was removed as an orphan"
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
 }
 
 /// An orphaned DaemonSet pod that a budget protects is evicted, not deleted: the budget
 /// refuses, the pod stays, and the maintenance says it is blocked by the budget.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_orphan_a_budget_protects_is_not_deleted() {
-    let env = TestEnv::builder()
-        .scenario(Scenario::plain(1, 0))
-        .namespace("workloads")
-        .pdb("workloads", "agent-budget", "agent", 1)
-        .start()
-        .await;
-    create_agent_pod(&env, "agent-0", GONE, "agent").await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_blocked_by("nm-0", "agent-budget").await;
+    let env = orphan_under_a_blocked_drain(workloads(), "agent-0", ("agent-budget", "agent")).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert!(
         env.pod_exists("workloads", "agent-0").await,
@@ -116,5 +125,5 @@ async fn an_orphan_a_budget_protects_is_not_deleted() {
             .filter(|(verb, resource, _)| resource.starts_with("pods") && verb != "watch")
             .collect::<Vec<_>>()
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
 }

@@ -2,26 +2,35 @@
 //! the time left shown while draining, and `Hold` / `Undo` when it passes. A deadline never
 //! deletes a pod a budget protects.
 
+use std::time::Duration;
+
 use nmo::crd::NodeMaintenance;
-use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, TestEnv, TestEnvBuilder, both_backends, taint_keys};
+use crate::support::{Backend, TestEnv, both_backends, eventually, maintenance_object, taint_keys};
 
-/// node-0 holds a pod its budget never lets go (`minAvailable: 1` of its one pod).
-fn cluster_with_a_protected_pod(backend: Backend) -> TestEnvBuilder {
-    TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 1).pdb(None))
+/// node-0 holds a pod its budget never lets go (`minAvailable: 1` of its one pod), and nmo
+/// runs with `nm-0` for node-0 just created, its drain to end after `timeout`.
+async fn a_protected_pod_maintained(
+    backend: Backend,
+    timeout: &str,
+    on_timeout: Option<&str>,
+) -> TestEnv {
+    let env = TestEnv::on(backend)
+        .nodes(2, 1)
         .precious_pods(&["db-0"], 1)
+        .start()
+        .await;
+    env.create_object(maintenance("nm-0", "node-0", timeout, on_timeout))
+        .await;
+    env
 }
 
 fn maintenance(name: &str, node: &str, timeout: &str, on_timeout: Option<&str>) -> Value {
-    let mut nm = json!({
-        "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
-        "kind": "NodeMaintenance",
-        "metadata": {"name": name},
-        "spec": {"nodeName": node, "reason": "end-to-end test", "drainTimeout": timeout}
-    });
+    let mut nm = maintenance_object(
+        name,
+        json!({"nodeName": node, "reason": "end-to-end test", "drainTimeout": timeout}),
+    );
     if let Some(policy) = on_timeout {
         nm["spec"]["onDrainTimeout"] = json!(policy);
     }
@@ -29,10 +38,8 @@ fn maintenance(name: &str, node: &str, timeout: &str, on_timeout: Option<&str>) 
 }
 
 async fn a_passed_deadline_holds_the_node_and_names_what_blocked_it(backend: Backend) {
-    let mut env = cluster_with_a_protected_pod(backend).start().await;
-    env.create_object(maintenance("nm-0", "node-0", "3s", None))
-        .await;
-    env.wait_phase("nm-0", "Failed").await;
+    let mut env = a_protected_pod_maintained(backend, "3s", None).await;
+    env.wait_failed("nm-0").await;
     let status = env.status("nm-0").await;
     let drained = env.condition("nm-0", "Drained").await;
     assert_eq!(drained["reason"], "DrainTimeout", "{status}");
@@ -58,18 +65,16 @@ async fn a_passed_deadline_holds_the_node_and_names_what_blocked_it(backend: Bac
     );
     assert!(taint_keys(&node).iter().any(|k| k == "medik8s.io/drain"));
     assert!(env.pod_exists("precious", "db-0").await, "never deleted");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_passed_deadline_holds_the_node_and_names_what_blocked_it);
 
 async fn a_passed_deadline_with_undo_gives_the_node_back_and_keeps_the_pod(backend: Backend) {
-    let mut env = cluster_with_a_protected_pod(backend).start().await;
-    env.create_object(maintenance("nm-0", "node-0", "2s", Some("Undo")))
-        .await;
-    env.wait_phase("nm-0", "Failed").await;
-    crate::support::eventually(
+    let mut env = a_protected_pod_maintained(backend, "2s", Some("Undo")).await;
+    env.wait_failed("nm-0").await;
+    eventually(
         "node-0 to be given back",
-        std::time::Duration::from_secs(20),
+        Duration::from_secs(20),
         async || {
             let node = env.node("node-0").await;
             node["spec"]["unschedulable"] != true
@@ -83,17 +88,15 @@ async fn a_passed_deadline_with_undo_gives_the_node_back_and_keeps_the_pod(backe
         "DrainTimeout"
     );
     assert!(env.pod_exists("precious", "db-0").await, "never deleted");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_passed_deadline_with_undo_gives_the_node_back_and_keeps_the_pod);
 
 async fn the_time_left_shows_while_draining(backend: Backend) {
-    let mut env = cluster_with_a_protected_pod(backend).start().await;
-    env.create_object(maintenance("nm-0", "node-0", "1h30m", Some("Hold")))
-        .await;
-    crate::support::eventually(
+    let mut env = a_protected_pod_maintained(backend, "1h30m", Some("Hold")).await;
+    eventually(
         "the deadline in the status",
-        std::time::Duration::from_secs(20),
+        Duration::from_secs(20),
         async || env.status("nm-0").await["drainTimeRemaining"] == "1h30m",
     )
     .await;
@@ -104,16 +107,12 @@ async fn the_time_left_shows_while_draining(backend: Backend) {
         chrono::DateTime::parse_from_rfc3339(status["drainDeadline"].as_str().unwrap()).unwrap();
     assert_eq!(deadline - start, chrono::Duration::minutes(90), "{status}");
     assert_eq!(status["phase"], "Running");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(the_time_left_shows_while_draining);
 
 async fn the_crd_schema_refuses_a_drain_timeout_that_is_not_a_go_duration(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0).pdb(None))
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::on(backend).nodes(1, 0).start_idle().await;
     for bad in ["soon", "30", "1d", "-5m", "5 m"] {
         let refused = env
             .try_create_maintenance(maintenance("nm-bad", "node-0", bad, None))

@@ -7,7 +7,7 @@ use std::time::Duration;
 use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, TestEnv, both_backends, eventually};
+use crate::support::{Backend, Phase, TestEnv, both_backends, elements, eventually};
 
 /// How long a diagnosis may take to show (PDBs are looked at 3 s after they block).
 const DIAGNOSED: Duration = Duration::from_secs(20);
@@ -44,10 +44,7 @@ async fn assert_reported(env: &TestEnv, nm: &str, reason: &str, mentions: &[&str
             "lastError lacks {text:?}: {last_error}"
         );
     }
-    let reasons = status["pendingPodsReasons"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let reasons = elements(&status["pendingPodsReasons"]);
     assert!(
         reasons.iter().any(|r| r["diagnosis"] == reason),
         "pendingPodsReasons: {reasons:?}"
@@ -55,6 +52,14 @@ async fn assert_reported(env: &TestEnv, nm: &str, reason: &str, mentions: &[&str
     let events = env.event_messages(nm, "DrainBlocked").await;
     let about: Vec<&String> = events.iter().filter(|m| m.contains(reason)).collect();
     assert_eq!(about.len(), 1, "one event for the class: {events:?}");
+}
+
+/// Creates `nm-0` for node-0, waits until it shows DrainBlocked `reason` saying `text`, and
+/// asserts the status and the events say the same, naming each of `mentions`, once.
+async fn diagnosed(env: &TestEnv, reason: &str, text: &str, mentions: &[&str]) {
+    env.create_maintenance("nm-0", "node-0").await;
+    wait_blocked(env, "nm-0", reason, text).await;
+    assert_reported(env, "nm-0", reason, mentions).await;
 }
 
 /// A Pending pod of `app` that the default scheduler never sees (another scheduler's): it
@@ -75,10 +80,8 @@ async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_rea
     backend: Backend,
 ) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 1).pdb(None))
-        .namespace("shop")
-        .pod("shop", "web-0", "node-0", "web")
-        .pod("shop", "web-1", "node-1", "web")
+        .nodes(2, 1)
+        .namespace_with_pods("shop", "web", &[("web-0", "node-0"), ("web-1", "node-1")])
         .object(pending_pod(
             "shop",
             "web-new",
@@ -89,17 +92,15 @@ async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_rea
         .pdb("shop", "web", "web", 2)
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
     // The pod as the cluster names it (its namespace is the test's own on the real backend).
     let web_new = format!("{}/web-new", env.ns("shop"));
-    wait_blocked(
+    diagnosed(
         &env,
-        "nm-0",
         "WaitingForReplacement",
         &format!("waiting for pod {web_new} to become ready"),
+        &[&web_new, "web"],
     )
     .await;
-    assert_reported(&env, "nm-0", "WaitingForReplacement", &[&web_new, "web"]).await;
 
     // It becomes ready: the PDB allows one disruption, and web-0 goes at once.
     let now = chrono::Utc::now().to_rfc3339();
@@ -110,11 +111,11 @@ async fn waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_rea
             {"type": "Ready", "status": "True", "lastTransitionTime": now}]}),
     )
     .await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     let condition = env.condition("nm-0", "DrainBlocked").await;
     assert!(condition.is_null(), "not blocked any more: {condition}");
     assert!(!env.pod_exists("shop", "web-0").await);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(waiting_for_a_replacement_names_it_and_the_drain_goes_on_once_it_is_ready);
 
@@ -122,9 +123,8 @@ async fn a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_wor
     backend: Backend,
 ) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 1).pdb(None))
-        .namespace("shop")
-        .pod("shop", "web-0", "node-0", "web")
+        .nodes(2, 1)
+        .namespace_with_pods("shop", "web", &[("web-0", "node-0")])
         .object(pending_pod(
             "shop",
             "web-x",
@@ -135,17 +135,15 @@ async fn a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_wor
         .pdb("shop", "web", "web", 1)
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    wait_blocked(&env, "nm-0", "ReplacementUnschedulable", "shop/web-x").await;
-    assert_reported(
+    diagnosed(
         &env,
-        "nm-0",
         "ReplacementUnschedulable",
+        "shop/web-x",
         &["shop/web-x", "cannot be scheduled", "nodes are available"],
     )
     .await;
     assert!(env.pod_exists("shop", "web-0").await);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_replacement_no_node_can_take_is_unschedulable_with_the_schedulers_words);
 
@@ -158,17 +156,14 @@ async fn a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross
         .start()
         .await;
     // node-1 first: its pods' replacements go to node-0, and it is drained.
-    env.create_maintenance("nm-1", "node-1").await;
-    env.wait_phase("nm-1", "Succeeded").await;
+    env.maintain("nm-1", "node-1").await;
     // Then node-0: the first replacement has nowhere to go but the two cordoned nodes.
-    env.create_maintenance("nm-0", "node-0").await;
-    wait_blocked(&env, "nm-0", "CrossNodeDeadlock", "nm-1").await;
     // The other maintenance and its node as the cluster names them.
     let other = format!("{} (node {})", env.name("nm-1"), env.name("node-1"));
-    assert_reported(
+    diagnosed(
         &env,
-        "nm-0",
         "CrossNodeDeadlock",
+        "nm-1",
         &["cross-node deadlock", &other],
     )
     .await;
@@ -182,8 +177,8 @@ async fn a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross
 
     // Ending the other maintenance ends the deadlock.
     env.delete_maintenance("nm-1").await;
-    env.wait_phase("nm-0", "Succeeded").await;
-    env.stop_operator().await.expect("clean stop");
+    env.wait_succeeded("nm-0").await;
+    env.stop_cleanly().await;
 }
 both_backends!(
     a_replacement_that_fits_only_nodes_other_maintenances_cordon_is_a_cross_node_deadlock
@@ -191,16 +186,14 @@ both_backends!(
 
 async fn a_pdb_that_can_never_allow_is_structural(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 1).pdb(None))
+        .nodes(2, 1)
         .precious_pods(&["db-0"], 1)
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    wait_blocked(&env, "nm-0", "StructuralBudget", "db-budget").await;
-    assert_reported(
+    diagnosed(
         &env,
-        "nm-0",
         "StructuralBudget",
+        "db-budget",
         &[
             "db-budget",
             "can never allow a disruption",
@@ -219,23 +212,21 @@ async fn a_pdb_that_can_never_allow_is_structural(backend: Backend) {
                 && e["type"] == "Warning"),
         "a structural budget needs a person: a Warning"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_pdb_that_can_never_allow_is_structural);
 
 async fn a_pod_under_two_pdbs_names_both(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 1).pdb(None))
+        .nodes(2, 1)
         .precious_pods(&["db-0"], 0)
         .pdb("precious", "db-budget-too", "db", 0)
         .start()
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    wait_blocked(&env, "nm-0", "MultipleBudgets", "db-budget-too").await;
-    assert_reported(
+    diagnosed(
         &env,
-        "nm-0",
         "MultipleBudgets",
+        "db-budget-too",
         &[
             "more than one PodDisruptionBudget",
             "db-budget, db-budget-too",
@@ -252,7 +243,7 @@ async fn a_pod_under_two_pdbs_names_both(backend: Backend) {
         env.pod_exists("precious", "db-0").await,
         "the pod is not deleted instead"
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
-    env.stop_operator().await.expect("clean stop");
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
+    env.stop_cleanly().await;
 }
 both_backends!(a_pod_under_two_pdbs_names_both);

@@ -28,7 +28,7 @@ async fn a_node_with_every_kind_of_pod_is_drained_and_restored(backend: Backend)
     let total = before.len();
 
     env.create_maintenance("maintain-node-0", node).await;
-    env.wait_phase("maintain-node-0", "Succeeded").await;
+    env.wait_succeeded("maintain-node-0").await;
 
     let status = env.maintenance("maintain-node-0").await.expect("exists")["status"].clone();
     assert_eq!(status["drainProgress"], 100);
@@ -85,8 +85,7 @@ async fn a_node_with_every_kind_of_pod_is_drained_and_restored(backend: Backend)
         "{reasons:?}"
     );
 
-    env.delete_maintenance("maintain-node-0").await;
-    env.wait_gone("maintain-node-0").await;
+    env.end_maintenance("maintain-node-0").await;
     let node_object = env.node(node).await;
     assert_ne!(node_object["spec"]["unschedulable"], true);
     let taints = taint_keys(&node_object);

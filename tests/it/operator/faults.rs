@@ -16,7 +16,7 @@ use nmo_sim::{FaultRule, Query, Scenario};
 use serde_json::json;
 
 use crate::support::{
-    Backend, OPERATOR_AGENT, TestEnv, both_backends, eventually, taint_keys, test_options,
+    Backend, OPERATOR_AGENT, Phase, TestEnv, both_backends, eventually, taint_keys, test_options,
 };
 
 const EXCLUDE_LABEL: &str = "remediation.medik8s.io/exclude-from-remediation";
@@ -28,40 +28,30 @@ async fn deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cord
     backend: Backend,
 ) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 2).pdb(None))
+        .nodes(1, 2)
         .foreign_lease("node-0", "self-node-remediation", Duration::from_secs(5))
-        .without_operator()
-        .start()
+        .patched_node(
+            "node-0",
+            json!({"spec": {
+                "unschedulable": true,
+                "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
+            }}),
+        )
+        .start_with_maintenance("nm-0", "node-0")
         .await;
-    env.patch_node(
-        "node-0",
-        json!({"spec": {
-            "unschedulable": true,
-            "taints": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]
-        }}),
-    )
-    .await;
-    env.start_operator();
-    env.create_maintenance("nm-0", "node-0").await;
-    eventually(
+    env.wait_last_error_mentions(
         "nmo to wait for the lease",
         Duration::from_secs(10),
-        async || {
-            env.last_error_mentions("nm-0", "self-node-remediation")
-                .await
-        },
+        "nm-0",
+        "self-node-remediation",
     )
     .await;
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     let node = env.node("node-0").await;
     assert_eq!(node["spec"]["unschedulable"], true, "still cordoned");
     assert_eq!(taint_keys(&node), ["node.kubernetes.io/unschedulable"]);
-    assert_eq!(
-        env.lease("node-0").await.expect("their lease")["spec"]["holderIdentity"],
-        "self-node-remediation"
-    );
-    env.stop_operator().await.expect("clean stop");
+    assert_eq!(env.lease_holder("node-0").await, "self-node-remediation");
+    env.stop_cleanly().await;
 }
 both_backends!(deleting_a_maintenance_that_waited_behind_a_remediation_leaves_its_cordon);
 
@@ -69,16 +59,13 @@ both_backends!(deleting_a_maintenance_that_waited_behind_a_remediation_leaves_it
 /// the next nmo finds the node it left marked and gives it back.
 async fn a_node_left_marked_while_nmo_was_down_is_given_back_at_start(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 2).pdb(None))
-        .start()
+        .nodes(2, 2)
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
     env.kill_operator().await;
     env.patch_json::<NodeMaintenance>(None, "nm-0", json!({"metadata": {"finalizers": null}}))
         .await;
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     assert_eq!(env.node("node-0").await["spec"]["unschedulable"], true);
 
     env.start_operator();
@@ -100,7 +87,7 @@ async fn a_node_left_marked_while_nmo_was_down_is_given_back_at_start(backend: B
         "the record goes with the changes"
     );
     assert_ne!(env.node("node-1").await["spec"]["unschedulable"], true);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_node_left_marked_while_nmo_was_down_is_given_back_at_start);
 
@@ -110,7 +97,7 @@ both_backends!(a_node_left_marked_while_nmo_was_down_is_given_back_at_start);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_answered_after_their_deadline_are_retried_and_the_drain_finishes() {
     let env = TestEnv::builder()
-        .scenario(Scenario::plain(1, 3).pdb(None))
+        .nodes(1, 3)
         .operator_options(OperatorOptions {
             api_call_timeout: Duration::from_secs(1),
             ..test_options()
@@ -132,21 +119,16 @@ async fn calls_answered_after_their_deadline_are_retried_and_the_drain_finishes(
     );
     env.create_maintenance("nm-0", "node-0").await;
     eventually("the drain to finish", Duration::from_secs(40), async || {
-        env.phase("nm-0").await.as_deref() == Some("Succeeded")
+        env.phase("nm-0").await == Some(Phase::Succeeded)
     })
     .await;
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
 }
 
 /// With a closed fence (this replica does not lead), a write is refused before it is sent
 /// (nmo's requests counted by the simulator's accounting or the real API server's audit log).
 async fn a_replica_that_does_not_lead_sends_no_write(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 1).pdb(None))
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::on(backend).nodes(1, 1).start_idle().await;
     let fence = Fence::open();
     fence.close();
     let adapter = KubeCluster::new(env.operator_client(), None).with_fence(fence);
@@ -187,13 +169,11 @@ async fn an_old_leaders_repair_never_lands_after_it_lost_the_lease() {
         ..test_options()
     };
     let mut env = TestEnv::builder()
-        .scenario(Scenario::plain(1, 2).pdb(None))
+        .nodes(1, 2)
         .operator_options(elected)
         .operator_on_test_runtime()
-        .start()
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
 
     // The repair patches the node as watched; that patch loses a race (409), so the repair
     // reads the node, and that read answers only after 4 s...
@@ -274,8 +254,7 @@ async fn an_old_leaders_repair_never_lands_after_it_lost_the_lease() {
 async fn a_late_daemonset_lookup_keeps_none_of_its_callers_waiting() {
     let env = TestEnv::builder()
         .scenario(Scenario::new(1, 3))
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     env.sim().faults().add(
         FaultRule::on(Some("get"), Some("daemonsets"))

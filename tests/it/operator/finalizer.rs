@@ -3,10 +3,10 @@
 
 use nmo::cluster::KubeCluster;
 use nmo_actors::ports::Cluster;
-use nmo_sim::{Query, Scenario};
+use nmo_sim::Query;
 use serde_json::json;
 
-use crate::support::{Backend, TestEnv, both_backends};
+use crate::support::{Backend, TestEnv, TestEnvBuilder, both_backends};
 
 const FINALIZER: &str = "foregroundDeleteNodeMaintenance";
 
@@ -23,20 +23,24 @@ async fn finalizers(env: &TestEnv, name: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// nmo's requests counted by the simulator's accounting or the real API server's audit log.
-async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 1).pdb(None))
-        .maintenance("nm-0", "node-0")
-        .without_operator()
-        .start()
-        .await;
+/// A cluster of one node with `nm-0` as `seed` creates it, without nmo; nmo's finalizer is
+/// added to `nm-0` through the kube adapter, as nmo adds it having seen no finalizer.
+async fn finalizer_added_to(
+    backend: Backend,
+    seed: impl FnOnce(TestEnvBuilder) -> TestEnvBuilder,
+) -> TestEnv {
+    let env = seed(TestEnv::on(backend).nodes(1, 1)).start_idle().await;
     let adapter = KubeCluster::new(env.operator_client(), None);
-
     adapter
         .add_finalizer(&env.name("nm-0").into(), &[])
         .await
         .expect("added");
+    env
+}
+
+/// nmo's requests counted by the simulator's accounting or the real API server's audit log.
+async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current(backend: Backend) {
+    let env = finalizer_added_to(backend, |env| env.maintenance("nm-0", "node-0")).await;
 
     assert_eq!(finalizers(&env, "nm-0").await, [FINALIZER]);
     assert_reads_and_patches(&env, 0, 1);
@@ -44,25 +48,18 @@ async fn a_finalizer_is_added_without_reading_when_the_seen_list_is_current(back
 both_backends!(a_finalizer_is_added_without_reading_when_the_seen_list_is_current);
 
 /// nmo's requests counted by the simulator's accounting or the real API server's audit log.
+/// `nm-0` was seen before the other finalizer arrived: the first write's test fails, the
+/// retry reads.
 async fn a_stale_seen_list_is_re_read_and_keeps_the_other_finalizers(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 1).pdb(None))
-        .object(json!({
+    let env = finalizer_added_to(backend, |env| {
+        env.object(json!({
             "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
             "kind": "NodeMaintenance",
             "metadata": {"name": "nm-0", "finalizers": ["example.com/keep"]},
             "spec": {"nodeName": "node-0"}
         }))
-        .without_operator()
-        .start()
-        .await;
-    let adapter = KubeCluster::new(env.operator_client(), None);
-
-    // Seen before the other finalizer arrived: the first write's test fails, the retry reads.
-    adapter
-        .add_finalizer(&env.name("nm-0").into(), &[])
-        .await
-        .expect("added");
+    })
+    .await;
 
     assert_eq!(
         finalizers(&env, "nm-0").await,

@@ -8,10 +8,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use nmo::operator::OperatorOptions;
-use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
 use crate::support::{Backend, TestEnv, both_backends, eventually, test_options};
@@ -133,15 +132,11 @@ impl TestEnv {
 
     async fn set_node_ready(&self, node: &str, ready: bool) {
         let status = if ready { "True" } else { "False" };
-        let patch = json!({"status": {"conditions": [{"type": "Ready", "status": status}]}});
-        Api::<Node>::all(self.admin_client())
-            .patch_status(
-                &self.name(node),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .expect("the node status is patched");
+        self.patch_node_status(
+            node,
+            json!({"conditions": [{"type": "Ready", "status": status}]}),
+        )
+        .await;
     }
 }
 
@@ -150,7 +145,7 @@ async fn the_queue_moves_by_itself_and_the_cap_holds_across_a_crash_and_a_leader
 ) {
     let options = elected(budget(Some("2"), None));
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(6, 2).pdb(None))
+        .nodes(6, 2)
         .operator_options(options.clone())
         .start()
         .await;
@@ -165,8 +160,8 @@ async fn the_queue_moves_by_itself_and_the_cap_holds_across_a_crash_and_a_leader
         env.create_maintenance(&format!("nm-{i}"), &format!("node-{i}"))
             .await;
     }
-    env.wait_phase("z-0", "Succeeded").await;
-    env.wait_phase("z-1", "Succeeded").await;
+    env.wait_succeeded("z-0").await;
+    env.wait_succeeded("z-1").await;
     for (i, position) in [(2, 1), (3, 2), (4, 3), (5, 4)] {
         let name = format!("nm-{i}");
         eventually(
@@ -205,7 +200,7 @@ async fn the_queue_moves_by_itself_and_the_cap_holds_across_a_crash_and_a_leader
         env.started("nm-2").await
     })
     .await;
-    env.wait_phase("nm-2", "Succeeded").await;
+    env.wait_succeeded("nm-2").await;
     assert!(
         env.status("nm-2").await["queue"].is_null(),
         "out of the queue"
@@ -214,13 +209,12 @@ async fn the_queue_moves_by_itself_and_the_cap_holds_across_a_crash_and_a_leader
     // A leader change: the standby derives the same queue and moves it.
     let standby = env.start_another_operator(options.clone());
     env.kill_operator().await;
-    env.delete_maintenance("z-1").await;
-    env.wait_gone("z-1").await;
+    env.end_maintenance("z-1").await;
     eventually("nm-3 to start", Duration::from_secs(10), async || {
         env.started("nm-3").await
     })
     .await;
-    env.wait_phase("nm-3", "Succeeded").await;
+    env.wait_succeeded("nm-3").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!env.started("nm-4").await && !env.started("nm-5").await);
     assert_eq!(monitor.max(), 2, "never more than 2 nodes out at once");
@@ -230,13 +224,12 @@ both_backends!(the_queue_moves_by_itself_and_the_cap_holds_across_a_crash_and_a_
 
 async fn a_maintenance_waits_for_an_unavailable_node_to_come_back(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(5, 2).pdb(None))
+        .nodes(5, 2)
         .operator_options(budget(None, Some("2")))
         .start()
         .await;
     env.set_node_ready("node-4", false).await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.maintain("nm-0", "node-0").await;
     env.create_maintenance("nm-1", "node-1").await;
     eventually("nm-1 queued", Duration::from_secs(10), async || {
         env.is_queued_at("nm-1", 1).await
@@ -257,38 +250,38 @@ async fn a_maintenance_waits_for_an_unavailable_node_to_come_back(backend: Backe
         env.started("nm-1").await
     })
     .await;
-    env.wait_phase("nm-1", "Succeeded").await;
+    env.wait_succeeded("nm-1").await;
     // node-0 and node-1 are out: node-4's maintenance would make it 3.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!env.started("nm-4").await);
     env.delete_maintenance("nm-0").await;
-    env.wait_phase("nm-4", "Succeeded").await;
+    env.wait_succeeded("nm-4").await;
 }
 both_backends!(a_maintenance_waits_for_an_unavailable_node_to_come_back);
 
 #[test]
 fn a_budget_of_zero_is_refused_before_anything_starts() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nmo"))
-        .args(["run", "--max-parallel-maintenances", "0"])
-        .env("KUBECONFIG", "/nonexistent/kubeconfig")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .output()
-        .expect("nmo runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("--max-parallel-maintenances: `0` would never let a maintenance start"),
-        "{stderr}"
-    );
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_nmo"))
-        .args(["run", "--max-unavailable-nodes", "10 percent"])
-        .env("KUBECONFIG", "/nonexistent/kubeconfig")
-        .output()
-        .expect("nmo runs");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(1), "{stderr}");
-    assert!(
-        stderr.contains("--max-unavailable-nodes: `10 percent` is neither a number"),
-        "{stderr}"
-    );
+    for (flag, value, refusal) in [
+        (
+            "--max-parallel-maintenances",
+            "0",
+            "--max-parallel-maintenances: `0` would never let a maintenance start",
+        ),
+        (
+            "--max-unavailable-nodes",
+            "10 percent",
+            "--max-unavailable-nodes: `10 percent` is neither a number",
+        ),
+    ] {
+        // No cluster to reach: the flag is refused before nmo looks for one.
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_nmo"))
+            .args(["run", flag, value])
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .output()
+            .expect("nmo runs");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(refusal), "{stderr}");
+    }
 }

@@ -28,6 +28,7 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams};
 use nmo_devtools::bench::server_cost::FlowCounts;
 use nmo_sim::Scenario;
 use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 
 use crate::support::{Backend, Operator, TestEnv, eventually, test_options};
 
@@ -59,6 +60,48 @@ struct Removed {
     admin_kubeconfig: PathBuf,
     schema: String,
     level: String,
+    /// Where the kubeconfig is (removed after the objects).
+    _scratch: tempfile::TempDir,
+}
+
+/// Applies `schema` and `level` as the admin (`accepted`: the API server accepts the level),
+/// both removed again when the returned guard drops; then waits until a request of `nmo` (a
+/// client with nmo's identity) is classified under `schema`, as the API server takes new
+/// flow-control objects up asynchronously.
+async fn apply_flow_control(
+    env: &TestEnv,
+    schema: &FlowSchema,
+    level: &PriorityLevelConfiguration,
+    accepted: &str,
+    nmo: &kube::Client,
+) -> Removed {
+    let admin = env.admin_client();
+    let scratch = tempfile::tempdir().expect("a scratch directory");
+    let admin_kubeconfig = scratch.path().join("admin.kubeconfig");
+    env.write_admin_kubeconfig(&admin_kubeconfig);
+    let removed = Removed {
+        admin_kubeconfig,
+        schema: schema.metadata.name.clone().expect("a name"),
+        level: level.metadata.name.clone().expect("a name"),
+        _scratch: scratch,
+    };
+    let apply = PatchParams::apply(MANAGER).force();
+    Api::<PriorityLevelConfiguration>::all(admin.clone())
+        .patch(&removed.level, &apply, &Patch::Apply(level))
+        .await
+        .expect(accepted);
+    let applied = Api::<FlowSchema>::all(admin)
+        .patch(&removed.schema, &apply, &Patch::Apply(schema))
+        .await
+        .expect("the API server accepts the FlowSchema");
+    let uid = applied.metadata.uid.clone().expect("a uid");
+    eventually(
+        "a request of nmo's ServiceAccount to be classified under the shipped FlowSchema",
+        Duration::from_secs(30),
+        async || classified_as(nmo).await.as_deref() == Some(uid.as_str()),
+    )
+    .await;
+    removed
 }
 
 impl Removed {
@@ -154,9 +197,8 @@ fn nominal_seats(text: &str, level: &str) -> Option<f64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nmo_s_requests_go_through_the_shipped_flow_schema_real() {
     let mut env = TestEnv::on(Backend::Real)
-        .scenario(Scenario::plain(2, 4))
-        .without_operator()
-        .start()
+        .budgeted_nodes(2, 4)
+        .start_idle()
         .await;
     let admin = env.admin_client();
     let schema: FlowSchema = shipped("flowschema.yaml");
@@ -171,14 +213,6 @@ async fn nmo_s_requests_go_through_the_shipped_flow_schema_real() {
         Some(&level_name),
         "the FlowSchema names the component's priority level"
     );
-    let scratch = tempfile::tempdir().expect("a scratch directory");
-    let admin_kubeconfig = scratch.path().join("admin.kubeconfig");
-    env.write_admin_kubeconfig(&admin_kubeconfig);
-    let _removed = Removed {
-        admin_kubeconfig,
-        schema: schema_name.clone(),
-        level: level_name.clone(),
-    };
 
     // It must win over the built-in FlowSchema nmo's requests go to without it.
     let schemas = Api::<FlowSchema>::all(admin.clone());
@@ -194,33 +228,22 @@ async fn nmo_s_requests_go_through_the_shipped_flow_schema_real() {
         precedence(&service_accounts)
     );
 
-    let apply = PatchParams::apply(MANAGER).force();
-    Api::<PriorityLevelConfiguration>::all(admin.clone())
-        .patch(&level_name, &apply, &Patch::Apply(&level))
-        .await
-        .expect("the API server accepts the PriorityLevelConfiguration");
-    let applied = schemas
-        .patch(&schema_name, &apply, &Patch::Apply(&schema))
-        .await
-        .expect("the API server accepts the FlowSchema");
-    let uid = applied.metadata.uid.clone().expect("a uid");
-
-    // The API server takes new flow-control objects up asynchronously: wait until a request of
-    // nmo's identity is classified under ours, as its answer's header says.
-    let nmo = env.operator_client();
-    eventually(
-        "a request of nmo's ServiceAccount to be classified under the shipped FlowSchema",
-        Duration::from_secs(30),
-        async || classified_as(&nmo).await.as_deref() == Some(uid.as_str()),
+    // Wait until a request of nmo's identity is classified under ours, as its answer's header
+    // says.
+    let _removed = apply_flow_control(
+        &env,
+        &schema,
+        &level,
+        "the API server accepts the PriorityLevelConfiguration",
+        &env.operator_client(),
     )
     .await;
 
     env.forget_operator_requests();
     let before = metrics(&admin).await;
     env.start_operator();
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
-    env.stop_operator().await.expect("clean stop");
+    env.maintain("nm-0", "node-0").await;
+    env.stop_cleanly().await;
     let after = metrics(&admin).await;
 
     let flow = (schema_name.clone(), level_name.clone());
@@ -266,56 +289,44 @@ const MAX_REJECTED_SHARE: f64 = 0.2;
 /// The shipped priority level cut down until it throttles nmo: a single share (3 seats on a
 /// default API server), none lent to or borrowed from other levels, one queue of two places.
 fn throttling_level() -> PriorityLevelConfiguration {
-    let mut level: PriorityLevelConfiguration = shipped("prioritylevelconfiguration.yaml");
-    let limited = level
-        .spec
-        .as_mut()
-        .and_then(|spec| spec.limited.as_mut())
+    let mut level: Value = shipped("prioritylevelconfiguration.yaml");
+    let limited = level["spec"]["limited"]
+        .as_object_mut()
         .expect("a Limited level");
-    limited.nominal_concurrency_shares = Some(1);
-    limited.lendable_percent = Some(0);
-    limited.borrowing_limit_percent = Some(0);
+    limited.extend(fields(json!({
+        "nominalConcurrencyShares": 1,
+        "lendablePercent": 0,
+        "borrowingLimitPercent": 0,
+    })));
     let queuing = limited
-        .limit_response
-        .as_mut()
-        .and_then(|response| response.queuing.as_mut())
+        .get_mut("limitResponse")
+        .and_then(|response| response["queuing"].as_object_mut())
         .expect("a queuing level");
-    queuing.queues = Some(1);
-    queuing.hand_size = Some(1);
-    queuing.queue_length_limit = Some(2);
-    level
+    queuing.extend(fields(
+        json!({"queues": 1, "handSize": 1, "queueLengthLimit": 2}),
+    ));
+    serde_json::from_value(level).expect("a PriorityLevelConfiguration")
+}
+
+/// The fields of a JSON object.
+fn fields(object: Value) -> serde_json::Map<String, Value> {
+    match object {
+        Value::Object(fields) => fields,
+        other => panic!("not an object: {other}"),
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_level_that_throttles_nmo_refuses_few_of_its_requests_and_the_drains_finish_real() {
     let env = TestEnv::on(Backend::Real)
         .scenario(Scenario::plain(THROTTLED_NODES, THROTTLED_PODS_PER_NODE).pdb(None))
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let admin = env.admin_client();
     let schema: FlowSchema = shipped("flowschema.yaml");
     let level = throttling_level();
     let schema_name = schema.metadata.name.clone().expect("a name");
     let level_name = level.metadata.name.clone().expect("a name");
-    let scratch = tempfile::tempdir().expect("a scratch directory");
-    let admin_kubeconfig = scratch.path().join("admin.kubeconfig");
-    env.write_admin_kubeconfig(&admin_kubeconfig);
-    let _removed = Removed {
-        admin_kubeconfig,
-        schema: schema_name.clone(),
-        level: level_name.clone(),
-    };
-    let apply = PatchParams::apply(MANAGER).force();
-    Api::<PriorityLevelConfiguration>::all(admin.clone())
-        .patch(&level_name, &apply, &Patch::Apply(&level))
-        .await
-        .expect("the API server accepts the small PriorityLevelConfiguration");
-    let applied = Api::<FlowSchema>::all(admin.clone())
-        .patch(&schema_name, &apply, &Patch::Apply(&schema))
-        .await
-        .expect("the API server accepts the FlowSchema");
-    let uid = applied.metadata.uid.clone().expect("a uid");
 
     // nmo's own client: its stack (no kube retry, the Retry-After layer) is what is tested.
     let options = test_options();
@@ -327,10 +338,12 @@ async fn a_level_that_throttles_nmo_refuses_few_of_its_requests_and_the_drains_f
             .client
     };
     let nmo = make_client.clone()();
-    eventually(
-        "a request of nmo's ServiceAccount to be classified under the shipped FlowSchema",
-        Duration::from_secs(30),
-        async || classified_as(&nmo).await.as_deref() == Some(uid.as_str()),
+    let _removed = apply_flow_control(
+        &env,
+        &schema,
+        &level,
+        "the API server accepts the small PriorityLevelConfiguration",
+        &nmo,
     )
     .await;
     eventually(
@@ -392,7 +405,7 @@ async fn a_level_that_throttles_nmo_refuses_few_of_its_requests_and_the_drains_f
         env.create_maintenance(name, &format!("node-{i}")).await;
     }
     for name in &maintenances {
-        env.wait_phase(name, "Succeeded").await;
+        env.wait_succeeded(name).await;
     }
     let drained = started.elapsed();
     operator.stop().await.expect("clean stop");

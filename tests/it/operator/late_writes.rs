@@ -7,7 +7,6 @@ use nmo_actors::model::{
     MaintenanceName, MaintenanceStatus, NodeName, Phase, StatusPrecondition, Uid,
 };
 use nmo_actors::ports::{Cluster, ClusterError};
-use nmo_sim::Scenario;
 use serde_json::json;
 
 use crate::support::{Backend, TestEnv, both_backends};
@@ -25,11 +24,7 @@ fn running(progress: i32) -> MaintenanceStatus {
 /// conflict that changes nothing. A status without a revision (the Go operator's) is written
 /// over once.
 async fn a_status_write_lands_only_over_the_status_its_writer_saw(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0))
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::on(backend).budgeted_nodes(1, 0).start_idle().await;
     env.create_maintenance("nm-0", "node-0").await;
     let name = MaintenanceName::from(env.name("nm-0"));
     let uid = env.maintenance("nm-0").await.expect("exists")["metadata"]["uid"]
@@ -95,11 +90,7 @@ async fn a_status_write_lands_only_over_the_status_its_writer_saw(backend: Backe
 /// what it tests of the taints still holds: a cordon that arrives late never lands on a node
 /// changed meanwhile (undone, say). Read again, it lands.
 async fn a_node_patch_lands_only_on_the_node_its_writer_read(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0))
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::on(backend).budgeted_nodes(1, 0).start_idle().await;
     let node = NodeName::from(env.name("node-0"));
     let cluster = KubeCluster::new(env.operator_client(), None);
     let read = cluster

@@ -4,12 +4,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use nmo::operator::OperatorOptions;
-use nmo_sim::Scenario;
-
-use std::path::Path;
 
 use crate::support::{
-    Backend, OPERATOR_NAMESPACE, Operator, TestEnv, both_backends, eventually, taint_keys,
+    Backend, OPERATOR_NAMESPACE, Operator, Phase, TestEnv, both_backends, eventually, taint_keys,
     test_options,
 };
 
@@ -44,7 +41,7 @@ async fn a_leader_and_a_standby(
     backend: Backend,
 ) -> (TestEnv, Option<String>, crate::support::Operator) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3).pdb(None))
+        .nodes(2, 3)
         .operator_options(elected())
         .start()
         .await;
@@ -60,15 +57,13 @@ async fn a_leader_and_a_standby(
 async fn a_standby_takes_over_when_the_leader_dies(backend: Backend) {
     let (mut env, first_leader, standby) = a_leader_and_a_standby(backend).await;
 
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.maintain("nm-0", "node-0").await;
     // The standby keeps its hands off: the leader stays the leader.
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(leader(&env).await, first_leader);
 
     env.kill_operator().await;
-    env.create_maintenance("nm-1", "node-1").await;
-    env.wait_phase("nm-1", "Succeeded").await;
+    env.maintain("nm-1", "node-1").await;
     assert_ne!(leader(&env).await, first_leader, "leadership moved");
     let lease = leader_lease(&env).await.expect("the leader lease");
     assert_eq!(lease["spec"]["leaseTransitions"], 1);
@@ -115,7 +110,7 @@ async fn kill_the_leader_with_a_write_on_its_way(
     eventually(
         "the standby to take over and drain node-0",
         late_by,
-        async || env.phase("nm-0").await.as_deref() == Some("Succeeded"),
+        async || env.phase("nm-0").await == Some(Phase::Succeeded),
     )
     .await;
     sent
@@ -161,8 +156,7 @@ async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
     let late_by = Duration::from_secs(10);
     let (mut env, _, standby) = a_leader_and_a_standby(Backend::Sim).await;
     let sent = kill_the_leader_with_a_write_on_its_way(&mut env, "nodes", "", late_by).await;
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     assert!(
         sent.elapsed() < late_by,
         "the undo finished before the old cordon arrived"
@@ -181,6 +175,15 @@ async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
     standby.stop().await.expect("clean stop");
 }
 
+/// Waits for `replica` to stop by itself, within seconds rather than retrying for ever, and
+/// returns the error it stopped with (`expected`: why there must be one).
+async fn stops_with_error(replica: Operator, expected: &str) -> String {
+    let outcome = tokio::time::timeout(Duration::from_secs(10), replica.wait())
+        .await
+        .expect("nmo stops within seconds instead of retrying for ever");
+    outcome.expect_err(expected).to_string()
+}
+
 /// nmo run outside the cluster with a kubeconfig whose namespace is not nmo's: nmo may not use
 /// leases there. It stops at once with an error naming the namespace (its start-up rights check
 /// says so; had that passed, the election's first refused call would), rather than retrying
@@ -188,11 +191,10 @@ async fn a_late_node_patch_of_a_deposed_leader_does_not_land() {
 /// same replica leads.
 async fn an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 1).pdb(None))
-        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+        .nodes(1, 1)
+        .deployed_rbac()
         .namespace(OPERATOR_NAMESPACE)
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let mut elsewhere = env.operator_config();
     elsewhere.default_namespace = "default".into();
@@ -203,13 +205,7 @@ async fn an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error(backe
             options,
         )
     };
-    let refused = replica(elected());
-    let outcome = tokio::time::timeout(Duration::from_secs(10), refused.wait())
-        .await
-        .expect("nmo stops within seconds instead of retrying for ever");
-    let error = outcome
-        .expect_err("no leader election without the lease")
-        .to_string();
+    let error = stops_with_error(replica(elected()), "no leader election without the lease").await;
     for part in ["namespace default", "leases"] {
         assert!(error.contains(part), "{part} in: {error}");
     }
@@ -234,11 +230,7 @@ both_backends!(an_election_namespace_nmo_may_not_use_stops_it_with_a_clear_error
 /// (404), and nmo stops at once saying which namespace and which flag, rather than retrying
 /// every retry period for ever.
 async fn an_election_namespace_that_does_not_exist_stops_nmo_with_a_clear_error(backend: Backend) {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 1).pdb(None))
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::on(backend).nodes(1, 1).start_idle().await;
     let files = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
     let kubeconfig = files.path().join("admin");
     env.write_admin_kubeconfig(&kubeconfig);
@@ -253,12 +245,7 @@ async fn an_election_namespace_that_does_not_exist_stops_nmo_with_a_clear_error(
             ..elected()
         },
     );
-    let outcome = tokio::time::timeout(Duration::from_secs(10), refused.wait())
-        .await
-        .expect("nmo stops within seconds instead of retrying for ever");
-    let error = outcome
-        .expect_err("no election in a missing namespace")
-        .to_string();
+    let error = stops_with_error(refused, "no election in a missing namespace").await;
     for part in [
         format!("namespace {missing}"),
         "--leader-election-namespace".to_string(),

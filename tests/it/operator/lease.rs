@@ -3,38 +3,40 @@
 
 use std::time::Duration;
 
-use nmo_sim::Scenario;
-
-use crate::support::{Backend, TestEnv, both_backends, eventually, test_options};
+use crate::support::{Backend, Phase, TestEnv, both_backends, elements, eventually, test_options};
 
 /// Creates `nm-0` for `node-0`, whose lease `holder` holds, and waits until its status names
 /// the holder, then longer than a re-check of the lease, so that anything nmo would touch has
 /// been touched by then.
 async fn creates_nm_0_and_waits_behind(env: &TestEnv, holder: &str) {
     env.create_maintenance("nm-0", "node-0").await;
-    eventually(
+    env.wait_last_error_mentions(
         "the status to say who holds the lease",
         Duration::from_secs(20),
-        async || env.last_error_mentions("nm-0", holder).await,
+        "nm-0",
+        holder,
     )
     .await;
     tokio::time::sleep(Duration::from_secs(6)).await;
 }
 
-async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3))
-        .foreign_lease("node-0", "node-healthcheck", Duration::from_secs(60))
+/// Two nodes with three pods each, node-0's lease held by Node Health Check, renewed
+/// `renewed_ago`, and nmo running.
+async fn leased_by_node_healthcheck(backend: Backend, renewed_ago: Duration) -> TestEnv {
+    TestEnv::on(backend)
+        .budgeted_nodes(2, 3)
+        .foreign_lease("node-0", "node-healthcheck", renewed_ago)
         .start()
-        .await;
+        .await
+}
+
+async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Backend) {
+    let mut env = leased_by_node_healthcheck(backend, Duration::from_secs(60)).await;
     let node_before = env.node("node-0").await;
     let pods_before = env.pods_on("node-0").await.len();
     creates_nm_0_and_waits_behind(&env, "node-healthcheck").await;
     let nm = env.maintenance("nm-0").await.expect("exists");
-    let conditions = nm["status"]["conditions"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let conditions = elements(&nm["status"]["conditions"]);
     assert!(
         conditions
             .iter()
@@ -56,35 +58,24 @@ async fn a_valid_foreign_lease_means_hands_off_until_it_is_released(backend: Bac
         pods_before,
         "no pod was evicted"
     );
-    assert_eq!(
-        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
-        "node-healthcheck"
-    );
+    assert_eq!(env.lease_holder("node-0").await, "node-healthcheck");
 
     env.delete_lease("node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
-    assert_eq!(
-        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
-        "node-maintenance"
-    );
-    env.stop_operator().await.expect("clean stop");
+    env.wait_succeeded("nm-0").await;
+    assert_eq!(env.lease_holder("node-0").await, "node-maintenance");
+    env.stop_cleanly().await;
 }
 
 async fn an_expired_foreign_lease_is_taken_over(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3))
-        .foreign_lease("node-0", "node-healthcheck", Duration::from_secs(7200))
-        .start()
-        .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    let mut env = leased_by_node_healthcheck(backend, Duration::from_secs(7200)).await;
+    env.maintain("nm-0", "node-0").await;
     let lease = env.lease("node-0").await.expect("lease");
     assert_eq!(lease["spec"]["holderIdentity"], "node-maintenance");
     assert_eq!(
         lease["spec"]["leaseTransitions"], 3,
         "one more transition than the foreign holder's 2"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts(backend: Backend) {
@@ -93,12 +84,10 @@ async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts(backend: Ba
         ..test_options()
     };
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 2).pdb(None))
+        .nodes(2, 2)
         .operator_options(options)
-        .start()
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
     let renew_time = async || {
         env.lease("node-0")
             .await
@@ -117,7 +106,7 @@ async fn the_lease_is_renewed_by_a_timer_while_the_maintenance_lasts(backend: Ba
         0,
         "a renewal is no transition"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(
@@ -136,11 +125,10 @@ both_backends!(
 /// serves the holder).
 async fn a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0).pdb(None))
+        .nodes(1, 0)
         .precious_pods(&["db-0", "db-1"], 2)
-        .start()
+        .start_with_maintenance("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
     env.wait_blocked_by("nm-0", "db-budget").await;
 
     let taken = env.take_over_lease("node-0", "node-healthcheck").await;
@@ -153,7 +141,7 @@ async fn a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder(bac
     )
     .await;
     eventually("nm-0 to give up", Duration::from_secs(30), async || {
-        env.phase("nm-0").await.as_deref() == Some("Failed")
+        env.phase("nm-0").await == Some(Phase::Failed)
     })
     .await;
     let gave_up = taken_at.elapsed();
@@ -199,17 +187,14 @@ async fn a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder(bac
         lease["spec"], taken["spec"],
         "the foreign lease was written"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_lease_taken_mid_drain_stops_the_drain_and_fails_naming_the_holder);
 
 /// Two nodes with three pods each, node-0's lease held by Node Health Check, renewed `ahead`
 /// of this clock (its clock runs ahead).
 async fn with_a_lease_renewed_ahead(backend: Backend, ahead: chrono::Duration) -> TestEnv {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3))
-        .start()
-        .await;
+    let env = TestEnv::on(backend).budgeted_nodes(2, 3).start().await;
     env.create_foreign_lease_renewed("node-0", "node-healthcheck", chrono::Utc::now() + ahead)
         .await;
     env
@@ -223,16 +208,13 @@ async fn a_foreign_lease_renewed_ahead_of_nmos_clock_is_held(backend: Backend) {
     let mut env = with_a_lease_renewed_ahead(backend, chrono::Duration::seconds(60)).await;
     let node_before = env.node("node-0").await;
     creates_nm_0_and_waits_behind(&env, "node-healthcheck").await;
-    assert_eq!(
-        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
-        "node-healthcheck"
-    );
+    assert_eq!(env.lease_holder("node-0").await, "node-healthcheck");
     assert_eq!(
         env.node("node-0").await["spec"],
         node_before["spec"],
         "the node is untouched"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 /// A `renewTime` three hours ahead of nmo's clock, for a lease of one hour, is more than clock
@@ -240,20 +222,16 @@ async fn a_foreign_lease_renewed_ahead_of_nmos_clock_is_held(backend: Backend) {
 /// naming the holder and how far ahead it was.
 async fn a_foreign_lease_renewed_bogusly_far_ahead_is_taken_over_with_a_warning(backend: Backend) {
     let mut env = with_a_lease_renewed_ahead(backend, chrono::Duration::hours(3)).await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
-    assert_eq!(
-        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
-        "node-maintenance"
-    );
-    eventually("the Warning event", Duration::from_secs(10), async || {
-        env.event_messages("nm-0", "BogusLeaseRenewTime")
-            .await
-            .iter()
-            .any(|m| m.contains("node-healthcheck") && m.contains("s ahead"))
-    })
+    env.maintain("nm-0", "node-0").await;
+    assert_eq!(env.lease_holder("node-0").await, "node-maintenance");
+    env.wait_event(
+        "the Warning event",
+        "nm-0",
+        "BogusLeaseRenewTime",
+        &["node-healthcheck", "s ahead"],
+    )
     .await;
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(

@@ -7,22 +7,18 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use nmo_sim::Scenario;
 use serde_json::json;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually};
+use crate::support::{Backend, Phase, TestEnv, both_backends, eventually};
 
 /// No kubelet (a static cluster): the evicted pods stay terminating, as on a node that died.
 async fn pods_stuck_terminating_on_a_node_that_is_not_ready_are_diagnosed(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0).pdb(None))
+        .nodes(1, 0)
         .static_cluster()
-        .namespace("apps")
-        .pod("apps", "app-0", "node-0", "app")
-        .pod("apps", "app-1", "node-0", "app")
-        .start()
+        .namespace_with_pods("apps", "app", &[("app-0", "node-0"), ("app-1", "node-0")])
+        .start_with_maintenance("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
     eventually(
         "both pods to be terminating",
         Duration::from_secs(20),
@@ -53,12 +49,8 @@ async fn pods_stuck_terminating_on_a_node_that_is_not_ready_are_diagnosed(backen
         .await
         .expect("the node's status is patched");
 
-    eventually(
-        "the drain to say NodeNotReady",
-        Duration::from_secs(20),
-        async || env.condition("nm-0", "DrainBlocked").await["reason"] == "NodeNotReady",
-    )
-    .await;
+    env.wait_drain_blocked("nm-0", "NodeNotReady", Duration::from_secs(20))
+        .await;
     let blocked = env.condition("nm-0", "DrainBlocked").await;
     let message = blocked["message"].as_str().unwrap_or_default();
     assert!(
@@ -79,15 +71,11 @@ async fn pods_stuck_terminating_on_a_node_that_is_not_ready_are_diagnosed(backen
             .is_some_and(|r| r.iter().all(|r| r["diagnosis"] == "NodeNotReady")),
         "{status}"
     );
-    eventually(
+    env.wait_event(
         "a DrainBlocked event",
-        Duration::from_secs(10),
-        async || {
-            env.event_messages("nm-0", "DrainBlocked")
-                .await
-                .iter()
-                .any(|m| m.contains("NodeNotReady"))
-        },
+        "nm-0",
+        "DrainBlocked",
+        &["NodeNotReady"],
     )
     .await;
     assert_eq!(
@@ -95,8 +83,8 @@ async fn pods_stuck_terminating_on_a_node_that_is_not_ready_are_diagnosed(backen
         2,
         "nothing force-deleted"
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
-    env.stop_operator().await.expect("clean stop");
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
+    env.stop_cleanly().await;
 }
 
 both_backends!(pods_stuck_terminating_on_a_node_that_is_not_ready_are_diagnosed);

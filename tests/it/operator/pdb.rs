@@ -3,20 +3,13 @@
 
 use std::time::{Duration, Instant};
 
-use nmo_sim::Scenario;
-
-use crate::support::{Backend, TestEnv, TestEnvBuilder, both_backends, eventually, taint_keys};
-
-/// Two nodes without PDBs of their own, plus a pod on node-0 that a PDB protects completely.
-fn cluster_with_a_blocked_pod(backend: Backend) -> TestEnvBuilder {
-    TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 4).pdb(None))
-        .precious_pods(&["db-0"], 1)
-}
+use super::{cluster_with_a_blocked_pod, node_0_blocked};
+use crate::support::{Backend, Phase, both_backends, elements, eventually, taint_keys};
 
 async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend: Backend) {
-    let mut env = cluster_with_a_blocked_pod(backend).start().await;
-    env.create_maintenance("nm-0", "node-0").await;
+    let mut env = cluster_with_a_blocked_pod(backend)
+        .start_with_maintenance("nm-0", "node-0")
+        .await;
 
     eventually(
         "only the protected pod to be left, blocked by its budget",
@@ -33,10 +26,7 @@ async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend:
     let blocked = env.status("nm-0").await;
     assert_eq!(blocked["phase"], "Running");
     assert_eq!(blocked["pendingPods"], serde_json::json!(["db-0"]));
-    let reasons = blocked["pendingPodsReasons"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let reasons = elements(&blocked["pendingPodsReasons"]);
     assert!(
         reasons
             .iter()
@@ -49,42 +39,36 @@ async fn a_blocked_drain_names_the_pdb_then_finishes_when_it_is_relaxed(backend:
     );
 
     env.relax_pdb("precious", "db-budget", 0).await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     let done = env.status("nm-0").await;
     assert!(
         done["lastError"].as_str().unwrap_or_default().is_empty(),
         "lastError is cleared: {done}"
     );
     assert!(!env.pod_exists("precious", "db-0").await);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 async fn a_blocked_maintenance_does_not_delay_another(backend: Backend) {
-    let mut env = cluster_with_a_blocked_pod(backend).start().await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_blocked_by("nm-0", "db-budget").await;
+    let mut env = node_0_blocked(backend).await;
 
     let started = Instant::now();
-    env.create_maintenance("nm-1", "node-1").await;
-    env.wait_phase("nm-1", "Succeeded").await;
+    env.maintain("nm-1", "node-1").await;
     // The Go operator's single worker would hold node-1 behind node-0's blocked retries.
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "node-1 took {:?}",
         started.elapsed()
     );
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Running"));
-    env.stop_operator().await.expect("clean stop");
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Running));
+    env.stop_cleanly().await;
 }
 
 async fn deleting_a_blocked_maintenance_undoes_it_within_seconds(backend: Backend) {
-    let mut env = cluster_with_a_blocked_pod(backend).start().await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_blocked_by("nm-0", "db-budget").await;
+    let mut env = node_0_blocked(backend).await;
 
     let started = Instant::now();
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "undo took {:?}",
@@ -98,7 +82,7 @@ async fn deleting_a_blocked_maintenance_undoes_it_within_seconds(backend: Backen
     // Nothing re-cordons the node afterwards.
     tokio::time::sleep(Duration::from_secs(6)).await;
     assert_ne!(env.node("node-0").await["spec"]["unschedulable"], true);
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(

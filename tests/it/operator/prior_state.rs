@@ -6,7 +6,6 @@
 use std::time::Duration;
 
 use nmo_actors::model::{DRAIN_TAINT_KEY, EXCLUDE_LABEL, RECORD_ANNOTATION};
-use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
 use crate::support::{Backend, TestEnv, both_backends, eventually, taint_keys};
@@ -39,16 +38,19 @@ async fn assert_cordoned_by_a_person_only(env: &TestEnv, node: &str) {
     );
 }
 
+/// Ends `nm-0`, and asserts that node-0 is as a person left it ([`assert_cordoned_by_a_person_only`]);
+/// nmo stops cleanly.
+async fn ends_leaving_the_persons_cordon(env: &mut TestEnv) {
+    env.end_maintenance("nm-0").await;
+    assert_cordoned_by_a_person_only(env, "node-0").await;
+    env.stop_cleanly().await;
+}
+
 /// The sequence: nmo drove the node, the cluster went back to the Go operator (which
 /// undid the node but left nmo's record), a person cordoned the node, and nmo came back. The
 /// stale record (of a maintenance long gone, saying "not cordoned") is neither followed by the
 /// orphan sweep nor reused by a new maintenance: its undo leaves the person's cordon.
 async fn a_stale_record_of_another_maintenance_is_never_reused(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0))
-        .without_operator()
-        .start()
-        .await;
     let stale = json!({
         "maintenance": "uid-of-a-maintenance-long-gone",
         "cordoned": false,
@@ -56,17 +58,17 @@ async fn a_stale_record_of_another_maintenance_is_never_reused(backend: Backend)
         "unschedulableTaint": false,
         "label": false,
     });
-    env.patch_node(
-        "node-0",
-        json!({
-            "metadata": {"annotations": {RECORD_ANNOTATION: stale.to_string()}},
-            "spec": {"unschedulable": true},
-        }),
-    )
-    .await;
-    env.start_operator();
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    let mut env = TestEnv::on(backend)
+        .budgeted_nodes(1, 0)
+        .patched_node(
+            "node-0",
+            json!({
+                "metadata": {"annotations": {RECORD_ANNOTATION: stale.to_string()}},
+                "spec": {"unschedulable": true},
+            }),
+        )
+        .start_maintaining("nm-0", "node-0")
+        .await;
     let during = env.node("node-0").await;
     let record = record_of(&during).expect("a record");
     assert_eq!(
@@ -76,10 +78,7 @@ async fn a_stale_record_of_another_maintenance_is_never_reused(backend: Backend)
     assert_ne!(record["maintenance"], stale["maintenance"]);
     let copy = &env.status("nm-0").await["nodeRecord"];
     assert_eq!(copy["cordoned"], true, "the status keeps a copy: {copy}");
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
-    assert_cordoned_by_a_person_only(&env, "node-0").await;
-    env.stop_operator().await.expect("clean stop");
+    ends_leaving_the_persons_cordon(&mut env).await;
 }
 
 /// The record on the node is removed, then garbled, while the maintenance runs: each time it
@@ -88,15 +87,10 @@ async fn a_stale_record_of_another_maintenance_is_never_reused(backend: Backend)
 /// the node and a condition, and the undo leaves the cordon the node had before.
 async fn a_record_lost_or_garbled_mid_maintenance_is_written_again_from_the_copy(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0))
-        .without_operator()
-        .start()
+        .budgeted_nodes(1, 0)
+        .patched_node("node-0", json!({"spec": {"unschedulable": true}}))
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.patch_node("node-0", json!({"spec": {"unschedulable": true}}))
-        .await;
-    env.start_operator();
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
     let record = record_of(&env.node("node-0").await).expect("a record");
     assert_eq!(record["cordoned"], true);
 
@@ -116,27 +110,22 @@ async fn a_record_lost_or_garbled_mid_maintenance_is_written_again_from_the_copy
         )
         .await;
     }
-    eventually(
+    env.wait_event(
         "a Warning event on the node",
-        Duration::from_secs(10),
-        async || {
-            env.event_messages("node-0", "RecordUnreadable")
-                .await
-                .iter()
-                .any(|m| m.contains("unreadable"))
-        },
+        "node-0",
+        "RecordUnreadable",
+        &["unreadable"],
     )
     .await;
-    eventually(
+    env.wait_condition_reason(
         "the condition to say the record was replaced",
         Duration::from_secs(10),
-        async || env.condition("nm-0", "PriorStateRecorded").await["reason"] == "RecordReplaced",
+        "nm-0",
+        "PriorStateRecorded",
+        "RecordReplaced",
     )
     .await;
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
-    assert_cordoned_by_a_person_only(&env, "node-0").await;
-    env.stop_operator().await.expect("clean stop");
+    ends_leaving_the_persons_cordon(&mut env).await;
 }
 
 /// A node nmo takes over from the Go operator in the middle of its maintenance (marked, no
@@ -144,46 +133,44 @@ async fn a_record_lost_or_garbled_mid_maintenance_is_written_again_from_the_copy
 /// takes off every mark of a maintenance, as the Go operator's would, saying so in a Warning
 /// event on the node.
 async fn a_node_adopted_from_the_go_operator_is_undone_as_it_would_and_says_so(backend: Backend) {
+    // The Go operator's marks on the node, and its maintenance of it.
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0))
-        .without_operator()
+        .budgeted_nodes(1, 0)
+        .patched_node(
+            "node-0",
+            json!({
+                "metadata": {"labels": {EXCLUDE_LABEL: "true"}},
+                "spec": {
+                    "unschedulable": true,
+                    "taints": [
+                        {"key": DRAIN_TAINT_KEY, "effect": "NoSchedule"},
+                        {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+                    ],
+                },
+            }),
+        )
+        .object(json!({
+            "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
+            "kind": "NodeMaintenance",
+            "metadata": {"name": "nm-0", "finalizers": ["foregroundDeleteNodeMaintenance"]},
+            "spec": {"nodeName": "node-0", "reason": "the Go operator's"},
+            "status": {"phase": "Running", "drainProgress": 100, "totalpods": 0, "evictionPods": 0},
+        }))
         .start()
         .await;
-    env.patch_node(
-        "node-0",
-        json!({
-            "metadata": {"labels": {EXCLUDE_LABEL: "true"}},
-            "spec": {
-                "unschedulable": true,
-                "taints": [
-                    {"key": DRAIN_TAINT_KEY, "effect": "NoSchedule"},
-                    {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
-                ],
-            },
-        }),
-    )
-    .await;
-    env.create_object(json!({
-        "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
-        "kind": "NodeMaintenance",
-        "metadata": {"name": "nm-0", "finalizers": ["foregroundDeleteNodeMaintenance"]},
-        "spec": {"nodeName": "node-0", "reason": "the Go operator's"},
-        "status": {"phase": "Running", "drainProgress": 100, "totalpods": 0, "evictionPods": 0},
-    }))
-    .await;
-    env.start_operator();
-    eventually(
+    env.wait_condition_reason(
         "the prior state to be recorded as unknown",
         Duration::from_secs(20),
-        async || env.condition("nm-0", "PriorStateRecorded").await["reason"] == "PriorStateUnknown",
+        "nm-0",
+        "PriorStateRecorded",
+        "PriorStateUnknown",
     )
     .await;
     assert_eq!(
         record_of(&env.node("node-0").await).expect("a record")["priorUnknown"],
         true
     );
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     let after = env.node("node-0").await;
     assert_ne!(after["spec"]["unschedulable"], true, "{after}");
     assert!(taint_keys(&after).is_empty(), "{after}");
@@ -192,18 +179,14 @@ async fn a_node_adopted_from_the_go_operator_is_undone_as_it_would_and_says_so(b
         "{after}"
     );
     assert_eq!(record_of(&after), None, "{after}");
-    eventually(
+    env.wait_event(
         "a Warning event on the node",
-        Duration::from_secs(10),
-        async || {
-            env.event_messages("node-0", "PriorStateUnknown")
-                .await
-                .iter()
-                .any(|m| m.contains("not known"))
-        },
+        "node-0",
+        "PriorStateUnknown",
+        &["not known"],
     )
     .await;
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(

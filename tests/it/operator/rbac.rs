@@ -9,7 +9,7 @@ use std::time::Duration;
 use nmo_sim::Scenario;
 
 use crate::support::{
-    Backend, OPERATOR_NAMESPACE, TestEnv, both_backends, eventually, test_options,
+    Backend, OPERATOR_NAMESPACE, Phase, TestEnv, both_backends, eventually, test_options,
 };
 
 /// The (group, resource, verb) grants of deploy/base/rbac.yaml, subresources as `pods/eviction`.
@@ -49,7 +49,7 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used(backend: Backend
     };
     let mut env = TestEnv::on(backend)
         .scenario(Scenario::new(3, 8))
-        .rbac(Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
+        .deployed_rbac()
         // The install creates nmo's namespace (deploy/base/namespace.yaml) before nmo runs.
         .namespace(OPERATOR_NAMESPACE)
         .operator_options(options)
@@ -64,14 +64,13 @@ async fn the_cluster_role_is_sufficient_and_every_grant_is_used(backend: Backend
         "the maintenance to succeed",
         Duration::from_secs(30),
         async || {
-            env.phase("nm-0").await.as_deref() == Some("Succeeded")
-                && env.phase("nm-ghost").await.as_deref() == Some("Failed")
+            env.phase("nm-0").await == Some(Phase::Succeeded)
+                && env.phase("nm-ghost").await == Some(Phase::Failed)
         },
     )
     .await;
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
-    env.stop_operator().await.expect("clean stop");
+    env.end_maintenance("nm-0").await;
+    env.stop_cleanly().await;
 
     let used: BTreeSet<(String, String, String)> = env.operator_requests().into_iter().collect();
     let denied = env.operator_refusals();

@@ -1,18 +1,11 @@
 //! Crash safety: an operator killed mid-drain leaves a state the next one finishes from.
 
-use nmo_sim::Scenario;
-
-use crate::support::{Backend, TestEnv, both_backends, taint_keys};
+use super::node_0_blocked;
+use crate::support::{Backend, both_backends, taint_keys};
 
 async fn a_new_operator_finishes_what_a_killed_one_started(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 4).pdb(None))
-        .precious_pods(&["db-0"], 1)
-        .start()
-        .await;
-    env.create_maintenance("nm-0", "node-0").await;
     // The drain is under way and blocked.
-    env.wait_blocked_by("nm-0", "db-budget").await;
+    let mut env = node_0_blocked(backend).await;
     env.kill_operator().await;
     let progress_before =
         env.maintenance("nm-0").await.expect("exists")["status"]["drainProgress"].clone();
@@ -20,7 +13,7 @@ async fn a_new_operator_finishes_what_a_killed_one_started(backend: Backend) {
     // The budget is relaxed while no operator runs; the next one picks the drain up.
     env.relax_pdb("precious", "db-budget", 0).await;
     env.start_operator();
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     let status = env.maintenance("nm-0").await.expect("exists")["status"].clone();
     assert!(
         status["drainProgress"].as_i64() >= progress_before.as_i64(),
@@ -39,7 +32,7 @@ async fn a_new_operator_finishes_what_a_killed_one_started(backend: Backend) {
     assert_ne!(node["spec"]["unschedulable"], true);
     assert!(taint_keys(&node).is_empty(), "{:?}", taint_keys(&node));
     assert!(env.lease("node-0").await.is_none());
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(a_new_operator_finishes_what_a_killed_one_started,);

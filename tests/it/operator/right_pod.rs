@@ -9,7 +9,6 @@ use kube::api::{Api, DeleteParams};
 use nmo::cluster::KubeCluster;
 use nmo_actors::model::Uid;
 use nmo_actors::ports::{Cluster, ClusterError, EvictionOutcome};
-use nmo_sim::Scenario;
 
 use crate::support::{Backend, TestEnv, both_backends, eventually};
 
@@ -19,14 +18,11 @@ use crate::support::{Backend, TestEnv, both_backends, eventually};
 /// the new `web-0` on node-1: the request for the old `web-0` went with it.
 async fn a_held_eviction_never_follows_its_pod_name_to_another_node(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 0).pdb(None))
-        .namespace("web")
-        .pod("web", "web-0", "node-0", "web")
-        .pod("web", "web-1", "node-0", "web")
+        .nodes(2, 0)
+        .namespace_with_pods("web", "web", &[("web-0", "node-0"), ("web-1", "node-0")])
         .pdb("web", "web-budget", "web", 2)
-        .start()
+        .start_with_maintenance("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
     env.wait_blocked_by("nm-0", "web-budget").await;
 
     let pods: Api<Pod> = Api::namespaced(env.admin_client(), &env.ns("web"));
@@ -63,7 +59,7 @@ async fn a_held_eviction_never_follows_its_pod_name_to_another_node(backend: Bac
 
     // Both may go now, as far as the budget is concerned.
     env.relax_pdb("web", "web-budget", 0).await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    env.wait_succeeded("nm-0").await;
     let web_0 = env
         .get_json::<Pod>(Some("web"), "web-0")
         .await
@@ -74,7 +70,7 @@ async fn a_held_eviction_never_follows_its_pod_name_to_another_node(backend: Bac
         "the new web-0 is not being deleted: {web_0}"
     );
     assert!(!env.pod_exists("web", "web-1").await, "web-1 was evicted");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(a_held_eviction_never_follows_its_pod_name_to_another_node);
@@ -83,12 +79,9 @@ both_backends!(a_held_eviction_never_follows_its_pod_name_to_another_node);
 /// naming a uid the pod of that name no longer has touches nothing, and reads as "gone".
 async fn an_eviction_or_deletion_naming_another_uid_touches_nothing(backend: Backend) {
     let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 0).pdb(None))
-        .namespace("web")
-        .pod("web", "web-0", "node-0", "web")
-        .pod("web", "web-1", "node-0", "web")
-        .without_operator()
-        .start()
+        .nodes(1, 0)
+        .namespace_with_pods("web", "web", &[("web-0", "node-0"), ("web-1", "node-0")])
+        .start_idle()
         .await;
     let adapter = KubeCluster::new(env.operator_client(), None);
     let web = env.ns("web");

@@ -3,20 +3,17 @@
 
 use std::time::{Duration, Instant};
 
-use nmo_sim::Scenario;
 use serde_json::json;
 
-use crate::support::{Backend, TestEnv, both_backends, eventually, taint_keys};
+use crate::support::{Backend, Phase, TestEnv, both_backends, eventually, taint_keys};
 
 async fn a_missing_node_fails_the_maintenance_with_a_reason(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 2).pdb(None))
-        .start()
+        .nodes(1, 2)
+        .start_with_maintenance("nm-ghost", "no-such-node")
         .await;
-    env.create_maintenance("nm-ghost", "no-such-node").await;
-    env.wait_phase("nm-ghost", "Failed").await;
-    let nm = env.maintenance("nm-ghost").await.expect("exists");
-    let error = nm["status"]["lastError"].as_str().unwrap_or_default();
+    env.wait_failed("nm-ghost").await;
+    let error = env.last_error("nm-ghost").await;
     assert!(
         error.contains("no-such-node"),
         "lastError names the node: {error}"
@@ -36,82 +33,67 @@ async fn a_missing_node_fails_the_maintenance_with_a_reason(backend: Backend) {
         env.lease("no-such-node").await.is_none(),
         "no lease for a node that does not exist"
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 async fn a_second_maintenance_for_a_node_fails_and_deleting_it_undoes_nothing(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3))
-        .start()
+        .budgeted_nodes(2, 3)
+        .start_maintaining("nm-first", "node-0")
         .await;
-    env.create_maintenance("nm-first", "node-0").await;
-    env.wait_phase("nm-first", "Succeeded").await;
     env.create_maintenance("nm-second", "node-0").await;
-    env.wait_phase("nm-second", "Failed").await;
-    let second = env.maintenance("nm-second").await.expect("exists");
-    let error = second["status"]["lastError"].as_str().unwrap_or_default();
+    env.wait_failed("nm-second").await;
+    let error = env.last_error("nm-second").await;
     assert!(
         error.contains("nm-first"),
         "the reason names the active maintenance: {error}"
     );
 
-    env.delete_maintenance("nm-second").await;
-    env.wait_gone("nm-second").await;
+    env.end_maintenance("nm-second").await;
     let node = env.node("node-0").await;
     assert_eq!(
         node["spec"]["unschedulable"], true,
         "the first maintenance still holds the node"
     );
     assert!(taint_keys(&node).contains(&"medik8s.io/drain".to_string()));
-    assert_eq!(
-        env.lease("node-0").await.expect("lease")["spec"]["holderIdentity"],
-        "node-maintenance"
-    );
-    assert_eq!(env.phase("nm-first").await.as_deref(), Some("Succeeded"));
-    env.stop_operator().await.expect("clean stop");
+    assert_eq!(env.lease_holder("node-0").await, "node-maintenance");
+    assert_eq!(env.phase("nm-first").await, Some(Phase::Succeeded));
+    env.stop_cleanly().await;
 }
 
 async fn foreign_taints_and_labels_survive_maintenance_and_its_end(backend: Backend) {
-    let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 2).pdb(None))
-        .without_operator()
-        .start()
-        .await;
     let foreign_taint =
         json!({"key": "example.com/gpu-broken", "value": "true", "effect": "NoExecute"});
-    env.patch_node(
-        "node-0",
-        json!({
-            "metadata": {"labels": {"team": "storage"}},
-            "spec": {"taints": [foreign_taint]}
-        }),
-    )
-    .await;
-    env.start_operator();
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
+    let mut env = TestEnv::on(backend)
+        .nodes(1, 2)
+        .patched_node(
+            "node-0",
+            json!({
+                "metadata": {"labels": {"team": "storage"}},
+                "spec": {"taints": [foreign_taint]}
+            }),
+        )
+        .start_maintaining("nm-0", "node-0")
+        .await;
     let during = env.node("node-0").await;
     assert!(taint_keys(&during).contains(&"example.com/gpu-broken".to_string()));
     assert_eq!(taint_keys(&during).len(), 3, "{:?}", taint_keys(&during));
 
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     let after = env.node("node-0").await;
     assert_eq!(
         taint_keys(&after),
         vec!["example.com/gpu-broken".to_string()]
     );
     assert_eq!(after["metadata"]["labels"]["team"], "storage");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 async fn an_uncordoned_node_is_put_back_within_seconds(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(1, 2).pdb(None))
-        .start()
+        .nodes(1, 2)
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
 
     // Someone uncordons, untaints and unlabels the node by hand.
     let started = Instant::now();
@@ -140,7 +122,7 @@ async fn an_uncordoned_node_is_put_back_within_seconds(backend: Backend) {
         "repair took {:?}",
         started.elapsed()
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(

@@ -16,7 +16,7 @@ use nmo::operator::OperatorOptions;
 use nmo_sim::Scenario;
 use serde_json::{Value, json};
 
-use crate::support::{Backend, Operator, TestEnv, both_backends, eventually, test_options};
+use crate::support::{Backend, Operator, Phase, TestEnv, both_backends, eventually, test_options};
 
 /// nmo's namespace in deploy/.
 const NMO_NAMESPACE: &str = "nmo-system";
@@ -172,8 +172,7 @@ async fn the_leader_s_node_is_drained_and_the_standby_finishes_it(backend: Backe
         .pod(APP, "db-0", "node-0", "db")
         .pod(APP, "db-1", "node-1", "db")
         .pdb(APP, "db", "db", 2)
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     // The scheduler places nmo's two pods on node-0 and node-1: node-2 is cordoned meanwhile
     // (the nodes are equally loaded, so the second pod goes where the first did not).
@@ -214,8 +213,8 @@ async fn the_leader_s_node_is_drained_and_the_standby_finishes_it(backend: Backe
     })
     .await;
     assert_eq!(
-        env.phase("nm-leader").await.as_deref(),
-        Some("Running"),
+        env.phase("nm-leader").await,
+        Some(Phase::Running),
         "the budget still holds the drain: the new leader must finish it"
     );
     // The other replica's pod was never touched.
@@ -225,7 +224,7 @@ async fn the_leader_s_node_is_drained_and_the_standby_finishes_it(backend: Backe
     env.relax_pdb(APP, "db", 1).await;
     eventually("the maintenance to finish", TIMEOUT, async || {
         replicas.sync(&env).await;
-        env.phase("nm-leader").await.as_deref() == Some("Succeeded")
+        env.phase("nm-leader").await == Some(Phase::Succeeded)
     })
     .await;
     let status = env.status("nm-leader").await;
@@ -249,8 +248,7 @@ async fn maintenances_end_when_every_worker_is_in_maintenance(backend: Backend) 
     let env = TestEnv::on(backend)
         .scenario(Scenario::plain(NODES, 2).pdb(None))
         .namespace(NMO_NAMESPACE)
-        .without_operator()
-        .start()
+        .start_idle()
         .await;
     let control_plane = "node-0";
     let workers = ["node-1", "node-2"];
@@ -284,7 +282,7 @@ async fn maintenances_end_when_every_worker_is_in_maintenance(backend: Backend) 
         replicas.sync(&env).await;
         let mut done = true;
         for worker in workers {
-            done &= env.phase(&format!("nm-{worker}")).await.as_deref() == Some("Succeeded");
+            done &= env.phase(&format!("nm-{worker}")).await == Some(Phase::Succeeded);
         }
         done
     })

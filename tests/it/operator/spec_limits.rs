@@ -4,19 +4,9 @@
 
 use std::time::Duration;
 
-use nmo_sim::Scenario;
 use serde_json::json;
 
-use crate::support::{Backend, TestEnv, eventually};
-
-fn maintenance(name: &str, spec: serde_json::Value) -> serde_json::Value {
-    json!({
-        "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
-        "kind": "NodeMaintenance",
-        "metadata": {"name": name},
-        "spec": spec,
-    })
-}
+use crate::support::{Backend, TestEnv, maintenance_object};
 
 /// A node name that is no node's (empty, a path, too long), a reason of more than 1024
 /// characters, a drain timeout beyond 720h or too large for Go: each refused at create; a
@@ -25,9 +15,8 @@ fn maintenance(name: &str, spec: serde_json::Value) -> serde_json::Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_schema_refuses_a_spec_nmo_cannot_act_on() {
     let env = TestEnv::on(Backend::Real)
-        .scenario(Scenario::plain(1, 0))
-        .without_operator()
-        .start()
+        .budgeted_nodes(1, 0)
+        .start_idle()
         .await;
     let long_name = "n".repeat(254);
     let long_reason = "r".repeat(1025);
@@ -50,11 +39,11 @@ async fn the_schema_refuses_a_spec_nmo_cannot_act_on() {
     ];
     for (name, spec) in refused {
         let result = env
-            .try_create_maintenance(maintenance(name, spec.clone()))
+            .try_create_maintenance(maintenance_object(name, spec.clone()))
             .await;
         assert!(result.is_err(), "{name}: {spec} was accepted");
     }
-    env.try_create_maintenance(maintenance(
+    env.try_create_maintenance(maintenance_object(
         "fine",
         json!({"nodeName": "node-0", "reason": "r".repeat(1024), "drainTimeout": "720h"}),
     ))
@@ -81,10 +70,7 @@ async fn the_schema_refuses_a_spec_nmo_cannot_act_on() {
 /// maintenance Succeeded). Simulator only, for that reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_beyond_the_limits_fails_naming_the_field_and_touches_nothing() {
-    let env = TestEnv::builder()
-        .scenario(Scenario::plain(2, 1).pdb(None))
-        .start()
-        .await;
+    let env = TestEnv::builder().nodes(2, 1).start().await;
     let cases = [
         (
             "huge-timeout",
@@ -98,12 +84,12 @@ async fn a_spec_beyond_the_limits_fails_naming_the_field_and_touches_nothing() {
         ),
     ];
     for (name, spec, _) in &cases {
-        env.try_create_maintenance(maintenance(name, spec.clone()))
+        env.try_create_maintenance(maintenance_object(name, spec.clone()))
             .await
             .expect("the simulator takes it");
     }
     for (name, _, field) in &cases {
-        env.wait_phase(name, "Failed").await;
+        env.wait_failed(name).await;
         let status = env.status(name).await;
         let error = status["lastError"].as_str().unwrap_or_default();
         assert!(error.contains(field), "{name}: {error}");
@@ -114,15 +100,11 @@ async fn a_spec_beyond_the_limits_fails_naming_the_field_and_touches_nothing() {
         assert_ne!(object["spec"]["unschedulable"], true, "{node} was cordoned");
         assert!(env.lease(node).await.is_none(), "{node} was leased");
     }
-    eventually(
+    env.wait_event(
         "a Warning event naming the field",
-        Duration::from_secs(10),
-        async || {
-            env.event_messages("huge-timeout", "FailedMaintenance")
-                .await
-                .iter()
-                .any(|m| m.contains("spec.drainTimeout"))
-        },
+        "huge-timeout",
+        "FailedMaintenance",
+        &["spec.drainTimeout"],
     )
     .await;
 }

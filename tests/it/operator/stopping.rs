@@ -3,19 +3,14 @@
 
 use std::time::Duration;
 
-use nmo_sim::Scenario;
-
-use crate::support::{Backend, TestEnv, both_backends, eventually, taint_keys};
+use crate::support::{Backend, Phase, TestEnv, both_backends, eventually, taint_keys};
 
 /// nmo running with node-0 drained for nm-0.
 async fn drained(backend: Backend) -> TestEnv {
-    let env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3))
-        .start()
-        .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
-    env
+    TestEnv::on(backend)
+        .budgeted_nodes(2, 3)
+        .start_maintaining("nm-0", "node-0")
+        .await
 }
 
 /// A NodeMaintenance deleted just before nmo is stopped, with no nmo to follow (the last
@@ -25,7 +20,7 @@ async fn a_stop_right_after_a_delete_finishes_the_undo_first(backend: Backend) {
     let mut env = drained(backend).await;
 
     env.delete_maintenance("nm-0").await;
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
     assert!(
         env.maintenance("nm-0").await.is_none(),
         "the finalizer is released before nmo exits: {:?}",
@@ -60,7 +55,7 @@ async fn a_stop_leaves_the_node_lease_valid_for_minutes_and_a_successor_renews_i
     let held = env.lease("node-0").await.expect("the lease");
     assert_eq!(held["spec"]["leaseDurationSeconds"], 3600);
 
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
     let stopped_at = chrono::Utc::now();
     let left = env.lease("node-0").await.expect("the lease stays");
     assert_eq!(left["spec"]["holderIdentity"], "node-maintenance");
@@ -82,8 +77,8 @@ async fn a_stop_leaves_the_node_lease_valid_for_minutes_and_a_successor_renews_i
         },
     )
     .await;
-    assert_eq!(env.phase("nm-0").await.as_deref(), Some("Succeeded"));
-    env.stop_operator().await.expect("clean stop");
+    assert_eq!(env.phase("nm-0").await, Some(Phase::Succeeded));
+    env.stop_cleanly().await;
 }
 
 both_backends!(a_stop_leaves_the_node_lease_valid_for_minutes_and_a_successor_renews_it);

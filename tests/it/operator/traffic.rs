@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::ListParams;
-use nmo_sim::{Query, Scenario};
+use nmo_sim::Query;
 
 use nmo_actors::config::defaults::LEASE_NAMESPACE;
 
@@ -16,7 +16,7 @@ use crate::support::{Backend, TestEnv, both_backends};
 async fn drain_counted<'a>(env: &'a mut TestEnv, node: &str) -> Requests<'a> {
     env.forget_operator_requests();
     env.create_maintenance(node, node).await;
-    env.wait_phase(node, "Succeeded").await;
+    env.wait_succeeded(node).await;
     // Anything still to come from this maintenance (a last status write, say) is counted too.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let report = env.operator_requests_report();
@@ -34,6 +34,11 @@ impl Requests<'_> {
     fn count(&self, query: Query) -> u64 {
         self.env.count_operator_requests(&query)
     }
+
+    /// How many requests of `verb` on `resource` (any subresource).
+    fn of(&self, verb: &str, resource: &str) -> u64 {
+        self.count(Query::all().verb(verb).resource(resource))
+    }
 }
 
 /// On the real backend each watch lists first: its etcd (3.4.23) cannot serve streaming lists
@@ -43,7 +48,7 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests(back
     // The lease namespace exists, as it does for every maintenance but a cluster's first.
     let streaming = backend == Backend::Sim;
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(3, 10).pdb(None))
+        .nodes(3, 10)
         .namespace(LEASE_NAMESPACE)
         .start()
         .await;
@@ -59,34 +64,44 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests(back
         evictions, 10,
         "one eviction per pod, no retries without budgets"
     );
-    assert_eq!(
-        first.count(Query::all().verb("get").resource("pods")),
-        0,
-        "no per-pod polling"
-    );
-    assert!(
-        first.count(Query::all().verb("watch").resource("pods")) <= 1,
-        "one pod watch for the node"
-    );
-    assert_eq!(
-        first.count(Query::all().verb("list").resource("pods")),
-        listed,
-        "the first counts and the drain both come from the pod watch's first list"
-    );
-    assert_eq!(
-        first.count(Query::all().verb("list").resource("nodes")),
-        listed,
-        "the node watch lists once at most"
-    );
-    assert_eq!(
-        first.count(Query::all().verb("get").resource("nodes")),
-        0,
-        "the node is patched as the node watch delivered it"
-    );
-    assert!(
-        first.count(Query::all().verb("watch").resource("nodes")) <= 1,
-        "one node watch"
-    );
+    for (verb, resource, expected, why) in [
+        ("get", "pods", 0, "no per-pod polling"),
+        (
+            "list",
+            "pods",
+            listed,
+            "the first counts and the drain both come from the pod watch's first list",
+        ),
+        ("list", "nodes", listed, "the node watch lists once at most"),
+        (
+            "get",
+            "nodes",
+            0,
+            "the node is patched as the node watch delivered it",
+        ),
+        (
+            "get",
+            "nodemaintenances",
+            0,
+            "the watch's copy is used: no re-read, no read before adding the finalizer",
+        ),
+        (
+            "get",
+            "leases",
+            0,
+            "a first maintenance creates its lease without reading it first",
+        ),
+    ] {
+        assert_eq!(first.of(verb, resource), expected, "{why}");
+    }
+    // One watch of each kind: pods for the node, nodes and leases for the process.
+    for (resource, why) in [
+        ("pods", "one pod watch for the node"),
+        ("nodes", "one node watch"),
+        ("leases", "one lease watch for the process"),
+    ] {
+        assert!(first.of("watch", resource) <= 1, "{why}");
+    }
     let status_writes = first.count(
         Query::all()
             .resource("nodemaintenances")
@@ -96,23 +111,9 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests(back
         status_writes <= 2,
         "a drain of a second writes Running and Succeeded, its progress not at all: {status_writes}"
     );
-    assert_eq!(
-        first.count(Query::all().verb("get").resource("nodemaintenances")),
-        0,
-        "the watch's copy is used: no re-read, no read before adding the finalizer"
-    );
-    assert_eq!(
-        first.count(Query::all().verb("get").resource("leases")),
-        0,
-        "a first maintenance creates its lease without reading it first"
-    );
     // finalizer, 2 events, lease, node patch, pod watch, 2 status writes, the node watch and
     // the lease watch every maintenance shares (and the watches' three LISTs where there are no
     // streaming lists).
-    assert!(
-        first.count(Query::all().verb("watch").resource("leases")) <= 1,
-        "one lease watch for the process"
-    );
     assert!(
         total <= evictions + 10 + 3 * listed,
         "{total} requests for {evictions} evictions: {:?}",
@@ -125,9 +126,7 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests(back
     let evictions = second.count(Query::all().resource("pods").subresource("eviction"));
     let total = second.count(Query::all());
     assert_eq!(
-        second.count(Query::all().resource("nodes").verb("watch"))
-            + second.count(Query::all().resource("nodes").verb("list"))
-            + second.count(Query::all().resource("nodes").verb("get")),
+        second.of("watch", "nodes") + second.of("list", "nodes") + second.of("get", "nodes"),
         0,
         "the second maintenance reads its node from the shared node watch: {:?}",
         second.report
@@ -138,24 +137,21 @@ async fn a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests(back
         "{total} requests for {evictions} evictions: {:?}",
         second.report
     );
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 both_backends!(a_drain_costs_one_eviction_per_pod_and_a_handful_of_other_requests);
 
 /// Counted by the simulator, or on the real API server from its audit log.
 async fn an_undo_costs_five_requests_and_reads_nothing(backend: Backend) {
     let mut env = TestEnv::on(backend)
-        .scenario(Scenario::plain(2, 3).pdb(None))
+        .nodes(2, 3)
         .namespace(LEASE_NAMESPACE)
-        .start()
+        .start_maintaining("nm-0", "node-0")
         .await;
-    env.create_maintenance("nm-0", "node-0").await;
-    env.wait_phase("nm-0", "Succeeded").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     env.forget_operator_requests();
 
-    env.delete_maintenance("nm-0").await;
-    env.wait_gone("nm-0").await;
+    env.end_maintenance("nm-0").await;
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let ours = |query: Query| env.count_operator_requests(&query);
@@ -173,18 +169,14 @@ async fn an_undo_costs_five_requests_and_reads_nothing(backend: Backend) {
     assert_eq!(ours(Query::all().verb("delete").resource("leases")), 1);
     assert!(ours(Query::all()) <= 5, "{report:?}");
     assert!(env.lease("node-0").await.is_none(), "the lease is released");
-    env.stop_operator().await.expect("clean stop");
+    env.stop_cleanly().await;
 }
 
 both_backends!(an_undo_costs_five_requests_and_reads_nothing);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refused_eviction_reaches_nmo_at_once_not_after_client_retries() {
-    let env = TestEnv::builder()
-        .scenario(Scenario::plain(1, 1).pdb(None))
-        .without_operator()
-        .start()
-        .await;
+    let env = TestEnv::builder().nodes(1, 1).start_idle().await;
     let sim = env.sim();
     let uri: http::Uri = sim.base_url().parse().expect("a URL");
     let client = nmo::operator::client(

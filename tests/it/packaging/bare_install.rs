@@ -12,6 +12,7 @@
 //! loopback. The TLS
 //! handshake is still the API server's own, for the Service's name, against the caBundle.
 
+use crate::support::assert_success;
 use std::time::Duration;
 
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
@@ -114,11 +115,7 @@ async fn the_default_install_works_on_a_bare_cluster_through_nmo_s_own_certifica
         .args(["apply", "-f", "install.yaml"])
         .output()
         .expect("kubectl runs");
-    assert!(
-        apply.status.success(),
-        "install.yaml does not apply to a bare cluster: {}",
-        String::from_utf8_lossy(&apply.stderr)
-    );
+    assert_success(&apply, "install.yaml does not apply to a bare cluster");
     let established = plane
         .kubectl(&Identity::admin())
         .expect("kubectl")
@@ -222,11 +219,7 @@ async fn a_lease_namespace_without_its_role_stops_nmo_at_start_naming_what_is_mi
         .args(["apply", "-k", "deploy/install-no-webhook"])
         .output()
         .expect("kubectl runs");
-    assert!(
-        apply.status.success(),
-        "{}",
-        String::from_utf8_lossy(&apply.stderr)
-    );
+    assert_success(&apply, "kubectl apply -k deploy/install-no-webhook");
     let client = plane
         .client_as(&Identity::service_account("nmo-system", "nmo"))
         .expect("nmo's client");

@@ -10,6 +10,7 @@
 //! script with no `--binary` (docs/install.md). skopeo and umoci come from Debian's packages
 //! (.ci/run installs them); without them this test fails rather than passes unchecked.
 
+use crate::support::assert_success;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -26,12 +27,7 @@ fn run(command: &mut Command) -> Output {
     let output = command.output().unwrap_or_else(|e| {
         panic!("{command:?} cannot run (.ci/run installs skopeo and umoci): {e}")
     });
-    assert!(
-        output.status.success(),
-        "{command:?} failed: {}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    assert_success(&output, format!("{command:?} failed"));
     output
 }
 

@@ -1,6 +1,7 @@
 //! What the packaging tests share: the repository's paths, `kubectl kustomize`, YAML documents,
 //! and generated files checked for drift (or rewritten with NMO_REGENERATE=1).
 
+use crate::support::assert_success;
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -39,11 +40,9 @@ pub fn kustomize_text(dir: &Path) -> String {
         .unwrap_or_else(|e| {
             panic!("kubectl is needed to build the kustomizations (.ci/run installs it): {e}")
         });
-    assert!(
-        output.status.success(),
-        "kubectl kustomize {} failed: {}",
-        dir.display(),
-        String::from_utf8_lossy(&output.stderr)
+    assert_success(
+        &output,
+        format!("kubectl kustomize {} failed", dir.display()),
     );
     String::from_utf8(output.stdout).expect("UTF-8")
 }
@@ -171,12 +170,7 @@ impl Kubectl<'_> {
     /// Runs `kubectl args`, failing the test with kubectl's words if it fails.
     pub fn ok(&self, args: &[&str]) -> String {
         let output = self.run(args);
-        assert!(
-            output.status.success(),
-            "kubectl {} failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&output.stderr)
-        );
+        assert_success(&output, format!("kubectl {} failed", args.join(" ")));
         String::from_utf8_lossy(&output.stdout).into_owned()
     }
 

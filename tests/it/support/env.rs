@@ -69,6 +69,10 @@ enum Seed {
         name: String,
         node: String,
     },
+    NodePatch {
+        node: String,
+        patch: Value,
+    },
     Object(Value),
 }
 
@@ -271,11 +275,29 @@ impl TestEnvBuilder {
         self
     }
 
+    /// `nodes` nodes (`node-0`, `node-1`, ...) with `pods` pods each, of ReplicaSets spread
+    /// over them, and no PodDisruptionBudget: the usual cluster of a test
+    /// (`Scenario::plain(nodes, pods).pdb(None)`).
+    pub fn nodes(self, nodes: usize, pods: usize) -> Self {
+        self.scenario(Scenario::plain(nodes, pods).pdb(None))
+    }
+
+    /// The same with a budget of `maxUnavailable: 1` over each ReplicaSet
+    /// (`Scenario::plain(nodes, pods)`).
+    pub fn budgeted_nodes(self, nodes: usize, pods: usize) -> Self {
+        self.scenario(Scenario::plain(nodes, pods))
+    }
+
     /// nmo runs as its service account, in its namespace, with the RBAC manifests at `path`
     /// (e.g. deploy/base/rbac.yaml) enforced; the admin may still do anything.
     pub fn rbac(mut self, path: PathBuf) -> Self {
         self.cluster.rbac = Some(path);
         self
+    }
+
+    /// [`Self::rbac`] with the RBAC nmo is deployed with (deploy/base/rbac.yaml).
+    pub fn deployed_rbac(self) -> Self {
+        self.rbac(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("deploy/base/rbac.yaml"))
     }
 
     /// No kubelet and no controllers: objects keep the status they are given.
@@ -302,14 +324,31 @@ impl TestEnvBuilder {
         self
     }
 
+    /// The namespace `namespace` with Running pods labelled `app=<app>` and no owner, each
+    /// `(name, node)` bound to its node ([`Self::pod`]).
+    pub fn namespace_with_pods(
+        mut self,
+        namespace: &str,
+        app: &str,
+        pods: &[(&str, &str)],
+    ) -> Self {
+        self = self.namespace(namespace);
+        for (name, node) in pods {
+            self = self.pod(namespace, name, node, app);
+        }
+        self
+    }
+
     /// The tests' usual blocked pod: namespace `precious` with the pods `pods` on node-0,
     /// labelled `app=db`, under the budget `db-budget` of `min_available`.
-    pub fn precious_pods(mut self, pods: &[&str], min_available: i32) -> Self {
-        self = self.namespace("precious");
-        for pod in pods {
-            self = self.pod("precious", pod, "node-0", "db");
-        }
-        self.pdb("precious", "db-budget", "db", min_available)
+    pub fn precious_pods(self, pods: &[&str], min_available: i32) -> Self {
+        let on_node_0: Vec<(&str, &str)> = pods.iter().map(|pod| (*pod, "node-0")).collect();
+        self.namespace_with_pods("precious", "db", &on_node_0).pdb(
+            "precious",
+            "db-budget",
+            "db",
+            min_available,
+        )
     }
 
     /// A PodDisruptionBudget over `app=<app>` with `minAvailable`.
@@ -342,6 +381,16 @@ impl TestEnvBuilder {
         self
     }
 
+    /// A JSON merge patch of a node, as another controller or an admin made it before nmo
+    /// starts (see [`TestEnv::patch_node`]).
+    pub fn patched_node(mut self, node: &str, patch: Value) -> Self {
+        self.seeds.push(Seed::NodePatch {
+            node: node.into(),
+            patch,
+        });
+        self
+    }
+
     /// Any object, status included (written through the status subresource).
     pub fn object(mut self, object: Value) -> Self {
         self.seeds.push(Seed::Object(object));
@@ -366,6 +415,28 @@ impl TestEnvBuilder {
     pub fn operator_on_test_runtime(mut self) -> Self {
         self.placement = Placement::TestRuntime;
         self
+    }
+
+    /// Starts the cluster and creates the seeds, without nmo (`without_operator().start()`):
+    /// for a test that starts nmo itself or drives nmo's parts.
+    pub async fn start_idle(self) -> TestEnv {
+        self.without_operator().start().await
+    }
+
+    /// [`Self::start`], then creates the NodeMaintenance `name` of `node` as a test's first
+    /// step (after nmo started, unlike [`Self::maintenance`]), and returns at once.
+    pub async fn start_with_maintenance(self, name: &str, node: &str) -> TestEnv {
+        let env = self.start().await;
+        env.create_maintenance(name, node).await;
+        env
+    }
+
+    /// [`Self::start`], then puts `node` into maintenance as a test's first step: creates the
+    /// NodeMaintenance `name` and waits until it is Succeeded ([`TestEnv::maintain`]).
+    pub async fn start_maintaining(self, name: &str, node: &str) -> TestEnv {
+        let env = self.start().await;
+        env.maintain(name, node).await;
+        env
     }
 
     /// Starts the cluster, creates the seeds in order, then starts nmo (unless told not to).
@@ -421,6 +492,7 @@ impl TestEnvBuilder {
                     renewed_ago,
                 } => env.create_foreign_lease(&node, &holder, renewed_ago).await,
                 Seed::Maintenance { name, node } => env.create_maintenance(&name, &node).await,
+                Seed::NodePatch { node, patch } => env.patch_node(&node, patch).await,
                 Seed::Object(object) => env.create_object(object).await,
             }
         }

@@ -19,11 +19,11 @@
 //!
 //! ```ignore
 //! async fn a_node_is_drained(backend: Backend) {
-//!     let mut env = TestEnv::on(backend).scenario(Scenario::plain(2, 4)).start().await;
+//!     let mut env = TestEnv::on(backend).nodes(2, 4).start().await;
 //!     env.create_maintenance("nm-0", "node-0").await;
-//!     env.wait_phase("nm-0", "Succeeded").await;
+//!     env.wait_succeeded("nm-0").await;
 //!     assert!(env.event_reasons("nm-0").await.contains(&"BeginMaintenance".into()));
-//!     env.stop_operator().await.expect("clean stop");
+//!     env.stop_cleanly().await;
 //! }
 //! both_backends!(a_node_is_drained);
 //! ```
@@ -56,17 +56,23 @@
 //! starts outlives the test binary, however it ends.
 //!
 //! Modules:
+//! - `commands`: the commands a test runs (kubectl, cargo, nmo), which must succeed.
 //! - `backend`: the two backends and the identities (admin, nmo's service account).
 //! - `real`: the real backend (the shared control plane, turns, the sweep, the kubelet).
 //! - `names`: the test's names and the cluster's.
-//! - `env`: [`TestEnv`] and its builder; starting, stopping and killing nmo.
+//! - `env`: [`TestEnv`] and its builder; starting, stopping and killing nmo. The builder says
+//!   what a test's cluster has (`nodes(2, 3)`, `precious_pods`, `namespace_with_pods`,
+//!   `patched_node`, ...) and how it starts (`start`, `start_idle` without nmo,
+//!   `start_with_maintenance`, `start_maintaining` until the node is drained).
 //! - `objects`: reading objects as stored and changing them as an admin would.
-//! - `waits`: waiting for a phase, for a maintenance to be gone, for a blocked drain.
+//! - `waits`: waiting for a [`Phase`] (`wait_succeeded`, `wait_failed`), for a maintenance to be
+//!   gone, for a blocked drain, an event or a condition; `maintain` and `end_maintenance`.
 //! - `requests`: counting nmo's requests on either backend (accounting or audit log).
 //! - `operator`: running nmo in-process, on its own runtime (killable like a crashed process)
 //!   or on the test's.
 
 mod backend;
+mod commands;
 mod env;
 mod names;
 mod objects;
@@ -76,10 +82,12 @@ mod requests;
 mod waits;
 
 pub use backend::{Backend, OPERATOR_AGENT, OPERATOR_NAMESPACE};
+pub use commands::assert_success;
 pub use env::{TestEnv, TestEnvBuilder};
 pub use nmo_envtest::testing::eventually;
-pub use objects::taint_keys;
+pub use objects::{elements, maintenance_object, taint_keys};
 pub use operator::{Operator, test_options};
+pub use waits::Phase;
 
 /// Instantiates each test body `async fn name(backend: Backend)` twice: as `name::sim` on the
 /// simulator and `name::real` on the real API server (see the module docs). On a

@@ -18,9 +18,26 @@ use serde_json::{Value, json};
 
 use super::TestEnv;
 use super::names::Names;
+use super::waits::Phase;
 
 /// Where nmo and the other medik8s operators keep node leases.
 const LEASE_NAMESPACE: &str = "medik8s-leases";
+
+/// A NodeMaintenance named `name` with `spec` as written (for a spec `create_maintenance`
+/// does not write, or one the API server should refuse), as `kubectl create` would send it.
+pub fn maintenance_object(name: &str, spec: Value) -> Value {
+    json!({
+        "apiVersion": "nodemaintenance.medik8s.io/v1beta1",
+        "kind": "NodeMaintenance",
+        "metadata": {"name": name},
+        "spec": spec,
+    })
+}
+
+/// The elements of a JSON array (none when `value` is not an array: absent, say).
+pub fn elements(value: &Value) -> Vec<Value> {
+    value.as_array().cloned().unwrap_or_default()
+}
 
 /// The taint keys on a node.
 pub fn taint_keys(node: &Value) -> Vec<String> {
@@ -96,11 +113,24 @@ impl TestEnv {
             .unwrap_or_default()
     }
 
-    /// The phase of a NodeMaintenance, if any.
-    pub async fn phase(&self, name: &str) -> Option<String> {
-        self.maintenance(name)
-            .await
-            .and_then(|nm| nm["status"]["phase"].as_str().map(str::to_string))
+    /// The phase of a NodeMaintenance, if any (a phase nmo does not know fails the test).
+    pub async fn phase(&self, name: &str) -> Option<Phase> {
+        let phase = self.maintenance(name).await?["status"]["phase"].clone();
+        if phase.is_null() {
+            return None;
+        }
+        Some(
+            serde_json::from_value(phase.clone())
+                .unwrap_or_else(|error| panic!("{name} has the phase {phase}: {error}")),
+        )
+    }
+
+    /// The NodeMaintenance's `lastError` (empty when it has none, or is gone).
+    pub async fn last_error(&self, name: &str) -> String {
+        self.status(name).await["lastError"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
     }
 
     /// Whether the NodeMaintenance's `lastError` mentions `text`.
@@ -124,6 +154,12 @@ impl TestEnv {
             .await
     }
 
+    /// Who holds the node's lease (`spec.holderIdentity`); the lease must be there.
+    pub async fn lease_holder(&self, node: &str) -> Value {
+        let lease = self.lease(node).await;
+        lease.unwrap_or_else(|| panic!("no lease of {node}"))["spec"]["holderIdentity"].clone()
+    }
+
     /// The pods bound to `node`.
     pub async fn pods_on(&self, node: &str) -> Vec<Value> {
         let bound = ListParams::default().fields(&format!("spec.nodeName={}", self.name(node)));
@@ -145,7 +181,12 @@ impl TestEnv {
 
     /// The reasons of the events about the object named `name` (a node or NodeMaintenance).
     pub async fn event_reasons(&self, name: &str) -> Vec<String> {
-        let name = self.name(name);
+        self.event_reasons_as_named(&self.name(name)).await
+    }
+
+    /// The reasons of the events about the object the cluster names `name` (one whose name a
+    /// test does not own, such as a CRD).
+    pub async fn event_reasons_as_named(&self, name: &str) -> Vec<String> {
         self.events()
             .await
             .into_iter()
@@ -282,10 +323,8 @@ impl TestEnv {
     /// Lowers a PodDisruptionBudget's `minAvailable`, as an admin freeing a drain would.
     pub async fn relax_pdb(&self, namespace: &str, name: &str, min_available: i32) {
         let patch = json!({"spec": {"minAvailable": min_available}});
-        Api::<PodDisruptionBudget>::namespaced(self.admin.clone(), &self.ns(namespace))
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("the PDB is patched");
+        self.patch_json::<PodDisruptionBudget>(Some(namespace), name, patch)
+            .await;
     }
 
     /// Creates the node lease as another medik8s operator would hold it, renewed `renewed_ago`
@@ -346,15 +385,9 @@ impl TestEnv {
             "acquireTime": now,
             "renewTime": now,
         }});
-        let written = Api::<Lease>::namespaced(self.admin.clone(), LEASE_NAMESPACE)
-            .patch(
-                &self.node_lease(node),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
+        self.patch_json_result::<Lease>(Some(LEASE_NAMESPACE), &self.node_lease(node), patch)
             .await
-            .expect("the lease is taken over");
-        serde_json::to_value(written).expect("a lease as JSON")
+            .expect("the lease is taken over")
     }
 
     /// Deletes the node lease, as its foreign holder releasing it would.
@@ -409,14 +442,20 @@ impl TestEnv {
 
     /// Applies a JSON merge patch to a node, as another controller or an admin would.
     pub async fn patch_node(&self, node: &str, patch: Value) {
+        self.patch_json::<Node>(None, node, patch).await;
+    }
+
+    /// Applies a JSON merge patch to a node's status, as its kubelet or the node controller
+    /// would.
+    pub async fn patch_node_status(&self, node: &str, status: Value) {
         Api::<Node>::all(self.admin.clone())
-            .patch(
+            .patch_status(
                 &self.name(node),
                 &PatchParams::default(),
-                &Patch::Merge(&patch),
+                &Patch::Merge(&json!({"status": status})),
             )
             .await
-            .expect("the node is patched");
+            .expect("the node status is patched");
     }
 
     /// Creates any object (its kind found through discovery), then writes its `status`, if it

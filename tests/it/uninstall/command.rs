@@ -3,6 +3,7 @@
 //! removes nmo but the shared lease namespace; and when the maintenances cannot end (nmo is not
 //! running) it deletes nothing of nmo and says why.
 
+use crate::support::assert_success;
 use std::process::Output;
 
 use nmo_envtest::Identity;
@@ -80,12 +81,7 @@ async fn uninstall_gives_every_node_back_and_removes_nmo_but_the_lease_namespace
     cluster.kubectl_ok(&["get", "namespace", LEASE_NAMESPACE]);
 
     let again = uninstall(&cluster, &["--timeout=10s"]).await;
-    assert!(
-        again.status.success(),
-        "run again, it has nothing left to do: {}{}",
-        text(&again.stdout),
-        text(&again.stderr)
-    );
+    assert_success(&again, "run again, it has nothing left to do");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -120,12 +116,7 @@ async fn uninstall_deletes_nothing_of_nmo_while_the_maintenances_cannot_end() {
     // nmo back: it ends the maintenance the first run deleted, and the same command finishes.
     let nmo = cluster.start_nmo(install_options());
     let done = uninstall(&cluster, &["--timeout=60s"]).await;
-    assert!(
-        done.status.success(),
-        "{}{}",
-        text(&done.stdout),
-        text(&done.stderr)
-    );
+    assert_success(&done, "nmo uninstall, nmo back");
     assert_eq!(cluster.left_on_node(node).await, Vec::<String>::new());
     nmo.terminate(GRACE_PERIOD).await;
     nothing_of_nmo_left(&cluster).await;
