@@ -78,9 +78,11 @@ impl SupervisorState {
             .actor_name_prefix
             .as_ref()
             .map(|prefix| format!("{prefix}node/{name}"));
-        // A maintenance that ran before (it has a phase) is resumed, typically with all the
-        // others after a restart: those start paced, new ones at once.
-        let resumed = nm.status.as_ref().is_some_and(|s| s.phase.is_some());
+        // A maintenance that ran before (it carries nmo's finalizer, the first thing its actor
+        // writes) is resumed, typically with all the others after a restart: those start paced,
+        // new ones at once. A phase alone does not say so: one let in from the queue has
+        // `Running` from its queue status, and never started.
+        let resumed = nm.has_finalizer();
         let start_after = if resumed {
             self.pacer.delay(Instant::now())
         } else {

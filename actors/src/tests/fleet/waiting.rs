@@ -90,6 +90,39 @@ async fn beyond_the_budget_maintenances_wait_touching_nothing_and_start_when_a_s
     h.stop().await;
 }
 
+/// A waiting maintenance let in by a freed slot starts at once: the start-up pacing is for
+/// maintenances resumed after a restart, and a waiting one never started, even though its queue
+/// status already says `Running`. (Paced as resumed, each start of a busy queue waited its
+/// turn behind the others: up to a second at the default 20 starts a second.)
+#[tokio::test(start_paused = true)]
+async fn a_maintenance_let_in_from_the_queue_is_not_paced_as_a_resumed_one() {
+    let cluster = nodes(3);
+    let h = Harness::paused(&cluster, |config: &mut Config| {
+        parallel(1)(config);
+        // One paced start every 100 s, no burst.
+        config.startup_rate_per_sec = 0.01;
+        config.startup_burst = 1;
+    })
+    .await;
+    for i in 0..3 {
+        cluster.create_maintenance(&format!("nm-{i}"), &format!("n{i}"), at(i64::from(i)));
+    }
+    for (name, next) in [("nm-0", "nm-1"), ("nm-1", "nm-2")] {
+        assert!(h.wait_succeeded(name, Duration::from_secs(30)).await);
+        assert!(eventually(Duration::from_secs(5), || queued(&cluster, next)).await);
+        cluster.delete_maintenance(name);
+        assert!(h.wait_gone(name, Duration::from_secs(10)).await);
+        assert!(
+            eventually(Duration::from_secs(1), || cluster
+                .maintenance(next)
+                .is_some_and(|nm| nm.has_finalizer()))
+            .await,
+            "{next} starts within a second of {name}'s slot freeing"
+        );
+    }
+    h.stop().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_oldest_starts_first_whatever_the_names_or_the_order_seen() {
     let cluster = nodes(4);
