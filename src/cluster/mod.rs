@@ -547,7 +547,8 @@ impl Cluster for KubeCluster {
     }
 
     fn watch_pods(&self, node: &NodeName) -> BoxStream<'static, PodList> {
-        let config = watcher::Config::default().fields(&format!("spec.nodeName={node}"));
+        let config =
+            watch::per_node(watcher::Config::default().fields(&format!("spec.nodeName={node}")));
         watch::snapshots(
             Api::<SlimPod>::all(self.client.clone()),
             config,

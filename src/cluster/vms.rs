@@ -142,7 +142,7 @@ pub fn watch(
             tokio::time::sleep(api.next_look()).await;
         }
         let vmis: Api<DynamicObject> = Api::all_with(client, &resource());
-        let config = watcher::Config::default().labels(&selector);
+        let config = watch::per_node(watcher::Config::default().labels(&selector));
         let mut lists = watch::snapshots(vmis, config, lists, health.register(name), vm_info);
         while let Some(list) = lists.next().await {
             yield list;

@@ -52,6 +52,21 @@ impl InitialLists {
     }
 }
 
+/// `config` for a watch of one node's objects (its pods, its VMs), whose LIST, where the API
+/// server refuses streaming lists, asks for any resourceVersion (`0`) and is not paged, as
+/// client-go's reflectors list: the API server answers it from its watch cache (for pods, by its
+/// node index). A LIST of the latest version is a read of etcd, and an API server on an etcd
+/// without streaming lists (before 3.4.31 / 3.5.13) serves none from its cache: each node's pod
+/// LIST then reads every pod of the cluster, a cost that grows with nodes x pods. The cache is
+/// behind etcd by moments at most, and the WATCH that follows from the list's version delivers
+/// whatever it missed. (kube sends no resourceVersion `0` with a page size, and a node's objects
+/// are few.) A streaming list ignores both settings.
+pub fn per_node(config: watcher::Config) -> watcher::Config {
+    let mut config = config.any_semantic();
+    config.page_size = None;
+    config
+}
+
 /// Whether a watch failure is the API server refusing a streaming list, given whether the
 /// initial list has been delivered: the WATCH that asks for one is rejected as a bad request
 /// (400, or 422 for invalid list options), or, before the initial list is complete, the

@@ -206,6 +206,21 @@ impl TestEnv {
         }
     }
 
+    /// The request URIs of nmo's requests with `verb` on `resource` (`resource/subresource`),
+    /// from the real API server's audit log; none on the simulator, whose accounting keeps no
+    /// query strings.
+    pub fn operator_request_uris(&self, verb: &str, resource: &str) -> Vec<String> {
+        match &self.cluster {
+            Cluster::Sim(_) => Vec::new(),
+            Cluster::Real(real) => real
+                .operator_requests()
+                .into_iter()
+                .filter(|r| r.verb == verb && r.resource_path() == resource)
+                .map(|r| r.uri)
+                .collect(),
+        }
+    }
+
     /// nmo's requests refused with 429 as `resource or resource/subresource` each, from the
     /// real API server's audit log (the simulator answers no flow-control 429).
     pub fn operator_throttled_requests(&self) -> Vec<String> {
