@@ -262,7 +262,7 @@ pub fn node_state(node: &Node) -> NodeState {
 /// whole Node and the slim one of the node watch).
 pub fn node_ready(status: &str, since: Option<&Time>, reason: Option<&str>) -> NodeReady {
     NodeReady {
-        status: status.to_string(),
+        status: Some(ConditionStatus::parse(status)),
         since: since.map(|t| from_timestamp(&t.0)),
         reason: reason.map(str::to_string),
     }

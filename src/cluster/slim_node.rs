@@ -139,7 +139,7 @@ mod tests {
         }))
         .unwrap();
         let ready = node_state(&node).ready;
-        assert_eq!(ready.status, "True");
+        assert_eq!(ready.status, Some(nmo_actors::model::ConditionStatus::True));
         assert_eq!(ready.reason.as_deref(), Some("KubeletReady"));
         assert_eq!(
             ready.since.map(|t| t.to_rfc3339()),

@@ -4,7 +4,7 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 
-use crate::model::{MaintenanceName, NodeName, PodRef};
+use crate::model::{ConditionStatus, MaintenanceName, NodeName, PodRef};
 use crate::pdb::Structural;
 
 /// A maintenance cordoning a node that a replacement would fit.
@@ -104,7 +104,7 @@ pub enum Blocker {
         /// The node.
         node: String,
         /// Its `Ready` condition's status (`False`, `Unknown`).
-        status: String,
+        status: ConditionStatus,
         /// The condition's reason.
         reason: Option<String>,
         /// Since when.

@@ -131,7 +131,7 @@ impl FakeCluster {
             crate::model::NodeReady::ready()
         } else {
             crate::model::NodeReady {
-                status: "Unknown".to_string(),
+                status: Some(crate::model::ConditionStatus::Unknown),
                 since: None,
                 reason: Some("NodeStatusUnknown".to_string()),
             }
@@ -142,7 +142,7 @@ impl FakeCluster {
     /// Sets a node's `Ready` condition as given.
     pub fn set_node_readiness(&self, name: &str, readiness: crate::model::NodeReady) {
         let mut inner = self.lock();
-        if readiness.status == "True" {
+        if readiness.status == Some(crate::model::ConditionStatus::True) {
             inner.not_ready.remove(name);
         } else {
             inner.not_ready.insert(name.to_string());

@@ -7,6 +7,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::ids::{NodeName, Uid};
+use super::maintenance::ConditionStatus;
 use super::names::NO_SCHEDULE;
 
 /// A node taint.
@@ -69,8 +70,8 @@ pub struct NodeState {
 /// A node's `Ready` condition as nmo reads it.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct NodeReady {
-    /// `True`, `False` or `Unknown` (empty: the node reports no `Ready` condition).
-    pub status: String,
+    /// `True`, `False` or `Unknown`; None: the node reports no `Ready` condition.
+    pub status: Option<ConditionStatus>,
     /// `lastTransitionTime`: since when it says so.
     pub since: Option<DateTime<Utc>>,
     /// Its `reason` (e.g. `NodeStatusUnknown`, `KubeletNotReady`).
@@ -81,7 +82,7 @@ impl NodeReady {
     /// A node whose kubelet answers.
     pub fn ready() -> Self {
         NodeReady {
-            status: "True".to_string(),
+            status: Some(ConditionStatus::True),
             since: None,
             reason: None,
         }
@@ -89,7 +90,10 @@ impl NodeReady {
 
     /// `False` or `Unknown`: no kubelet finishes its pods.
     pub fn is_down(&self) -> bool {
-        self.status == "False" || self.status == "Unknown"
+        matches!(
+            self.status,
+            Some(ConditionStatus::False | ConditionStatus::Unknown)
+        )
     }
 }
 

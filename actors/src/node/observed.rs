@@ -112,7 +112,8 @@ impl Observed {
         }
         let blocker = Blocker::NodeNotReady {
             node: self.node.clone(),
-            status: self.ready.status.clone(),
+            // Only a node that is down blocks: its status is `False` or `Unknown`.
+            status: self.ready.status.unwrap_or_default(),
             reason: self.ready.reason.clone(),
             since: self.ready.since,
             pods: stuck.clone(),
@@ -187,7 +188,7 @@ mod tests {
             "a Ready node finishes its pods"
         );
         let down = NodeReady {
-            status: "Unknown".into(),
+            status: Some(ConditionStatus::Unknown),
             since: None,
             reason: Some("NodeStatusUnknown".into()),
         };

@@ -388,7 +388,7 @@ async fn terminating_pods_on_a_node_that_is_not_ready_are_a_blocker_of_their_own
     cluster.set_node_readiness(
         "n1",
         crate::model::NodeReady {
-            status: "Unknown".into(),
+            status: Some(crate::model::ConditionStatus::Unknown),
             since: Some(since),
             reason: Some("NodeStatusUnknown".into()),
         },
