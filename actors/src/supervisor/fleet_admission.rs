@@ -130,8 +130,13 @@ impl SupervisorState {
 
     /// Asks the budget who starts, starts them, and brings the others' status up to date.
     pub(super) async fn admit(&mut self, myself: &ActorRef<SupervisorMsg>) {
+        // Nothing to decide (nor to write) before the NodeMaintenances and the nodes are
+        // counted; and the slot holders are counted only when there is (admit runs on every
+        // change a node actor reports).
+        if !self.fleet.has_decisions() {
+            return;
+        }
         let holders = self.slot_holders();
-        // Nothing to decide (nor to write) before the NodeMaintenances and the nodes are counted.
         let Some(admissions) = self.fleet.decide(&holders) else {
             return;
         };

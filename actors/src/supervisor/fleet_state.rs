@@ -160,14 +160,20 @@ impl Fleet {
             .map(|(uid, _)| uid)
     }
 
+    /// Whether the budget has anything to decide: a budget, someone waiting, and the
+    /// NodeMaintenances and (when counted) the nodes listed since start.
+    pub(super) fn has_decisions(&self) -> bool {
+        self.budget.is_limited()
+            && self.listed
+            && !self.queue.is_empty()
+            && (!self.budget.watches_nodes() || self.nodes.is_listed())
+    }
+
     /// Asks the budget who starts, given the nodes of the NodeMaintenances holding a slot.
     /// `None` when there is nothing to decide yet: no budget, an empty queue, or the
     /// NodeMaintenances or (when counted) the nodes not listed since start.
     pub(super) fn decide(&mut self, holders: &[NodeName]) -> Option<Admissions> {
-        if !self.budget.is_limited() || !self.listed || self.queue.is_empty() {
-            return None;
-        }
-        if self.budget.watches_nodes() && !self.nodes.is_listed() {
+        if !self.has_decisions() {
             return None;
         }
         let decision = {
