@@ -27,12 +27,15 @@
 //!
 //! A throttling 429 from a real API server (API Priority and Fairness) is plain text with a
 //! `Retry-After` header, which kube drops: [`retry_after`] puts the header's wait into the
-//! JSON `Status` that nmo's error handling reads.
+//! JSON `Status` that nmo's error handling reads, and [`flow_hold`] holds every request of the
+//! client until that wait has passed, since the server throttles a priority level, not one
+//! object.
 //!
 //! An `http://` server (the simulator, `nmo sim`) has no TLS and so no ALPN: HTTP/1.1, unless
 //! [`ApiClientOptions::http2_prior_knowledge`] says the server speaks HTTP/2 as it is (h2c).
 
 pub mod connections;
+pub mod flow_hold;
 pub mod lanes;
 pub mod operator_client;
 pub mod retry_after;
@@ -52,6 +55,7 @@ use tower::{BoxError, ServiceBuilder};
 
 pub use connections::ConnectionCount;
 use connections::CountingConnector;
+use flow_hold::{FlowHold, FlowHoldLayer};
 use lanes::Lanes;
 pub use operator_client::{OperatorClient, client_config, cluster_config};
 use retry_after::RetryAfterLayer;
@@ -170,6 +174,8 @@ pub fn client(
         .map_err(BoxError::from)
         // Under kube's retry layer too (off for nmo), so that a retry would see the wait.
         .layer(RetryAfterLayer)
+        // Under the rewrite, which makes a throttled answer look like any JSON refusal.
+        .layer(FlowHoldLayer::new(FlowHold::default()))
         .service(lanes);
     Ok(ClientBuilder::new(service, config.default_namespace.clone()).build())
 }
