@@ -83,7 +83,13 @@ async fn two_vms_live_migrate_once_each_and_the_drain_succeeds(backend: Backend)
         .start()
         .await;
     let (client, namespace, vms) = vms_on_node_0(&env, &[("vm-a", true), ("vm-b", true)]).await;
-    let kubevirt = KubeVirt::start(&client, &namespace, to(env.name("node-1")))
+    // Migrations of 5 s: what the status says while they run is asserted below, and a busy
+    // machine (the whole suite at once) may take a second or two to deliver a VMI's update.
+    let migrations = MigrationOptions {
+        migration_time: Duration::from_secs(5),
+        ..to(env.name("node-1"))
+    };
+    let kubevirt = KubeVirt::start(&client, &namespace, migrations)
         .await
         .expect("the emulated KubeVirt starts");
     let launchers = PodWatch::start(&client, &namespace, "kubevirt.io=virt-launcher");
