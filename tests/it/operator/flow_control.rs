@@ -14,7 +14,8 @@
 //! And with the level cut small enough to throttle nmo (one share, nothing lent or borrowed,
 //! one queue of two), several maintenances at once still succeed and flow control refuses
 //! fewer than one request of nmo in ten: nmo reads the `Retry-After` of the API server's
-//! plain-text 429 (`api_client::retry_after`) and halves its evictions in flight on each
+//! plain-text 429 (`api_client::retry_after`), holds every request of its client until that
+//! wait has passed (`api_client::flow_hold`), and halves its evictions in flight on each
 //! throttling pause (the eviction actor's `concurrency`), where it used to come back at full
 //! concurrency into the same few seats.
 
@@ -384,6 +385,18 @@ async fn a_level_that_throttles_nmo_refuses_few_of_its_requests_and_the_drains_f
         refused.len(),
         retry_after.first()
     );
+    // The refusals hold the client's next request until their Retry-After has passed
+    // (api_client::flow_hold): it is not sent into the level that just refused the burst.
+    let asked = Instant::now();
+    pods.list(&ListParams::default().limit(1))
+        .await
+        .expect("a list after the hold");
+    let held = asked.elapsed();
+    assert!(
+        held >= Duration::from_millis(500),
+        "the request after the refused burst went after {held:?}, within the 1 s Retry-After"
+    );
+    eprintln!("flow control: the next request was held {held:?}");
     // Let the level's queue drain before nmo starts.
     tokio::time::sleep(Duration::from_secs(2)).await;
 
