@@ -22,7 +22,7 @@ use super::error::BenchError;
 use super::figures::percentile;
 use super::floor;
 use super::process::{self, OperatorProcess};
-use super::real_figures::{self, FloorFigures, RealFigures};
+use super::real_figures::{self, FloorFigures, RealFigures, RequestOverhead};
 use super::result::ScenarioResult;
 use super::scenario::BenchScenario;
 use super::server_cost::{self, ServerCost};
@@ -169,6 +169,7 @@ pub async fn run(
         wall_over_floor: real_figures::ratio(result.wall_s, floor.wall_s),
         floor,
         cost,
+        overhead: RequestOverhead::of(&result.requests, result.maintenance),
     });
     Ok(result)
 }

@@ -5,6 +5,7 @@
 use serde::Serialize;
 
 use super::server_cost::ServerCost;
+use crate::demo::requests::RequestTotals;
 
 /// The floor's run of a scenario.
 #[derive(Debug, Clone, Serialize)]
@@ -34,6 +35,35 @@ pub struct RealFigures {
     pub cost: ServerCost,
     /// nmo's wall time over the floor's (None: the floor took no time).
     pub wall_over_floor: Option<f64>,
+    /// nmo's requests beyond the pod removals, per drained node.
+    pub overhead: RequestOverhead,
+}
+
+/// nmo's requests per drained node beyond the pods' removals (the evictions and the deletes of
+/// finished pods, which the floor makes too), and how many of them an API server that streams
+/// lists would not see.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RequestOverhead {
+    /// Every request other than a pod's eviction or deletion.
+    pub beyond_removals: f64,
+    /// Of those, the pod LISTs that start watches: one per maintenance on an API server whose
+    /// etcd cannot stream lists (3.4 before 3.4.31, 3.5 before 3.5.13); none on a current one.
+    pub initial_lists: f64,
+    /// `beyond_removals - initial_lists`: the figure on a current etcd.
+    pub streaming_lists: f64,
+}
+
+impl RequestOverhead {
+    /// The overhead of `requests` over `nodes` drained nodes.
+    pub fn of(requests: &RequestTotals, nodes: usize) -> RequestOverhead {
+        let beyond = requests.beyond_pod_removals();
+        let lists = requests.pod_lists().min(beyond);
+        RequestOverhead {
+            beyond_removals: per_node(beyond, nodes),
+            initial_lists: per_node(lists, nodes),
+            streaming_lists: per_node(beyond - lists, nodes),
+        }
+    }
 }
 
 /// `wall / floor`, when the floor took any time at all.
@@ -69,5 +99,27 @@ mod tests {
         assert_eq!(per_node(700, 50), 14.0);
         // No node: no division by zero.
         assert_eq!(per_node(7, 0), 7.0);
+    }
+
+    #[test]
+    fn the_overhead_leaves_out_evictions_and_pod_deletes_and_names_the_initial_lists() {
+        let mut requests = RequestTotals {
+            total: 100,
+            evictions: 70,
+            ..RequestTotals::default()
+        };
+        for (what, n) in [
+            ("create pods/eviction", 70),
+            ("delete pods", 10),
+            ("list pods", 2),
+            ("watch pods", 2),
+            ("patch nodemaintenances/status", 16),
+        ] {
+            requests.by_request.insert(what.into(), n);
+        }
+        let overhead = RequestOverhead::of(&requests, 2);
+        assert_eq!(overhead.beyond_removals, 10.0);
+        assert_eq!(overhead.initial_lists, 1.0);
+        assert_eq!(overhead.streaming_lists, 9.0);
     }
 }

@@ -252,5 +252,33 @@ pub fn real_backend_table(results: &[ScenarioResult]) -> String {
         "\nrequests by flow schema / priority level (every client of the control plane):\n",
     );
     out.push_str(&flows);
+    out.push_str("\nnmo's requests per drained node beyond the pods' removals:\n");
+    out.push_str(&overhead_table(results));
     out
+}
+
+/// nmo's requests per drained node other than evictions and pod deletes, and what an API
+/// server whose etcd streams lists would not see of them (the watches' initial LISTs).
+fn overhead_table(results: &[ScenarioResult]) -> String {
+    let mut table = Table::new(&[
+        "scenario",
+        "evictions",
+        "pod deletes",
+        "beyond removals/node",
+        "initial LISTs/node",
+        "on a streaming etcd/node",
+    ]);
+    for r in results {
+        let Some(real) = &r.real else { continue };
+        let o = &real.overhead;
+        table.row(vec![
+            r.scenario.clone(),
+            r.requests.evictions.to_string(),
+            r.requests.pod_deletes().to_string(),
+            format!("{:.1}", o.beyond_removals),
+            format!("{:.1}", o.initial_lists),
+            format!("{:.1}", o.streaming_lists),
+        ]);
+    }
+    table.render()
 }

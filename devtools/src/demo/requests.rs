@@ -74,6 +74,25 @@ impl RequestTotals {
         self.total.saturating_sub(self.evictions)
     }
 
+    /// Deletes of pods: a drain removes a finished pod (Succeeded or Failed) that way, where it
+    /// evicts a running one.
+    pub fn pod_deletes(&self) -> u64 {
+        self.by_request.get("delete pods").copied().unwrap_or(0)
+    }
+
+    /// Requests other than pod removals (evictions, refused ones included, and pod deletes):
+    /// what an operator adds to the removals any drain makes.
+    pub fn beyond_pod_removals(&self) -> u64 {
+        self.other_than_evictions()
+            .saturating_sub(self.pod_deletes())
+    }
+
+    /// Pod LISTs: nmo lists pods only to start a watch where the API server cannot send the
+    /// initial objects in the watch itself (no streaming lists: etcd before 3.4.31 or 3.5.13).
+    pub fn pod_lists(&self) -> u64 {
+        self.by_request.get("list pods").copied().unwrap_or(0)
+    }
+
     /// `verb=count` pairs, most frequent first.
     pub fn by_verb_line(&self) -> String {
         let mut verbs: Vec<(&String, &u64)> = self.by_verb.iter().collect();
