@@ -29,11 +29,13 @@
 //! `Retry-After` header, which kube drops: [`retry_after`] puts the header's wait into the
 //! JSON `Status` that nmo's error handling reads, and [`flow_hold`] holds every request of the
 //! client until that wait has passed, since the server throttles a priority level, not one
-//! object.
+//! object. [`call_limit`] keeps the calls in flight few enough that the level's queues for
+//! nmo never fill in the first place.
 //!
 //! An `http://` server (the simulator, `nmo sim`) has no TLS and so no ALPN: HTTP/1.1, unless
 //! [`ApiClientOptions::http2_prior_knowledge`] says the server speaks HTTP/2 as it is (h2c).
 
+pub mod call_limit;
 pub mod connections;
 pub mod flow_hold;
 pub mod lanes;
@@ -53,6 +55,7 @@ use kube::client::{ClientBuilder, ConfigExt};
 use tower::retry::RetryLayer;
 use tower::{BoxError, ServiceBuilder};
 
+use call_limit::CallLimitLayer;
 pub use connections::ConnectionCount;
 use connections::CountingConnector;
 use flow_hold::{FlowHold, FlowHoldLayer};
@@ -82,6 +85,8 @@ pub struct ApiClientOptions {
     pub keep_alive_interval: Option<Duration>,
     /// Give a connection up when a PING is not answered within this.
     pub keep_alive_timeout: Duration,
+    /// Calls (requests other than watches) in flight at most; more wait in the client.
+    pub max_calls_in_flight: usize,
 }
 
 impl Default for ApiClientOptions {
@@ -91,6 +96,9 @@ impl Default for ApiClientOptions {
             http2_prior_knowledge: false,
             keep_alive_interval: Some(DEFAULT_KEEP_ALIVE_INTERVAL),
             keep_alive_timeout: DEFAULT_KEEP_ALIVE_TIMEOUT,
+            max_calls_in_flight: call_limit::calls_in_flight(
+                nmo_actors::config::defaults::EVICTION_MAX_IN_FLIGHT,
+            ),
         }
     }
 }
@@ -176,6 +184,8 @@ pub fn client(
         .layer(RetryAfterLayer)
         // Under the rewrite, which makes a throttled answer look like any JSON refusal.
         .layer(FlowHoldLayer::new(FlowHold::default()))
+        // Under the hold: a held call waits without taking a place.
+        .layer(CallLimitLayer::new(options.max_calls_in_flight))
         .service(lanes);
     Ok(ClientBuilder::new(service, config.default_namespace.clone()).build())
 }

@@ -108,6 +108,7 @@ pub fn client(
         .unwrap_or_default();
     let client_options = ApiClientOptions {
         http2_prior_knowledge: options.kube_api_http2_prior_knowledge,
+        max_calls_in_flight: super::call_limit::calls_in_flight(options.max_evictions_in_flight),
         ..ApiClientOptions::default()
     };
     let connections = ConnectionCount::default();
