@@ -220,6 +220,9 @@ pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaderConfig,
     observed: Mutex<Option<Observed>>,
+    /// The lease as this replica last wrote it: the next renewal writes over it without
+    /// reading it first (see [`LeaderElector::renew`]).
+    written: Mutex<Option<Lease>>,
     fence: Fence,
 }
 
@@ -242,6 +245,7 @@ impl LeaderElector {
             api,
             config,
             observed: Mutex::new(None),
+            written: Mutex::new(None),
             fence: Fence::default(),
         }
     }
@@ -298,7 +302,7 @@ impl LeaderElector {
             else {
                 return LeaderError::Lost(self.config.renew_deadline);
             };
-            match self.round(left).await {
+            match self.renew(left).await {
                 Ok(Round::Holding) => self.renewed(sent),
                 Ok(Round::HeldBy(holder)) => return LeaderError::Taken(holder),
                 Ok(Round::LostRace) => tracing::warn!("leader lease changed under the renewal"),
@@ -360,6 +364,48 @@ impl LeaderElector {
         }
     }
 
+    /// One renewal, with every call cut off `deadline` from now. The lease as last written
+    /// is written again with a new `renewTime`, its resourceVersion the precondition: one
+    /// request where a read and a write would be two (client-go's fast path for the leader).
+    /// If anything else wrote the lease meanwhile, or the write fails otherwise, a full round
+    /// reads it and decides again.
+    async fn renew(&self, deadline: Duration) -> Result<Round, LeaderError> {
+        let until = Instant::now() + deadline;
+        let last = self
+            .written
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(lease) = last {
+            let spec = lease.spec.clone().unwrap_or_default();
+            let updated = Lease {
+                spec: Some(self.claim(&spec, Timestamp::now())),
+                ..lease
+            };
+            let params = PostParams::default();
+            let call = self.api.replace(LEADER_ELECTION_ID, &params, &updated);
+            match self.call(deadline, call).await {
+                Ok(written) => {
+                    self.wrote(written);
+                    return Ok(Round::Holding);
+                }
+                Err(error) => {
+                    tracing::debug!(%error, "leader lease renewal without a read failed; reading it")
+                }
+            }
+        }
+        self.round(until.saturating_duration_since(Instant::now()))
+            .await
+    }
+
+    /// The lease as this replica just wrote it: what the next renewal writes over.
+    fn wrote(&self, lease: Lease) {
+        if let Some(spec) = &lease.spec {
+            self.observe(spec);
+        }
+        *self.written.lock().unwrap_or_else(PoisonError::into_inner) = Some(lease);
+    }
+
     /// One round of acquire-or-renew, with every call cut off `deadline` from now.
     async fn round(&self, deadline: Duration) -> Result<Round, LeaderError> {
         let until = Instant::now() + deadline;
@@ -384,7 +430,10 @@ impl LeaderElector {
                 .call(left(), self.api.create(&PostParams::default(), &lease))
                 .await
             {
-                Ok(_) => Ok(Round::Holding),
+                Ok(written) => {
+                    self.wrote(written);
+                    Ok(Round::Holding)
+                }
                 Err(LeaderError::Api {
                     source: kube::Error::Api(status),
                     ..
@@ -413,7 +462,10 @@ impl LeaderElector {
             )
             .await
         {
-            Ok(_) => Ok(Round::Holding),
+            Ok(written) => {
+                self.wrote(written);
+                Ok(Round::Holding)
+            }
             Err(LeaderError::Api {
                 source: kube::Error::Api(status),
                 ..

@@ -21,6 +21,9 @@ struct FakeLeases {
     version: u64,
     /// Every call hangs (a half-open connection).
     hang: bool,
+    /// GETs and PUTs answered.
+    gets: u64,
+    puts: u64,
 }
 
 type Shared = Arc<Mutex<FakeLeases>>;
@@ -58,6 +61,11 @@ async fn answer(state: Shared, request: Request<Body>) -> Response<Body> {
         .await
         .unwrap_or_default();
     let mut state = state.lock().expect("state");
+    match method {
+        Method::GET => state.gets += 1,
+        Method::PUT => state.puts += 1,
+        _ => {}
+    }
     match method {
         Method::GET => match &state.lease {
             Some(lease) => ok(lease),
@@ -254,6 +262,33 @@ async fn a_hung_renewal_ends_leadership_by_the_renew_deadline() {
     assert!(!fence.allows_writes());
     // The lease would only expire for a standby lease_duration after that renewal.
     assert!(stopped < leader.config.lease_duration);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_leader_renews_with_one_write_and_no_read() {
+    let state = Shared::default();
+    let leader = elector(&state, "me");
+    leader.acquire().await.expect("leads");
+    let (gets, puts, version) = {
+        let state = state.lock().expect("state");
+        (state.gets, state.puts, state.version)
+    };
+    // Five renewals (one every retry period of 2 s), none of them losing leadership.
+    let renewing = tokio::time::timeout(Duration::from_millis(10_500), leader.hold()).await;
+    assert!(renewing.is_err(), "still leading");
+    let state = state.lock().expect("state");
+    assert_eq!(state.gets - gets, 0, "renewals read the lease");
+    assert_eq!(state.puts - puts, 5);
+    // Each write was accepted: five new versions of the lease, still this replica's.
+    assert_eq!(state.version - version, 5);
+    assert_eq!(
+        state
+            .lease
+            .as_ref()
+            .and_then(|l| l.spec.as_ref())
+            .and_then(|s| s.holder_identity.as_deref()),
+        Some("me")
+    );
 }
 
 #[tokio::test(start_paused = true)]
