@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 
 use crate::fleet::FleetBudget;
 use crate::observe::{self, Observer};
+use crate::progress_pace::ProgressPace;
 
 /// The defaults of [`Config`], one constant each so that command-line flags and tests can
 /// name them; [`Config::default`] is built from these and nothing else.
@@ -144,8 +145,11 @@ pub struct Config {
     /// pod, a condition's state; a phase change is written at once).
     pub status_coalesce: Duration,
     /// Minimum time between two status writes when the second only reports progress (the
-    /// percentage, the pods left, the time to the deadline).
+    /// percentage, the pods left, the time to the deadline), for a drain running alone; the
+    /// drains running at once share a pace ([`crate::progress_pace`]) that lengthens it.
     pub progress_coalesce: Duration,
+    /// How many drains write progress at once, shared by this system's node actors.
+    pub progress_pace: ProgressPace,
     /// How long one API call may take (see [`crate::call_deadline::Bounded`]).
     pub call_timeout: Duration,
     /// First wait before a failing step is tried again (doubling, with jitter).
@@ -190,6 +194,7 @@ impl Default for Config {
             backoff_max: defaults::BACKOFF_MAX,
             status_coalesce: defaults::STATUS_COALESCE,
             progress_coalesce: defaults::PROGRESS_COALESCE,
+            progress_pace: ProgressPace::default(),
             call_timeout: defaults::CALL_TIMEOUT,
             retry_backoff_base: defaults::RETRY_BACKOFF_BASE,
             retry_backoff_max: defaults::RETRY_BACKOFF_MAX,
@@ -240,6 +245,7 @@ impl fmt::Debug for Config {
             .field("backoff_max", &self.backoff_max)
             .field("status_coalesce", &self.status_coalesce)
             .field("progress_coalesce", &self.progress_coalesce)
+            .field("progress_pace", &self.progress_pace)
             .field("call_timeout", &self.call_timeout)
             .field("retry_backoff_base", &self.retry_backoff_base)
             .field("retry_backoff_max", &self.retry_backoff_max)

@@ -18,6 +18,7 @@ pub mod observe;
 mod op_runner;
 pub mod pdb;
 pub mod ports;
+pub mod progress_pace;
 pub mod retry;
 pub mod stop;
 pub mod supervisor;

@@ -129,6 +129,7 @@ impl Actor for NodeActor {
             nm.name.to_string(),
             nm.node_name.to_string(),
         );
+        let progress_pace = args.config.progress_pace.slot();
         let ctx = OpCtx {
             cluster: args.cluster,
             config: args.config,
@@ -142,6 +143,7 @@ impl Actor for NodeActor {
             ctx,
             evictions: EvictionLink::new(args.evictor, myself.get_derived(), nm.name.to_string()),
             status: StatusWriter::new(nm.status.clone()),
+            progress_pace,
             nm: MaintenanceCopy::new(nm, args.fresh),
             stage: Stage::Starting,
             ops: OpRunner::default(),

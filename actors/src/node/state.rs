@@ -22,6 +22,7 @@ use crate::decisions;
 use crate::model::{EventType, Phase};
 use crate::observe::{BlockedReport, PhaseReport};
 use crate::op_runner::OpRunner;
+use crate::progress_pace::PaceSlot;
 use crate::task::TaskSet;
 use crate::timers::Timers;
 
@@ -42,6 +43,9 @@ pub struct NodeActorState {
     pub(super) stage: Stage,
     /// The status wanted and the status the API has; one write at a time.
     pub(super) status: StatusWriter,
+    /// This drain's place in the pace the drains running at once share for their progress
+    /// writes.
+    pub(super) progress_pace: PaceSlot,
     /// The one operation that runs at a time, and whether to look again when it ends.
     pub(super) ops: OpRunner,
     /// Every task running cluster work for this actor: aborted and awaited when it stops.
@@ -185,9 +189,12 @@ impl NodeActorState {
             return;
         }
         let now = Instant::now();
+        let wanted = self.status.wanted();
+        self.progress_pace
+            .draining(wanted.phase == Some(Phase::Running) && wanted.drain_start_time.is_some());
         let windows = Windows {
             news: self.ctx.config.status_coalesce,
-            progress: self.ctx.config.progress_coalesce,
+            progress: self.progress_pace.window(self.ctx.config.progress_coalesce),
         };
         match self.status.decide(now, windows) {
             Flush::Nothing => {}
