@@ -25,8 +25,10 @@ pub mod defaults {
     pub const RETRY_INTERVAL: Duration = Duration::from_secs(5);
     /// Cluster-wide evictions per second.
     pub const EVICTION_RATE_PER_SEC: f64 = 50.0;
-    /// Evictions allowed in a burst above the rate.
-    pub const EVICTION_BURST: u32 = 100;
+    /// Evictions allowed in a burst above the rate: a wave of about 20 nodes of 10 pods starts
+    /// its drains at once (with 100, their last 60 evictions waited more than a second for the
+    /// rate); bigger waves still go at the rate. The in-flight limit still paces the burst.
+    pub const EVICTION_BURST: u32 = 200;
     /// Evictions in flight at once, cluster wide.
     pub const EVICTION_MAX_IN_FLIGHT: usize = 32;
     /// Eviction requests held at once (queued, parked or in flight). A cap on memory (under a
