@@ -26,7 +26,7 @@ pub mod defaults {
     /// Cluster-wide evictions per second.
     pub const EVICTION_RATE_PER_SEC: f64 = 50.0;
     /// Evictions allowed in a burst above the rate: a wave of about 20 nodes of 10 pods starts
-    /// its drains at once (with 100, their last 60 evictions waited more than a second for the
+    /// its drains at once (with 100, the last 40 of its 140 evictions waited 0.8 s for the
     /// rate); bigger waves still go at the rate. The in-flight limit still paces the burst.
     pub const EVICTION_BURST: u32 = 200;
     /// Evictions in flight at once, cluster wide.
