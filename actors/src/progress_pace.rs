@@ -4,17 +4,30 @@
 //! `progress_coalesce` (30 s). That is a write every 30 s per drain, so the writes of a cluster
 //! grow with the drains running together: a thousand drains of five minutes would write their
 //! progress 33 times a second, about as much as they evict, for a figure nobody reads that
-//! often. So the drains share a pace: together they write their progress at most
+//! often. So the drains share a pace: together they write their progress at most a tenth as
+//! often as the cluster-wide eviction rate allows evictions, and never more than
 //! [`PROGRESS_WRITES_PER_SEC`] times a second, each waiting `drains / rate` between two writes
-//! when that is longer than `progress_coalesce` (100 s with 1,000 drains). News (an error, a
-//! blocked pod, a condition) and phase changes are not paced: they are written as before.
+//! when that is longer than `progress_coalesce`. The eviction rate is what the admin says the
+//! cluster takes in writes for maintenance; progress is the least useful of them. With the
+//! defaults (50 evictions a second) that is 5 progress writes a second: with 1,000 drains each
+//! writes its progress every 200 s. News (an error, a blocked pod, a condition) and phase
+//! changes are not paced: they are written as before.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-/// Progress writes per second that all the drains running at once share.
+/// Progress writes per second that all the drains running at once share, at most.
 pub const PROGRESS_WRITES_PER_SEC: f64 = 10.0;
+
+/// Evictions the cluster-wide rate allows for each progress write the drains share.
+pub const EVICTIONS_PER_PROGRESS_WRITE: f64 = 10.0;
+
+/// Progress writes per second that the drains share under an eviction rate of
+/// `evictions_per_sec`.
+fn shared_rate(evictions_per_sec: f64) -> f64 {
+    (evictions_per_sec / EVICTIONS_PER_PROGRESS_WRITE).min(PROGRESS_WRITES_PER_SEC)
+}
 
 /// How many drains are writing progress, shared by every node actor of a process.
 #[derive(Debug, Clone, Default)]
@@ -36,12 +49,15 @@ impl ProgressPace {
         self.drains.load(Ordering::Relaxed)
     }
 
-    /// The least wait between two progress writes of one drain while `drains` run, given
-    /// the wait `least` one drain alone keeps.
-    fn window(least: Duration, drains: usize) -> Duration {
-        least.max(Duration::from_secs_f64(
-            drains as f64 / PROGRESS_WRITES_PER_SEC,
-        ))
+    /// The least wait between two progress writes of one drain while `drains` run under an
+    /// eviction rate of `evictions_per_sec`, given the wait `least` one drain alone keeps.
+    fn window(least: Duration, drains: usize, evictions_per_sec: f64) -> Duration {
+        let rate = shared_rate(evictions_per_sec);
+        if !(evictions_per_sec > 0.0 && rate > 0.0) {
+            // The options refuse such a rate; a drain alone's wait is the safe reading.
+            return least;
+        }
+        least.max(Duration::from_secs_f64(drains as f64 / rate))
     }
 }
 
@@ -67,9 +83,10 @@ impl PaceSlot {
         }
     }
 
-    /// The least wait between two of this drain's progress writes, `least` alone.
-    pub fn window(&self, least: Duration) -> Duration {
-        ProgressPace::window(least, self.pace.drains())
+    /// The least wait between two of this drain's progress writes, `least` alone, under an
+    /// eviction rate of `evictions_per_sec`.
+    pub fn window(&self, least: Duration, evictions_per_sec: f64) -> Duration {
+        ProgressPace::window(least, self.pace.drains(), evictions_per_sec)
     }
 }
 
@@ -85,12 +102,41 @@ mod tests {
 
     const LEAST: Duration = Duration::from_secs(30);
 
+    /// The default cluster-wide eviction rate.
+    const EVICTIONS: f64 = 50.0;
+
     #[test]
-    fn few_drains_keep_the_window_of_one_and_many_share_the_rate() {
-        assert_eq!(ProgressPace::window(LEAST, 0), LEAST);
-        assert_eq!(ProgressPace::window(LEAST, 300), LEAST);
-        assert_eq!(ProgressPace::window(LEAST, 500), Duration::from_secs(50));
-        assert_eq!(ProgressPace::window(LEAST, 1000), Duration::from_secs(100));
+    fn few_drains_keep_the_window_of_one_and_many_share_a_tenth_of_the_eviction_rate() {
+        assert_eq!(ProgressPace::window(LEAST, 0, EVICTIONS), LEAST);
+        assert_eq!(ProgressPace::window(LEAST, 150, EVICTIONS), LEAST);
+        assert_eq!(
+            ProgressPace::window(LEAST, 500, EVICTIONS),
+            Duration::from_secs(100)
+        );
+        assert_eq!(
+            ProgressPace::window(LEAST, 1000, EVICTIONS),
+            Duration::from_secs(200)
+        );
+    }
+
+    #[test]
+    fn a_high_eviction_rate_shares_at_most_ten_writes_a_second() {
+        assert_eq!(ProgressPace::window(LEAST, 300, 500.0), LEAST);
+        assert_eq!(
+            ProgressPace::window(LEAST, 1000, 500.0),
+            Duration::from_secs(100)
+        );
+        assert_eq!(
+            ProgressPace::window(LEAST, 1000, 10_000.0),
+            Duration::from_secs(100)
+        );
+    }
+
+    #[test]
+    fn a_rate_that_is_not_a_positive_number_keeps_the_window_of_one() {
+        for rate in [0.0, -1.0, f64::NAN] {
+            assert_eq!(ProgressPace::window(LEAST, 1000, rate), LEAST);
+        }
     }
 
     #[test]
@@ -104,12 +150,12 @@ mod tests {
             slot.draining(true);
         }
         assert_eq!(pace.drains(), 600);
-        assert_eq!(slots[0].window(LEAST), Duration::from_secs(60));
+        assert_eq!(slots[0].window(LEAST, EVICTIONS), Duration::from_secs(120));
         slots[0].draining(false);
         assert_eq!(pace.drains(), 599);
         slots.truncate(100);
         assert_eq!(pace.drains(), 99);
-        assert_eq!(slots[1].window(LEAST), LEAST);
+        assert_eq!(slots[1].window(LEAST, EVICTIONS), LEAST);
         drop(slots);
         assert_eq!(pace.drains(), 0);
     }

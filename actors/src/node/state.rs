@@ -194,7 +194,10 @@ impl NodeActorState {
             .draining(wanted.phase == Some(Phase::Running) && wanted.drain_start_time.is_some());
         let windows = Windows {
             news: self.ctx.config.status_coalesce,
-            progress: self.progress_pace.window(self.ctx.config.progress_coalesce),
+            progress: self.progress_pace.window(
+                self.ctx.config.progress_coalesce,
+                self.ctx.config.eviction_rate_per_sec,
+            ),
         };
         match self.status.decide(now, windows) {
             Flush::Nothing => {}
