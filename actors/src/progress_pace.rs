@@ -10,7 +10,8 @@
 //! when that is longer than `progress_coalesce`. The eviction rate is what the admin says the
 //! cluster takes in writes for maintenance; progress is the least useful of them. With the
 //! defaults (50 evictions a second) that is 5 progress writes a second: with 1,000 drains each
-//! writes its progress every 200 s. News (an error, a blocked pod, a condition) and phase
+//! writes its progress every 200 s, and never less often than once an hour
+//! ([`LONGEST_WINDOW`]). News (an error, a blocked pod, a condition) and phase
 //! changes are not paced: they are written as before.
 
 use std::sync::Arc;
@@ -19,6 +20,10 @@ use std::time::Duration;
 
 /// Progress writes per second that all the drains running at once share, at most.
 pub const PROGRESS_WRITES_PER_SEC: f64 = 10.0;
+
+/// The longest wait between two progress writes of one drain, however low the eviction rate
+/// and however many drains: the status says how a drain goes at least this often.
+pub const LONGEST_WINDOW: Duration = Duration::from_secs(3600);
 
 /// Evictions the cluster-wide rate allows for each progress write the drains share.
 pub const EVICTIONS_PER_PROGRESS_WRITE: f64 = 10.0;
@@ -52,12 +57,13 @@ impl ProgressPace {
     /// The least wait between two progress writes of one drain while `drains` run under an
     /// eviction rate of `evictions_per_sec`, given the wait `least` one drain alone keeps.
     fn window(least: Duration, drains: usize, evictions_per_sec: f64) -> Duration {
-        let rate = shared_rate(evictions_per_sec);
-        if !(evictions_per_sec > 0.0 && rate > 0.0) {
+        if evictions_per_sec.is_nan() || evictions_per_sec <= 0.0 {
             // The options refuse such a rate; a drain alone's wait is the safe reading.
             return least;
         }
-        least.max(Duration::from_secs_f64(drains as f64 / rate))
+        let shared = Duration::try_from_secs_f64(drains as f64 / shared_rate(evictions_per_sec))
+            .unwrap_or(LONGEST_WINDOW);
+        least.max(shared.min(LONGEST_WINDOW))
     }
 }
 
@@ -130,6 +136,12 @@ mod tests {
             ProgressPace::window(LEAST, 1000, 10_000.0),
             Duration::from_secs(100)
         );
+    }
+
+    #[test]
+    fn a_tiny_eviction_rate_waits_at_most_the_longest_window() {
+        assert_eq!(ProgressPace::window(LEAST, 1, 1e-300), LONGEST_WINDOW);
+        assert_eq!(ProgressPace::window(LEAST, 1000, 0.5), LONGEST_WINDOW);
     }
 
     #[test]
