@@ -1,7 +1,7 @@
 //! The in-memory cluster: its setup and what tests read back (its objects are in `objects`).
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -175,6 +175,18 @@ impl FakeCluster {
         let mut inner = self.lock();
         inner.pods.entry(node.into()).or_default().push(pod);
         inner.notify_pods(node);
+    }
+
+    /// The pods handed out by the pod watches whose handed-out version something still holds,
+    /// as `namespace/name`, once each.
+    pub fn held_watched_pods(&self) -> BTreeSet<String> {
+        let delivered = self.lock().delivered_pods.clone();
+        let delivered = delivered.lock().unwrap_or_else(PoisonError::into_inner);
+        delivered
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|pod| format!("{}/{}", pod.namespace, pod.name))
+            .collect()
     }
 
     /// Removes a pod (as if its controller or kubelet removed it).

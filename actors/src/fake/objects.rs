@@ -2,6 +2,7 @@
 //! changes that keep them consistent (as the API server and its controllers would).
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -44,6 +45,9 @@ pub(super) struct UnwatchedPdb {
     pub(super) allowed: u32,
 }
 
+/// The pods the pod watches handed out (see [`Inner::delivered_pods`]).
+pub(super) type DeliveredPods = Arc<Mutex<Vec<Weak<PodInfo>>>>;
+
 #[derive(Default)]
 pub(super) struct Inner {
     pub(super) nodes: BTreeMap<NodeName, NodeState>,
@@ -71,6 +75,9 @@ pub(super) struct Inner {
     /// Followers of one lease, by (namespace, name).
     pub(super) lease_watchers: Vec<(LeaseKey, mpsc::UnboundedSender<Option<Lease>>)>,
     pub(super) pod_watchers: Vec<(String, mpsc::UnboundedSender<Vec<PodInfo>>)>,
+    /// Every pod the pod watches handed out, as it was handed out (a weak reference: whether
+    /// nmo still holds that version).
+    pub(super) delivered_pods: DeliveredPods,
     pub(super) nm_watchers: Vec<mpsc::UnboundedSender<MaintenanceChange>>,
     /// Watched PodDisruptionBudgets (the domain view), by `<namespace>/<name>`.
     pub(super) watched_pdbs: BTreeMap<String, Pdb>,

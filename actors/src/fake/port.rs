@@ -325,8 +325,15 @@ impl Cluster for FakeCluster {
         inner.maybe_panic("watch_pods");
         let (tx, rx) = mpsc::unbounded_channel();
         inner.pod_watchers.push((node.to_string(), tx));
+        let delivered = inner.delivered_pods.clone();
         snapshots(inner.pods.get(node).cloned().unwrap_or_default(), rx)
-            .map(shared)
+            .map(move |pods| {
+                let list = shared(pods);
+                if let Ok(mut delivered) = delivered.lock() {
+                    delivered.extend(list.iter().map(Arc::downgrade));
+                }
+                list
+            })
             .boxed()
     }
 

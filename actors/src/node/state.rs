@@ -138,7 +138,11 @@ impl NodeActorState {
             first_time,
             known_daemonsets: self.daemonsets.clone(),
             node: self.watches.seen_node(),
-            first_pods: first_time.then(|| self.watches.first_pods()),
+            first_pods: if first_time {
+                self.watches.first_pods()
+            } else {
+                None
+            },
             record: self.status.wanted().node_record.clone(),
         };
         let span = tracing::info_span!(parent: &self.work_span(), "reconcile");

@@ -178,6 +178,7 @@ impl NodeActorState {
         }
         if let Some(initial) = done.initial {
             self.status.began(&initial, now);
+            self.watches.first_pods_counted();
         }
         if self.stage.is_undoing() || matches!(self.stage, Stage::Failed { .. }) {
             // The result raced the deletion or a give-up: those win.

@@ -5,7 +5,11 @@
 //! What the watches deliver is also kept where the operations can read it, so that they need
 //! not ask the API for what a watch already has: the Node as last seen (the reconcile patches
 //! from it instead of a GET) and the first pod list of the pod watch (the first counts come
-//! from it instead of a LIST).
+//! from it instead of a LIST). The first pod list is dropped once the counts are taken: its pods'
+//! first versions would otherwise live as long as the drain, long after the pods are gone.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -29,8 +33,10 @@ pub(super) struct Watches {
     vms: TaskSlot,
     /// The Node as last delivered, kept after its watch stops (the undo starts from it).
     node_seen: watch::Sender<Option<Option<NodeState>>>,
-    /// The first pod list of the pod watch running now.
+    /// The first pod list of the pod watch running now, until the first counts took it.
     first_pods: watch::Sender<Option<PodList>>,
+    /// The running pod watch's first list has been counted: it is not kept again.
+    first_pods_counted: Arc<AtomicBool>,
     /// The pod list as last delivered while no drain ran (a drain that starts after the watch
     /// did begins with it).
     pods_seen: Option<PodList>,
@@ -45,6 +51,7 @@ impl Default for Watches {
             vms: TaskSlot::default(),
             node_seen: watch::Sender::new(None),
             first_pods: watch::Sender::new(None),
+            first_pods_counted: Arc::default(),
             pods_seen: None,
         }
     }
@@ -110,18 +117,23 @@ impl Watches {
     ) {
         if !self.pods.is_set() {
             self.first_pods.send_replace(None);
+            self.first_pods_counted = Arc::default();
             self.pods_seen = None;
             let stream = cluster.watch_pods(node);
             let first = self.first_pods.clone();
             let unset = self.first_pods.clone();
+            let (counted, kept_counted) = (
+                self.first_pods_counted.clone(),
+                self.first_pods_counted.clone(),
+            );
             self.pods.set(forward(
                 stream,
                 actor,
                 NodeMsg::PodsChanged,
                 WatchKind::Pods,
-                move || unset.borrow().is_none(),
+                move || !counted.load(Ordering::Acquire) && unset.borrow().is_none(),
                 move |pods| {
-                    if first.borrow().is_none() {
+                    if !kept_counted.load(Ordering::Acquire) && first.borrow().is_none() {
                         first.send_replace(Some(pods));
                     }
                 },
@@ -186,9 +198,17 @@ impl Watches {
         self.node_seen.borrow().clone()
     }
 
-    /// The first pod list of the running pod watch.
-    pub(super) fn first_pods(&self) -> Seen<PodList> {
-        self.first_pods.subscribe()
+    /// The first pod list of the running pod watch, for the first counts; None once they were
+    /// taken from it (counting again lists the pods).
+    pub(super) fn first_pods(&self) -> Option<Seen<PodList>> {
+        (!self.first_pods_counted.load(Ordering::Acquire)).then(|| self.first_pods.subscribe())
+    }
+
+    /// The first counts were taken: the first pod list is dropped, and not kept again while
+    /// this pod watch runs.
+    pub(super) fn first_pods_counted(&mut self) {
+        self.first_pods_counted.store(true, Ordering::Release);
+        self.first_pods.send_replace(None);
     }
 
     /// Keeps the pod list the running pod watch delivered while no drain takes it.

@@ -19,6 +19,7 @@ mod right_pod;
 mod status;
 mod supervisor;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
