@@ -455,6 +455,12 @@ impl FakeCluster {
         inner.webhook_watchers.clear();
     }
 
+    /// Ends the pod watches open now (as a real API server's watch ends): their subscribers see
+    /// their streams end.
+    pub fn end_pod_watches(&self) {
+        self.lock().pod_watchers.clear();
+    }
+
     /// Every call so far, as `"<method> <args>"`.
     pub fn calls(&self) -> Vec<String> {
         self.lock().calls.clone()

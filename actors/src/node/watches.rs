@@ -35,7 +35,8 @@ pub(super) struct Watches {
     node_seen: watch::Sender<Option<Option<NodeState>>>,
     /// The first pod list of the pod watch running now, until the first counts took it.
     first_pods: watch::Sender<Option<PodList>>,
-    /// The running pod watch's first list has been counted: it is not kept again.
+    /// The first counts were taken while the pod watch ran: no first list is kept again, also
+    /// after the watch ended and was subscribed again (until it is stopped).
     first_pods_counted: Arc<AtomicBool>,
     /// The pod list as last delivered while no drain ran (a drain that starts after the watch
     /// did begins with it).
@@ -117,7 +118,6 @@ impl Watches {
     ) {
         if !self.pods.is_set() {
             self.first_pods.send_replace(None);
-            self.first_pods_counted = Arc::default();
             self.pods_seen = None;
             let stream = cluster.watch_pods(node);
             let first = self.first_pods.clone();
@@ -204,8 +204,8 @@ impl Watches {
         (!self.first_pods_counted.load(Ordering::Acquire)).then(|| self.first_pods.subscribe())
     }
 
-    /// The first counts were taken: the first pod list is dropped, and not kept again while
-    /// this pod watch runs.
+    /// The first counts were taken: the first pod list is dropped, and none is kept again until
+    /// the pod watch is stopped.
     pub(super) fn first_pods_counted(&mut self) {
         self.first_pods_counted.store(true, Ordering::Release);
         self.first_pods.send_replace(None);
@@ -253,5 +253,6 @@ impl Watches {
         self.pods.clear();
         self.pods_seen = None;
         self.first_pods.send_replace(None);
+        self.first_pods_counted = Arc::default();
     }
 }

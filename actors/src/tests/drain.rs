@@ -157,3 +157,42 @@ async fn a_running_drain_holds_no_version_of_the_pods_it_saw_go() {
     assert_eq!(phase(&cluster, "nm1"), Some(Phase::Running));
     h.stop().await;
 }
+
+/// The same after the pod watch ended and was subscribed again mid-drain: the new watch's first
+/// list is not kept either (the counts were taken from the first watch's).
+#[tokio::test(start_paused = true)]
+async fn a_drain_whose_pod_watch_was_subscribed_again_holds_no_version_of_the_pods_it_saw_go() {
+    let cluster = FakeCluster::with_node("n1", 4);
+    cluster.add_pdb("app", "closed", &["n1-p2", "n1-p3"], 0);
+    let h = Scenario::on(&cluster).nm1().start().await;
+    let on_n1 = |names: &[&str]| {
+        cluster
+            .pods("n1")
+            .iter()
+            .map(|pod| pod.name.as_str().to_string())
+            .collect::<Vec<_>>()
+            == names
+    };
+    assert!(eventually(Duration::from_secs(30), || on_n1(&["n1-p2", "n1-p3"])).await);
+    cluster.end_pod_watches();
+    assert!(
+        eventually(Duration::from_secs(60), || cluster
+            .count_calls("watch_pods")
+            == 2)
+        .await,
+        "{:?}",
+        cluster.calls()
+    );
+    // Gone by its controller's hand while the new watch runs: the new watch's first list had it.
+    assert!(cluster.remove_pod("app", "n1-p3"));
+    let kept = BTreeSet::from(["app/n1-p2".to_string()]);
+    assert!(
+        eventually(Duration::from_secs(10), || cluster.held_watched_pods()
+            == kept)
+        .await,
+        "still held: {:?}",
+        cluster.held_watched_pods()
+    );
+    assert_eq!(phase(&cluster, "nm1"), Some(Phase::Running));
+    h.stop().await;
+}
