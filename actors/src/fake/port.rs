@@ -5,7 +5,7 @@
 //! short method per port call, each mirroring the kube adapter's.)
 
 use std::collections::VecDeque;
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -329,9 +329,10 @@ impl Cluster for FakeCluster {
         snapshots(inner.pods.get(node).cloned().unwrap_or_default(), rx)
             .map(move |pods| {
                 let list = shared(pods);
-                if let Ok(mut delivered) = delivered.lock() {
-                    delivered.extend(list.iter().map(Arc::downgrade));
-                }
+                delivered
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .extend(list.iter().map(Arc::downgrade));
                 list
             })
             .boxed()
