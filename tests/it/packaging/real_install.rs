@@ -60,7 +60,13 @@ fn both_install_paths_are_accepted_by_a_real_api_server_and_uninstalls_keep_the_
     kubectl.ok(&["apply", "-k", "deploy/samples"]);
     kubectl.ok(&["delete", "-k", "deploy/samples"]);
     // docs/install.md's uninstall from a checkout.
-    kubectl.ok(&["delete", "-k", "deploy/no-webhook", "--wait=false"]);
+    kubectl.ok(&[
+        "delete",
+        "-k",
+        "deploy/no-webhook",
+        "--wait=false",
+        "--ignore-not-found",
+    ]);
     kubectl.gone(&[CRD, "namespace/nmo-system", "clusterrole/nmo-manager"]);
     assert!(kubectl.exists(&["namespace/medik8s-leases"]));
 
@@ -75,7 +81,13 @@ fn both_install_paths_are_accepted_by_a_real_api_server_and_uninstalls_keep_the_
     assert!(kubectl.exists(&[WEBHOOK]));
     assert!(kubectl.exists(&["certificate/nmo-webhook", "-n", "nmo-system"]));
     assert!(kubectl.exists(&["deployment/nmo", "-n", "nmo-system"]));
-    kubectl.ok(&["delete", "-k", "deploy/cert-manager", "--wait=false"]);
+    kubectl.ok(&[
+        "delete",
+        "-k",
+        "deploy/cert-manager",
+        "--wait=false",
+        "--ignore-not-found",
+    ]);
     kubectl.gone(&[CRD, WEBHOOK, "namespace/nmo-system"]);
 
     // The release manifest, one command, on a cluster with nothing else.

@@ -17,8 +17,9 @@ const HEADER: &str = "\
 # or delete the NodeMaintenances first, then everything but the shared lease namespace
 # medik8s-leases, which the other medik8s operators use:
 #   kubectl delete nodemaintenances --all --wait
-#   kubectl delete -f install.yaml -l app.kubernetes.io/name=nmo
-# (the CRD and the nmo-system namespace carry that label too).
+#   kubectl delete -f install.yaml -l app.kubernetes.io/name=nmo --ignore-not-found
+# (the CRD and the nmo-system namespace carry that label too; the namespace's deletion may
+# remove its objects before kubectl reaches them).
 ";
 
 #[test]

@@ -27,13 +27,15 @@ pub const GRACE_PERIOD: Duration = Duration::from_secs(30);
 /// The NodeMaintenance CRD.
 pub const CRD: &str = "nodemaintenances.nodemaintenance.medik8s.io";
 /// The install's uninstall command (install.yaml's header, the docs).
-pub const DELETE_INSTALL: [&str; 6] = [
+pub const DELETE_INSTALL: [&str; 7] = [
     "delete",
     "-f",
     "install.yaml",
     "-l",
     "app.kubernetes.io/name=nmo",
     "--wait=false",
+    // The namespace's deletion may remove its objects before kubectl reaches them.
+    "--ignore-not-found",
 ];
 
 /// The module's control plane, started by the first test that needs it.
@@ -101,7 +103,7 @@ impl Installed {
                 r#"{"metadata":{"finalizers":null}}"#,
             ]);
         }
-        let _ = self.kubectl(&[&DELETE_INSTALL[..], &["--ignore-not-found"]].concat());
+        let _ = self.kubectl(&DELETE_INSTALL);
         eventually(
             "an earlier test's install gone",
             Duration::from_secs(120),
