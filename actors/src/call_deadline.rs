@@ -4,7 +4,7 @@
 //! answer in time fails as `Transient` and is retried like any other transient failure.
 //!
 //! Watches are not wrapped: they are meant to run for hours; their adapter detects a silent
-//! stream itself (kube-runtime's watcher has an idle timeout).
+//! stream itself (a watch gives up on a stream silent past its `timeoutSeconds`).
 
 use std::future::Future;
 use std::sync::Arc;

@@ -15,8 +15,8 @@ use crate::options::OperatorOptions;
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long the client waits for any answer (a response, or the next bytes of a watch) before
 /// it gives the connection up: a backstop for calls nothing else bounds (the listings inside
-/// kube-runtime's watchers). Longer than a watch may stay silent (the server ends a watch
-/// after 290 s, and kube-runtime's watcher has its own idle timeout 5 s later), so it never
+/// the watches). Longer than a watch may stay silent (the server ends a watch after its
+/// `timeoutSeconds`, and the watch has its own idle timeout 5 s later), so it never
 /// breaks a healthy watch; every call of the actors, of the leader election and of the
 /// webhook has a much shorter deadline of its own.
 pub const READ_TIMEOUT: Duration = crate::options::MAX_API_CALL_TIMEOUT;

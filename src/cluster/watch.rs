@@ -1,8 +1,9 @@
 //! Watches as streams of complete snapshots: what the node actor wants to know is "what is on
 //! my node now", not the individual events.
 //!
-//! A watch starts with the objects as they are. kube-runtime gets them with a LIST and then
-//! WATCHes from its resourceVersion: two requests per watch (a pod watch per maintenance, one
+//! A watch starts with the objects as they are. A watch session (`watch_session`, nmo's
+//! leaner stand-in for kube-runtime's watcher) gets them with a LIST and then WATCHes from its
+//! resourceVersion: two requests per watch (a pod watch per maintenance, one
 //! node watch shared by all, see `node_hub`). An
 //! API server with streaming lists (the `WatchList` feature, on by default since Kubernetes
 //! 1.32's beta) sends them as the first events of the WATCH itself: one request. nmo asks for
@@ -21,13 +22,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 
 use futures::stream::{BoxStream, StreamExt};
-use kube::runtime::watcher as watch;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 use super::watch_health::WatchReporter;
 use super::watch_retry::WatchRetry;
+use super::watch_session;
 
 /// How watches get their initial objects: learned once, shared by every watch of a client.
 #[derive(Debug, Clone, Default)]
@@ -123,7 +124,7 @@ where
                 config.clone()
             };
             health.listing();
-            let mut watching = watch(api.clone(), config).boxed();
+            let mut watching = watch_session::session(api.clone(), config);
             // Whether this watch has delivered its initial list.
             let mut listed = false;
             let failure = loop {
@@ -137,7 +138,7 @@ where
                         yield event;
                     }
                     Some(Err(error)) => break Some(error),
-                    // kube-runtime's watcher never ends; if it did, start again.
+                    // A session that ends without a failure (a streaming list cut short): start again.
                     None => break None,
                 }
             };
