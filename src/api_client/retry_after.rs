@@ -179,17 +179,12 @@ mod tests {
             .oneshot(Request::new(()))
             .await
             .unwrap();
-        assert_eq!(response.status().as_u16(), status);
+        let code = response.status();
+        assert_eq!(code.as_u16(), status);
         let bytes = response.into_body().collect().await.unwrap().to_bytes();
         // What kube does with an error response: a JSON Status is the server's, anything else
         // becomes a Status of kube's making without details.
-        serde_json::from_slice::<Status>(&bytes).unwrap_or_else(|_| {
-            Status::failure(
-                String::from_utf8_lossy(&bytes).trim(),
-                "Failed to parse error data",
-            )
-            .with_code(status)
-        })
+        crate::cluster::watch_session::api_status(code, &bytes)
     }
 
     fn retry_after_seconds(status: &Status) -> u32 {

@@ -28,7 +28,7 @@ pub(crate) mod vms;
 pub mod watch;
 pub mod watch_health;
 pub mod watch_retry;
-mod watch_session;
+pub(crate) mod watch_session;
 
 pub use convert::maintenance;
 

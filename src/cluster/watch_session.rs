@@ -226,8 +226,8 @@ async fn open(
 }
 
 /// The API's `Status` in an error response's `body`, or one made of its text when the body is
-/// none (a proxy's answer).
-fn api_status(code: http::StatusCode, body: &[u8]) -> Status {
+/// none (a proxy's answer): what kube makes of an error response.
+pub(crate) fn api_status(code: http::StatusCode, body: &[u8]) -> Status {
     serde_json::from_slice::<Status>(body).unwrap_or_else(|_| {
         let text = String::from_utf8_lossy(body);
         Status::failure(text.trim(), "Failed to parse error data").with_code(code.as_u16())
