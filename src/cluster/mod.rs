@@ -13,6 +13,7 @@
 pub(crate) mod convert;
 mod daemonsets;
 mod errors;
+pub(crate) mod event_writer;
 mod eviction_request;
 pub(crate) mod eviction_webhooks;
 mod followed;
@@ -38,7 +39,6 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::coordination::v1::Lease as KubeLease;
 use k8s_openapi::api::core::v1::{Namespace, Node, ObjectReference, Pod};
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::runtime::events::{Event as KubeEvent, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::watcher;
 use kube::{Api, Client};
 use nmo_actors::interception::EvictionWebhooks;
@@ -79,7 +79,7 @@ fn uid_precondition(uid: &str) -> Preconditions {
 #[derive(Clone)]
 pub struct KubeCluster {
     client: Client,
-    recorder: Recorder,
+    events: event_writer::EventWriter,
     daemonsets: daemonsets::DaemonSetCache,
     initial_lists: watch::InitialLists,
     /// Every watch of this client, for the readiness probe.
@@ -98,11 +98,7 @@ impl KubeCluster {
     /// Wraps `client`; events are reported by `nmo`, instance `instance` (the pod name, say).
     /// Writes are always allowed (no leader election) until [`KubeCluster::with_fence`].
     pub fn new(client: Client, instance: Option<String>) -> Self {
-        let reporter = Reporter {
-            controller: CONTROLLER_NAME.into(),
-            instance,
-        };
-        let recorder = Recorder::new(client.clone(), reporter);
+        let events = event_writer::EventWriter::new(client.clone(), CONTROLLER_NAME, instance);
         let initial_lists = watch::InitialLists::default();
         let health = watch_health::WatchHealth::default();
         KubeCluster {
@@ -113,7 +109,7 @@ impl KubeCluster {
             )),
             leases: Arc::default(),
             client,
-            recorder,
+            events,
             daemonsets: daemonsets::DaemonSetCache::default(),
             initial_lists,
             health,
@@ -258,7 +254,7 @@ fn event_reference(target: &EventTarget) -> ObjectReference {
             name: Some(name.to_string()),
             uid: Some(uid.to_string()),
             // No namespace: the object is cluster scoped (which is how `kubectl describe` looks
-            // its events up); the recorder then files the event in `default`, like the Go
+            // its events up); the event writer then files the event in `default`, like the Go
             // operator's.
             namespace: None,
             ..ObjectReference::default()
@@ -373,19 +369,15 @@ impl Cluster for KubeCluster {
     }
 
     async fn emit_event(&self, event: &Event) -> Result<(), ClusterError> {
-        let kube_event = KubeEvent {
-            type_: match event.type_ {
-                EventType::Normal => KubeEventType::Normal,
-                EventType::Warning => KubeEventType::Warning,
-            },
-            reason: event.reason.clone(),
-            note: Some(event.message.clone()),
-            action: event.reason.clone(),
-            secondary: None,
+        let new_event = event_writer::NewEvent {
+            warning: event.type_ == EventType::Warning,
+            reason: &event.reason,
+            action: &event.reason,
+            note: &event.message,
         };
         self.write("emit event", async {
-            self.recorder
-                .publish(&kube_event, &event_reference(&event.target))
+            self.events
+                .publish(&new_event, &event_reference(&event.target))
                 .await
                 .map_err(to_cluster_error)
         })

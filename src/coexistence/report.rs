@@ -7,10 +7,10 @@ use std::sync::Mutex;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::core::CustomResourceExt;
-use kube::runtime::events::{Event, EventType, Recorder};
 
 use super::readyz::CoexistenceStatus;
 use super::sightings::Sighting;
+use crate::cluster::event_writer::{EventWriter, NewEvent};
 use crate::crd::NodeMaintenance;
 
 /// The event's reason while another operator runs.
@@ -20,7 +20,7 @@ pub const GONE_REASON: &str = "GoOperatorGone";
 
 /// Where the detection's news goes.
 pub(super) struct Reporter {
-    recorder: Recorder,
+    events: EventWriter,
     status: CoexistenceStatus,
     /// The last reason looking failed, said once until it changes.
     last_failure: Mutex<Option<String>>,
@@ -32,12 +32,8 @@ impl Reporter {
         instance: Option<String>,
         status: CoexistenceStatus,
     ) -> Reporter {
-        let reporter = kube::runtime::events::Reporter {
-            controller: crate::cluster::CONTROLLER_NAME.into(),
-            instance,
-        };
         Reporter {
-            recorder: Recorder::new(client, reporter),
+            events: EventWriter::new(client, crate::cluster::CONTROLLER_NAME, instance),
             status,
             last_failure: Mutex::new(None),
         }
@@ -78,7 +74,7 @@ impl Reporter {
                 "{}: nmo drives no node until it is gone",
                 sighting
             );
-            self.publish(EventType::Warning, RUNNING_REASON, &running_note(sighting))
+            self.publish(true, RUNNING_REASON, &running_note(sighting))
                 .await;
         }
         for sighting in before.iter().filter(|s| !after.contains(s)) {
@@ -100,7 +96,7 @@ impl Reporter {
                         "no other node maintenance operator runs: nmo drives nodes again"
                     );
                     self.publish(
-                        EventType::Normal,
+                        false,
                         GONE_REASON,
                         "No other node maintenance operator runs: nmo drives nodes again",
                     )
@@ -110,15 +106,14 @@ impl Reporter {
         }
     }
 
-    async fn publish(&self, type_: EventType, reason: &str, note: &str) {
-        let event = Event {
-            type_,
-            reason: reason.into(),
-            note: Some(note.into()),
-            action: reason.into(),
-            secondary: None,
+    async fn publish(&self, warning: bool, reason: &str, note: &str) {
+        let event = NewEvent {
+            warning,
+            reason,
+            action: reason,
+            note,
         };
-        if let Err(error) = self.recorder.publish(&event, &crd_reference()).await {
+        if let Err(error) = self.events.publish(&event, &crd_reference()).await {
             tracing::warn!(%error, reason, "cannot publish the event");
         }
     }

@@ -30,6 +30,43 @@ async fn events_are_reported_by_the_go_operator_s_component(backend: Backend) {
     }
 }
 
+/// An event said again about the same object within the series' time is one Event whose
+/// `series.count` grows, as client-go's recorder writes it, not a new object each time.
+async fn an_event_said_again_is_one_event_with_a_series(backend: Backend) {
+    use nmo_actors::model::{Event, EventTarget, EventType};
+    use nmo_actors::ports::Cluster as _;
+
+    let env = TestEnv::on(backend).nodes(1, 0).start_idle().await;
+    let cluster = nmo::cluster::KubeCluster::new(env.operator_client(), Some("nmo-test".into()));
+    let node = env.name("node-0");
+    let event = |message: &str| Event {
+        target: EventTarget::Node {
+            name: node.as_str().into(),
+            uid: "".into(),
+        },
+        type_: EventType::Warning,
+        reason: "SeriesTest".into(),
+        message: message.into(),
+    };
+    for message in ["first", "second", "third"] {
+        cluster
+            .emit_event(&event(message))
+            .await
+            .expect("the event is written");
+    }
+    let ours: Vec<Value> = env
+        .events()
+        .await
+        .into_iter()
+        .filter(|e| e["reason"] == "SeriesTest" && e["involvedObject"]["name"] == node.as_str())
+        .collect();
+    assert_eq!(ours.len(), 1, "one Event for the series: {ours:#?}");
+    assert_eq!(ours[0]["series"]["count"], 3, "{:#?}", ours[0]);
+    assert_eq!(ours[0]["message"], "first", "a series keeps its first note");
+    assert_eq!(ours[0]["type"], "Warning");
+    assert_eq!(ours[0]["reportingInstance"], "nmo-test");
+}
+
 /// `kubectl get <args>` against the environment, as the admin: its standard output.
 fn kubectl(env: &TestEnv, args: &[&str]) -> String {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("a directory");
@@ -144,5 +181,6 @@ async fn kubectl_wide_shows_the_blocking_reason_and_the_last_error(backend: Back
 
 both_backends!(
     events_are_reported_by_the_go_operator_s_component,
+    an_event_said_again_is_one_event_with_a_series,
     kubectl_wide_shows_the_blocking_reason_and_the_last_error,
 );
