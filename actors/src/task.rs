@@ -5,16 +5,24 @@
 use std::future::Future;
 
 use ractor::{ActorRef, Message};
-use tokio::task::{AbortHandle, JoinHandle, JoinSet};
+use tokio::task::{AbortHandle, JoinHandle};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 /// Every task an actor spawned for its cluster work (operations, status writes, events,
-/// eviction calls). When the actor stops they are aborted and awaited, so that nothing it
+/// eviction calls). When the actor stops they are cancelled and awaited, so that nothing it
 /// started can reach the API server once it is gone: on a leader handover the old leader's
 /// in-flight work is over before it releases its lease.
+///
+/// The set keeps no handle on its tasks, only a count of those still running and a token that
+/// cancels them all: a task's memory (its future, sized for its largest await) is freed the
+/// moment it ends, not when the actor next spawns one (a `JoinSet` keeps an ended task until it
+/// is joined: about 4 KB for each of 1,000 maintenances at once, in the heap profile).
 #[derive(Debug, Default)]
 pub(crate) struct TaskSet {
-    tasks: JoinSet<()>,
+    tracker: TaskTracker,
+    cancel: CancellationToken,
 }
 
 impl TaskSet {
@@ -44,21 +52,30 @@ impl TaskSet {
 
     /// Runs `work` in a task of this set.
     pub(crate) fn spawn(&mut self, work: impl Future<Output = ()> + Send + 'static) {
-        // Forget the tasks that ended, so a long-lived actor's set stays small.
-        while self.tasks.try_join_next().is_some() {}
-        self.tasks.spawn(work);
+        let cancel = self.cancel.clone();
+        self.tracker.spawn(async move {
+            // Cancelled: `work` is dropped at the await it is at, as an aborted task's is.
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {}
+                () = work => {}
+            }
+        });
     }
 
-    /// Aborts every task and waits until each has stopped.
+    /// Cancels every task and waits until each has stopped; the set then takes new tasks.
     pub(crate) async fn cancel_all(&mut self) {
-        self.tasks.abort_all();
-        while self.tasks.join_next().await.is_some() {}
+        self.cancel.cancel();
+        self.tracker.close();
+        self.tracker.wait().await;
+        self.tracker.reopen();
+        self.cancel = CancellationToken::new();
     }
 
-    /// Tasks not known to have ended.
+    /// Tasks still running.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        self.tasks.len()
+        self.tracker.len()
     }
 }
 
@@ -138,6 +155,35 @@ mod tests {
         assert_eq!(set.len(), 0);
         drop(done);
         assert_eq!(finished.recv().await, None, "no task ran to its end");
+    }
+
+    /// An ended task is not kept until the next spawn (a `JoinSet` kept it, and with it the
+    /// task's whole allocation, until it was joined).
+    #[tokio::test(start_paused = true)]
+    async fn a_task_is_let_go_the_moment_it_ends() {
+        let mut set = TaskSet::default();
+        set.spawn(async {});
+        set.spawn(tokio::time::sleep(Duration::from_secs(60)));
+        tokio::task::yield_now().await;
+        assert_eq!(set.len(), 1, "only the sleeping task is held");
+        tokio::time::sleep(Duration::from_secs(61)).await;
+        assert_eq!(set.len(), 0, "no task is held once all ended");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_cancelled_set_runs_the_tasks_spawned_after() {
+        let mut set = TaskSet::default();
+        set.spawn(tokio::time::sleep(Duration::from_secs(60)));
+        set.cancel_all().await;
+        let (done, finished) = tokio::sync::oneshot::channel();
+        set.spawn(async move {
+            let _ = done.send(());
+        });
+        assert_eq!(
+            finished.await,
+            Ok(()),
+            "a task spawned after the cancel ran"
+        );
     }
 
     #[tokio::test(start_paused = true)]
