@@ -40,6 +40,9 @@ impl TaskSet {
         F: FnOnce(T) -> M + Send + 'static,
     {
         let actor = actor.clone();
+        // Boxed: an async block keeps a future it awaits twice (as captured, and as awaited),
+        // so the task would hold two copies of `work`'s state (a status write's ~1 KB).
+        let work = Box::pin(work);
         self.spawn(
             async move {
                 let result = work.await;
@@ -53,6 +56,8 @@ impl TaskSet {
     /// Runs `work` in a task of this set.
     pub(crate) fn spawn(&mut self, work: impl Future<Output = ()> + Send + 'static) {
         let cancel = self.cancel.clone();
+        // Boxed for the reason `spawn_cast_back` gives: `select!` moves `work` again.
+        let work = Box::pin(work);
         self.tracker.spawn(async move {
             // Cancelled: `work` is dropped at the await it is at, as an aborted task's is.
             tokio::select! {
