@@ -386,6 +386,9 @@ impl OperatorOptions {
             eviction_rate_per_sec: self.eviction_rate,
             eviction_burst: self.eviction_burst,
             eviction_max_in_flight: self.max_evictions_in_flight,
+            call_places: crate::api_client::call_limit::calls_in_flight(
+                self.max_evictions_in_flight,
+            ),
             call_timeout: self.api_call_timeout,
             // Unnamed actors: several operators can share a process (tests, the demo).
             actor_name_prefix: None,

@@ -31,6 +31,12 @@ pub mod defaults {
     pub const EVICTION_BURST: u32 = 200;
     /// Evictions in flight at once, cluster wide.
     pub const EVICTION_MAX_IN_FLIGHT: usize = 32;
+    /// API calls beside the evictions' own bound, so that status writes, node patches and
+    /// watch LISTs always have places of their own while evictions run. With the default 32
+    /// evictions, 64 calls in all: far below the 300 requests a flow may queue at
+    /// `workload-low` on a default kube-apiserver, so that bursts of starting maintenances
+    /// never fill them.
+    pub const CALLS_BESIDE_EVICTIONS: usize = 32;
     /// Eviction requests held at once (queued, parked or in flight). A cap on memory (under a
     /// KiB each with the pod's names: some 40 MiB when full), sized for every pod of 2,000
     /// nodes x 30 pods. At 10,000, 500 drains of 30 pods at once (15,000 requests) had about
@@ -154,6 +160,9 @@ pub struct Config {
     pub progress_pace: ProgressPace,
     /// How long one API call may take (see [`crate::call_deadline::Bounded`]).
     pub call_timeout: Duration,
+    /// How many API calls the actors make at once; the others wait their turn before their
+    /// request is built (see [`crate::call_deadline::Bounded`]).
+    pub call_places: usize,
     /// First wait before a failing step is tried again (doubling, with jitter).
     pub retry_backoff_base: Duration,
     /// Ceiling of the backoff between retries of a failing step.
@@ -198,6 +207,7 @@ impl Default for Config {
             progress_coalesce: defaults::PROGRESS_COALESCE,
             progress_pace: ProgressPace::default(),
             call_timeout: defaults::CALL_TIMEOUT,
+            call_places: defaults::EVICTION_MAX_IN_FLIGHT + defaults::CALLS_BESIDE_EVICTIONS,
             retry_backoff_base: defaults::RETRY_BACKOFF_BASE,
             retry_backoff_max: defaults::RETRY_BACKOFF_MAX,
             lease_retry_base: defaults::LEASE_RETRY_BASE,

@@ -53,7 +53,11 @@ impl ActorSystem {
 pub async fn start(cluster: Arc<dyn Cluster>, config: Config) -> Result<ActorSystem, StartError> {
     let config = Arc::new(config);
     // Every call the actors make has a deadline: no hung connection can freeze them.
-    let cluster: Arc<dyn Cluster> = Arc::new(Bounded::new(cluster, config.call_timeout));
+    let cluster: Arc<dyn Cluster> = Arc::new(Bounded::new(
+        cluster,
+        config.call_timeout,
+        config.call_places,
+    ));
     let name = |what: &str| {
         config
             .actor_name_prefix

@@ -7,9 +7,13 @@
 //! on a 2-core control plane, nmo's status writes, lease creates and watch LISTs piled up
 //! behind the evictions and the server refused about one request in sixteen. The benchmark's
 //! floor, which keeps 32 requests in flight, saw none. So calls wait here, in the client, for
-//! a place: `--max-evictions-in-flight` plus [`CALLS_BESIDE_EVICTIONS`] of them (64 with the
-//! defaults). With at most that many in flight, the server's queues for nmo never fill, and a
-//! call waits for a place about as long as it would have waited in the server's queue.
+//! a place: `--max-evictions-in-flight` plus
+//! [`CALLS_BESIDE_EVICTIONS`](nmo_actors::config::defaults::CALLS_BESIDE_EVICTIONS) of them (64
+//! with the defaults). With at most that many in flight, the server's queues for nmo never
+//! fill, and a call waits for a place about as long as it would have waited in the server's
+//! queue. The actors' calls take their turn before this, with as many places
+//! (`nmo_actors::call_deadline`), before their requests are built; what still waits here is
+//! the rest: the shared watches' LISTs, the DaemonSet and budget lookups.
 //!
 //! Two kinds of request take no place. Watches: each holds its request for minutes, and the
 //! server counts a watch's seat only while it starts. The leader election's lease: its
@@ -32,16 +36,11 @@ use tower::{BoxError, Layer, Service, ServiceExt};
 
 use crate::leader::LEADER_ELECTION_ID;
 
-/// Places beside the evictions' own bound (`--max-evictions-in-flight`), so that status
-/// writes, node patches and watch LISTs always have places of their own while evictions run.
-/// With the default 32 evictions, 64 calls in all: far below the 300 requests a flow may queue
-/// at `workload-low` on a default kube-apiserver, so that bursts of starting maintenances never
-/// fill them.
-pub const CALLS_BESIDE_EVICTIONS: usize = 32;
-
-/// Calls in flight at most for a client whose evictions keep `evictions` in flight at most.
+/// Calls in flight at most for a client whose evictions keep `evictions` in flight at most:
+/// as many places beside them as the actors keep
+/// ([`nmo_actors::config::defaults::CALLS_BESIDE_EVICTIONS`]).
 pub fn calls_in_flight(evictions: usize) -> usize {
-    evictions.saturating_add(CALLS_BESIDE_EVICTIONS)
+    evictions.saturating_add(nmo_actors::config::defaults::CALLS_BESIDE_EVICTIONS)
 }
 
 /// Wraps a service in [`CallLimit`], sharing one set of places among its clones.
