@@ -159,6 +159,14 @@ pub async fn run_all(
             nmo.display(),
             dir.display()
         )?;
+        if runs_the_dev_binary(nmo) {
+            writeln!(
+                out,
+                "  (the dev binary: its simulator and tools add several MiB of code to the operator's \
+                 peak RSS; `--nmo target/release/nmo`, or `cargo bench --bench drain`, measures the \
+                 binary the image ships)"
+            )?;
+        }
     }
     let mut results = Vec::new();
     for s in &scenarios {
@@ -251,4 +259,24 @@ pub async fn run_all(
     writeln!(out, "\ntargets:")?;
     out.write_all(report::targets_table(&targets).as_bytes())?;
     Ok(results)
+}
+
+/// Whether the operator the benchmark runs is the dev tools' binary (`nmo-dev`), not `nmo`.
+fn runs_the_dev_binary(nmo: &std::path::Path) -> bool {
+    nmo.file_stem()
+        .is_some_and(|stem| stem.to_string_lossy().starts_with("nmo-dev"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::runs_the_dev_binary;
+
+    #[test]
+    fn the_dev_binary_is_told_from_the_operator() {
+        assert!(runs_the_dev_binary(Path::new("target/release/nmo-dev")));
+        assert!(!runs_the_dev_binary(Path::new("target/release/nmo")));
+        assert!(!runs_the_dev_binary(Path::new("/usr/local/bin/nmo")));
+    }
 }
