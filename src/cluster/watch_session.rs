@@ -8,7 +8,9 @@
 //! inline: a heap profile at 1,000 drains put the two at 17 MB. Here an event is decoded
 //! straight from the HTTP/2 frame that carries it, a line that spans frames is the only thing
 //! copied (into a buffer freed with it), the request futures are boxed, and between events a
-//! watch holds its response body, the last resourceVersion and its request's settings.
+//! watch holds its response body, the last resourceVersion and its request's settings: the
+//! session is a small state machine (`Session`, under 1 KB with its stream), not one async
+//! generator, which kept a slot for whatever any of its awaits held (4 KB per watch).
 //!
 //! A session yields `Init`, the initial objects and `InitDone`, then the changes. Its WATCH is
 //! asked again from the last resourceVersion when the API server ends it (its
@@ -46,132 +48,241 @@ pub fn session<K>(
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
-    // Each item is yielded boxed: the generator keeps a slot for the value of each `yield`,
-    // and eight slots of a 456-byte event made the session 4 KB at rest, for each of a
-    // thousand pod watches. A box per event is freed as soon as the event is unboxed.
-    async_stream::stream! {
+    futures::stream::unfold(Session::new(&api, config), |mut session| async move {
+        let event = session.next().await?;
+        Some((event, session))
+    })
+    .boxed()
+}
+
+/// One watch's state between its events: a few hundred bytes, whichever step it is at. (As
+/// one async generator the session was 4 KB at rest, for each of a thousand pod watches: a
+/// generator keeps a slot for whatever any of its awaits holds.)
+struct Session<K> {
+    /// For the LIST pages.
+    api: Api<K>,
+    /// For the WATCHes, at `url`.
+    client: kube::Client,
+    url: String,
+    config: watcher::Config,
+    /// How long a WATCH may be silent before it is asked again.
+    idle: Duration,
+    step: Step<K>,
+}
+
+/// Where a session is.
+enum Step<K> {
+    /// Nothing asked yet: `Init` comes first.
+    Start,
+    /// The initial list arrives as the first events of this WATCH (a streaming list).
+    StreamingList(Lines<kube::client::Body>),
+    /// The initial list arrives as LIST pages: the rest of this page's objects, then the next
+    /// page (`params` carries its continue token), or the list's resourceVersion once done.
+    Listing {
+        params: ListParams,
+        objects: std::vec::IntoIter<K>,
+        listed_version: Option<String>,
+    },
+    /// The changes since `version`, from `lines` (none: the WATCH is to be asked again).
+    Watching {
+        lines: Option<Lines<kube::client::Body>>,
+        version: String,
+    },
+    /// Failed or ended: nothing more.
+    Ended,
+}
+
+/// What the next step yields, if anything, and where it leaves the session.
+type Next<K> = Option<watcher::Result<Event<K>>>;
+
+impl<K> Session<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    fn new(api: &Api<K>, config: watcher::Config) -> Self {
         let idle = Duration::from_secs(u64::from(config.timeout.unwrap_or(DEFAULT_TIMEOUT_SECS)))
             + IDLE_MARGIN;
-        let streaming = config.initial_list_strategy == InitialListStrategy::StreamingList;
-        // The WATCH being read, if one is open.
-        let mut lines = None;
-        let mut version: String;
-        let client = api.clone().into_client();
-        let url = api.resource_url().to_owned();
-        yield Box::new(Ok(Event::Init));
-        if streaming {
-            let mut stream = match Box::pin(open(&client, &url, &watch_params(&config, true), "0")).await {
-                Ok(stream) => stream,
-                Err(error) => {
-                    yield Box::new(Err(watcher::Error::WatchStartFailed(error)));
-                    return;
-                }
-            };
-            loop {
-                match Box::pin(stream.next_event::<K>(idle)).await {
-                    Some(Ok(WatchEvent::Added(object) | WatchEvent::Modified(object))) => {
-                        yield Box::new(Ok(Event::InitApply(object)));
-                    }
-                    // The API server sends no deletion before the initial list ends.
-                    Some(Ok(WatchEvent::Deleted(_))) => {}
-                    Some(Ok(WatchEvent::Bookmark(bookmark))) => {
-                        if bookmark.metadata.annotations.contains_key(INITIAL_EVENTS_END) {
-                            version = bookmark.metadata.resource_version;
-                            yield Box::new(Ok(Event::InitDone));
-                            break;
-                        }
-                    }
-                    Some(Ok(WatchEvent::Error(status))) => {
-                        yield Box::new(Err(watcher::Error::WatchError(status)));
-                        return;
-                    }
-                    Some(Err(error)) => {
-                        yield Box::new(Err(watcher::Error::WatchFailed(error)));
-                        return;
-                    }
-                    // Ended before its list did: the next session lists again.
-                    None => return,
-                }
-            }
-            lines = Some(stream);
-        } else {
-            let mut params = list_params(&config);
-            loop {
-                let list = match Box::pin(api.list(&params)).await {
-                    Ok(list) => list,
-                    Err(error) => {
-                        yield Box::new(Err(watcher::Error::InitialListFailed(error)));
-                        return;
-                    }
-                };
-                for object in list.items {
-                    yield Box::new(Ok(Event::InitApply(object)));
-                }
-                params.continue_token = list.metadata.continue_.filter(|token| !token.is_empty());
-                if params.continue_token.is_none() {
-                    match list.metadata.resource_version.filter(|v| !v.is_empty()) {
-                        Some(listed) => version = listed,
-                        None => {
-                            yield Box::new(Err(watcher::Error::NoResourceVersion));
-                            return;
-                        }
-                    }
-                    break;
-                }
-            }
-            yield Box::new(Ok(Event::InitDone));
+        Session {
+            api: api.clone(),
+            client: api.clone().into_client(),
+            url: api.resource_url().to_owned(),
+            config,
+            idle,
+            step: Step::Start,
         }
-        let resumed = watch_params(&config, false);
+    }
+
+    /// The session's next event; none once it has ended (after a failure it yields).
+    async fn next(&mut self) -> Next<K> {
         loop {
-            let mut stream = match lines.take() {
-                Some(stream) => stream,
-                None => match Box::pin(open(&client, &url, &resumed, &version)).await {
-                    Ok(stream) => stream,
-                    Err(error) => {
-                        yield Box::new(Err(watcher::Error::WatchStartFailed(error)));
-                        return;
-                    }
-                },
+            // Each step's future is boxed, so that the session holds only the one it waits on.
+            let next = match std::mem::replace(&mut self.step, Step::Ended) {
+                Step::Start => Box::pin(self.start()).await,
+                Step::StreamingList(lines) => Box::pin(self.streamed(lines)).await,
+                Step::Listing {
+                    params,
+                    objects,
+                    listed_version,
+                } => Box::pin(self.listed(params, objects, listed_version)).await,
+                Step::Watching { lines, version } => Box::pin(self.watched(lines, version)).await,
+                Step::Ended => return None,
             };
-            loop {
-                let event = match Box::pin(stream.next_event::<K>(idle)).await {
-                    Some(Ok(event)) => event,
-                    Some(Err(error)) => {
-                        yield Box::new(Err(watcher::Error::WatchFailed(error)));
-                        return;
-                    }
-                    // Ended by the server (or silent too long): watch again from `version`.
-                    None => break,
-                };
-                let (object_version, event) = match event {
-                    WatchEvent::Added(object) | WatchEvent::Modified(object) => {
-                        (object.resource_version(), Event::Apply(object))
-                    }
-                    WatchEvent::Deleted(object) => {
-                        (object.resource_version(), Event::Delete(object))
-                    }
-                    WatchEvent::Bookmark(bookmark) => {
-                        version = bookmark.metadata.resource_version;
-                        continue;
-                    }
-                    WatchEvent::Error(status) => {
-                        yield Box::new(Err(watcher::Error::WatchError(status)));
-                        return;
-                    }
-                };
-                match object_version.filter(|v| !v.is_empty()) {
-                    Some(object_version) => version = object_version,
-                    None => {
-                        yield Box::new(Err(watcher::Error::NoResourceVersion));
-                        return;
-                    }
-                }
-                yield Box::new(Ok(event));
+            if next.is_some() {
+                return next;
             }
         }
     }
-    .map(|item| *item)
-    .boxed()
+
+    /// `Init`, and the request that brings the initial list.
+    async fn start(&mut self) -> Next<K> {
+        if self.config.initial_list_strategy == InitialListStrategy::StreamingList {
+            let params = watch_params(&self.config, true);
+            match Box::pin(open(&self.client, &self.url, &params, "0")).await {
+                Ok(lines) => self.step = Step::StreamingList(lines),
+                Err(error) => return Some(Err(watcher::Error::WatchStartFailed(error))),
+            }
+        } else {
+            self.step = Step::Listing {
+                params: list_params(&self.config),
+                objects: Vec::new().into_iter(),
+                listed_version: None,
+            };
+        }
+        Some(Ok(Event::Init))
+    }
+
+    /// The next event of a streaming list's initial events.
+    async fn streamed(&mut self, mut lines: Lines<kube::client::Body>) -> Next<K> {
+        loop {
+            let event = match Box::pin(lines.next_event::<K>(self.idle)).await {
+                Some(Ok(event)) => event,
+                Some(Err(error)) => return Some(Err(watcher::Error::WatchFailed(error))),
+                // Ended before its list did: the next session lists again.
+                None => return None,
+            };
+            match event {
+                WatchEvent::Added(object) | WatchEvent::Modified(object) => {
+                    self.step = Step::StreamingList(lines);
+                    return Some(Ok(Event::InitApply(object)));
+                }
+                // The API server sends no deletion before the initial list ends.
+                WatchEvent::Deleted(_) => {}
+                WatchEvent::Bookmark(bookmark) => {
+                    if bookmark
+                        .metadata
+                        .annotations
+                        .contains_key(INITIAL_EVENTS_END)
+                    {
+                        self.step = Step::Watching {
+                            lines: Some(lines),
+                            version: bookmark.metadata.resource_version,
+                        };
+                        return Some(Ok(Event::InitDone));
+                    }
+                }
+                WatchEvent::Error(status) => {
+                    return Some(Err(watcher::Error::WatchError(status)));
+                }
+            }
+        }
+    }
+
+    /// The next object of the LIST pages, the next page, or `InitDone`.
+    async fn listed(
+        &mut self,
+        mut params: ListParams,
+        mut objects: std::vec::IntoIter<K>,
+        listed_version: Option<String>,
+    ) -> Next<K> {
+        if let Some(object) = objects.next() {
+            self.step = Step::Listing {
+                params,
+                objects,
+                listed_version,
+            };
+            return Some(Ok(Event::InitApply(object)));
+        }
+        if let Some(version) = listed_version {
+            self.step = Step::Watching {
+                lines: None,
+                version,
+            };
+            return Some(Ok(Event::InitDone));
+        }
+        let list = match Box::pin(self.api.list(&params)).await {
+            Ok(list) => list,
+            Err(error) => return Some(Err(watcher::Error::InitialListFailed(error))),
+        };
+        params.continue_token = list.metadata.continue_.filter(|token| !token.is_empty());
+        let listed_version = match params.continue_token {
+            Some(_) => None,
+            None => match list.metadata.resource_version.filter(|v| !v.is_empty()) {
+                Some(version) => Some(version),
+                None => return Some(Err(watcher::Error::NoResourceVersion)),
+            },
+        };
+        self.step = Step::Listing {
+            params,
+            objects: list.items.into_iter(),
+            listed_version,
+        };
+        None
+    }
+
+    /// The next change, asking the WATCH again from `version` whenever the server ends it.
+    async fn watched(
+        &mut self,
+        lines: Option<Lines<kube::client::Body>>,
+        mut version: String,
+    ) -> Next<K> {
+        let mut lines = match lines {
+            Some(lines) => lines,
+            None => {
+                let params = watch_params(&self.config, false);
+                match Box::pin(open(&self.client, &self.url, &params, &version)).await {
+                    Ok(lines) => lines,
+                    Err(error) => return Some(Err(watcher::Error::WatchStartFailed(error))),
+                }
+            }
+        };
+        loop {
+            let event = match Box::pin(lines.next_event::<K>(self.idle)).await {
+                Some(Ok(event)) => event,
+                Some(Err(error)) => return Some(Err(watcher::Error::WatchFailed(error))),
+                // Ended by the server (or silent too long): watch again from `version`.
+                None => {
+                    self.step = Step::Watching {
+                        lines: None,
+                        version,
+                    };
+                    return None;
+                }
+            };
+            let (object_version, event) = match event {
+                WatchEvent::Added(object) | WatchEvent::Modified(object) => {
+                    (object.resource_version(), Event::Apply(object))
+                }
+                WatchEvent::Deleted(object) => (object.resource_version(), Event::Delete(object)),
+                WatchEvent::Bookmark(bookmark) => {
+                    version = bookmark.metadata.resource_version;
+                    continue;
+                }
+                WatchEvent::Error(status) => {
+                    return Some(Err(watcher::Error::WatchError(status)));
+                }
+            };
+            return match object_version.filter(|v| !v.is_empty()) {
+                Some(object_version) => {
+                    self.step = Step::Watching {
+                        lines: Some(lines),
+                        version: object_version,
+                    };
+                    Some(Ok(event))
+                }
+                None => Some(Err(watcher::Error::NoResourceVersion)),
+            };
+        }
+    }
 }
 
 /// The WATCH of `config`: the first one of a streaming list (`initial`), or one resumed from
