@@ -97,14 +97,19 @@ fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
         drain_progress: status.drain_progress.unwrap_or_default(),
         last_update: status.last_update.as_ref().map(|t| from_timestamp(&t.0)),
         last_error: status.last_error.clone().filter(|e| !e.is_empty()),
-        pending_pods: status.pending_pods.iter().flatten().cloned().collect(),
+        pending_pods: status
+            .pending_pods
+            .iter()
+            .flatten()
+            .map(|name| name.as_str().into())
+            .collect(),
         pending_pods_refs: status
             .pending_pods_refs
             .iter()
             .flatten()
             .map(|r| PodRef {
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
+                namespace: r.namespace.as_str().into(),
+                name: r.name.as_str().into(),
             })
             .collect(),
         total_pods: status.total_pods.unwrap_or_default(),
@@ -127,8 +132,8 @@ fn maintenance_status(status: &NodeMaintenanceStatus) -> MaintenanceStatus {
             .iter()
             .flatten()
             .map(|r| PendingPodReason {
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
+                namespace: r.namespace.as_str().into(),
+                name: r.name.as_str().into(),
                 reason: r.reason.clone(),
                 pdb: r.pdb.clone(),
                 message: r.message.clone(),
@@ -167,14 +172,20 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
         drain_progress: Some(status.drain_progress),
         last_update: status.last_update.as_ref().map(time),
         last_error: Some(status.last_error.clone().unwrap_or_default()),
-        pending_pods: Some(status.pending_pods.to_vec()),
+        pending_pods: Some(
+            status
+                .pending_pods
+                .iter()
+                .map(ToString::to_string)
+                .collect(),
+        ),
         pending_pods_refs: Some(
             status
                 .pending_pods_refs
                 .iter()
                 .map(|r| crd::PodReference {
-                    namespace: r.namespace.clone(),
-                    name: r.name.clone(),
+                    namespace: r.namespace.to_string(),
+                    name: r.name.to_string(),
                 })
                 .collect(),
         ),
@@ -186,8 +197,8 @@ pub fn crd_status(status: &MaintenanceStatus) -> NodeMaintenanceStatus {
                 .pending_pods_reasons
                 .iter()
                 .map(|r| crd::PendingPodReason {
-                    namespace: r.namespace.clone(),
-                    name: r.name.clone(),
+                    namespace: r.namespace.to_string(),
+                    name: r.name.to_string(),
                     reason: r.reason.clone(),
                     pdb: r.pdb.clone(),
                     message: r.message.clone(),
@@ -345,8 +356,8 @@ pub(super) fn pod_info_of(
         _ => PodPhase::Pending,
     };
     PodInfo {
-        namespace: meta.namespace.clone().unwrap_or_default(),
-        name: meta.name.clone().unwrap_or_default(),
+        namespace: meta.namespace.as_deref().unwrap_or_default().into(),
+        name: meta.name.as_deref().unwrap_or_default().into(),
         uid: meta.uid.clone().unwrap_or_default().into(),
         phase,
         controller: meta

@@ -193,8 +193,8 @@ pub fn pdb_pod(pod: &Pod) -> PdbPod {
         .filter(|c| c.status == "False" && c.reason.as_deref() == Some("Unschedulable"))
         .map(|c| c.message.clone().unwrap_or_default());
     PdbPod {
-        namespace: info.namespace,
-        name: info.name,
+        namespace: info.namespace.to_string(),
+        name: info.name.to_string(),
         controller: info.controller,
         phase: info.phase,
         ready: info.ready,

@@ -136,8 +136,8 @@ fn pod_plan(
 ) -> PodPlan {
     let evicted = action == Action::Evict;
     PodPlan {
-        namespace: pod.info.namespace.clone(),
-        name: pod.info.name.clone(),
+        namespace: pod.info.namespace.to_string(),
+        name: pod.info.name.to_string(),
         action,
         why,
         pdbs: if evicted {

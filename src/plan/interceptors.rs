@@ -58,7 +58,7 @@ pub fn vm_plan(pod: &PodInfo, vms: &Vms) -> Option<VmPlan> {
     }
     let owner = pod.controller.as_ref().filter(|c| c.kind == VMI_KIND)?;
     let name = format!("{}/{}", pod.namespace, owner.name);
-    let Some(vm) = vms.get(&(pod.namespace.clone(), owner.name.clone())) else {
+    let Some(vm) = vms.get(&(pod.namespace.to_string(), owner.name.clone())) else {
         return Some(VmPlan {
             name,
             eviction_strategy: None,

@@ -294,7 +294,7 @@ async fn read_vms(client: &Client, pods: &BTreeMap<String, Vec<PodFacts>>) -> Vm
         .filter(|p| pod_is_virt_launcher(&p.info))
         .filter_map(|p| {
             let owner = p.info.controller.as_ref().filter(|c| c.kind == VMI_KIND)?;
-            Some((p.info.namespace.clone(), owner.name.clone()))
+            Some((p.info.namespace.to_string(), owner.name.clone()))
         })
         .collect();
     let mut vms = Vms::new();

@@ -88,7 +88,7 @@ pub fn daemonset_ref(pod: &PodInfo) -> Option<DaemonSetRef> {
         .as_ref()
         .filter(|owner| owner.kind == "DaemonSet")
         .map(|owner| DaemonSetRef {
-            namespace: pod.namespace.clone(),
+            namespace: pod.namespace.to_string(),
             name: owner.name.clone(),
             uid: owner.uid.clone(),
         })

@@ -281,7 +281,7 @@ mod tests {
         let (key, _) = gates.refused(&pod("a"), None, now, |_| Duration::ZERO);
         gates.park(&key, pod("a"));
         gates.park(&key, pod("b"));
-        assert_eq!(gates.open(&key, now, |p| p.name != "a"), Some(pod("b")));
+        assert_eq!(gates.open(&key, now, |p| &*p.name != "a"), Some(pod("b")));
     }
 
     #[test]
@@ -322,7 +322,7 @@ mod tests {
         let (db, _) = gates.refused(&pod("b"), Some("db"), now, secs);
         gates.park(&db, pod("b"));
         assert_eq!(gates.sizes(), (2, 2));
-        let gone = gates.prune(|p| p.name == "b");
+        let gone = gates.prune(|p| &*p.name == "b");
         assert_eq!(gone, vec![web]);
         assert_eq!(gates.sizes(), (1, 1));
         assert!(gates.park_if_closed(&pod("b")), "b still waits behind db");

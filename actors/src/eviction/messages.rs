@@ -3,7 +3,7 @@
 use ractor::{DerivedActorRef, RpcReplyPort};
 
 use crate::diagnosis::{Blocker, Investigation};
-use crate::model::{OwnerRef, PodRef, Uid};
+use crate::model::{MaintenanceName, OwnerRef, PodRef, Uid};
 use crate::pdb::PdbChange;
 use crate::ports::{ClusterError, EvictionOutcome};
 
@@ -24,7 +24,7 @@ pub enum EvictionMsg {
     /// Forget every request of this NodeMaintenance that has not been sent yet.
     Cancel {
         /// NodeMaintenance name.
-        maintenance: String,
+        maintenance: MaintenanceName,
     },
     /// Internal: one of the actor's timers fired (see `crate::timers`).
     Wake(Wake),
@@ -108,7 +108,7 @@ pub struct EvictionRequest {
     /// The pod's grace period (None = its own).
     pub grace_period_seconds: Option<i64>,
     /// NodeMaintenance name of the asker (for cancellation).
-    pub maintenance: String,
+    pub maintenance: MaintenanceName,
     /// Who gets the outcome.
     pub reply_to: DerivedActorRef<EvictionReport>,
     /// The asking drain's span: each eviction call's span is its child, so a maintenance reads

@@ -95,7 +95,7 @@ impl Gate {
     fn confirm(&mut self) {
         if let Some(status) = self.pdb.status.as_ref() {
             self.unconfirmed
-                .retain(|pod, _| !status.disrupted_pods.contains(&pod.name));
+                .retain(|pod, _| !status.disrupted_pods.contains(&*pod.name));
         }
     }
 }
@@ -276,7 +276,7 @@ impl PdbGates {
         let (theirs, others): (Vec<PodRef>, Vec<PodRef>) = self
             .contested
             .drain(..)
-            .partition(|p| p.namespace == namespace);
+            .partition(|p| *p.namespace == *namespace);
         self.contested = others.into();
         taken.extend(theirs);
         taken

@@ -175,7 +175,7 @@ fn request_for(collector: &ActorRef<EvictionReport>, i: usize) -> EvictionReques
     EvictionRequest {
         pod: PodRef {
             namespace: "app".into(),
-            name: format!("n1-p{i}"),
+            name: format!("n1-p{i}").into(),
         },
         uid: format!("uid-app-n1-p{i}").into(),
         grace_period_seconds: None,

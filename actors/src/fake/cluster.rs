@@ -284,8 +284,8 @@ impl FakeCluster {
     pub fn script_evictions(&self, namespace: &str, name: &str, outcomes: Vec<EvictionOutcome>) {
         self.lock().evictions.insert(
             PodRef {
-                namespace: namespace.to_string(),
-                name: name.to_string(),
+                namespace: namespace.into(),
+                name: name.into(),
             },
             outcomes.into(),
         );

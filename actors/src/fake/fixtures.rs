@@ -126,8 +126,8 @@ impl PodInfo {
     /// ReplicaSet `<name>-rs`, with a 30 s grace period.
     pub fn test(namespace: &str, name: &str) -> Self {
         PodInfo {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
+            namespace: namespace.into(),
+            name: name.into(),
             uid: format!("uid-{namespace}-{name}").into(),
             phase: PodPhase::Running,
             controller: Some(OwnerRef {

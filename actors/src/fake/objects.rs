@@ -212,7 +212,7 @@ impl Inner {
     pub(super) fn find_pod(&self, namespace: &str, name: &str) -> Option<(NodeName, usize)> {
         self.pods.iter().find_map(|(node, pods)| {
             pods.iter()
-                .position(|p| p.namespace == namespace && p.name == name)
+                .position(|p| &*p.namespace == namespace && &*p.name == name)
                 .map(|i| (node.clone(), i))
         })
     }

@@ -407,8 +407,8 @@ impl Cluster for FakeCluster {
             return Ok(EvictionOutcome::NotFound);
         }
         let pod = PodRef {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
+            namespace: namespace.into(),
+            name: name.into(),
         };
         if let Some(outcome) = inner.evictions.get_mut(&pod).and_then(VecDeque::pop_front) {
             return Ok(outcome);
@@ -531,10 +531,10 @@ impl Cluster for FakeCluster {
             .pods
             .iter()
             .flat_map(|(node, pods)| pods.iter().map(move |p| (node, p)))
-            .filter(|(_, p)| p.namespace == namespace && selector.matches(&p.labels))
+            .filter(|(_, p)| &*p.namespace == namespace && selector.matches(&p.labels))
             .map(|(node, p)| PdbPod {
-                namespace: p.namespace.clone(),
-                name: p.name.clone(),
+                namespace: p.namespace.to_string(),
+                name: p.name.to_string(),
                 controller: p.controller.clone(),
                 phase: p.phase,
                 ready: p.ready,

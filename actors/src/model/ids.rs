@@ -5,10 +5,14 @@
 
 use std::borrow::Borrow;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-/// Defines an id type over a `String`: made from text (`From<&str>`, `From<String>`), shown
+/// Defines an id type over shared text (`Arc<str>`: a clone is a count, not a copy; the same
+/// pod's uid and node name travel through the pod watch, the drain, the eviction queue and
+/// their reports, a dozen copies each at a thousand drains): made from text (`From<&str>`,
+/// `From<String>`), shown
 /// and borrowed as text (`Display`, `Deref<Target = str>`, `AsRef<str>`, `Borrow<str>`, so a
 /// map keyed by it is looked up with a `&str` too), compared with text, serialized as a plain
 /// string.
@@ -17,7 +21,7 @@ macro_rules! text_id {
         $(#[$doc])*
         #[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
         #[serde(transparent)]
-        pub struct $name(String);
+        pub struct $name(Arc<str>);
 
         impl $name {
             /// The text.
@@ -33,25 +37,25 @@ macro_rules! text_id {
 
         impl From<&str> for $name {
             fn from(text: &str) -> Self {
-                $name(text.to_string())
+                $name(Arc::from(text))
             }
         }
 
         impl From<String> for $name {
             fn from(text: String) -> Self {
-                $name(text)
+                $name(Arc::from(text))
             }
         }
 
         impl From<&String> for $name {
             fn from(text: &String) -> Self {
-                $name(text.clone())
+                $name(Arc::from(text.as_str()))
             }
         }
 
         impl From<$name> for String {
             fn from(id: $name) -> Self {
-                id.0
+                id.0.to_string()
             }
         }
 
@@ -92,37 +96,37 @@ macro_rules! text_id {
 
         impl PartialEq<str> for $name {
             fn eq(&self, other: &str) -> bool {
-                self.0 == other
+                *self.0 == *other
             }
         }
 
         impl PartialEq<&str> for $name {
             fn eq(&self, other: &&str) -> bool {
-                self.0 == *other
+                *self.0 == **other
             }
         }
 
         impl PartialEq<String> for $name {
             fn eq(&self, other: &String) -> bool {
-                self.0 == *other
+                *self.0 == **other
             }
         }
 
         impl PartialEq<$name> for str {
             fn eq(&self, other: &$name) -> bool {
-                self == other.0
+                *self == *other.0
             }
         }
 
         impl PartialEq<$name> for &str {
             fn eq(&self, other: &$name) -> bool {
-                *self == other.0
+                **self == *other.0
             }
         }
 
         impl PartialEq<$name> for String {
             fn eq(&self, other: &$name) -> bool {
-                *self == other.0
+                **self == *other.0
             }
         }
     };

@@ -233,22 +233,24 @@ impl Phase {
     }
 }
 
-/// A `{namespace, name}` pod reference (`status.pendingPodsRefs` items).
+/// A `{namespace, name}` pod reference (`status.pendingPodsRefs` items). Its text is shared
+/// (`Arc<str>`): a pod's reference is a key in the drain's maps, the eviction queue and their
+/// reports, and a clone is a count, not two new strings.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct PodRef {
     /// Pod namespace.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Pod name.
-    pub name: String,
+    pub name: Arc<str>,
 }
 
 /// Why one pending pod is still on the node (nmo's addition to the status).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingPodReason {
-    /// Pod namespace.
-    pub namespace: String,
-    /// Pod name.
-    pub name: String,
+    /// Pod namespace (shared with its [`PodRef`]).
+    pub namespace: Arc<str>,
+    /// Pod name (shared with its [`PodRef`]).
+    pub name: Arc<str>,
     /// Short machine reason, e.g. `BlockedByPodDisruptionBudget`, `Evicting`, `Terminating`.
     pub reason: String,
     /// The PodDisruptionBudget refusing the eviction, when known.
@@ -398,7 +400,7 @@ pub struct MaintenanceStatus {
     /// `pendingPods` (bare names). The pod lists are shared by every copy of a status (the
     /// one wanted, the one being written, the one written): at 500 drains of 30 pods each
     /// copy of them cost about 6 MiB.
-    pub pending_pods: Arc<[String]>,
+    pub pending_pods: Arc<[Arc<str>]>,
     /// `pendingPodsRefs`.
     pub pending_pods_refs: Arc<[PodRef]>,
     /// `totalpods`.

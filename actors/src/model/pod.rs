@@ -47,10 +47,10 @@ pub struct OwnerRef {
 /// The parts of a Pod nmo reads.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PodInfo {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
+    /// Namespace (shared with the pod's [`PodRef`]s).
+    pub namespace: Arc<str>,
+    /// Name (shared with the pod's [`PodRef`]s).
+    pub name: Arc<str>,
     /// `metadata.uid`.
     pub uid: Uid,
     /// `status.phase`.

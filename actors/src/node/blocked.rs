@@ -127,10 +127,7 @@ mod tests {
             (pods[2].pod.clone(), reason(structural())),
         ]);
         let (pod, blocker) = worst(&pods, Reasons::told(&reasons)).unwrap();
-        assert_eq!(
-            (pod.name.as_str(), blocker.reason()),
-            ("b", "StructuralBudget")
-        );
+        assert_eq!((&*pod.name, blocker.reason()), ("b", "StructuralBudget"));
         assert!(worst(&pods, Reasons::told(&BTreeMap::new())).is_none());
     }
 

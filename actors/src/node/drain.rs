@@ -431,7 +431,7 @@ mod tests {
     }
 
     fn names(pods: &[PendingPod]) -> Vec<&str> {
-        pods.iter().map(|p| p.pod.name.as_str()).collect()
+        pods.iter().map(|p| &*p.pod.name).collect()
     }
 
     #[test]
@@ -617,7 +617,7 @@ mod tests {
             .take_without_pass(&with_agent, &known)
             .expect("an orphan is evicted: no call of the pass's");
         assert!(
-            asked.iter().any(|p| p.pod.name == "agent-x"),
+            asked.iter().any(|p| &*p.pod.name == "agent-x"),
             "the orphan is asked for"
         );
         let mut drain = Drain::begin(&tracing::Span::none(), 1);

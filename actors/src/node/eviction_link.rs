@@ -5,7 +5,7 @@ use ractor::{ActorRef, DerivedActorRef};
 
 use super::pending::PendingPod;
 use crate::eviction::{EvictionMsg, EvictionReport, EvictionRequest};
-use crate::model::{PodRef, Uid};
+use crate::model::{MaintenanceName, PodRef, Uid};
 
 /// The eviction actor, as one maintenance's node actor speaks to it.
 pub(super) struct EvictionLink {
@@ -14,7 +14,7 @@ pub(super) struct EvictionLink {
     /// [`EvictionReport`]s.
     reports: DerivedActorRef<EvictionReport>,
     /// The NodeMaintenance the requests are for.
-    maintenance: String,
+    maintenance: MaintenanceName,
 }
 
 impl EvictionLink {
@@ -22,7 +22,7 @@ impl EvictionLink {
     pub(super) fn new(
         evictor: ActorRef<EvictionMsg>,
         reports: DerivedActorRef<EvictionReport>,
-        maintenance: String,
+        maintenance: MaintenanceName,
     ) -> Self {
         EvictionLink {
             evictor,

@@ -141,7 +141,7 @@ impl Actor for NodeActor {
         let lease = LeaseKeeper::resumed(nm.status.as_ref().is_some_and(status::lease_was_held));
         Ok(NodeActorState {
             ctx,
-            evictions: EvictionLink::new(args.evictor, myself.get_derived(), nm.name.to_string()),
+            evictions: EvictionLink::new(args.evictor, myself.get_derived(), nm.name.clone()),
             status: StatusWriter::new(nm.status.clone()),
             progress_pace,
             nm: MaintenanceCopy::new(nm, args.fresh),

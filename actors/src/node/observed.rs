@@ -140,7 +140,7 @@ impl Observed {
             let Some(owner) = pod.controller.as_ref().filter(|c| c.kind == VMI_KIND) else {
                 continue;
             };
-            let key = (pod.pod.namespace.clone(), owner.name.clone());
+            let key = (pod.pod.namespace.to_string(), owner.name.clone());
             let Some(blocker) = self.vms.get(&key).and_then(|vm| vm_blocker(vm, &self.node)) else {
                 continue;
             };

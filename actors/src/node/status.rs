@@ -528,7 +528,7 @@ mod tests {
             &[],
             now(),
         );
-        assert_eq!(&*status.pending_pods, ["web-1".to_string()]);
+        assert_eq!(&*status.pending_pods, [Arc::<str>::from("web-1")]);
         assert_eq!(status.pending_pods_reasons.len(), 1);
         assert_eq!(written.pending_pods.len(), 2, "the copy keeps its own");
     }

@@ -63,8 +63,8 @@ impl PdbPod {
     /// Its `{namespace, name}`.
     pub fn pod_ref(&self) -> PodRef {
         PodRef {
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
+            namespace: self.namespace.as_str().into(),
+            name: self.name.as_str().into(),
         }
     }
 

@@ -133,7 +133,7 @@ async fn a_running_drain_holds_no_version_of_the_pods_it_saw_go() {
         cluster
             .pods("n1")
             .iter()
-            .map(|pod| pod.name.as_str().to_string())
+            .map(|pod| pod.name.to_string())
             .collect::<Vec<_>>()
             == ["n1-p2"]
     };
@@ -169,7 +169,7 @@ async fn a_drain_whose_pod_watch_was_subscribed_again_holds_no_version_of_the_po
         cluster
             .pods("n1")
             .iter()
-            .map(|pod| pod.name.as_str().to_string())
+            .map(|pod| pod.name.to_string())
             .collect::<Vec<_>>()
             == names
     };

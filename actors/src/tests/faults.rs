@@ -53,7 +53,11 @@ async fn a_hung_daemonset_lookup_does_not_block_the_drain() {
     cluster.hang_next("daemonset_exists", 1);
     let h = Scenario::on(&cluster).nm1().start().await;
     assert!(h.wait_succeeded("nm1", Duration::from_secs(120)).await);
-    let left: Vec<String> = cluster.pods("n1").into_iter().map(|p| p.name).collect();
+    let left: Vec<String> = cluster
+        .pods("n1")
+        .into_iter()
+        .map(|p| p.name.to_string())
+        .collect();
     assert_eq!(left, ["agent-n1"], "the DaemonSet pod stays");
     h.stop().await;
 }

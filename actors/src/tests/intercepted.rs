@@ -212,7 +212,7 @@ async fn a_launcher_pod_says_what_its_vm_does() {
         status
             .pending_pods_reasons
             .iter()
-            .find(|r| r.name == name)
+            .find(|r| &*r.name == name)
             .cloned()
             .unwrap_or_else(|| panic!("{name} in {status:?}"))
     };

@@ -35,7 +35,11 @@ async fn drains_node_and_succeeds() {
     assert!(cluster.maintenance("nm1").unwrap().has_finalizer());
     assert_in_maintenance(&cluster, "n1");
 
-    let left: Vec<String> = cluster.pods("n1").into_iter().map(|p| p.name).collect();
+    let left: Vec<String> = cluster
+        .pods("n1")
+        .into_iter()
+        .map(|p| p.name.to_string())
+        .collect();
     assert_eq!(left, vec!["agent".to_string(), "kube-proxy".to_string()]);
     assert_eq!(cluster.count_calls("evict_pod app/cache"), 1);
     assert_eq!(cluster.count_calls("evict_pod app/n1-p0"), 1);

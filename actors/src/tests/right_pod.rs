@@ -45,7 +45,7 @@ async fn a_held_request_never_evicts_a_pod_recreated_with_its_name_on_another_no
         cluster.calls()
     );
     assert!(
-        cluster.pods("n2").iter().any(|p| p.name == "web-0"),
+        cluster.pods("n2").iter().any(|p| &*p.name == "web-0"),
         "the new web-0 on n2 is still there"
     );
     assert_eq!(

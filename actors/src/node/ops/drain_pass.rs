@@ -129,8 +129,8 @@ pub(crate) async fn drain_pass(
         {
             Ok(()) | Err(ClusterError::NotFound(_)) => pass.deleted.push(pod.uid.clone()),
             Err(source) => errors.push(DrainError::DeletePod {
-                namespace: pod.namespace.clone(),
-                name: pod.name.clone(),
+                namespace: pod.namespace.to_string(),
+                name: pod.name.to_string(),
                 source,
             }),
         }
