@@ -196,47 +196,58 @@ impl NodeActorState {
         let wanted = self.status.wanted();
         self.progress_pace
             .draining(wanted.phase == Some(Phase::Running) && wanted.drain_start_time.is_some());
+        let rate = self.ctx.config.eviction_rate_per_sec;
         let windows = Windows {
             news: self.ctx.config.status_coalesce,
-            progress: self.progress_pace.window(
-                self.ctx.config.progress_coalesce,
-                self.ctx.config.eviction_rate_per_sec,
-            ),
+            progress: self
+                .progress_pace
+                .window(self.ctx.config.progress_coalesce, rate),
         };
         match self.status.decide(now, windows) {
             Flush::Nothing => {}
-            Flush::Later(after) => {
-                self.status.scheduled(now + after);
-                // `decide` asks for a deferred write only sooner than the one scheduled (if
-                // any), which this supersedes: the status writer knows of the soonest only.
-                self.timers.set_unless_sooner(Wake::FlushStatus, after);
-            }
+            Flush::Later(after) => self.flush_status_after(now, after),
+            Flush::Progress => match self.progress_pace.turn(now, rate) {
+                Some(wait) => self.flush_status_after(now, wait),
+                None => self.write_status_now(myself, now),
+            },
             Flush::Now => {
-                let wall = self.now();
-                let (status, seen) = self.status.begin(now, wall);
-                // Status writes are coalesced, so a span each stays cheap and shows when the
-                // status said what.
-                let span = tracing::info_span!(
-                    parent: &self.work_span(),
-                    "write_status",
-                    nmo.phase = status.phase.map(Phase::as_str).unwrap_or_default(),
-                    nmo.drain_progress = status.drain_progress,
-                );
-                if let Some(phase @ (Phase::Succeeded | Phase::Failed)) = status.phase {
-                    self.trace_phase(phase);
-                }
-                let cluster = self.ctx.cluster.clone();
-                let (name, uid) = (self.ctx.nm_name.clone(), self.ctx.nm_uid.clone());
-                self.tasks.spawn_cast_back(
-                    myself,
-                    span,
-                    async move {
-                        status_writer::write(cluster.as_ref(), &name, &uid, seen, status).await
-                    },
-                    NodeMsg::StatusWritten,
-                );
+                self.progress_pace.wrote();
+                self.write_status_now(myself, now);
             }
         }
+    }
+
+    /// Flushes the status again `after` from `now`.
+    fn flush_status_after(&mut self, now: Instant, after: std::time::Duration) {
+        self.status.scheduled(now + after);
+        // `decide` asks for a deferred write only sooner than the one scheduled (if any),
+        // which this supersedes: the status writer knows of the soonest only.
+        self.timers.set_unless_sooner(Wake::FlushStatus, after);
+    }
+
+    /// Writes the status the actor wants now.
+    fn write_status_now(&mut self, myself: &ActorRef<NodeMsg>, now: Instant) {
+        let wall = self.now();
+        let (status, seen) = self.status.begin(now, wall);
+        // Status writes are coalesced, so a span each stays cheap and shows when the
+        // status said what.
+        let span = tracing::info_span!(
+            parent: &self.work_span(),
+            "write_status",
+            nmo.phase = status.phase.map(Phase::as_str).unwrap_or_default(),
+            nmo.drain_progress = status.drain_progress,
+        );
+        if let Some(phase @ (Phase::Succeeded | Phase::Failed)) = status.phase {
+            self.trace_phase(phase);
+        }
+        let cluster = self.ctx.cluster.clone();
+        let (name, uid) = (self.ctx.nm_name.clone(), self.ctx.nm_uid.clone());
+        self.tasks.spawn_cast_back(
+            myself,
+            span,
+            async move { status_writer::write(cluster.as_ref(), &name, &uid, seen, status).await },
+            NodeMsg::StatusWritten,
+        );
     }
 
     /// Emits an event on the NodeMaintenance (best effort, in the background).

@@ -42,6 +42,9 @@ pub(super) enum Flush {
     Later(Duration),
     /// Write now.
     Now,
+    /// Progress alone is due: written at the drain's turn of the shared pace
+    /// ([`crate::progress_pace::PaceSlot::turn`]).
+    Progress,
 }
 
 /// How long after a write the next waits, by what changed.
@@ -181,8 +184,8 @@ impl StatusWriter {
 
     /// Decides (pure): a write is due when the wanted status differs from the written one in
     /// anything but `lastUpdate`; a phase change goes at once, news after `windows.news` since
-    /// the last write, progress alone after `windows.progress`. No write before the first
-    /// phase, none while one is out.
+    /// the last write, progress alone after `windows.progress` (and then at its turn of the
+    /// shared pace). No write before the first phase, none while one is out.
     pub(super) fn decide(&self, now: Instant, windows: Windows) -> Flush {
         if self.in_flight {
             return Flush::Nothing;
@@ -206,7 +209,8 @@ impl StatusWriter {
         if written.phase != self.wanted.phase {
             return Flush::Now;
         }
-        let window = if News::of(&self.wanted) == News::of(written) {
+        let progress_alone = News::of(&self.wanted) == News::of(written);
+        let window = if progress_alone {
             windows.progress
         } else {
             windows.news
@@ -216,6 +220,7 @@ impl StatusWriter {
             .map(|at| at + window)
             .filter(|due| *due > now);
         match (due, self.scheduled) {
+            (None, _) if progress_alone => Flush::Progress,
             (None, _) => Flush::Now,
             (Some(due), Some(fires)) if fires <= due => Flush::Nothing,
             (Some(due), _) => Flush::Later(due - now),
@@ -485,7 +490,11 @@ mod tests {
         assert_eq!(writer.decide(soon, WINDOWS), Flush::Now);
         writer.wanted.phase = Some(Phase::Running);
         writer.due();
-        assert_eq!(writer.decide(now + WINDOWS.progress, WINDOWS), Flush::Now);
+        assert_eq!(
+            writer.decide(now + WINDOWS.progress, WINDOWS),
+            Flush::Progress,
+            "progress alone, its window over: written at its turn of the shared pace"
+        );
     }
 
     #[test]
@@ -578,7 +587,11 @@ mod tests {
         writer.ended(None);
         assert_eq!(writer.written().map(|w| w.drain_progress), Some(0));
         let retry = now + WINDOWS.progress;
-        assert_eq!(writer.decide(retry, WINDOWS), Flush::Now, "retried");
+        assert_eq!(
+            writer.decide(retry, WINDOWS),
+            Flush::Progress,
+            "retried, at its turn"
+        );
     }
 
     fn config() -> Config {

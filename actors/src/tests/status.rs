@@ -154,3 +154,67 @@ async fn the_observer_hears_evictions_phases_drain_and_lease_operations() {
     );
     h.stop().await;
 }
+
+/// Drains that began together write their progress at the drains' shared pace, not all in the
+/// same second once their windows end: on a real API server, 1,000 drains that wrote
+/// `Running` in the same seconds wrote their progress 560 times in 20 s (28 a second against
+/// a pace of 5), and the evictions slowed by half while they did.
+#[tokio::test(start_paused = true)]
+async fn drains_that_began_together_write_their_progress_at_the_shared_pace() {
+    const NODES: usize = 100;
+    let cluster = FakeCluster::new();
+    for n in 0..NODES {
+        let node = format!("n{n}");
+        cluster.add_node(&node);
+        for p in 0..2 {
+            cluster.add_pod(&node, "app", &format!("{node}-p{p}"));
+        }
+    }
+    // Evicted pods stay (terminating) until the test removes them.
+    cluster.set_evicted_pods_linger(true);
+    let h = Harness::paused(&cluster, |c| c.eviction_burst = 1_000).await;
+    for n in 0..NODES {
+        cluster.create_maintenance(&format!("nm{n}"), &format!("n{n}"), t0());
+    }
+    let all_evicted = eventually(Duration::from_secs(60), || {
+        cluster.count_calls("evict_pod") >= 2 * NODES
+    })
+    .await;
+    assert!(
+        all_evicted,
+        "{} evictions",
+        cluster.count_calls("evict_pod")
+    );
+    // Whatever the start wrote is written.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let before = cluster.count_calls("write_status");
+
+    // Every drain makes progress in the same second: one of its two pods is gone.
+    for n in 0..NODES {
+        assert!(cluster.remove_pod("app", &format!("n{n}-p0")));
+    }
+    // 100 drains under the default eviction rate (50/s) share 5 progress writes a second.
+    let mut per_second = Vec::new();
+    let mut last = before;
+    for _ in 0..90 {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = cluster.count_calls("write_status");
+        per_second.push(now - last);
+        last = now;
+    }
+    let busiest = per_second.iter().copied().max().unwrap_or_default();
+    assert!(
+        busiest <= 6,
+        "{busiest} progress writes in one second: {per_second:?}"
+    );
+    assert_eq!(
+        last - before,
+        NODES,
+        "each drain wrote its progress once: {per_second:?}"
+    );
+    assert!(
+        (0..NODES).all(|n| cluster.status(&format!("nm{n}")).drain_progress == 50),
+        "every status says half the pods left"
+    );
+    h.stop().await;
+}
